@@ -1,0 +1,109 @@
+/* spantrace.h - what the BPF programs send to userspace: plain __u32/__u64
+ * structs shared by bpf/ and user/. Append fields at the end; never reorder. */
+#ifndef SPANTRACE_H
+#define SPANTRACE_H
+
+#include "probes.h"
+
+#define SPAN_STACK_DEPTH 16   /* per-thread nesting the kernel tracks */
+#define PERF_COUNTERS_MAX 4   /* span-attributed perf counters (profile mode) */
+
+enum event_type {
+	EV_SPAN = 1,    /* a matched span_begin/op_begin .. end */
+	EV_TOKEN,       /* a matched token_begin .. token_end */
+	EV_REQUEST,     /* a matched request_begin .. request_end */
+	EV_ALLOC,
+	EV_FREE,
+	EV_KV,          /* kv_usage */
+	EV_KERNEL,      /* one record of a cl_batch */
+	EV_SAMPLE,      /* a CPU sample tagged with the current span (profile mode) */
+	EV_TYPE_COUNT
+};
+
+/* Span end flags. */
+#define SPAN_F_MISMATCH   1  /* end's kind/layer differed from the stack top */
+#define SPAN_F_STRUCTURAL 2  /* came from span_* (not op_*) probes */
+
+struct event_header {
+	__u32 type;   /* enum event_type */
+	__u32 pid;    /* tgid */
+	__u32 tid;
+	__u32 cpu;
+	__u64 ts_ns;  /* bpf_ktime_get_ns() at the event (begin for spans) */
+};
+
+struct span_event {
+	struct event_header h;
+	__u64 dur_ns;
+	__u32 kind;         /* enum span_kind */
+	__s32 layer;
+	__u32 depth;        /* 0 = outermost */
+	__u32 parent_kind;  /* enum span_kind, or SPAN_KIND_COUNT for none */
+	__s32 parent_layer;
+	__u32 flags;
+	__u64 req;          /* request id in force on this thread, 0 if none */
+	__u32 pos;          /* token position in force on this thread */
+	__u32 ncounters;    /* how many counters[] are valid */
+	__u64 counters[PERF_COUNTERS_MAX]; /* scaled deltas over the span */
+};
+
+struct token_event {
+	struct event_header h;
+	__u64 dur_ns;
+	__u64 req;
+	__u32 pos;
+	__u32 token_in;
+	__u32 token_out;
+	__u32 pad;
+};
+
+struct request_event {
+	struct event_header h;
+	__u64 dur_ns;
+	__u64 req;
+	__u32 prompt_tokens;
+	__u32 generated_tokens;
+};
+
+struct alloc_event {
+	struct event_header h;
+	__u64 ptr;
+	__u64 bytes;
+	__u64 live_bytes;   /* this pool in this process, after the event */
+	__u64 peak_bytes;
+	__u32 pool;         /* enum pool_id */
+	__u32 unknown;      /* free of a pointer never seen allocated */
+};
+
+struct kv_event {
+	struct event_header h;
+	__u64 used_bytes;
+	__u64 capacity_bytes;
+};
+
+struct kernel_event {
+	struct event_header h;
+	__u32 kernel_id;
+	__u32 queue;
+	__s32 layer;
+	__u32 index;        /* position within its batch */
+	__u64 queued_ns, submit_ns, start_ns, end_ns; /* device clock, unchanged */
+	__u64 req;
+	__u32 pos;
+	__u32 pad;
+};
+
+/* Per-CPU loss accounting, indexed by enum event_type:
+ * fired[t] = events the probes produced, dropped[t] = failed reserves.
+ * delivered (counted by userspace) + dropped == fired, exactly. */
+struct counters {
+	__u64 fired[EV_TYPE_COUNT];
+	__u64 dropped[EV_TYPE_COUNT];
+	__u64 span_errors;     /* unbalanced or mismatched ends */
+	__u64 stack_overflow;  /* begins beyond SPAN_STACK_DEPTH */
+	__u64 unknown_frees;
+	__u64 alloc_table_full;
+	__u64 kernels_truncated; /* cl_batch records beyond what one hit reads */
+};
+
+#endif

@@ -1,0 +1,27 @@
+/* pool.h - named memory pools. Every engine allocation goes through here so
+ * the engine's own accounting and the alloc/free probes see the same bytes. */
+#ifndef INFER_POOL_H
+#define INFER_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "probes.h"
+
+typedef struct {
+	uint64_t allocs, frees;
+	uint64_t live_bytes, peak_bytes;
+} PoolStats;
+
+/* Zeroed host memory from pool; NULL on failure (nothing is counted then). */
+void *pool_alloc(enum pool_id pool, size_t bytes);
+/* bytes must be what was asked for at pool_alloc. NULL is ignored. */
+void pool_free(enum pool_id pool, void *p, size_t bytes);
+
+/* For memory the pool does not allocate itself (the weights mmap, cl_mem
+ * buffers): account for it and fire the probe with handle as the pointer. */
+void pool_note_alloc(enum pool_id pool, uint64_t handle, size_t bytes);
+void pool_note_free(enum pool_id pool, uint64_t handle, size_t bytes);
+
+void pool_get_stats(enum pool_id pool, PoolStats *out);
+
+#endif

@@ -1,0 +1,35 @@
+/* trace.h - the engine's probe sites and its own self-timing.
+ *
+ * Every probe fires from one function here, so the engine has one site per
+ * probe name (cheap to attach) and the engine's --stats counts exactly what
+ * the probes announce. Self-timing uses CLOCK_MONOTONIC, the clock
+ * bpf_ktime_get_ns reads, and is taken inside the probe pair so that the
+ * tracer's and the engine's durations cover the same work. */
+#ifndef INFER_TRACE_H
+#define INFER_TRACE_H
+
+#include <stdint.h>
+#include "error.h"
+#include "probes.h"
+
+/* Spans nest at most this deep on one thread (forward > layer > phase). */
+#define TRACE_MAX_DEPTH 16
+
+void trace_request_begin(uint64_t req, uint32_t prompt_tokens);
+void trace_request_end(uint64_t req, uint32_t generated_tokens);
+void trace_token_begin(uint64_t req, uint32_t pos, uint32_t token_in);
+void trace_token_end(uint64_t req, uint32_t pos, uint32_t token_out);
+void trace_span_begin(enum span_kind kind, int layer);
+void trace_span_end(enum span_kind kind, int layer);
+void trace_kv_usage(uint64_t used_bytes, uint64_t capacity_bytes);
+/* Fires cl_batch (in chunks of CL_BATCH_MAX) and counts the kernels. */
+void trace_kernels(const struct cl_kernel_record *recs, uint32_t n);
+
+/* Self-stats are off until enabled (the CLI enables them for --stats). */
+void trace_stats_enable(void);
+/* Writes the --stats JSON; wall_ns is the run's duration for tok/s. */
+int trace_stats_write(const char *path, uint64_t wall_ns, InferError *err);
+
+uint64_t trace_now_ns(void); /* CLOCK_MONOTONIC */
+
+#endif

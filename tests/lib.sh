@@ -1,0 +1,34 @@
+# tests/lib.sh - sourced by tests/t_*.sh. Paths, assertions and skips.
+set -u
+ROOT=${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+BUILD=${BUILD:-$ROOT/build}
+MODELS=${MODELS:-$(cd "$ROOT/.." && pwd)/shared/models}
+INFER=$BUILD/infer
+SPANTRACE=$BUILD/spantrace
+MKMODEL=$BUILD/mkmodel
+DEMO_MODEL=$BUILD/models/demo15M.bin
+DEMO_TOK=$BUILD/models/demo_tokenizer.bin
+TMP=$(mktemp -d /tmp/spantrace-test.XXXXXX)
+trap 'rm -rf "$TMP"; jobs -p | xargs -r kill 2>/dev/null' EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+skip() { echo "$*"; exit 77; }
+ok() { echo "ok: $*"; }
+
+# assert_eq WHAT EXPECTED ACTUAL
+assert_eq() { [ "$2" = "$3" ] || fail "$1: expected '$2', got '$3'"; ok "$1 = $3"; }
+# assert_le WHAT A B  (numeric A <= B)
+assert_le() { awk -v a="$2" -v b="$3" 'BEGIN{exit !(a<=b)}' || fail "$1: $2 > $3"; ok "$1: $2 <= $3"; }
+
+need_root() { [ "$(id -u)" = 0 ] || skip "needs root (CAP_BPF and CAP_PERFMON) to load BPF programs"; }
+need_bpf() {
+	need_root
+	[ -r /sys/kernel/btf/vmlinux ] || skip "kernel has no BTF at /sys/kernel/btf/vmlinux"
+	grep -q uprobe /sys/bus/event_source/devices/*/type 2>/dev/null || [ -d /sys/bus/event_source/devices/uprobe ] \
+		|| skip "kernel has no uprobe PMU"
+}
+need_models() { [ -r "$MODELS/stories260K.bin" ] || skip "no ../shared/models/stories260K.bin beside the project"; }
+need_opencl() { clinfo -l 2>/dev/null | grep -q Device || skip "no OpenCL device (clinfo lists none)"; }
+
+# wait_for CMD... : retries for up to 10 s
+wait_for() { local i; for i in $(seq 100); do "$@" && return 0; sleep 0.1; done; return 1; }
