@@ -28,7 +28,7 @@ endif
 
 # The engine: -mno-red-zone because an optimized uprobe turns the 5-byte probe
 # nop into a call, which writes below %rsp (see inference/probes.h).
-ENGINE_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden -mno-red-zone -fopenmp
+ENGINE_CFLAGS := $(CFLAGS) -fPIC -mno-red-zone -fopenmp
 ifeq ($(NO_PROBES),1)
 ENGINE_CFLAGS += -DINFER_NO_PROBES
 endif
@@ -59,13 +59,16 @@ DEMO_MODEL    := $(BUILD)/models/demo15M.bin
 DEMO_TOK      := $(BUILD)/models/demo_tokenizer.bin
 
 .PHONY: all deps demo test bench fuzz soak clean models
+# Keep the BPF objects and skeletons: as intermediates make would delete them
+# and rebuild every user object on the next run.
+.SECONDARY: $(BPF_OBJS) $(BPF_SKELS)
 all: $(BUILD)/libinfer.so $(BUILD)/infer $(BUILD)/mkmodel $(BUILD)/spantrace $(UNIT_BINS)
 
 # ---- Debian packages: install only what is missing, quietly ----
 DEB_PKGS := build-essential clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
             libjson-c-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
             systemtap-sdt-dev libncurses-dev libmicrohttpd-dev bpftrace linux-perf \
-            prometheus tmux valgrind libclang-rt-14-dev python3-pandas jq binutils
+            prometheus tmux valgrind libclang-rt-14-dev python3-pandas jq binutils curl bc
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -93,10 +96,10 @@ $(BUILD)/libinfer.so: $(ENGINE_OBJS)
 	$(CC) -shared -o $@ $^ $(LDFLAGS) $(ENGINE_LIBS)
 
 $(BUILD)/infer: inference/main.c $(BUILD)/libinfer.so
-	$(CC) $(ENGINE_CFLAGS) -fvisibility=default -o $@ $< -L$(BUILD) -linfer -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -lm
+	$(CC) $(ENGINE_CFLAGS) -o $@ $< -L$(BUILD) -linfer -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -lm
 
 $(BUILD)/mkmodel: inference/mkmodel.c $(BUILD)/libinfer.so
-	$(CC) $(ENGINE_CFLAGS) -fvisibility=default -o $@ $< -L$(BUILD) -linfer -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -lm
+	$(CC) $(ENGINE_CFLAGS) -o $@ $< -L$(BUILD) -linfer -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -lm
 
 # ---- BPF: vmlinux.h -> object -> skeleton ----
 $(BUILD)/vmlinux.h: | $(BUILD)

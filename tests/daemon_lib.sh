@@ -1,0 +1,57 @@
+# shellcheck shell=bash
+# tests/daemon_lib.sh - sourced by tests/t_daemon_*.sh after lib.sh:
+# start/stop `spantrace daemon`, read its /metrics, run the engine.
+
+# start_daemon ARGS...: daemon on a free loopback port, fast ticks; sets DPID, DPORT.
+start_daemon() {
+	"$SPANTRACE" daemon --binary "$INFER" --listen 127.0.0.1:0 --interval 0.2 "$@" \
+		> "$TMP/daemon.log" 2>&1 &
+	DPID=$!
+	wait_for grep -q 'metrics at http' "$TMP/daemon.log" \
+		|| { cat "$TMP/daemon.log" >&2; fail "daemon did not start"; }
+	DPORT=$(sed -n 's|.*metrics at http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$TMP/daemon.log")
+	[ -n "$DPORT" ] || fail "no port in: $(cat "$TMP/daemon.log")"
+}
+
+# stop_daemon: SIGTERM, and the daemon must exit 0.
+stop_daemon() {
+	kill -TERM "$DPID"
+	local rc=0
+	wait "$DPID" || rc=$?
+	assert_eq "daemon exit status after SIGTERM" 0 "$rc"
+}
+
+metrics() { curl -sf "http://127.0.0.1:$DPORT/metrics"; }
+
+# msum FILE NAME [LABEL=\"V\"...]: sum of NAME's samples having every label given.
+msum() {
+	local file=$1 name=$2; shift 2
+	awk -v name="$name" -v want="$*" '
+		BEGIN { n = split(want, w, " ") }
+		index($0, name "{") == 1 || $1 == name {
+			for (i = 1; i <= n; i++) if (index($0, w[i]) == 0) next
+			s += $NF
+		}
+		END { printf "%d\n", s }' "$file"
+}
+
+# run_engine STATS [ARGS...]: the 260K model on the CPU backend; sets EPID.
+run_engine() {
+	local stats=$1; shift
+	"$INFER" "$MODELS/stories260K.bin" -b cpu -s 1 -t 0 --ids -n 64 --stats "$stats" "$@" \
+		> /dev/null 2> "$TMP/engine.err" &
+	EPID=$!
+	wait "$EPID" || { cat "$TMP/engine.err" >&2; fail "engine failed"; }
+}
+
+# stat_count STATS KIND: the engine's own span count for KIND.
+stat_count() { jq -r ".spans.$2.count" "$1"; }
+
+need_daemon_build() {
+	[ -x "$SPANTRACE" ] && [ -x "$INFER" ] || fail "build $SPANTRACE and $INFER first"
+	command -v curl >/dev/null || skip "curl not installed"
+	command -v jq >/dev/null || skip "jq not installed"
+}
+
+# wait_long CMD...: like wait_for, for up to 30 s (Prometheus on a busy box).
+wait_long() { local i; for i in $(seq 300); do "$@" && return 0; sleep 0.1; done; return 1; }

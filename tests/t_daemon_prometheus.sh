@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# t_daemon_prometheus.sh - a real Prometheus server scrapes the daemon while
+# the engine runs twice (a restart under the daemon): per-pid span, token and
+# request counters equal the engine's own --stats counts, /metrics passes
+# promtool, and PromQL histogram_quantile over the buckets returns a median
+# within the log2 bucket (factor 2) of the engine's own median.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/daemon_lib.sh"
+need_bpf
+need_models
+need_daemon_build
+command -v prometheus >/dev/null || skip "prometheus not installed"
+command -v promtool >/dev/null || skip "promtool not installed"
+
+start_daemon --level coarse
+
+# Prometheus on a free loopback port, scraping every second.
+PPORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat > "$TMP/prom.yml" <<YML
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: spantrace
+    static_configs:
+      - targets: ['127.0.0.1:$DPORT']
+YML
+prometheus --config.file="$TMP/prom.yml" --storage.tsdb.path="$TMP/tsdb" \
+	--web.listen-address="127.0.0.1:$PPORT" > "$TMP/prometheus.log" 2>&1 &
+wait_long curl -sf "http://127.0.0.1:$PPORT/-/ready" -o /dev/null || fail "prometheus did not start"
+
+# Two engine runs: the second is a new process of the same binary.
+run_engine "$TMP/stats1.json"; pid1=$EPID
+run_engine "$TMP/stats2.json"; pid2=$EPID
+expect_tokens=$(jq -r .tokens "$TMP/stats2.json")
+has_tokens() { metrics > "$TMP/m.txt" && [ "$(msum "$TMP/m.txt" spantrace_tokens_total "pid=\"$pid2\"")" = "$expect_tokens" ]; }
+wait_for has_tokens || fail "daemon never showed pid $pid2's $expect_tokens tokens"
+
+for n in 1 2; do
+	if [ $n = 1 ]; then pid=$pid1; else pid=$pid2; fi
+	stats=$TMP/stats$n.json
+	for kind in forward layer; do
+		assert_eq "pid $pid $kind spans (run $n)" "$(stat_count "$stats" $kind)" \
+			"$(msum "$TMP/m.txt" spantrace_span_duration_seconds_count "span=\"$kind\"" "pid=\"$pid\"")"
+	done
+	assert_eq "pid $pid tokens" "$(jq -r .tokens "$stats")" \
+		"$(msum "$TMP/m.txt" spantrace_tokens_total "pid=\"$pid\"")"
+	assert_eq "pid $pid requests" "$(jq -r .requests "$stats")" \
+		"$(msum "$TMP/m.txt" spantrace_requests_total "pid=\"$pid\"")"
+done
+assert_eq "span events lost" 0 "$(msum "$TMP/m.txt" spantrace_events_dropped_total)"
+
+out=$(promtool check metrics < "$TMP/m.txt" 2>&1) || fail "promtool check metrics: $out"
+ok "promtool check metrics accepts the live /metrics"
+
+# PromQL over what Prometheus scraped.
+query() {
+	curl -sf "http://127.0.0.1:$PPORT/api/v1/query" --data-urlencode "query=$1" \
+		| jq -r '.data.result[0].value[1] // empty'
+}
+# Wait for a scrape taken after the second run ended, then ask PromQL.
+count_q='sum(spantrace_span_duration_seconds_count{span="layer",pid="'$pid2'"})'
+expect_layers=$(stat_count "$TMP/stats2.json" layer)
+scraped() { [ "$(query "$count_q")" = "$expect_layers" ]; }
+wait_long scraped || fail "Prometheus never saw pid $pid2's $expect_layers layer spans (has '$(query "$count_q")')"
+ok "Prometheus layer span count, pid $pid2 = $expect_layers"
+q='histogram_quantile(0.5, sum by (le) (spantrace_span_duration_seconds_bucket{span="forward",pid="'$pid2'"}))'
+median_s=$(query "$q")
+[ -n "$median_s" ] || fail "no result for $q"
+engine_median_ns=$(jq -r .spans.forward.median_ns "$TMP/stats2.json")
+ok "PromQL median forward = ${median_s}s, engine median = ${engine_median_ns}ns"
+assert_le "PromQL median within 2x above the engine's" "$median_s" "$(awk -v m="$engine_median_ns" 'BEGIN{print 2*m/1e9}')"
+assert_le "PromQL median within 2x below the engine's" "$(awk -v m="$engine_median_ns" 'BEGIN{print m/2/1e9}')" "$median_s"
+up=$(query 'up{job="spantrace"}')
+assert_eq "Prometheus target up" 1 "$up"
+stop_daemon

@@ -1,0 +1,78 @@
+/* prom.h - the daemon's metrics snapshot and its Prometheus text exposition
+ * (format 0.0.4). The snapshot is plain data copied out of the BPF maps, so
+ * the formatter is testable without libbpf or a kernel. */
+#ifndef SPANTRACE_PROM_H
+#define SPANTRACE_PROM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "spantrace.h"
+
+/* One row of the `agg` map, summed over CPUs. kind is an enum span_kind,
+ * AGG_KIND_TOKEN, AGG_KIND_REQUEST or AGG_KIND_KERNEL_BASE + kernel id. */
+struct prom_agg {
+	uint32_t pid;
+	uint32_t kind;
+	int32_t layer;
+	uint64_t count, sum_ns, max_ns, errors;
+	uint64_t buckets[AGG_BUCKETS];
+};
+
+struct prom_pool {
+	uint32_t pid, pool;   /* enum pool_id */
+	uint64_t live_bytes, peak_bytes, allocs, frees;
+};
+
+struct prom_kv {
+	uint32_t pid;
+	uint64_t used_bytes, capacity_bytes;
+};
+
+/* Per traced process: decode throughput over the last interval. */
+struct prom_proc {
+	uint32_t pid;
+	double tokens_per_second;
+};
+
+struct prom_map_mem {
+	const char *name;     /* static or owned by the caller */
+	uint64_t bytes;
+};
+
+/* The tail-capture writer's own accounting (user/rotate.c). */
+struct prom_tail {
+	uint64_t spans_written, spans_dropped, bytes_written;
+	uint64_t files_deleted, disk_bytes;
+	uint64_t slow_ns[SPAN_KIND_COUNT]; /* threshold in force; UINT64_MAX = off */
+};
+
+struct prom_snapshot {
+	const char *binary;   /* `binary` label on per-process series */
+	struct prom_agg *aggs;   size_t naggs;
+	struct prom_pool *pools; size_t npools;
+	struct prom_kv *kvs;     size_t nkvs;
+	struct prom_proc *procs; size_t nprocs;
+	struct prom_map_mem *maps; size_t nmaps;
+	struct counters counters;  /* summed over CPUs */
+	__u64 ringbuf_delivered[EV_TYPE_COUNT];   /* events userspace consumed */
+	struct prom_tail tail;
+	int has_tail;             /* tail capture configured */
+};
+
+/* Renders the snapshot as exposition text into a malloc'd, NUL-terminated
+ * buffer (*out, *len). Sorts the snapshot's arrays in place so the output
+ * is stable. Returns 0, or -1 (errno ENOMEM) with *out untouched. */
+int prom_render(struct prom_snapshot *snap, char **out, size_t *len);
+
+/* Escapes a label value per the exposition format (\\, \", \n) into dst.
+ * Returns the length it needed (like snprintf). */
+size_t prom_escape_label(char *dst, size_t dstlen, const char *value);
+
+/* Upper bound, in seconds, of log2 bucket i (0 <= i < AGG_BUCKETS-1):
+ * bucket i holds 2^i <= d < 2^(i+1) ns, i.e. d <= 2^(i+1)-1 ns. */
+double prom_bucket_le_seconds(unsigned i);
+
+/* Frees the arrays (not the snapshot struct, not binary/map names). */
+void prom_snapshot_free(struct prom_snapshot *snap);
+
+#endif
