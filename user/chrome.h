@@ -1,0 +1,84 @@
+/* chrome.h - a streaming writer of Chrome trace event JSON, the format
+ * Perfetto (ui.perfetto.dev) and chrome://tracing load.
+ *
+ * The file is one object:
+ *   {"traceEvents":[...], "displayTimeUnit":"ns", "otherData":{...}}
+ * Timestamps are microseconds (the format's unit) printed with three
+ * decimals, so they keep the nanosecond precision of the host clock
+ * (CLOCK_MONOTONIC, what bpf_ktime_get_ns reads); they are not rebased.
+ *
+ * Tracks:
+ *  - spans: complete ("X") events on the thread that ran them. Spans arrive
+ *    when they end (children before parents), so each thread's spans are
+ *    held until its outermost span ends and then written sorted by begin
+ *    time, longest first on ties: parents always precede their children.
+ *  - OpenCL kernels: "X" events on one synthetic thread per queue,
+ *    tid = CHROME_QUEUE_TID_BASE + queue, named "OpenCL queue N", in the
+ *    target's process. Device timestamps are shifted onto the host timeline
+ *    by the device offset (see chrome_set_device_offset).
+ *  - tokens: thread-scoped instant ("i") events at the token's end.
+ *  - counters ("C"): KV-cache bytes and live bytes per pool, per process.
+ *
+ * At most max_events events (process/thread name metadata excluded) are
+ * written; the rest are counted, announced once on stderr, and the count is
+ * stored as otherData.truncated. chrome_close always completes the JSON. */
+#ifndef SPANTRACE_CHROME_H
+#define SPANTRACE_CHROME_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/types.h>
+#include "spantrace.h"
+
+#define CHROME_QUEUE_TID_BASE 1000000u
+#define CHROME_DEFAULT_MAX_EVENTS 1000000u
+
+typedef struct ChromeWriter ChromeWriter;
+
+/* Creates path (O_NOFOLLOW, mode 0640, truncating). max_events 0 means
+ * CHROME_DEFAULT_MAX_EVENTS. NULL with a message in err on failure. */
+ChromeWriter *chrome_open(const char *path, uint64_t max_events,
+			  char *err, size_t errlen);
+
+/* Names for span_event.counters[0..n) (perf counters), shown in span args.
+ * The strings must outlive the writer. */
+void chrome_set_counter_names(ChromeWriter *cw, const char *const *names,
+			      unsigned n);
+
+/* host_ns = device_ns + offset_ns for kernel timestamps. */
+void chrome_set_device_offset(ChromeWriter *cw, int64_t offset_ns);
+
+/* CLOCK_MONOTONIC - CLOCK_MONOTONIC_RAW now, the offset for a device whose
+ * profiling clock is the host's monotonic raw clock (PoCL's CPU device).
+ * Taken as the tightest of several bracketed reads. */
+int64_t chrome_measure_raw_offset(void);
+
+/* Free-form key/value for otherData (e.g. the command line). */
+int chrome_add_meta(ChromeWriter *cw, const char *key, const char *value);
+
+/* Explicit names; otherwise names come from /proc (comm) or "pid N". */
+int chrome_process_name(ChromeWriter *cw, __u32 pid, const char *name);
+int chrome_thread_name(ChromeWriter *cw, __u32 pid, __u32 tid, const char *name);
+
+int chrome_span(ChromeWriter *cw, const struct span_event *ev);
+int chrome_kernel(ChromeWriter *cw, const struct kernel_event *ev);
+int chrome_token(ChromeWriter *cw, const struct token_event *ev);
+int chrome_kv(ChromeWriter *cw, const struct kv_event *ev);
+int chrome_alloc(ChromeWriter *cw, const struct alloc_event *ev);
+/* A generic counter track `name` with one series `series`. */
+int chrome_counter(ChromeWriter *cw, __u32 pid, __u64 ts_ns, const char *name,
+		   const char *series, uint64_t value);
+
+/* Dispatches one ring buffer record by its header type (spans, tokens,
+ * kernels, kv, alloc/free; other types are ignored). -1 for a record too
+ * short for its type, or on allocation failure. */
+int chrome_write_record(ChromeWriter *cw, const void *data, size_t size);
+
+uint64_t chrome_events_written(const ChromeWriter *cw);
+uint64_t chrome_events_truncated(const ChromeWriter *cw);
+
+/* Flushes held spans, writes otherData, closes the file and frees cw
+ * (also on error). 0 on success, -1 with err set if any write failed. */
+int chrome_close(ChromeWriter *cw, char *err, size_t errlen);
+
+#endif
