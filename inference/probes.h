@@ -75,6 +75,9 @@ enum cl_kernel_id {
 	KERNEL_RESIDUAL,
 	KERNEL_QKV,       /* fused q/k/v projection */
 	KERNEL_FFN_UP,    /* fused w1/w3 projection + swiglu */
+	KERNEL_ATTN_OUT,  /* wo projection + residual add */
+	KERNEL_FFN_DOWN,  /* w2 projection + residual add */
+	KERNEL_LOGITS,    /* final rmsnorm + classifier */
 	KERNEL_COUNT
 };
 
@@ -105,7 +108,7 @@ static const char *const pool_names[POOL_COUNT] = {
 
 static const char *const cl_kernel_names[KERNEL_COUNT] = {
 	"embed", "rmsnorm", "matvec", "matmul", "rope", "attention",
-	"swiglu", "residual", "qkv", "ffn_up",
+	"swiglu", "residual", "qkv", "ffn_up", "attn_out", "ffn_down", "logits",
 };
 
 static inline const char *span_kind_name(unsigned kind)

@@ -22,6 +22,9 @@ void trace_token_end(uint64_t req, uint32_t pos, uint32_t token_out);
 void trace_span_begin(enum span_kind kind, int layer);
 void trace_span_end(enum span_kind kind, int layer);
 void trace_kv_usage(uint64_t used_bytes, uint64_t capacity_bytes);
+/* True when someone wants kernel timings (stats on, or cl_batch attached):
+ * only then does the OpenCL backend create profiling events. */
+int trace_kernels_wanted(void);
 /* Fires cl_batch (in chunks of CL_BATCH_MAX) and counts the kernels. */
 void trace_kernels(const struct cl_kernel_record *recs, uint32_t n);
 
@@ -31,5 +34,9 @@ void trace_stats_enable(void);
 int trace_stats_write(const char *path, uint64_t wall_ns, InferError *err);
 
 uint64_t trace_now_ns(void); /* CLOCK_MONOTONIC */
+
+/* What --stats names as the run's backend and model shape (copied):
+ * shape = dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len. */
+void trace_stats_set_run(const char *backend, const int shape[7]);
 
 #endif

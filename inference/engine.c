@@ -1,0 +1,210 @@
+/* engine.c - the generation loop: prefill, decode, sample, and the request
+ * and token probes around them. */
+#include <string.h>
+#include "engine.h"
+#include "pool.h"
+#include "trace.h"
+
+static int open_tokenizer(Engine *e, const char *path, InferError *err)
+{
+	if (!path)
+		return 0;
+	if (tokenizer_load(&e->tokenizer, path, err) < 0)
+		return -1;
+	e->have_tokenizer = 1;
+	if (e->tokenizer.vocab_size < e->model.config.vocab_size)
+		return infer_fail(err, "%s: tokenizer has %d tokens but the model's vocabulary "
+				  "is %d", path, e->tokenizer.vocab_size, e->model.config.vocab_size);
+	return 0;
+}
+
+static int open_backend(Engine *e, const EngineOptions *opt, InferError *err)
+{
+	e->ops = backend_find(opt->backend);
+	if (!e->ops)
+		return infer_fail(err, "unknown backend '%s' (cpu or opencl)",
+				  opt->backend ? opt->backend : "");
+	return e->ops->create(&e->model, &opt->backend_opt, &e->backend, err);
+}
+
+static void note_run(const Engine *e)
+{
+	const Config *c = &e->model.config;
+	int shape[7] = { c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads,
+			 c->vocab_size, c->seq_len };
+
+	trace_stats_set_run(e->ops->name, shape);
+}
+
+int engine_open(Engine *e, const EngineOptions *opt, InferError *err)
+{
+	const Config *c;
+
+	memset(e, 0, sizeof(*e));
+	if (model_load(&e->model, opt->model_path, err) < 0)
+		return -1;
+	c = &e->model.config;
+	e->steps = opt->steps <= 0 || opt->steps > c->seq_len ? c->seq_len : opt->steps;
+	e->kv_bytes_per_pos = (uint64_t)c->n_layers * (c->dim / c->n_heads * c->n_kv_heads) *
+			      2 * sizeof(float);
+	if (open_tokenizer(e, opt->tokenizer_path, err) < 0 ||
+	    sampler_init(&e->sampler, c->vocab_size, opt->temperature, opt->topp,
+			 opt->seed, err) < 0)
+		goto fail;
+	e->logits = pool_alloc(POOL_ACTIVATIONS, (size_t)c->vocab_size * sizeof(float));
+	if (!e->logits) {
+		infer_fail(err, "out of memory for logits");
+		goto fail;
+	}
+	if (open_backend(e, opt, err) < 0)
+		goto fail;
+	note_run(e);
+	return 0;
+fail:
+	engine_close(e);
+	return -1;
+}
+
+void engine_close(Engine *e)
+{
+	if (e->backend)
+		e->ops->destroy(e->backend);
+	pool_free(POOL_ACTIVATIONS, e->logits,
+		  (size_t)e->model.config.vocab_size * sizeof(float));
+	if (e->sampler.probindex)
+		sampler_free(&e->sampler);
+	if (e->have_tokenizer)
+		tokenizer_free(&e->tokenizer);
+	model_free(&e->model);
+	memset(e, 0, sizeof(*e));
+}
+
+static int prompt_alloc(EnginePrompt *p, size_t capacity, InferError *err)
+{
+	p->n = 0;
+	p->bytes = capacity * sizeof(int);
+	p->ids = pool_alloc(POOL_ACTIVATIONS, p->bytes);
+	if (!p->ids)
+		return infer_fail(err, "out of memory for a %zu-token prompt", capacity);
+	return 0;
+}
+
+int engine_prompt_bos(EnginePrompt *p, InferError *err)
+{
+	if (prompt_alloc(p, 1, err) < 0)
+		return -1;
+	p->ids[p->n++] = TOKEN_BOS;
+	return 0;
+}
+
+int engine_encode(Engine *e, const char *text, EnginePrompt *p, InferError *err)
+{
+	int vocab = e->model.config.vocab_size;
+
+	memset(p, 0, sizeof(*p));
+	if (!e->have_tokenizer)
+		return infer_fail(err, "a text prompt needs a tokenizer (-z)");
+	/* BOS + dummy prefix + at most one id per byte */
+	if (prompt_alloc(p, strlen(text) + 3, err) < 0)
+		return -1;
+	if (tokenizer_encode(&e->tokenizer, text, 1, p->ids, &p->n, err) < 0)
+		goto fail;
+	for (int i = 0; i < p->n; i++)
+		if (p->ids[i] >= vocab) {
+			infer_fail(err, "prompt token %d (id %d) is outside the model's vocabulary "
+				   "of %d: the tokenizer does not fit this model", i, p->ids[i], vocab);
+			goto fail;
+		}
+	return 0;
+fail:
+	engine_prompt_free(p);
+	return -1;
+}
+
+void engine_prompt_free(EnginePrompt *p)
+{
+	pool_free(POOL_ACTIVATIONS, p->ids, p->bytes);
+	memset(p, 0, sizeof(*p));
+}
+
+/* One backend call inside the forward span, then the kv occupancy. */
+static int forward(Engine *e, const int *tokens, int n, int pos, InferError *err)
+{
+	int rc;
+
+	trace_span_begin(SPAN_FORWARD, LAYER_NONE);
+	rc = e->ops->forward(e->backend, tokens, n, pos, e->logits, err);
+	trace_span_end(SPAN_FORWARD, LAYER_NONE);
+	if (rc == 0)
+		trace_kv_usage((uint64_t)(pos + n) * e->kv_bytes_per_pos,
+			       (uint64_t)e->model.config.seq_len * e->kv_bytes_per_pos);
+	return rc;
+}
+
+static int sample(Engine *e)
+{
+	int next;
+
+	trace_span_begin(SPAN_SAMPLE, LAYER_NONE);
+	next = sampler_sample(&e->sampler, e->logits);
+	trace_span_end(SPAN_SAMPLE, LAYER_NONE);
+	return next;
+}
+
+/* The whole prompt in as few forward calls as the backend's batch allows. */
+static int prefill(Engine *e, const EnginePrompt *p, InferError *err)
+{
+	int max_batch = e->ops->max_batch > 0 ? e->ops->max_batch : 1;
+
+	for (int pos = 0; pos < p->n; pos += max_batch) {
+		int n = p->n - pos < max_batch ? p->n - pos : max_batch;
+
+		if (forward(e, p->ids + pos, n, pos, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Produces the token for position pos+1 from the logits of position pos:
+ * the first comes from the prefill, the rest from one-token forwards. */
+static int next_token(Engine *e, const EnginePrompt *p, int pos, int token_in,
+		      int *next, InferError *err)
+{
+	int rc = pos == p->n - 1 ? prefill(e, p, err) : forward(e, &token_in, 1, pos, err);
+
+	if (rc == 0)
+		*next = sample(e);
+	return rc;
+}
+
+int engine_generate(Engine *e, uint64_t req, const EnginePrompt *p,
+		    EngineTokenFn fn, void *ctx, int *generated, InferError *err)
+{
+	int token, rc = 0, count = 0;
+
+	*generated = 0;
+	if (p->n < 1)
+		return infer_fail(err, "empty prompt (it needs at least BOS)");
+	if (p->n > e->steps)
+		return infer_fail(err, "prompt has %d tokens but only %d positions are allowed "
+				  "(steps %d, seq_len %d)", p->n, e->steps, e->steps,
+				  e->model.config.seq_len);
+	trace_request_begin(req, (uint32_t)p->n);
+	token = p->ids[p->n - 1];
+	for (int pos = p->n - 1; pos < e->steps; pos++) {
+		int next = -1;
+
+		trace_token_begin(req, (uint32_t)pos, (uint32_t)token);
+		rc = next_token(e, p, pos, token, &next, err);
+		trace_token_end(req, (uint32_t)pos, (uint32_t)next);
+		if (rc < 0)
+			break;
+		count++;
+		if (next == TOKEN_BOS || (fn && fn(ctx, token, next)))
+			break;
+		token = next;
+	}
+	trace_request_end(req, (uint32_t)count);
+	*generated = count;
+	return rc;
+}

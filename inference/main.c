@@ -1,0 +1,311 @@
+/* main.c - the engine's command line: one generation, or --serve for one
+ * request per stdin line. Thin: the work is in engine.c. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "engine.h"
+#include "trace.h"
+
+typedef struct {
+	EngineOptions eng;
+	const char *prompt;
+	const char *stats_path;
+	int ids;    /* print token ids instead of text */
+	int serve;
+} Args;
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: infer MODEL [options]\n"
+		"  -z TOKENIZER    llama2.c tokenizer (needed for text prompts and text output)\n"
+		"  -n STEPS        positions per request, prompt included (default 256; 0 = seq_len)\n"
+		"  -t TEMP         temperature, 0 = greedy (default 1.0)\n"
+		"  -p TOPP         top-p nucleus threshold (default 0.9)\n"
+		"  -s SEED         random seed (default: the time)\n"
+		"  -i PROMPT       prompt text\n"
+		"  -b BACKEND      cpu or opencl (default opencl)\n"
+		"  --cl-platform N, --cl-device N   OpenCL platform/device index\n"
+		"  --threads N     cpu backend threads (default: OpenMP's; see OMP_WAIT_POLICY)\n"
+		"  --ids           print generated token ids, not text\n"
+		"  --serve         one prompt per stdin line, one completion per stdout line\n"
+		"  --stats FILE    write the engine's own statistics as JSON\n"
+		"  -h              this help\n");
+}
+
+static int bad_arg(const char *opt, const char *val, const char *why)
+{
+	fprintf(stderr, "infer: %s '%s': %s\n", opt, val, why);
+	return -1;
+}
+
+static int usage_error(const char *why)
+{
+	fprintf(stderr, "infer: %s\n", why);
+	return -1;
+}
+
+static int parse_int(const char *opt, const char *s, long lo, long hi, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end)
+		return bad_arg(opt, s, "not an integer");
+	if (v < lo || v > hi)
+		return bad_arg(opt, s, "out of range");
+	*out = (int)v;
+	return 0;
+}
+
+static int parse_float(const char *opt, const char *s, float lo, float hi, float *out)
+{
+	char *end;
+	float v;
+
+	errno = 0;
+	v = strtof(s, &end);
+	if (errno || end == s || *end || !isfinite(v))
+		return bad_arg(opt, s, "not a number");
+	if (v < lo || v > hi)
+		return bad_arg(opt, s, "out of range");
+	*out = v;
+	return 0;
+}
+
+static int parse_seed(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	if (*s == '-')
+		return bad_arg("-s", s, "must not be negative");
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end)
+		return bad_arg("-s", s, "not an integer");
+	/* run.c: 0 means "seed from the clock" */
+	*out = v ? v : (uint64_t)time(NULL);
+	return 0;
+}
+
+/* Options that take a value; returns -1 on a bad one, 0 when not ours. */
+static int parse_valued(Args *a, const char *opt, const char *val)
+{
+	if (!strcmp(opt, "-z"))
+		a->eng.tokenizer_path = val;
+	else if (!strcmp(opt, "-n"))
+		return parse_int(opt, val, 0, 1L << 30, &a->eng.steps) < 0 ? -1 : 1;
+	else if (!strcmp(opt, "-t"))
+		return parse_float(opt, val, 0.0f, 1e6f, &a->eng.temperature) < 0 ? -1 : 1;
+	else if (!strcmp(opt, "-p"))
+		return parse_float(opt, val, 0.0f, 1.0f, &a->eng.topp) < 0 ? -1 : 1;
+	else if (!strcmp(opt, "-s"))
+		return parse_seed(val, &a->eng.seed) < 0 ? -1 : 1;
+	else if (!strcmp(opt, "-i"))
+		a->prompt = val;
+	else if (!strcmp(opt, "-b"))
+		a->eng.backend = val;
+	else if (!strcmp(opt, "--cl-platform"))
+		return parse_int(opt, val, 0, 1024, &a->eng.backend_opt.cl_platform) < 0 ? -1 : 1;
+	else if (!strcmp(opt, "--cl-device"))
+		return parse_int(opt, val, 0, 1024, &a->eng.backend_opt.cl_device) < 0 ? -1 : 1;
+	else if (!strcmp(opt, "--threads"))
+		return parse_int(opt, val, 1, 1024, &a->eng.backend_opt.threads) < 0 ? -1 : 1;
+	else if (!strcmp(opt, "--stats"))
+		a->stats_path = val;
+	else
+		return 0;
+	return 1;
+}
+
+/* 0 ok, 1 help shown, -1 bad arguments (message printed). */
+static int parse_args(Args *a, int argc, char **argv)
+{
+	*a = (Args){ .eng = { .backend = "opencl", .temperature = 1.0f, .topp = 0.9f,
+			      .steps = 256, .seed = (uint64_t)time(NULL),
+			      .backend_opt = { .cl_platform = -1, .cl_device = -1 } } };
+	for (int i = 1; i < argc; i++) {
+		const char *opt = argv[i];
+		int rc;
+
+		if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
+			usage(stdout);
+			return 1;
+		}
+		if (!strcmp(opt, "--ids")) {
+			a->ids = 1;
+			continue;
+		}
+		if (!strcmp(opt, "--serve")) {
+			a->serve = 1;
+			continue;
+		}
+		if (opt[0] != '-' || opt[1] == '\0') {
+			if (a->eng.model_path)
+				return bad_arg("argument", opt, "a second model path");
+			a->eng.model_path = opt;
+			continue;
+		}
+		if (i + 1 >= argc)
+			return bad_arg("option", opt, "needs a value (or is unknown)");
+		rc = parse_valued(a, opt, argv[i + 1]);
+		if (rc < 0)
+			return -1;
+		if (rc == 0)
+			return bad_arg("option", opt, "unknown (see -h)");
+		i++;
+	}
+	if (!a->eng.model_path)
+		return usage_error("no MODEL given (see -h)");
+	if (!a->ids && !a->eng.tokenizer_path)
+		return usage_error("text output needs a tokenizer: pass -z TOKENIZER (or --ids)");
+	if (a->serve && a->prompt)
+		return bad_arg("-i", a->prompt, "--serve reads prompts from stdin");
+	return 0;
+}
+
+/* ---- printing tokens as they come ---- */
+
+typedef struct {
+	const Engine *engine;
+	int ids;
+	int one_line;  /* serve: a completion must not contain newlines */
+	int printed;
+} Printer;
+
+static void print_piece(const char *piece, int one_line)
+{
+	if (!piece_is_printable(piece))
+		return;
+	if (!one_line) {
+		fputs(piece, stdout);
+		return;
+	}
+	for (const char *c = piece; *c; c++)
+		putchar(*c == '\n' || *c == '\r' ? ' ' : *c);
+}
+
+static int on_token(void *ctx, int prev, int token)
+{
+	Printer *p = ctx;
+
+	if (p->ids)
+		printf(p->printed ? " %d" : "%d", token);
+	else
+		print_piece(tokenizer_decode(&p->engine->tokenizer, prev, token), p->one_line);
+	p->printed++;
+	if (!p->one_line)
+		fflush(stdout);
+	return stop_requested;
+}
+
+/* Like run.c, a one-shot text run prints the prompt before its continuation. */
+static void echo_prompt(const Engine *e, const EnginePrompt *p)
+{
+	for (int i = 1; i < p->n; i++)
+		print_piece(tokenizer_decode(&e->tokenizer, p->ids[i - 1], p->ids[i]), 0);
+}
+
+/* One request: prompt text (NULL = BOS only) to stdout. */
+static int run_request(Engine *e, const Args *a, uint64_t req, const char *text,
+		       uint64_t *tokens, InferError *err)
+{
+	EnginePrompt prompt;
+	Printer printer = { e, a->ids, a->serve, 0 };
+	int generated = 0, rc;
+
+	rc = text && (*text || !a->ids) ? engine_encode(e, text, &prompt, err)
+					: engine_prompt_bos(&prompt, err);
+	if (rc == 0 && !a->ids && !a->serve)
+		echo_prompt(e, &prompt);
+	if (rc == 0) {
+		rc = engine_generate(e, req, &prompt, on_token, &printer, &generated, err);
+		engine_prompt_free(&prompt);
+	}
+	*tokens += (uint64_t)generated;
+	/* serve keeps one output line per request, failed or not */
+	if (rc == 0 || a->serve)
+		putchar('\n');
+	fflush(stdout);
+	return rc;
+}
+
+static int serve(Engine *e, const Args *a, uint64_t *tokens)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	uint64_t req = 0;
+
+	while (!stop_requested && (len = getline(&line, &cap, stdin)) >= 0) {
+		InferError err;
+
+		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+			line[--len] = '\0';
+		if (run_request(e, a, ++req, line, tokens, &err) < 0)
+			fprintf(stderr, "infer: request %llu: %s\n", (unsigned long long)req, err.msg);
+	}
+	free(line);
+	return 0;
+}
+
+static void install_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;  /* no SA_RESTART: a blocked read returns */
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	Args a;
+	Engine engine;
+	InferError err;
+	uint64_t tokens = 0, t0, wall;
+	int rc;
+
+	rc = parse_args(&a, argc, argv);
+	if (rc != 0)
+		return rc > 0 ? 0 : 2;
+	if (a.stats_path)
+		trace_stats_enable();
+	if (engine_open(&engine, &a.eng, &err) < 0) {
+		fprintf(stderr, "infer: %s\n", err.msg);
+		return 1;
+	}
+	install_signals();
+	t0 = trace_now_ns();
+	if (a.serve)
+		rc = serve(&engine, &a, &tokens);
+	else if ((rc = run_request(&engine, &a, 1, a.prompt, &tokens, &err)) < 0)
+		fprintf(stderr, "infer: %s\n", err.msg);
+	wall = trace_now_ns() - t0;
+	if (rc == 0 && wall > 0)
+		fprintf(stderr, "achieved tok/s: %.2f (%llu tokens in %.3f s)\n",
+			(double)tokens * 1e9 / (double)wall, (unsigned long long)tokens,
+			(double)wall / 1e9);
+	engine_close(&engine);
+	if (a.stats_path && trace_stats_write(a.stats_path, wall, &err) < 0) {
+		fprintf(stderr, "infer: %s\n", err.msg);
+		rc = -1;
+	}
+	return rc < 0 ? 1 : 0;
+}

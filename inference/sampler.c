@@ -1,0 +1,139 @@
+/* sampler.c - greedy, multinomial and top-p sampling, as llama2.c run.c.
+ *
+ * Matches run.c bit for bit (same float operations, same qsort order) so
+ * that a given seed picks the same tokens. */
+#include <math.h>
+#include <stdlib.h>
+#include "pool.h"
+#include "sampler.h"
+
+int sampler_init(Sampler *s, int vocab_size, float temperature, float topp,
+		 uint64_t seed, InferError *err)
+{
+	s->vocab_size = vocab_size;
+	s->temperature = temperature;
+	s->topp = topp;
+	s->rng_state = seed;
+	s->probindex = pool_alloc(POOL_ACTIVATIONS, (size_t)vocab_size * sizeof(ProbIndex));
+	if (!s->probindex)
+		return infer_fail(err, "sampler: out of memory for %d entries", vocab_size);
+	return 0;
+}
+
+void sampler_free(Sampler *s)
+{
+	pool_free(POOL_ACTIVATIONS, s->probindex, (size_t)s->vocab_size * sizeof(ProbIndex));
+	s->probindex = NULL;
+}
+
+uint32_t sampler_random_u32(uint64_t *state)
+{
+	*state ^= *state >> 12;
+	*state ^= *state << 25;
+	*state ^= *state >> 27;
+	return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+float sampler_random_f32(uint64_t *state)
+{
+	return (sampler_random_u32(state) >> 8) / 16777216.0f;
+}
+
+static int sample_argmax(const float *p, int n)
+{
+	int max_i = 0;
+	float max_p = p[0];
+
+	for (int i = 1; i < n; i++)
+		if (p[i] > max_p) {
+			max_i = i;
+			max_p = p[i];
+		}
+	return max_i;
+}
+
+static void softmax(float *x, int size)
+{
+	float max_val = x[0], sum = 0.0f;
+
+	for (int i = 1; i < size; i++)
+		if (x[i] > max_val)
+			max_val = x[i];
+	for (int i = 0; i < size; i++) {
+		x[i] = expf(x[i] - max_val);
+		sum += x[i];
+	}
+	for (int i = 0; i < size; i++)
+		x[i] /= sum;
+}
+
+static int sample_mult(const float *p, int n, float coin)
+{
+	float cdf = 0.0f;
+
+	for (int i = 0; i < n; i++) {
+		cdf += p[i];
+		if (coin < cdf)
+			return i;
+	}
+	return n - 1; /* rounding */
+}
+
+static int compare_desc(const void *a, const void *b)
+{
+	const ProbIndex *x = a, *y = b;
+
+	if (x->prob > y->prob)
+		return -1;
+	if (x->prob < y->prob)
+		return 1;
+	return 0;
+}
+
+static int sample_topp(const float *p, int n, float topp, ProbIndex *pi, float coin)
+{
+	/* tokens below cutoff cannot be in the nucleus: skip sorting them */
+	const float cutoff = (1.0f - topp) / (n - 1);
+	float cumulative = 0.0f, r, cdf = 0.0f;
+	int n0 = 0, last = 0;
+
+	for (int i = 0; i < n; i++)
+		if (p[i] >= cutoff) {
+			pi[n0].index = i;
+			pi[n0].prob = p[i];
+			n0++;
+		}
+	if (n0 == 0) /* only when n == 1, where run.c divides by zero */
+		return sample_argmax(p, n);
+	qsort(pi, (size_t)n0, sizeof(ProbIndex), compare_desc);
+	last = n0 - 1;
+	for (int i = 0; i < n0; i++) {
+		cumulative += pi[i].prob;
+		if (cumulative > topp) {
+			last = i;
+			break;
+		}
+	}
+	r = coin * cumulative;
+	for (int i = 0; i <= last; i++) {
+		cdf += pi[i].prob;
+		if (r < cdf)
+			return pi[i].index;
+	}
+	return pi[last].index;
+}
+
+int sampler_sample(Sampler *s, float *logits)
+{
+	float coin;
+
+	if (s->temperature == 0.0f)
+		return sample_argmax(logits, s->vocab_size);
+	for (int q = 0; q < s->vocab_size; q++)
+		logits[q] /= s->temperature;
+	softmax(logits, s->vocab_size);
+	coin = sampler_random_f32(&s->rng_state);
+	if (s->topp <= 0 || s->topp >= 1)
+		return sample_mult(logits, s->vocab_size, coin);
+	return sample_topp(logits, s->vocab_size, s->topp, s->probindex, coin);
+}

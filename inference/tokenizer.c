@@ -1,0 +1,296 @@
+/* tokenizer.c - llama2.c's byte-pair tokenizer.
+ *
+ * File format: int32 max_token_length, then for each token a float32 score,
+ * an int32 byte length and the bytes. The whole tokenizer lives in one pool
+ * block (the weights pool: it is read-only model data). */
+#include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "pool.h"
+#include "tokenizer.h"
+
+#define MAX_TOKENIZER_BYTES (1u << 30)
+#define MAX_PIECE_BYTES 4096
+
+static int read_file(const char *path, unsigned char **data, size_t *size, InferError *err)
+{
+	FILE *f = fopen(path, "rb");
+	long len;
+
+	*data = NULL;
+	if (!f)
+		return infer_fail(err, "%s: cannot open tokenizer: %s", path, strerror(errno));
+	if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+		fclose(f);
+		return infer_fail(err, "%s: cannot size tokenizer file", path);
+	}
+	if ((unsigned long)len > MAX_TOKENIZER_BYTES) {
+		fclose(f);
+		return infer_fail(err, "%s: tokenizer file is too large (%ld bytes)", path, len);
+	}
+	*data = malloc(len ? (size_t)len : 1);
+	if (!*data) {
+		fclose(f);
+		return infer_fail(err, "%s: out of memory", path);
+	}
+	if (fread(*data, 1, (size_t)len, f) != (size_t)len) {
+		fclose(f);
+		free(*data);
+		*data = NULL;
+		return infer_fail(err, "%s: read error", path);
+	}
+	fclose(f);
+	*size = (size_t)len;
+	return 0;
+}
+
+/* First pass: counts tokens and piece bytes, checking every length. */
+static int scan_tokens(const unsigned char *d, size_t size, int *count, size_t *text_bytes,
+		       int *longest, const char *path, InferError *err)
+{
+	size_t off = 4;
+	int n = 0;
+
+	*text_bytes = 0;
+	*longest = 0;
+	while (off < size) {
+		int32_t len;
+
+		if (size - off < 8)
+			return infer_fail(err, "%s: truncated at token %d", path, n);
+		memcpy(&len, d + off + 4, 4);
+		if (len < 0 || len > MAX_PIECE_BYTES)
+			return infer_fail(err, "%s: token %d has bad length %d", path, n, len);
+		off += 8;
+		if (size - off < (size_t)len)
+			return infer_fail(err, "%s: truncated inside token %d", path, n);
+		if (memchr(d + off, 0, (size_t)len))
+			return infer_fail(err, "%s: token %d contains a NUL byte", path, n);
+		off += (size_t)len;
+		*text_bytes += (size_t)len + 1;
+		if (len > *longest)
+			*longest = len;
+		if (++n > (1 << 24))
+			return infer_fail(err, "%s: too many tokens", path);
+	}
+	if (n == 0)
+		return infer_fail(err, "%s: tokenizer has no tokens", path);
+	*count = n;
+	return 0;
+}
+
+static int cmp_piece(const void *a, const void *b, void *vocab)
+{
+	char *const *v = vocab;
+
+	return strcmp(v[*(const int *)a], v[*(const int *)b]);
+}
+
+/* Second pass: copies pieces into the block and builds the sorted index. */
+static void fill_tokens(Tokenizer *t, const unsigned char *d, size_t size, char *text)
+{
+	size_t off = 4;
+
+	for (int i = 0; i < t->vocab_size; i++) {
+		int32_t len;
+
+		memcpy(&t->scores[i], d + off, 4);
+		memcpy(&len, d + off + 4, 4);
+		off += 8;
+		memcpy(text, d + off, (size_t)len);
+		text[len] = '\0';
+		t->vocab[i] = text;
+		text += len + 1;
+		off += (size_t)len;
+		t->sorted[i] = i;
+	}
+	(void)size;
+	qsort_r(t->sorted, (size_t)t->vocab_size, sizeof(int), cmp_piece, t->vocab);
+}
+
+int tokenizer_load(Tokenizer *t, const char *path, InferError *err)
+{
+	unsigned char *d;
+	size_t size = 0, text_bytes = 0;
+	int count = 0, longest = 0;
+	char *p;
+
+	memset(t, 0, sizeof(*t));
+	if (read_file(path, &d, &size, err) < 0)
+		return -1;
+	if (size < 4) {
+		free(d);
+		return infer_fail(err, "%s: tokenizer file too short (%zu bytes)", path, size);
+	}
+	if (scan_tokens(d, size, &count, &text_bytes, &longest, path, err) < 0) {
+		free(d);
+		return -1;
+	}
+	t->vocab_size = count;
+	t->max_token_length = longest;
+	t->block_bytes = (size_t)count * (sizeof(char *) + sizeof(float) + sizeof(int)) +
+			 text_bytes + 2 * (size_t)longest + 1;
+	t->block = pool_alloc(POOL_WEIGHTS, t->block_bytes);
+	if (!t->block) {
+		free(d);
+		memset(t, 0, sizeof(*t));
+		return infer_fail(err, "%s: out of memory for %d tokens", path, count);
+	}
+	/* pointers first, then 4-byte arrays, then bytes: all aligned */
+	p = t->block;
+	t->vocab = (char **)p;   p += (size_t)count * sizeof(char *);
+	t->scores = (float *)p;  p += (size_t)count * sizeof(float);
+	t->sorted = (int *)p;    p += (size_t)count * sizeof(int);
+	t->merge_buf = p;        p += 2 * (size_t)longest + 1;
+	fill_tokens(t, d, size, p);
+	free(d);
+	return 0;
+}
+
+void tokenizer_free(Tokenizer *t)
+{
+	pool_free(POOL_WEIGHTS, t->block, t->block_bytes);
+	memset(t, 0, sizeof(*t));
+}
+
+int tokenizer_lookup(const Tokenizer *t, const char *piece)
+{
+	int lo = 0, hi = t->vocab_size - 1;
+
+	while (lo <= hi) {
+		int mid = lo + (hi - lo) / 2;
+		int c = strcmp(piece, t->vocab[t->sorted[mid]]);
+
+		if (c == 0)
+			return t->sorted[mid];
+		if (c < 0)
+			hi = mid - 1;
+		else
+			lo = mid + 1;
+	}
+	return -1;
+}
+
+/* One codepoint (at most 4 bytes) as a token, or its bytes as ids byte+3. */
+static void push_codepoint(const Tokenizer *t, const char *cp, size_t len,
+			   int *tokens, int *n)
+{
+	char buf[5];
+	int id;
+
+	memcpy(buf, cp, len);
+	buf[len] = '\0';
+	id = tokenizer_lookup(t, buf);
+	if (id >= 0) {
+		tokens[(*n)++] = id;
+		return;
+	}
+	for (size_t i = 0; i < len; i++)
+		tokens[(*n)++] = (unsigned char)buf[i] + 3;
+}
+
+/* Merges the adjacent pair with the best score; 0 when none merges. */
+static int merge_best_pair(const Tokenizer *t, int *tokens, int *n)
+{
+	float best_score = -1e10f;
+	int best_id = -1, best_idx = -1;
+
+	for (int i = 0; i + 1 < *n; i++) {
+		const char *a = t->vocab[tokens[i]], *b = t->vocab[tokens[i + 1]];
+		size_t la = strlen(a), lb = strlen(b);
+		int id;
+
+		/* a merge longer than the longest piece cannot exist */
+		if (la + lb > (size_t)t->max_token_length)
+			continue;
+		memcpy(t->merge_buf, a, la);
+		memcpy(t->merge_buf + la, b, lb + 1);
+		id = tokenizer_lookup(t, t->merge_buf);
+		if (id >= 0 && t->scores[id] > best_score) {
+			best_score = t->scores[id];
+			best_id = id;
+			best_idx = i;
+		}
+	}
+	if (best_idx < 0)
+		return 0;
+	tokens[best_idx] = best_id;
+	memmove(tokens + best_idx + 1, tokens + best_idx + 2,
+		(size_t)(*n - best_idx - 2) * sizeof(int));
+	(*n)--;
+	return 1;
+}
+
+int tokenizer_encode(const Tokenizer *t, const char *text, int bos,
+		     int *tokens, int *n_tokens, InferError *err)
+{
+	int n = 0;
+	size_t len = 0;
+
+	/* byte fallback needs ids 3..258 */
+	if (t->vocab_size < 259)
+		return infer_fail(err, "tokenizer has %d tokens, fewer than the 259 "
+				  "special and byte tokens", t->vocab_size);
+	if (bos)
+		tokens[n++] = TOKEN_BOS;
+	if (text[0] != '\0') {
+		int space = tokenizer_lookup(t, " ");
+
+		if (space < 0)
+			return infer_fail(err, "tokenizer has no \" \" token for the dummy prefix");
+		tokens[n++] = space;
+	}
+	for (const char *c = text; *c; c++) {
+		/* a byte that is not a continuation starts a new codepoint */
+		if ((*c & 0xC0) != 0x80)
+			len = 0;
+		len++;
+		if ((c[1] & 0xC0) == 0x80 && len < 4)
+			continue;
+		push_codepoint(t, c + 1 - len, len, tokens, &n);
+		len = 0;
+	}
+	while (merge_best_pair(t, tokens, &n))
+		;
+	*n_tokens = n;
+	return 0;
+}
+
+const char *tokenizer_decode(const Tokenizer *t, int prev, int token)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	/* 256 one-byte strings for "<0xNN>" pieces */
+	static char bytes[256][2];
+	const char *piece;
+	const char *h1, *h2;
+
+	if (token < 0 || token >= t->vocab_size)
+		return "";
+	piece = t->vocab[token];
+	if (prev == TOKEN_BOS && piece[0] == ' ')
+		piece++;
+	if (strlen(piece) == 6 && strncmp(piece, "<0x", 3) == 0 && piece[5] == '>' &&
+	    (h1 = memchr(hex, toupper((unsigned char)piece[3]), 16)) &&
+	    (h2 = memchr(hex, toupper((unsigned char)piece[4]), 16))) {
+		int b = (int)(h1 - hex) * 16 + (int)(h2 - hex);
+
+		bytes[b][0] = (char)b;
+		bytes[b][1] = '\0';
+		return bytes[b];
+	}
+	return piece;
+}
+
+int piece_is_printable(const char *piece)
+{
+	unsigned char b = (unsigned char)piece[0];
+
+	if (b == 0)
+		return 0;
+	if (piece[1] != '\0')
+		return 1;
+	return b >= 0x80 || isprint(b) || isspace(b);
+}

@@ -1,0 +1,43 @@
+/* tokenizer.h - llama2.c tokenizer files: byte-pair encode and decode. */
+#ifndef INFER_TOKENIZER_H
+#define INFER_TOKENIZER_H
+
+#include <stddef.h>
+#include "error.h"
+
+#define TOKEN_BOS 1
+
+typedef struct {
+	char **vocab;          /* NUL-terminated pieces */
+	float *scores;         /* merge priority: higher merges first */
+	int *sorted;           /* ids ordered by strcmp of their pieces */
+	int vocab_size;
+	int max_token_length;  /* longest piece actually present */
+	void *block;           /* one allocation holding all of the above */
+	size_t block_bytes;
+	char *merge_buf;       /* room for two pieces concatenated */
+} Tokenizer;
+
+/* Reads every token in path (the file has no count: it runs to EOF). */
+int tokenizer_load(Tokenizer *t, const char *path, InferError *err);
+void tokenizer_free(Tokenizer *t);
+
+/* The id of piece, or -1. */
+int tokenizer_lookup(const Tokenizer *t, const char *piece);
+
+/* Encodes text as run.c does: optional BOS, the dummy-prefix " " token when
+ * text is non-empty, UTF-8 codepoints (bytes + 3 when not in the vocab),
+ * then greedy merges by score. tokens must hold strlen(text) + 3 ids. */
+int tokenizer_encode(const Tokenizer *t, const char *text, int bos,
+		     int *tokens, int *n_tokens, InferError *err);
+
+/* The text of token after prev: a leading space is dropped after BOS and
+ * "<0xNN>" pieces become that byte. Points into t (or static storage). */
+const char *tokenizer_decode(const Tokenizer *t, int prev, int token);
+
+/* False for pieces not worth printing: empty, or one ASCII control byte that
+ * is not whitespace (run.c's safe_printf). Bytes >= 0x80 are kept because
+ * byte-fallback tokens of a UTF-8 character must print to restore it. */
+int piece_is_printable(const char *piece);
+
+#endif

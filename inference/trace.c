@@ -1,0 +1,371 @@
+/* trace.c - every probe site of the engine, and its self-timing.
+ *
+ * Each probe name fires from exactly one place in this file (alloc/free fire
+ * from pool.c), so the call counts kept here are the numbers a tracer would
+ * see if it caught every hit. Durations are kept whole (not bucketed) so the
+ * --stats median and p95 are exact and the tracer can be checked against
+ * them. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "pool.h"
+#include "trace.h"
+
+#ifndef INFER_NO_PROBES
+/* The kernel bumps these when a uprobe with a semaphore is attached. */
+#define DEFINE_SEMAPHORE(name) \
+	volatile unsigned short INFER_SEMAPHORE(name) __attribute__((section(".probes"), used))
+DEFINE_SEMAPHORE(request_begin);
+DEFINE_SEMAPHORE(request_end);
+DEFINE_SEMAPHORE(token_begin);
+DEFINE_SEMAPHORE(token_end);
+DEFINE_SEMAPHORE(span_begin);
+DEFINE_SEMAPHORE(span_end);
+DEFINE_SEMAPHORE(op_begin);
+DEFINE_SEMAPHORE(op_end);
+DEFINE_SEMAPHORE(alloc);
+DEFINE_SEMAPHORE(free);
+DEFINE_SEMAPHORE(kv_usage);
+DEFINE_SEMAPHORE(cl_batch);
+#endif
+
+enum probe_name {
+	P_REQUEST_BEGIN, P_REQUEST_END, P_TOKEN_BEGIN, P_TOKEN_END,
+	P_SPAN_BEGIN, P_SPAN_END, P_OP_BEGIN, P_OP_END, P_ALLOC, P_FREE,
+	P_KV_USAGE, P_CL_BATCH, P_COUNT
+};
+
+static const char *const probe_names[P_COUNT] = {
+	"request_begin", "request_end", "token_begin", "token_end",
+	"span_begin", "span_end", "op_begin", "op_end", "alloc", "free",
+	"kv_usage", "cl_batch",
+};
+
+/* Calls of each probe site (alloc/free are counted by the pools). */
+static uint64_t probe_calls[P_COUNT];
+
+static void count_call(enum probe_name p)
+{
+	__atomic_fetch_add(&probe_calls[p], 1, __ATOMIC_RELAXED);
+}
+
+/* Run totals, counted whether or not stats are enabled. */
+static uint64_t n_requests, n_tokens, n_prompt_tokens, n_forward;
+
+/* Every duration of one span kind, for exact quantiles. */
+typedef struct {
+	uint64_t *v;
+	size_t n, cap;
+	uint64_t total, max;
+} Durations;
+
+static int stats_on;
+static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
+static Durations span_durations[SPAN_KIND_COUNT];
+static uint64_t spans_unrecorded; /* allocation failures or stack overflow */
+static uint64_t kernel_count[KERNEL_COUNT], kernel_ns[KERNEL_COUNT];
+
+static char run_backend[32] = "unknown";
+static int run_shape[7];
+
+/* The open spans of this thread. */
+typedef struct {
+	unsigned kind;
+	int layer;
+	uint64_t t0;
+} Frame;
+static __thread Frame frames[TRACE_MAX_DEPTH];
+static __thread unsigned depth;
+
+uint64_t trace_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void trace_request_begin(uint64_t req, uint32_t prompt_tokens)
+{
+	count_call(P_REQUEST_BEGIN);
+	__atomic_fetch_add(&n_requests, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&n_prompt_tokens, prompt_tokens, __ATOMIC_RELAXED);
+	INFER_PROBE2(request_begin, req, prompt_tokens);
+}
+
+void trace_request_end(uint64_t req, uint32_t generated_tokens)
+{
+	count_call(P_REQUEST_END);
+	INFER_PROBE2(request_end, req, generated_tokens);
+}
+
+void trace_token_begin(uint64_t req, uint32_t pos, uint32_t token_in)
+{
+	count_call(P_TOKEN_BEGIN);
+	INFER_PROBE3(token_begin, req, pos, token_in);
+}
+
+void trace_token_end(uint64_t req, uint32_t pos, uint32_t token_out)
+{
+	count_call(P_TOKEN_END);
+	__atomic_fetch_add(&n_tokens, 1, __ATOMIC_RELAXED);
+	INFER_PROBE3(token_end, req, pos, token_out);
+}
+
+static void durations_add(Durations *d, uint64_t ns)
+{
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 1024;
+		uint64_t *v = realloc(d->v, cap * sizeof(*v));
+
+		if (!v) {
+			spans_unrecorded++;
+			return;
+		}
+		d->v = v;
+		d->cap = cap;
+	}
+	d->v[d->n++] = ns;
+	d->total += ns;
+	if (ns > d->max)
+		d->max = ns;
+}
+
+void trace_span_begin(enum span_kind kind, int layer)
+{
+	if (span_kind_is_structural(kind)) {
+		count_call(P_SPAN_BEGIN);
+		if (kind == SPAN_FORWARD)
+			__atomic_fetch_add(&n_forward, 1, __ATOMIC_RELAXED);
+		INFER_PROBE2(span_begin, (unsigned)kind, layer);
+	} else {
+		count_call(P_OP_BEGIN);
+		INFER_PROBE2(op_begin, (unsigned)kind, layer);
+	}
+	/* Clock after the probe: the timed work is what the tracer sees. */
+	if (__atomic_load_n(&stats_on, __ATOMIC_RELAXED)) {
+		if (depth < TRACE_MAX_DEPTH)
+			frames[depth] = (Frame){ kind, layer, trace_now_ns() };
+		depth++;
+	}
+}
+
+void trace_span_end(enum span_kind kind, int layer)
+{
+	uint64_t now = 0;
+
+	/* Clock before the probe, mirroring trace_span_begin. */
+	if (__atomic_load_n(&stats_on, __ATOMIC_RELAXED) && depth > 0) {
+		now = trace_now_ns();
+		depth--;
+		pthread_mutex_lock(&stats_lock);
+		if (depth < TRACE_MAX_DEPTH && frames[depth].kind == (unsigned)kind &&
+		    (unsigned)kind < SPAN_KIND_COUNT)
+			durations_add(&span_durations[kind], now - frames[depth].t0);
+		else
+			spans_unrecorded++;
+		pthread_mutex_unlock(&stats_lock);
+	}
+	if (span_kind_is_structural(kind)) {
+		count_call(P_SPAN_END);
+		INFER_PROBE2(span_end, (unsigned)kind, layer);
+	} else {
+		count_call(P_OP_END);
+		INFER_PROBE2(op_end, (unsigned)kind, layer);
+	}
+}
+
+void trace_kv_usage(uint64_t used_bytes, uint64_t capacity_bytes)
+{
+	count_call(P_KV_USAGE);
+	INFER_PROBE2(kv_usage, used_bytes, capacity_bytes);
+}
+
+int trace_kernels_wanted(void)
+{
+	return __atomic_load_n(&stats_on, __ATOMIC_RELAXED) || INFER_PROBE_ENABLED(cl_batch);
+}
+
+static void count_kernels(const struct cl_kernel_record *recs, uint32_t n)
+{
+	pthread_mutex_lock(&stats_lock);
+	for (uint32_t i = 0; i < n; i++) {
+		unsigned id = recs[i].kernel_id;
+
+		if (id >= KERNEL_COUNT)
+			continue;
+		kernel_count[id]++;
+		if (recs[i].end_ns >= recs[i].start_ns)
+			kernel_ns[id] += recs[i].end_ns - recs[i].start_ns;
+	}
+	pthread_mutex_unlock(&stats_lock);
+}
+
+void trace_kernels(const struct cl_kernel_record *recs, uint32_t n)
+{
+	for (uint32_t done = 0; done < n;) {
+		uint32_t chunk = n - done < CL_BATCH_MAX ? n - done : CL_BATCH_MAX;
+
+		count_call(P_CL_BATCH);
+		INFER_PROBE2(cl_batch, (uint64_t)(uintptr_t)(recs + done), chunk);
+		done += chunk;
+	}
+	if (__atomic_load_n(&stats_on, __ATOMIC_RELAXED))
+		count_kernels(recs, n);
+}
+
+void trace_stats_enable(void)
+{
+	__atomic_store_n(&stats_on, 1, __ATOMIC_RELAXED);
+}
+
+void trace_stats_set_run(const char *backend, const int shape[7])
+{
+	snprintf(run_backend, sizeof(run_backend), "%s", backend ? backend : "unknown");
+	memcpy(run_shape, shape, sizeof(run_shape));
+}
+
+/* ---- the --stats JSON ---- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Nearest rank: sorted index ceil(pct/100 * n) - 1, in integers. */
+static uint64_t nearest_rank(const uint64_t *sorted, size_t n, unsigned pct)
+{
+	size_t rank;
+
+	if (n == 0)
+		return 0;
+	rank = (n * pct + 99) / 100;
+	return sorted[rank ? rank - 1 : 0];
+}
+
+static void write_spans(FILE *f)
+{
+	fprintf(f, "\"spans\":{");
+	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++) {
+		Durations *d = &span_durations[k];
+
+		qsort(d->v, d->n, sizeof(*d->v), cmp_u64);
+		fprintf(f, "%s\"%s\":{\"count\":%zu,\"total_ns\":%llu,\"median_ns\":%llu,"
+			"\"p95_ns\":%llu,\"max_ns\":%llu}", k ? "," : "", span_kind_name(k),
+			d->n, (unsigned long long)d->total,
+			(unsigned long long)nearest_rank(d->v, d->n, 50),
+			(unsigned long long)nearest_rank(d->v, d->n, 95),
+			(unsigned long long)d->max);
+	}
+	fprintf(f, "},\n");
+}
+
+static void write_pools(FILE *f)
+{
+	fprintf(f, "\"pools\":{");
+	for (unsigned p = 0; p < POOL_COUNT; p++) {
+		PoolStats s;
+
+		pool_get_stats(p, &s);
+		fprintf(f, "%s\"%s\":{\"allocs\":%llu,\"frees\":%llu,\"live_bytes\":%llu,"
+			"\"peak_bytes\":%llu}", p ? "," : "", pool_name(p),
+			(unsigned long long)s.allocs, (unsigned long long)s.frees,
+			(unsigned long long)s.live_bytes, (unsigned long long)s.peak_bytes);
+	}
+	fprintf(f, "},\n");
+}
+
+static void write_opencl(FILE *f)
+{
+	uint64_t total = 0, ns = 0;
+
+	for (unsigned k = 0; k < KERNEL_COUNT; k++) {
+		total += kernel_count[k];
+		ns += kernel_ns[k];
+	}
+	fprintf(f, "\"opencl\":{\"kernels\":%llu,\"device_ns\":%llu,\"per_kernel\":{",
+		(unsigned long long)total, (unsigned long long)ns);
+	for (unsigned k = 0; k < KERNEL_COUNT; k++)
+		fprintf(f, "%s\"%s\":{\"count\":%llu,\"device_ns\":%llu}", k ? "," : "",
+			cl_kernel_name(k), (unsigned long long)kernel_count[k],
+			(unsigned long long)kernel_ns[k]);
+	fprintf(f, "}},\n");
+}
+
+static void write_probes(FILE *f)
+{
+	uint64_t calls[P_COUNT];
+
+	for (unsigned p = 0; p < P_COUNT; p++)
+		calls[p] = __atomic_load_n(&probe_calls[p], __ATOMIC_RELAXED);
+	/* Each pool alloc/free is one call of the alloc/free site. */
+	for (unsigned p = 0; p < POOL_COUNT; p++) {
+		PoolStats s;
+
+		pool_get_stats(p, &s);
+		calls[P_ALLOC] += s.allocs;
+		calls[P_FREE] += s.frees;
+	}
+	fprintf(f, "\"probes\":{");
+	for (unsigned p = 0; p < P_COUNT; p++)
+		fprintf(f, "%s\"%s\":%llu", p ? "," : "", probe_names[p],
+			(unsigned long long)calls[p]);
+	fprintf(f, "},\n");
+}
+
+static void write_stats(FILE *f, uint64_t wall_ns)
+{
+	static const char *const shape_names[7] = {
+		"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len",
+	};
+	uint64_t tokens = __atomic_load_n(&n_tokens, __ATOMIC_RELAXED);
+
+	fprintf(f, "{\"backend\":\"%s\",\"model\":{", run_backend);
+	for (int i = 0; i < 7; i++)
+		fprintf(f, "%s\"%s\":%d", i ? "," : "", shape_names[i], run_shape[i]);
+	fprintf(f, "},\n");
+	write_spans(f);
+	write_pools(f);
+	write_opencl(f);
+	write_probes(f);
+	fprintf(f, "\"spans_unrecorded\":%llu,\"tokens\":%llu,\"prompt_tokens\":%llu,"
+		"\"forward_passes\":%llu,\"requests\":%llu,\"wall_ns\":%llu,\"tok_per_s\":%.3f}\n",
+		(unsigned long long)spans_unrecorded, (unsigned long long)tokens,
+		(unsigned long long)n_prompt_tokens, (unsigned long long)n_forward,
+		(unsigned long long)n_requests, (unsigned long long)wall_ns,
+		wall_ns ? (double)tokens * 1e9 / (double)wall_ns : 0.0);
+}
+
+int trace_stats_write(const char *path, uint64_t wall_ns, InferError *err)
+{
+	char tmp[4096];
+	FILE *f;
+	int bad;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+		return infer_fail(err, "%s: stats path too long", path);
+	f = fopen(tmp, "w");
+	if (!f)
+		return infer_fail(err, "%s: cannot write stats: %s", tmp, strerror(errno));
+	pthread_mutex_lock(&stats_lock);
+	write_stats(f, wall_ns);
+	pthread_mutex_unlock(&stats_lock);
+	bad = ferror(f);
+	if (fclose(f) != 0 || bad) {
+		unlink(tmp);
+		return infer_fail(err, "%s: writing stats failed", tmp);
+	}
+	if (rename(tmp, path) < 0) {
+		int e = errno;
+
+		unlink(tmp);
+		return infer_fail(err, "%s: cannot rename stats into place: %s", path, strerror(e));
+	}
+	return 0;
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# fast
+# The engine library carries the 12 `infer` USDT probes, each with a
+# semaphore and one site, on 5-byte nops; NO_PROBES builds carry none.
+source "$(dirname "$0")/lib.sh"
+LIB=$BUILD/libinfer.so
+[ -r "$LIB" ] || fail "no $LIB"
+command -v readelf >/dev/null && command -v objdump >/dev/null || skip "binutils not installed"
+
+readelf -n "$LIB" | awk '/Provider:/{p=$2} /Name:/{n=$2} /Semaphore:/{print p, n, $2}' >"$TMP/probes"
+cat "$TMP/probes"
+names="request_begin request_end token_begin token_end span_begin span_end op_begin op_end alloc free kv_usage cl_batch"
+for n in $names; do
+	lines=$(grep -c "^infer $n " "$TMP/probes")
+	assert_eq "sites of infer:$n" 1 "$lines"
+	sem=$(awk -v n="$n" '$2 == n {print $3}' "$TMP/probes")
+	[ "$((sem))" -ne 0 ] || fail "infer:$n has no semaphore"
+done
+assert_eq "probes in total" 12 "$(wc -l <"$TMP/probes")"
+
+# Each probe address must hold the 5-byte nop 0f 1f 44 00 00.
+readelf -n "$LIB" | awk '/Location:/{print $2}' | sed 's/,$//' >"$TMP/locs"
+while read -r loc; do
+	bytes=$(objdump -d --start-address=$((loc)) --stop-address=$((loc + 5)) "$LIB" |
+		awk -F'\t' '/^ *[0-9a-f]+:/{print $2}' | xargs)
+	assert_eq "nop at $loc" "0f 1f 44 00 00" "$bytes"
+done <"$TMP/locs"
+
+# NO_PROBES: the objects holding probe sites must carry no stapsdt notes.
+for src in trace pool; do
+	gcc -std=gnu11 -D_GNU_SOURCE -Iinference -O2 -fPIC -mno-red-zone -DINFER_NO_PROBES \
+		-c "$ROOT/inference/$src.c" -I"$ROOT/inference" -o "$TMP/$src.o" || fail "compile $src.c"
+	assert_eq "stapsdt notes in NO_PROBES $src.o" 0 "$(readelf -n "$TMP/$src.o" | grep -c stapsdt)"
+done

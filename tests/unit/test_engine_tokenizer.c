@@ -1,0 +1,133 @@
+/* test_engine_tokenizer.c - the tokenizer against llama2.c's test vectors,
+ * byte fallback, decode round trips and malformed files. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tokenizer.h"
+
+static int failures;
+
+#define CHECK(cond, ...) do { if (!(cond)) { failures++; \
+	fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+	fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
+
+static void ids_to_str(const int *ids, int n, char *out, size_t cap)
+{
+	size_t len = 0;
+
+	out[0] = '\0';
+	for (int i = 0; i < n && len < cap; i++)
+		len += (size_t)snprintf(out + len, cap - len, i ? " %d" : "%d", ids[i]);
+}
+
+static void expect_encode(const Tokenizer *t, const char *text, const char *want)
+{
+	int ids[256], n = 0;
+	char got[2048];
+	InferError err;
+
+	CHECK(tokenizer_encode(t, text, 1, ids, &n, &err) == 0, "encode '%s': %s", text, err.msg);
+	ids_to_str(ids, n, got, sizeof(got));
+	CHECK(strcmp(got, want) == 0, "encode '%s': want [%s] got [%s]", text, want, got);
+}
+
+/* Decodes ids[1..] the way the CLI prints them and compares with text. */
+static void expect_round_trip(const Tokenizer *t, const char *text)
+{
+	int ids[256], n = 0;
+	char out[1024] = "";
+	InferError err;
+
+	CHECK(tokenizer_encode(t, text, 1, ids, &n, &err) == 0, "encode '%s'", text);
+	for (int i = 1; i < n; i++) {
+		const char *piece = tokenizer_decode(t, ids[i - 1], ids[i]);
+
+		if (piece_is_printable(piece))
+			strncat(out, piece, sizeof(out) - strlen(out) - 1);
+	}
+	CHECK(strcmp(out, text) == 0, "round trip: want '%s' got '%s'", text, out);
+}
+
+static void test_vectors(const Tokenizer *t)
+{
+	/* llama2.c test.c's vectors (with BOS) */
+	expect_encode(t, "I believe the meaning of life is", "1 306 4658 278 6593 310 2834 338");
+	expect_encode(t, "Once upon a time", "1 9038 2501 263 931");
+	expect_encode(t, "", "1");
+	/* U+1F600 is not a token: its four UTF-8 bytes fall back to ids byte+3 */
+	expect_encode(t, "\xF0\x9F\x98\x80", "1 29871 243 162 155 131");
+}
+
+static void test_decode(const Tokenizer *t)
+{
+	int nl = tokenizer_lookup(t, "<0x0A>");
+
+	CHECK(nl >= 0, "no <0x0A> piece");
+	CHECK(strcmp(tokenizer_decode(t, 5, nl), "\n") == 0, "<0x0A> must decode to a newline");
+	CHECK(strcmp(tokenizer_decode(t, 1, 9038), "Once") == 0, "space after BOS not stripped");
+	CHECK(strcmp(tokenizer_decode(t, 5, 9038), " Once") == 0, "space stripped mid-text");
+	CHECK(!piece_is_printable("\x01"), "a control byte must not print");
+	CHECK(piece_is_printable("\n") && piece_is_printable("\x9F"), "whitespace/UTF-8 bytes print");
+	expect_round_trip(t, "Once upon a time");
+	expect_round_trip(t, "hi \xF0\x9F\x98\x80 there \xE9\xBE\x98!");
+}
+
+/* Writes bytes to a file and expects tokenizer_load to refuse it. */
+static void expect_bad_file(const char *dir, const void *bytes, size_t len, const char *what)
+{
+	char path[4096];
+	Tokenizer t;
+	InferError err = { "" };
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/bad_tokenizer.bin", dir);
+	f = fopen(path, "wb");
+	if (!f || fwrite(bytes, 1, len, f) != len || fclose(f) != 0) {
+		CHECK(0, "cannot write %s", path);
+		return;
+	}
+	CHECK(tokenizer_load(&t, path, &err) < 0, "%s: loaded", what);
+	CHECK(err.msg[0] != '\0' && !strchr(err.msg, '\n'), "%s: want a one-line error", what);
+	remove(path);
+}
+
+static void test_malformed(void)
+{
+	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	unsigned char truncated[] = { 4, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 'a', 'b' };
+	unsigned char negative[] = { 4, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff };
+	unsigned char empty[] = { 4, 0, 0, 0 };
+	Tokenizer t;
+	InferError err;
+
+	expect_bad_file(dir, truncated, sizeof(truncated), "truncated piece");
+	expect_bad_file(dir, negative, sizeof(negative), "negative length");
+	expect_bad_file(dir, empty, sizeof(empty), "no tokens");
+	CHECK(tokenizer_load(&t, "/nonexistent/tokenizer.bin", &err) < 0, "missing file loaded");
+}
+
+int main(void)
+{
+	const char *models = getenv("MODELS");
+	char path[4096];
+	Tokenizer t;
+	InferError err;
+
+	if (models)
+		snprintf(path, sizeof(path), "%s/tokenizer.bin", models);
+	else
+		snprintf(path, sizeof(path), "%s/../shared/models/tokenizer.bin",
+			 getenv("ROOT") ? getenv("ROOT") : ".");
+	test_malformed();
+	if (tokenizer_load(&t, path, &err) < 0) {
+		printf("%s\n", err.msg);
+		printf("skip: no llama2.c tokenizer.bin beside the project\n");
+		return failures ? 1 : 77;
+	}
+	CHECK(t.vocab_size == 32000, "vocab %d", t.vocab_size);
+	test_vectors(&t);
+	test_decode(&t);
+	tokenizer_free(&t);
+	printf("%s\n", failures ? "tokenizer: FAILED" : "tokenizer: ok");
+	return failures ? 1 : 0;
+}
