@@ -1,0 +1,174 @@
+/* topview.h - the model and renderers of `spantrace top`.
+ *
+ * Three layers, so the model is testable without BPF or a terminal:
+ *   1. ingest:  topview_on_*() take the events of bpf/spantrace.h as the
+ *               session delivers them (any thread is fine as long as calls
+ *               are not concurrent with each other or with 2/3);
+ *   2. refresh: topview_refresh(tv, now) turns windows into the numbers on
+ *               screen (skipped while paused, so the screen freezes while
+ *               events keep being counted);
+ *   3. render:  topview_render_text() for batch mode (-b, no tty), or the
+ *               curses loop topview_run_curses() for the interactive view.
+ *
+ * Wiring `spantrace top` (what session.c's owner needs to write):
+ *
+ *     TopView *tv = topview_new(refresh_ns, TOPVIEW_DEFAULT_SLOTS, now_ns());
+ *     topview_set_target(tv, binary_path, "detail");
+ *     session_open(&s, &opts, topview_on_record, tv, err, sizeof err);
+ *     // poll(ctx, timeout_ms): session_poll(&s, timeout_ms); session_drain(&s);
+ *     //   (the ring buffer submits without wakeups, so poll alone can sit on
+ *     //   up to wakeup_bytes of events: drain so every frame is current)
+ *     //   topview_set_drops(tv, sum of session_read_counters().dropped[]);
+ *     //   return 0, or 1 once the target has exited (after a last drain).
+ *     rc = isatty(1) && !batch ? topview_run_curses(tv, poll, ctx)
+ *                              : topview_run_batch(tv, stdout, poll, ctx, iterations, 0);
+ *     topview_free(tv);
+ *
+ * Every time is CLOCK_MONOTONIC ns (bpf_ktime_get_ns' clock). A span counts
+ * in the window at its end (ts_ns + dur_ns); an OpenCL kernel at its batch's
+ * host time, with its device duration end_ns - start_ns.
+ *
+ * Columns: COUNT = events since start (never reset), RATE/s = events per
+ * second over the window, LAST = the latest duration, MEAN/P50/P95/P99/MAX
+ * over the window (nearest-rank, stats.h), %FWD = the row's summed time in
+ * the window over the `forward` rows' summed time in the window. Rates
+ * divide by the window's time, cut to the time since start or reset.
+ * Header tok/s: "now" = tokens in the window over the window's time since the
+ * first token began; "avg" = all tokens over first token begin .. last token
+ * end (what the engine reports as its tok/s for a single run). */
+#ifndef SPANTRACE_TOPVIEW_H
+#define SPANTRACE_TOPVIEW_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <linux/types.h>
+#include "spantrace.h"
+
+#define TOPVIEW_DEFAULT_SLOTS 10
+#define TOPVIEW_MAX_LAYERS 256  /* larger layer numbers are counted as bad */
+#define TOPVIEW_MAX_PIDS 16     /* pids tracked for the header and RSS */
+#define TOPVIEW_LINE_MAX 512    /* longest formatted line, NUL included */
+
+typedef struct TopView TopView;
+
+/* A window of nslots slots of refresh_ns each (TOPVIEW_DEFAULT_SLOTS slots
+ * of the refresh interval: a 1 s refresh shows the last ~10 s). NULL on
+ * allocation failure or zero arguments. */
+TopView *topview_new(uint64_t refresh_ns, unsigned nslots, uint64_t start_ns);
+void topview_free(TopView *tv);
+
+/* Header facts; strings are copied. level: "coarse" or "detail". */
+int topview_set_target(TopView *tv, const char *binary, const char *level);
+/* Sum of counters.dropped[] over types and CPUs; non-zero is flagged. */
+void topview_set_drops(TopView *tv, uint64_t dropped);
+/* Say the traced program has gone (shown in the header). */
+void topview_set_ended(TopView *tv, int ended);
+
+/* ---- 1. ingest ---- */
+void topview_on_span(TopView *tv, const struct span_event *ev);
+void topview_on_token(TopView *tv, const struct token_event *ev);
+void topview_on_request(TopView *tv, const struct request_event *ev);
+void topview_on_kernel(TopView *tv, const struct kernel_event *ev);
+void topview_on_alloc(TopView *tv, const struct alloc_event *ev);
+void topview_on_free(TopView *tv, const struct alloc_event *ev);
+void topview_on_kv(TopView *tv, const struct kv_event *ev);
+/* One ring-buffer record of any type (a session_event_fn: ctx is the
+ * TopView). Records too short for their type, or of an unknown type, are
+ * counted as bad events. Always returns 0. */
+int topview_on_record(void *tv, const void *data, size_t size);
+
+/* Reads /proc/PID/statm of every pid seen; the header shows the summed RSS.
+ * Returns how many pids could not be read (gone). */
+int topview_poll_proc(TopView *tv);
+/* RSS of one process in bytes from /proc/PID/statm; -1 if unreadable. */
+int topview_read_rss(__u32 pid, uint64_t *bytes);
+
+/* ---- 2. refresh ---- */
+void topview_refresh(TopView *tv, uint64_t now_ns);
+
+/* ---- keys (pure: only view state changes) ----
+ * q quit; Up/Down or k/j move, PgUp/PgDn, Home/End (g/G); Enter or e expand
+ * or collapse the selected row; l split the layer aggregate into layer N rows
+ * (or merge them back); s cycle the sort column (S back); p or space pause;
+ * r reset the windows; h or ? help (any key closes it). ch is a curses key
+ * code (KEY_UP, ...) or a character. */
+enum topview_key_result {
+	TOPVIEW_KEY_IGNORED = 0,
+	TOPVIEW_KEY_REDRAW,
+	TOPVIEW_KEY_QUIT,
+};
+enum topview_key_result topview_key(TopView *tv, int ch);
+
+/* ---- rows: the same lines both renderers draw ---- */
+enum topview_sort {
+	TOPVIEW_SORT_TREE = 0, /* natural order */
+	TOPVIEW_SORT_COUNT,
+	TOPVIEW_SORT_RATE,
+	TOPVIEW_SORT_MEAN,
+	TOPVIEW_SORT_P50,
+	TOPVIEW_SORT_P95,
+	TOPVIEW_SORT_P99,
+	TOPVIEW_SORT_MAX,
+	TOPVIEW_SORT_SHARE,
+	TOPVIEW_SORT_COUNT_,   /* number of sort modes */
+};
+
+/* Numbers of one visible row after the last refresh. */
+struct topview_row {
+	const char *name;      /* e.g. "forward", "layers (6)", "layer 3", "matvec" */
+	int depth;             /* tree depth, 0 = top */
+	int expandable, expanded;
+	uint64_t count;        /* since start */
+	uint64_t last_ns;
+	uint64_t wcount;       /* in the window */
+	double rate;           /* per second over the window */
+	double mean_ns;
+	uint64_t p50_ns, p95_ns, p99_ns, max_ns;
+	double share;          /* of forward time in the window; < 0: none */
+};
+
+size_t topview_nrows(const TopView *tv);
+/* 0 and *out filled for a visible row, -1 past the end. name stays valid
+ * until the next refresh or key. */
+int topview_row_at(const TopView *tv, size_t i, struct topview_row *out);
+/* Finds a visible row by its displayed name (trimmed); -1 if none. */
+long topview_find_row(const TopView *tv, const char *name);
+size_t topview_selected(const TopView *tv);
+enum topview_sort topview_sort_column(const TopView *tv);
+int topview_paused(const TopView *tv);
+int topview_help_shown(const TopView *tv);
+/* Rows the screen shows at once (curses sets it; PgUp/PgDn move that many). */
+void topview_set_page(TopView *tv, int rows);
+/* The refresh interval (= one window slot). */
+uint64_t topview_slot_ns(const TopView *tv);
+
+/* Formatted lines of `width` columns at most (no newline). Header line i,
+ * 0 <= i < topview_header_count(); *alert is set when the line reports a
+ * problem (drops, errors) and should stand out. */
+int topview_header_count(const TopView *tv);
+void topview_format_header(const TopView *tv, int i, char *buf, size_t size, int width, int *alert);
+void topview_format_columns(const TopView *tv, char *buf, size_t size, int width);
+void topview_format_row(const TopView *tv, size_t i, char *buf, size_t size, int width);
+/* Help text lines (NULL-terminated). */
+extern const char *const topview_help_lines[];
+
+/* ---- 3. render ---- */
+/* The whole view as plain text, like one frame of `top -b`. width 0: 80. */
+int topview_render_text(const TopView *tv, FILE *out, int width);
+
+/* Feeds events into the view for at most timeout_ms. Returns 0 to go on, 1
+ * when the traced program has gone, < 0 (-errno) to stop with an error. */
+typedef int (*topview_poll_fn)(void *ctx, int timeout_ms);
+
+/* Batch mode: every refresh interval polls, refreshes and prints a frame,
+ * iterations times (0: until the poll says the target ended or SIGINT).
+ * Returns 0, or the poll's negative error. */
+int topview_run_batch(TopView *tv, FILE *out, topview_poll_fn poll, void *ctx,
+		      int iterations, int width);
+/* The interactive view until q, SIGINT or SIGTERM; the terminal is restored
+ * on every exit path. Returns 0, or the poll's negative error, or -1 if the
+ * terminal could not be set up. */
+int topview_run_curses(TopView *tv, topview_poll_fn poll, void *ctx);
+
+#endif
