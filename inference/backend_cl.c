@@ -1,8 +1,701 @@
-/* backend_cl.c - placeholder; the OpenCL backend replaces this file. */
+/* backend_cl.c - the OpenCL forward pass.
+ *
+ * Weights are uploaded once; the key/value cache and every activation stay
+ * on the device. One forward enqueues 5 kernels per layer plus embed and
+ * logits on one in-order queue without blocking, and syncs exactly once:
+ * the blocking read of the logits. Phases are fused so launches stay few
+ * (each launch wakes PoCL's worker threads):
+ *   qkv_rope   = attn rmsnorm + q/k/v projection + RoPE + kv-cache store
+ *   attention  = scores + softmax + weighted values
+ *   matmul_add = wo (or w2) projection + residual add
+ *   ffn_up     = ffn rmsnorm + w1/w3 projection + SwiGLU
+ *   logits     = final rmsnorm + classifier (last token only)
+ *
+ * Spans: on this backend the host spans time the enqueue, not the device
+ * work (SPAN_LOGITS includes the final sync and readback); device times come
+ * from the kernel records. A phase fused into another phase's kernel gets
+ * its span nested inside that phase's span, around the enqueue that does
+ * the work: qkv{attn_norm{rope{qkv_rope}}}, ffn{ffn_norm{ffn_up}, ffn_down},
+ * logits{final_norm{logits}, readback}. */
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include "backend.h"
-static int cl_create(const Model *m, const BackendOptions *o, void **s, InferError *e)
-{ return infer_fail(e, "opencl backend not built yet"); }
-static int cl_forward(void *s, const int *t, int n, int p, float *l, InferError *e)
-{ return infer_fail(e, "opencl backend not built yet"); }
-static void cl_destroy(void *s) { }
-const BackendOps backend_opencl = { "opencl", cl_create, cl_forward, cl_destroy, 1 };
+#include "pool.h"
+#include "trace.h"
+
+extern const char infer_cl_source[];
+
+/* The prefill batch limit: staged token blocks live in local memory. */
+#define CL_MAX_BATCH 64
+/* Work-items per group of the matrix kernels (each does 4 rows); 16 read
+ * memory fastest among 1..64 in a matvec microbenchmark on PoCL's CPU device. */
+#define MAT_LOCAL 16
+#define ROWS_PER_ITEM 4 /* as in kernels/00_common.cl */
+
+enum cl_fn { FN_EMBED, FN_QKV, FN_ATTENTION, FN_MATMUL_ADD, FN_FFN_UP,
+	     FN_LOGITS, FN_COUNT };
+static const char *const cl_fn_names[FN_COUNT] = {
+	"embed", "qkv_rope", "attention", "matmul_add", "ffn_up", "logits",
+};
+
+typedef struct {
+	cl_mem rms_att, wqkv, wo, rms_ffn, w13, w2, kcache, vcache;
+} ClLayer;
+
+typedef struct {
+	cl_mem mem;
+	size_t bytes;
+} ClBuffer;
+
+typedef struct {
+	const Config *c;
+	cl_context ctx;
+	cl_command_queue queue;
+	cl_program prog;
+	cl_kernel fn[FN_COUNT];
+	ClBuffer *bufs; /* every cl_mem, for pool_note_free */
+	int nbufs, cap_bufs;
+	ClLayer *layers;
+	cl_mem emb, rms_final, wcls, rope;
+	cl_mem tokens, x, q, att_out, hb, logits;
+	/* Per-forward kernel records, used when kernel timings are wanted. */
+	int profiling, nevents, max_events;
+	cl_event *events;
+	struct cl_kernel_record *recs;
+} ClState;
+
+static int cl_fail(InferError *err, const char *what, cl_int code)
+{
+	return infer_fail(err, "opencl: %s failed (CL error %d)", what, (int)code);
+}
+
+/* ---- device and program ---- */
+
+static int pick_platform(int want, cl_platform_id *out, InferError *err)
+{
+	cl_uint n = 0;
+	cl_platform_id *all;
+	cl_int rc = clGetPlatformIDs(0, NULL, &n);
+
+	if (rc != CL_SUCCESS || n == 0) /* the ICD loader says -1001 then */
+		return infer_fail(err, "no OpenCL platform found");
+	if (want >= (int)n)
+		return infer_fail(err, "OpenCL platform %d does not exist (%u found)", want, n);
+	all = calloc(n, sizeof(*all));
+	if (!all)
+		return infer_fail(err, "out of memory listing OpenCL platforms");
+	rc = clGetPlatformIDs(n, all, NULL);
+	if (rc != CL_SUCCESS) {
+		free(all);
+		return cl_fail(err, "clGetPlatformIDs", rc);
+	}
+	/* -1: the first platform that has any device */
+	int found = -1;
+	for (cl_uint i = 0; i < n && found < 0; i++) {
+		cl_uint nd = 0;
+		if (want >= 0 && (int)i != want)
+			continue;
+		if (clGetDeviceIDs(all[i], CL_DEVICE_TYPE_ALL, 0, NULL, &nd) == CL_SUCCESS && nd > 0)
+			found = (int)i;
+	}
+	if (found >= 0)
+		*out = all[found];
+	free(all);
+	if (found < 0)
+		return want >= 0 ? infer_fail(err, "OpenCL platform %d has no device", want)
+				 : infer_fail(err, "no OpenCL platform has a device");
+	return 0;
+}
+
+static int pick_device(cl_platform_id plat, int want, cl_device_id *out, InferError *err)
+{
+	cl_uint n = 0;
+	cl_device_id *all;
+	cl_int rc = clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 0, NULL, &n);
+
+	if (rc != CL_SUCCESS || n == 0)
+		return infer_fail(err, "OpenCL platform has no device");
+	if (want >= (int)n)
+		return infer_fail(err, "OpenCL device %d does not exist (%u found)", want, n);
+	all = calloc(n, sizeof(*all));
+	if (!all)
+		return infer_fail(err, "out of memory listing OpenCL devices");
+	rc = clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, n, all, NULL);
+	if (rc == CL_SUCCESS)
+		*out = all[want < 0 ? 0 : want];
+	free(all);
+	return rc == CL_SUCCESS ? 0 : cl_fail(err, "clGetDeviceIDs", rc);
+}
+
+/* Builds src for dev; on failure the error carries the build log, newlines
+ * folded so it stays one line. */
+static int build_program(cl_context ctx, cl_device_id dev, const char *src,
+			 cl_program *out, InferError *err)
+{
+	cl_int rc;
+	cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &rc);
+
+	if (!prog)
+		return cl_fail(err, "clCreateProgramWithSource", rc);
+	rc = clBuildProgram(prog, 1, &dev, "-cl-std=CL1.2", NULL, NULL);
+	if (rc != CL_SUCCESS) {
+		char log[400] = "";
+		size_t len = 0;
+		clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, sizeof(log) - 1, log, &len);
+		log[sizeof(log) - 1] = '\0';
+		for (char *p = log; *p; p++)
+			if (*p == '\n' || *p == '\r')
+				*p = ' ';
+		clReleaseProgram(prog);
+		return infer_fail(err, "opencl: kernel build failed (CL error %d): %s",
+				  (int)rc, log[0] ? log : "(no build log)");
+	}
+	*out = prog;
+	return 0;
+}
+
+/* Test hook: builds src (NULL: the engine's kernels) on the default device,
+ * reporting as create does. */
+int infer_cl_build_check(const char *src, InferError *err)
+{
+	cl_platform_id plat;
+	cl_device_id dev;
+	cl_context ctx;
+	cl_program prog;
+	cl_int rc;
+
+	if (pick_platform(-1, &plat, err) || pick_device(plat, -1, &dev, err))
+		return -1;
+	ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &rc);
+	if (!ctx)
+		return cl_fail(err, "clCreateContext", rc);
+	rc = build_program(ctx, dev, src ? src : infer_cl_source, &prog, err);
+	if (rc == 0)
+		clReleaseProgram(prog);
+	clReleaseContext(ctx);
+	return rc;
+}
+
+/* ---- buffers ---- */
+
+/* A device buffer, filled from host when src is non-NULL, and counted in
+ * POOL_DEVICE. */
+static int dev_buffer(ClState *s, size_t bytes, const void *src, cl_mem *out,
+		      InferError *err)
+{
+	cl_int rc;
+	cl_mem mem;
+
+	if (s->nbufs == s->cap_bufs)
+		return infer_fail(err, "opencl: internal buffer table full");
+	mem = clCreateBuffer(s->ctx, CL_MEM_READ_WRITE, bytes, NULL, &rc);
+	if (!mem)
+		return cl_fail(err, "clCreateBuffer", rc);
+	s->bufs[s->nbufs++] = (ClBuffer){ mem, bytes };
+	pool_note_alloc(POOL_DEVICE, (uint64_t)(uintptr_t)mem, bytes);
+	*out = mem;
+	if (src) {
+		rc = clEnqueueWriteBuffer(s->queue, mem, CL_TRUE, 0, bytes, src, 0, NULL, NULL);
+		if (rc != CL_SUCCESS)
+			return cl_fail(err, "clEnqueueWriteBuffer", rc);
+	}
+	return 0;
+}
+
+/* Writes bytes of src at offset off of mem (building fused matrices). */
+static int dev_write(ClState *s, cl_mem mem, size_t off, size_t bytes,
+		     const void *src, InferError *err)
+{
+	cl_int rc = clEnqueueWriteBuffer(s->queue, mem, CL_TRUE, off, bytes, src, 0, NULL, NULL);
+
+	return rc == CL_SUCCESS ? 0 : cl_fail(err, "clEnqueueWriteBuffer", rc);
+}
+
+static int upload_layer(ClState *s, const Weights *w, int l, InferError *err)
+{
+	const Config *c = s->c;
+	size_t dim = c->dim, hid = c->hidden_dim;
+	size_t kv = (size_t)c->n_kv_heads * (c->dim / c->n_heads);
+	size_t f = sizeof(float);
+	ClLayer *L = &s->layers[l];
+
+	if (dev_buffer(s, dim * f, w->rms_att_weight + l * dim, &L->rms_att, err) ||
+	    dev_buffer(s, dim * f, w->rms_ffn_weight + l * dim, &L->rms_ffn, err) ||
+	    dev_buffer(s, dim * dim * f, w->wo + l * dim * dim, &L->wo, err) ||
+	    dev_buffer(s, dim * hid * f, w->w2 + l * dim * hid, &L->w2, err))
+		return -1;
+	/* fused q/k/v: rows of wq, then wk, then wv */
+	if (dev_buffer(s, (dim + 2 * kv) * dim * f, NULL, &L->wqkv, err) ||
+	    dev_write(s, L->wqkv, 0, dim * dim * f, w->wq + l * dim * dim, err) ||
+	    dev_write(s, L->wqkv, dim * dim * f, kv * dim * f, w->wk + l * kv * dim, err) ||
+	    dev_write(s, L->wqkv, (dim + kv) * dim * f, kv * dim * f, w->wv + l * kv * dim, err))
+		return -1;
+	/* fused ffn up: rows of w1, then w3 */
+	if (dev_buffer(s, 2 * hid * dim * f, NULL, &L->w13, err) ||
+	    dev_write(s, L->w13, 0, hid * dim * f, w->w1 + l * hid * dim, err) ||
+	    dev_write(s, L->w13, hid * dim * f, hid * dim * f, w->w3 + l * hid * dim, err))
+		return -1;
+	return dev_buffer(s, (size_t)c->seq_len * kv * f, NULL, &L->kcache, err) ||
+	       dev_buffer(s, (size_t)c->seq_len * kv * f, NULL, &L->vcache, err);
+}
+
+/* RoPE (cos, sin) per position and head pair, with the reference's libm
+ * calls so the device rotates by exactly the host's angles. */
+static int upload_rope(ClState *s, InferError *err)
+{
+	const Config *c = s->c;
+	int hs = c->dim / c->n_heads, pairs = hs / 2;
+	size_t bytes = (size_t)c->seq_len * pairs * 2 * sizeof(float);
+	float *tab = malloc(bytes ? bytes : 1);
+	int rc;
+
+	if (!tab)
+		return infer_fail(err, "opencl: out of memory for the rope table");
+	for (int p = 0; p < c->seq_len; p++)
+		for (int i = 0; i < pairs; i++) {
+			float freq = 1.0f / powf(10000.0f, (2 * i) / (float)hs);
+			float val = p * freq;
+			tab[((size_t)p * pairs + i) * 2] = cosf(val);
+			tab[((size_t)p * pairs + i) * 2 + 1] = sinf(val);
+		}
+	rc = dev_buffer(s, bytes, tab, &s->rope, err);
+	free(tab);
+	return rc;
+}
+
+static int upload_model(ClState *s, const Model *m, InferError *err)
+{
+	const Config *c = &m->config;
+	size_t f = sizeof(float), dim = c->dim, hid = c->hidden_dim;
+
+	if (dev_buffer(s, (size_t)c->vocab_size * dim * f, m->weights.token_embedding_table, &s->emb, err) ||
+	    dev_buffer(s, dim * f, m->weights.rms_final_weight, &s->rms_final, err) ||
+	    upload_rope(s, err))
+		return -1;
+	if (c->shared_classifier) /* one copy serves both */
+		s->wcls = s->emb;
+	else if (dev_buffer(s, (size_t)c->vocab_size * dim * f, m->weights.wcls, &s->wcls, err))
+		return -1;
+	for (int l = 0; l < c->n_layers; l++)
+		if (upload_layer(s, &m->weights, l, err))
+			return -1;
+	return dev_buffer(s, CL_MAX_BATCH * sizeof(int), NULL, &s->tokens, err) ||
+	       dev_buffer(s, CL_MAX_BATCH * dim * f, NULL, &s->x, err) ||
+	       dev_buffer(s, CL_MAX_BATCH * dim * f, NULL, &s->q, err) ||
+	       dev_buffer(s, CL_MAX_BATCH * dim * f, NULL, &s->att_out, err) ||
+	       dev_buffer(s, CL_MAX_BATCH * hid * f, NULL, &s->hb, err) ||
+	       dev_buffer(s, (size_t)c->vocab_size * f, NULL, &s->logits, err);
+}
+
+/* ---- create / destroy ---- */
+
+static void cl_destroy(void *state)
+{
+	ClState *s = state;
+
+	if (!s)
+		return;
+	if (s->queue)
+		clFinish(s->queue);
+	for (int i = 0; i < s->nbufs; i++) {
+		clReleaseMemObject(s->bufs[i].mem);
+		pool_note_free(POOL_DEVICE, (uint64_t)(uintptr_t)s->bufs[i].mem, s->bufs[i].bytes);
+	}
+	for (int i = 0; i < FN_COUNT; i++)
+		if (s->fn[i])
+			clReleaseKernel(s->fn[i]);
+	if (s->prog)
+		clReleaseProgram(s->prog);
+	if (s->queue)
+		clReleaseCommandQueue(s->queue);
+	if (s->ctx)
+		clReleaseContext(s->ctx);
+	free(s->bufs);
+	free(s->layers);
+	free(s->events);
+	free(s->recs);
+	free(s);
+}
+
+/* The model must suit the kernels: even head size (RoPE pairs), and the
+ * staged token block of the widest matrix input must fit local memory. */
+static int check_model_fits(cl_device_id dev, const Config *c, InferError *err)
+{
+	cl_ulong have = 0;
+	size_t width = c->hidden_dim > c->dim ? c->hidden_dim : c->dim;
+	size_t need = (CL_MAX_BATCH * width + CL_MAX_BATCH) * sizeof(float);
+	size_t att = (size_t)c->seq_len * sizeof(float);
+
+	if ((c->dim / c->n_heads) % 2 != 0) /* the kernels rotate whole pairs */
+		return infer_fail(err, "opencl: head size %d is odd; RoPE needs pairs",
+				  c->dim / c->n_heads);
+	if (att > need)
+		need = att;
+	clGetDeviceInfo(dev, CL_DEVICE_LOCAL_MEM_SIZE, sizeof(have), &have, NULL);
+	if (have < need)
+		return infer_fail(err, "opencl: device local memory %llu bytes < %zu needed",
+				  (unsigned long long)have, need);
+	return 0;
+}
+
+static int setup_device(ClState *s, const BackendOptions *opt, InferError *err)
+{
+	cl_platform_id plat;
+	cl_device_id dev;
+	cl_int rc;
+
+	if (pick_platform(opt ? opt->cl_platform : -1, &plat, err) ||
+	    pick_device(plat, opt ? opt->cl_device : -1, &dev, err) ||
+	    check_model_fits(dev, s->c, err))
+		return -1;
+	s->ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &rc);
+	if (!s->ctx)
+		return cl_fail(err, "clCreateContext", rc);
+	s->queue = clCreateCommandQueue(s->ctx, dev, CL_QUEUE_PROFILING_ENABLE, &rc);
+	if (!s->queue)
+		return cl_fail(err, "clCreateCommandQueue", rc);
+	if (build_program(s->ctx, dev, infer_cl_source, &s->prog, err))
+		return -1;
+	for (int i = 0; i < FN_COUNT; i++) {
+		s->fn[i] = clCreateKernel(s->prog, cl_fn_names[i], &rc);
+		if (!s->fn[i])
+			return infer_fail(err, "opencl: kernel %s missing (CL error %d)",
+					  cl_fn_names[i], (int)rc);
+	}
+	return 0;
+}
+
+static int cl_create(const Model *m, const BackendOptions *opt, void **state,
+		     InferError *err)
+{
+	const Config *c = &m->config;
+	ClState *s = calloc(1, sizeof(*s));
+
+	*state = NULL;
+	if (!s)
+		return infer_fail(err, "out of memory for the opencl backend");
+	s->c = c;
+	s->cap_bufs = 8 * c->n_layers + 16;
+	s->max_events = 5 * c->n_layers + 2;
+	s->bufs = calloc(s->cap_bufs, sizeof(*s->bufs));
+	s->layers = calloc(c->n_layers, sizeof(*s->layers));
+	s->events = calloc(s->max_events, sizeof(*s->events));
+	s->recs = calloc(s->max_events, sizeof(*s->recs));
+	if (!s->bufs || !s->layers || !s->events || !s->recs) {
+		cl_destroy(s);
+		return infer_fail(err, "out of memory for the opencl backend");
+	}
+	if (setup_device(s, opt, err) || upload_model(s, m, err)) {
+		cl_destroy(s);
+		return -1;
+	}
+	*state = s;
+	return 0;
+}
+
+/* ---- forward ---- */
+
+/* Kernel arguments as a list of (size, pointer) pairs; a NULL pointer
+ * with a size is a __local buffer of that many bytes. */
+struct arg_pair {
+	size_t size;
+	const void *val;
+};
+#define ARG(v) sizeof(v), &(v)
+#define LOCAL_ARG(bytes) (bytes), NULL
+#define SET_ARGS(k, err, ...)                                               \
+	set_args((k), (err), (const struct arg_pair[]){ __VA_ARGS__ },       \
+		 sizeof((const struct arg_pair[]){ __VA_ARGS__ }) / sizeof(struct arg_pair))
+
+static int set_args(cl_kernel k, InferError *err, const struct arg_pair *a, int n)
+{
+	for (int i = 0; i < n; i++) {
+		cl_int rc = clSetKernelArg(k, i, a[i].size, a[i].val);
+		if (rc != CL_SUCCESS)
+			return infer_fail(err, "opencl: setting argument %d failed (CL error %d)",
+					  i, (int)rc);
+	}
+	return 0;
+}
+
+static size_t round_up(size_t v, size_t m)
+{
+	return (v + m - 1) / m * m;
+}
+
+/* Work-group size for a matrix kernel of `items` work-items: the largest
+ * power of two <= max_local that still gives min_groups groups, so PoCL's
+ * two threads get near-equal shares (5 groups split 3:2, 18 split 9:9). */
+static size_t pick_local(size_t items, size_t max_local, size_t min_groups)
+{
+	size_t local = max_local;
+
+	while (local > 1 && items / local < min_groups)
+		local /= 2;
+	return local;
+}
+/* Every work-group of the matrix kernels re-stages (and re-normalizes) its
+ * tokens, so the logits kernel, with ~8000 items, uses big groups: 128
+ * items used ~15% less CPU than 16 on a 32000-row classifier. */
+#define GROUPS_MIN 16
+#define LOGITS_LOCAL_MAX 128
+#define LOGITS_GROUPS_MIN 32
+
+/* Enqueues fn; with profiling on it keeps the event and what it was. */
+static int launch(ClState *s, enum cl_fn fn, enum cl_kernel_id id, int layer,
+		  cl_uint dims, const size_t *global, const size_t *local,
+		  InferError *err)
+{
+	cl_event *ev = NULL;
+	cl_int rc;
+
+	if (s->profiling) {
+		if (s->nevents == s->max_events)
+			return infer_fail(err, "opencl: more kernels than event slots");
+		ev = &s->events[s->nevents];
+	}
+	rc = clEnqueueNDRangeKernel(s->queue, s->fn[fn], dims, NULL, global, local, 0, NULL, ev);
+	if (rc != CL_SUCCESS)
+		return infer_fail(err, "opencl: enqueue %s failed (CL error %d)",
+				  cl_fn_names[fn], (int)rc);
+	if (ev) {
+		s->recs[s->nevents] = (struct cl_kernel_record){
+			.kernel_id = id, .queue = 0, .layer = layer };
+		s->nevents++;
+	}
+	return 0;
+}
+
+static int run_embed(ClState *s, int n, InferError *err)
+{
+	int dim = s->c->dim;
+	size_t global[2] = { round_up(dim, MAT_LOCAL), n }, local[2] = { MAT_LOCAL, 1 };
+
+	if (SET_ARGS(s->fn[FN_EMBED], err, { ARG(s->tokens) }, { ARG(s->emb) },
+		     { ARG(s->x) }, { ARG(dim) }))
+		return -1;
+	return launch(s, FN_EMBED, KERNEL_EMBED, LAYER_NONE, 2, global, local, err);
+}
+
+static int run_qkv(ClState *s, int l, int n, int pos, InferError *err)
+{
+	const Config *c = s->c;
+	ClLayer *L = &s->layers[l];
+	int dim = c->dim, hs = c->dim / c->n_heads, kv = c->n_kv_heads * hs;
+	size_t items = (dim + 2 * kv + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
+	size_t local = pick_local(items, MAT_LOCAL, GROUPS_MIN);
+	size_t global = round_up(items, local);
+	size_t xs = ((size_t)n * dim + n) * sizeof(float);
+
+	if (SET_ARGS(s->fn[FN_QKV], err, { ARG(s->x) }, { ARG(L->rms_att) }, { ARG(L->wqkv) },
+		     { ARG(s->q) }, { ARG(L->kcache) }, { ARG(L->vcache) }, { ARG(s->rope) }, { ARG(n) },
+		     { ARG(pos) }, { ARG(dim) }, { ARG(kv) }, { ARG(hs) }, { LOCAL_ARG(xs) }))
+		return -1;
+	return launch(s, FN_QKV, KERNEL_QKV, l, 1, &global, &local, err);
+}
+
+static int run_attention(ClState *s, int l, int n, int pos, InferError *err)
+{
+	const Config *c = s->c;
+	ClLayer *L = &s->layers[l];
+	int dim = c->dim, hs = c->dim / c->n_heads, kv = c->n_kv_heads * hs;
+	int kv_mul = c->n_heads / c->n_kv_heads;
+	size_t global[2] = { c->n_heads, n }, local[2] = { 1, 1 };
+	size_t att = (size_t)c->seq_len * sizeof(float);
+
+	if (SET_ARGS(s->fn[FN_ATTENTION], err, { ARG(s->q) }, { ARG(L->kcache) },
+		     { ARG(L->vcache) }, { ARG(s->att_out) }, { ARG(pos) }, { ARG(dim) },
+		     { ARG(kv) }, { ARG(hs) }, { ARG(kv_mul) }, { LOCAL_ARG(att) }))
+		return -1;
+	return launch(s, FN_ATTENTION, KERNEL_ATTENTION, l, 2, global, local, err);
+}
+
+/* x += w @ in, w is (rows = dim, k). */
+static int run_matmul_add(ClState *s, cl_mem in, cl_mem w, int k, enum cl_kernel_id id,
+			  int l, int n, InferError *err)
+{
+	int rows = s->c->dim;
+	size_t items = (rows + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
+	size_t local = pick_local(items, MAT_LOCAL, GROUPS_MIN);
+	size_t global = round_up(items, local);
+	size_t xs = ((size_t)n * k + n) * sizeof(float);
+
+	if (SET_ARGS(s->fn[FN_MATMUL_ADD], err, { ARG(in) }, { ARG(w) }, { ARG(s->x) },
+		     { ARG(n) }, { ARG(k) }, { ARG(rows) }, { LOCAL_ARG(xs) }))
+		return -1;
+	return launch(s, FN_MATMUL_ADD, id, l, 1, &global, &local, err);
+}
+
+static int run_ffn_up(ClState *s, int l, int n, InferError *err)
+{
+	ClLayer *L = &s->layers[l];
+	int dim = s->c->dim, hid = s->c->hidden_dim;
+	size_t items = (hid + 1) / 2; /* two hidden rows (w1 and w3 each) per item */
+	size_t local = pick_local(items, MAT_LOCAL, GROUPS_MIN);
+	size_t global = round_up(items, local);
+	size_t xs = ((size_t)n * dim + n) * sizeof(float);
+
+	if (SET_ARGS(s->fn[FN_FFN_UP], err, { ARG(s->x) }, { ARG(L->rms_ffn) }, { ARG(L->w13) },
+		     { ARG(s->hb) }, { ARG(n) }, { ARG(dim) }, { ARG(hid) }, { LOCAL_ARG(xs) }))
+		return -1;
+	return launch(s, FN_FFN_UP, KERNEL_FFN_UP, l, 1, &global, &local, err);
+}
+
+static int run_logits(ClState *s, int n, InferError *err)
+{
+	int dim = s->c->dim, vocab = s->c->vocab_size, tok = n - 1;
+	size_t items = (vocab + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
+	size_t local = pick_local(items, LOGITS_LOCAL_MAX, LOGITS_GROUPS_MIN);
+	size_t global = round_up(items, local);
+	size_t xs = (dim + 1) * sizeof(float);
+
+	if (SET_ARGS(s->fn[FN_LOGITS], err, { ARG(s->x) }, { ARG(s->rms_final) }, { ARG(s->wcls) },
+		     { ARG(s->logits) }, { ARG(tok) }, { ARG(dim) }, { ARG(vocab) }, { LOCAL_ARG(xs) }))
+		return -1;
+	return launch(s, FN_LOGITS, KERNEL_LOGITS, LAYER_NONE, 1, &global, &local, err);
+}
+
+/* One layer; every span begun is ended even when an enqueue fails. */
+static int run_layer(ClState *s, int l, int n, int pos, InferError *err)
+{
+	ClLayer *L = &s->layers[l];
+	int rc;
+
+	trace_span_begin(SPAN_QKV, l);
+	trace_span_begin(SPAN_ATTN_NORM, l);
+	trace_span_begin(SPAN_ROPE, l);
+	rc = run_qkv(s, l, n, pos, err);
+	trace_span_end(SPAN_ROPE, l);
+	trace_span_end(SPAN_ATTN_NORM, l);
+	trace_span_end(SPAN_QKV, l);
+	if (rc)
+		return rc;
+
+	trace_span_begin(SPAN_ATTENTION, l);
+	rc = run_attention(s, l, n, pos, err);
+	trace_span_end(SPAN_ATTENTION, l);
+	if (rc)
+		return rc;
+
+	trace_span_begin(SPAN_ATTN_OUT, l);
+	rc = run_matmul_add(s, s->att_out, L->wo, s->c->dim, KERNEL_ATTN_OUT, l, n, err);
+	trace_span_end(SPAN_ATTN_OUT, l);
+	if (rc)
+		return rc;
+
+	trace_span_begin(SPAN_FFN, l);
+	trace_span_begin(SPAN_FFN_NORM, l);
+	rc = run_ffn_up(s, l, n, err);
+	trace_span_end(SPAN_FFN_NORM, l);
+	if (!rc)
+		rc = run_matmul_add(s, s->hb, L->w2, s->c->hidden_dim, KERNEL_FFN_DOWN, l, n, err);
+	trace_span_end(SPAN_FFN, l);
+	return rc;
+}
+
+/* After the sync: device timestamps of every kernel, one cl_batch. */
+static void report_kernels(ClState *s)
+{
+	for (int i = 0; i < s->nevents; i++) {
+		struct cl_kernel_record *r = &s->recs[i];
+		cl_ulong t[4] = { 0, 0, 0, 0 };
+		const cl_profiling_info what[4] = {
+			CL_PROFILING_COMMAND_QUEUED, CL_PROFILING_COMMAND_SUBMIT,
+			CL_PROFILING_COMMAND_START, CL_PROFILING_COMMAND_END,
+		};
+		for (int j = 0; j < 4; j++)
+			clGetEventProfilingInfo(s->events[i], what[j], sizeof(t[j]), &t[j], NULL);
+		r->queued_ns = t[0];
+		r->submit_ns = t[1];
+		r->start_ns = t[2];
+		r->end_ns = t[3];
+	}
+	if (s->nevents > 0)
+		trace_kernels(s->recs, (uint32_t)s->nevents);
+}
+
+static void release_events(ClState *s)
+{
+	for (int i = 0; i < s->nevents; i++)
+		clReleaseEvent(s->events[i]);
+	s->nevents = 0;
+}
+
+static int check_batch(const Config *c, const int *tokens, int n, int pos, InferError *err)
+{
+	if (n < 1 || n > CL_MAX_BATCH)
+		return infer_fail(err, "opencl: batch of %d tokens (1..%d allowed)", n, CL_MAX_BATCH);
+	if (pos < 0 || pos > c->seq_len - n)
+		return infer_fail(err, "opencl: positions %d..%d exceed seq_len %d",
+				  pos, pos + n - 1, c->seq_len);
+	for (int i = 0; i < n; i++)
+		if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+			return infer_fail(err, "opencl: token id %d out of range 0..%d",
+					  tokens[i], c->vocab_size - 1);
+	return 0;
+}
+
+/* Everything up to the logits kernel, enqueued without waiting. */
+static int enqueue_forward(ClState *s, const int *tokens, int n, int pos, InferError *err)
+{
+	int rc;
+	cl_int crc = clEnqueueWriteBuffer(s->queue, s->tokens, CL_FALSE, 0,
+					  n * sizeof(int), tokens, 0, NULL, NULL);
+
+	if (crc != CL_SUCCESS)
+		return cl_fail(err, "clEnqueueWriteBuffer", crc);
+	trace_span_begin(SPAN_EMBED, LAYER_NONE);
+	rc = run_embed(s, n, err);
+	trace_span_end(SPAN_EMBED, LAYER_NONE);
+	for (int l = 0; !rc && l < s->c->n_layers; l++) {
+		trace_span_begin(SPAN_LAYER, l);
+		rc = run_layer(s, l, n, pos, err);
+		trace_span_end(SPAN_LAYER, l);
+	}
+	return rc;
+}
+
+static int cl_forward(void *state, const int *tokens, int n, int pos,
+		      float *logits, InferError *err)
+{
+	ClState *s = state;
+	int rc;
+
+	if (check_batch(s->c, tokens, n, pos, err))
+		return -1;
+	s->profiling = trace_kernels_wanted();
+	s->nevents = 0;
+	rc = enqueue_forward(s, tokens, n, pos, err);
+	if (!rc) {
+		trace_span_begin(SPAN_LOGITS, LAYER_NONE);
+		trace_span_begin(SPAN_FINAL_NORM, LAYER_NONE);
+		rc = run_logits(s, n, err);
+		trace_span_end(SPAN_FINAL_NORM, LAYER_NONE);
+		if (!rc) { /* the one sync of the forward call */
+			cl_int crc = clEnqueueReadBuffer(s->queue, s->logits, CL_TRUE, 0,
+							 s->c->vocab_size * sizeof(float),
+							 logits, 0, NULL, NULL);
+			if (crc != CL_SUCCESS)
+				rc = cl_fail(err, "clEnqueueReadBuffer", crc);
+		}
+		trace_span_end(SPAN_LOGITS, LAYER_NONE);
+	}
+	if (rc)
+		clFinish(s->queue); /* tokens must not be read after we return */
+	else if (s->profiling)
+		report_kernels(s);
+	release_events(s);
+	return rc;
+}
+
+const BackendOps backend_opencl = {
+	.name = "opencl",
+	.create = cl_create,
+	.forward = cl_forward,
+	.destroy = cl_destroy,
+	.max_batch = CL_MAX_BATCH,
+};

@@ -1,0 +1,203 @@
+/* 10_forward.cl - the forward pass of a llama2.c transformer, one kernel per
+ * fused phase (math as in llama2.c's run.c). Every matrix kernel takes a
+ * batch of n tokens: n == 1 is decode (matvec), n > 1 a prefill batch whose
+ * weights are read once per 4-token block instead of once per token.
+ * Global size dimension 0 is in 4-row blocks, rounded up to the local size. */
+
+/* x[t] = embedding row tokens[t]; ids are checked on the host. */
+__kernel void embed(const __global int *tokens, const __global float *table,
+		    __global float *x, int dim)
+{
+	int j = get_global_id(0), t = get_global_id(1);
+
+	if (j < dim)
+		x[t * dim + j] = table[(size_t)tokens[t] * dim + j];
+}
+
+/* Rotates the pair (a, b) at width index i of a head for position p. rope
+ * holds (cos, sin) per position and pair, computed on the host with the
+ * libm calls of the reference: (seq_len, head_size / 2) float2s. */
+static inline float2 rope_pair(float a, float b, int i, int head_size, int p,
+			       const __global float2 *rope)
+{
+	float2 cs = rope[p * (head_size / 2) + (i % head_size) / 2];
+
+	return (float2)(a * cs.x - b * cs.y, a * cs.y + b * cs.x);
+}
+
+/* rmsnorm(x) then the fused q/k/v projection (wqkv rows: q, k, v), RoPE on
+ * q and k, and k/v stored straight into this layer's cache at pos + t. */
+__kernel void qkv_rope(const __global float *x, const __global float *g,
+		       const __global float *wqkv, __global float *q,
+		       __global float *kcache, __global float *vcache,
+		       const __global float2 *rope, int n, int pos, int dim,
+		       int kv_dim, int head_size, __local float *xs)
+{
+	int rows = dim + 2 * kv_dim;
+	int r0 = get_global_id(0) * ROWS_PER_ITEM;
+	float res[ROWS_PER_ITEM * TOK_BLOCK];
+
+	stage_tokens(x, n, dim, g, xs);
+	if (r0 >= rows)
+		return;
+	const __global float *w0 = row_ptr(wqkv, r0, rows, dim);
+	const __global float *w1 = row_ptr(wqkv, r0 + 1, rows, dim);
+	const __global float *w2 = row_ptr(wqkv, r0 + 2, rows, dim);
+	const __global float *w3 = row_ptr(wqkv, r0 + 3, rows, dim);
+	for (int t0 = 0; t0 < n;) {
+		int nt = dot_block(w0, w1, w2, w3, xs, dim, n, t0, res);
+		for (int t = 0; t < nt; t++) {
+			int p = pos + t0 + t;
+			/* rows come in RoPE pairs; segment bounds are even */
+			for (int r = 0; r < ROWS_PER_ITEM && r0 + r < rows; r += 2) {
+				int row = r0 + r;
+				float a = res[r * TOK_BLOCK + t];
+				float b = res[(r + 1) * TOK_BLOCK + t];
+				if (row < dim) {
+					float2 v = rope_pair(a, b, row, head_size, p, rope);
+					q[(t0 + t) * dim + row] = v.x;
+					q[(t0 + t) * dim + row + 1] = v.y;
+				} else if (row < dim + kv_dim) {
+					int i = row - dim;
+					float2 v = rope_pair(a, b, i, head_size, p, rope);
+					kcache[(size_t)p * kv_dim + i] = v.x;
+					kcache[(size_t)p * kv_dim + i + 1] = v.y;
+				} else {
+					int i = row - dim - kv_dim;
+					vcache[(size_t)p * kv_dim + i] = a;
+					vcache[(size_t)p * kv_dim + i + 1] = b;
+				}
+			}
+		}
+		t0 += nt;
+	}
+}
+
+/* Dot product of two head vectors, 4 lanes at a time when n allows. */
+static inline float head_dot(const __global float *a, const __global float *b, int n)
+{
+	float4 acc = 0;
+	int i = 0;
+
+	for (; i + 4 <= n; i += 4)
+		acc = fma(vload4(0, a + i), vload4(0, b + i), acc);
+	float s = (acc.x + acc.y) + (acc.z + acc.w);
+	for (; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+/* One work-item per (head, token): scores against positions 0..pos+t
+ * (causal inside the batch), softmax, weighted sum of values. att is local
+ * scratch of seq_len floats (local size 1, so it is private to the item). */
+__kernel void attention(const __global float *q, const __global float *kcache,
+			const __global float *vcache, __global float *out,
+			int pos, int dim, int kv_dim, int head_size, int kv_mul,
+			__local float *att)
+{
+	int h = get_global_id(0), t = get_global_id(1);
+	int p = pos + t;
+	const __global float *qh = q + t * dim + h * head_size;
+	int kv_off = (h / kv_mul) * head_size;
+	__global float *o = out + t * dim + h * head_size;
+	float inv_scale = 1.0f / sqrt((float)head_size);
+	float maxv = -INFINITY, sum = 0.0f;
+
+	for (int j = 0; j <= p; j++) {
+		float s = head_dot(qh, kcache + (size_t)j * kv_dim + kv_off, head_size) * inv_scale;
+		att[j] = s;
+		maxv = fmax(maxv, s);
+	}
+	for (int j = 0; j <= p; j++) {
+		att[j] = exp(att[j] - maxv);
+		sum += att[j];
+	}
+	float inv_sum = 1.0f / sum;
+	const __global float *v0 = vcache + kv_off;
+	int i = 0;
+	for (; i + 4 <= head_size; i += 4) { /* 4 output lanes per sweep */
+		float4 acc = 0;
+		for (int j = 0; j <= p; j++)
+			acc = fma((float4)(att[j] * inv_sum), vload4(0, v0 + (size_t)j * kv_dim + i), acc);
+		vstore4(acc, 0, o + i);
+	}
+	for (; i < head_size; i++) {
+		float acc = 0;
+		for (int j = 0; j <= p; j++)
+			acc += att[j] * inv_sum * v0[(size_t)j * kv_dim + i];
+		o[i] = acc;
+	}
+}
+
+/* x[t] += w @ in[t]: the attention output projection and the ffn down
+ * projection, each with its residual add. w is (rows, k); x is (n, rows). */
+__kernel void matmul_add(const __global float *in, const __global float *w,
+			 __global float *x, int n, int k, int rows,
+			 __local float *xs)
+{
+	int r0 = get_global_id(0) * ROWS_PER_ITEM;
+	float res[ROWS_PER_ITEM * TOK_BLOCK];
+
+	stage_tokens(in, n, k, 0, xs);
+	if (r0 >= rows)
+		return;
+	const __global float *w0 = row_ptr(w, r0, rows, k);
+	const __global float *w1 = row_ptr(w, r0 + 1, rows, k);
+	const __global float *w2 = row_ptr(w, r0 + 2, rows, k);
+	const __global float *w3 = row_ptr(w, r0 + 3, rows, k);
+	for (int t0 = 0; t0 < n;) {
+		int nt = dot_block(w0, w1, w2, w3, xs, k, n, t0, res);
+		for (int t = 0; t < nt; t++)
+			for (int r = 0; r < ROWS_PER_ITEM && r0 + r < rows; r++)
+				x[(t0 + t) * rows + r0 + r] += res[r * TOK_BLOCK + t];
+		t0 += nt;
+	}
+}
+
+/* rmsnorm(x) then hb = silu(w1 x) * (w3 x). w13 holds w1's hidden rows then
+ * w3's; each work-item does two hidden rows (two of w1, two of w3). */
+__kernel void ffn_up(const __global float *x, const __global float *g,
+		     const __global float *w13, __global float *hb,
+		     int n, int dim, int hidden, __local float *xs)
+{
+	int h0 = get_global_id(0) * 2;
+	float res[ROWS_PER_ITEM * TOK_BLOCK];
+
+	stage_tokens(x, n, dim, g, xs);
+	if (h0 >= hidden)
+		return;
+	const __global float *w3 = w13 + (size_t)hidden * dim;
+	const __global float *a0 = row_ptr(w13, h0, hidden, dim);
+	const __global float *a1 = row_ptr(w13, h0 + 1, hidden, dim);
+	const __global float *b0 = row_ptr(w3, h0, hidden, dim);
+	const __global float *b1 = row_ptr(w3, h0 + 1, hidden, dim);
+	for (int t0 = 0; t0 < n;) {
+		int nt = dot_block(a0, a1, b0, b1, xs, dim, n, t0, res);
+		for (int t = 0; t < nt; t++)
+			for (int r = 0; r < 2 && h0 + r < hidden; r++) {
+				float a = res[r * TOK_BLOCK + t];
+				float b = res[(r + 2) * TOK_BLOCK + t];
+				a = a * (1.0f / (1.0f + exp(-a)));
+				hb[(t0 + t) * hidden + h0 + r] = a * b;
+			}
+		t0 += nt;
+	}
+}
+
+/* Final rmsnorm of token `tok` alone, then logits = wcls @ x[tok]. */
+__kernel void logits(const __global float *x, const __global float *g,
+		     const __global float *wcls, __global float *out,
+		     int tok, int dim, int vocab, __local float *xs)
+{
+	int r0 = get_global_id(0) * ROWS_PER_ITEM;
+	float res[ROWS_PER_ITEM * TOK_BLOCK];
+
+	stage_tokens(x + tok * dim, 1, dim, g, xs);
+	if (r0 >= vocab)
+		return;
+	dot_block(row_ptr(wcls, r0, vocab, dim), row_ptr(wcls, r0 + 1, vocab, dim),
+		  row_ptr(wcls, r0 + 2, vocab, dim), row_ptr(wcls, r0 + 3, vocab, dim),
+		  xs, dim, 1, 0, res);
+	for (int r = 0; r < ROWS_PER_ITEM && r0 + r < vocab; r++)
+		out[r0 + r] = res[r * TOK_BLOCK];
+}

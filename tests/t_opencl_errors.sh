@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# t_opencl_errors.sh - OpenCL failures are clean one-line errors, not crashes:
+# no platform (the ICD loader pointed at an empty vendor dir), a platform or
+# device index that does not exist, and a kernel source that does not build.
+# fast
+source "$(dirname "$0")/lib.sh"
+need_models
+[ -x "$INFER" ] || fail "no $INFER (build first)"
+m=$MODELS/stories260K.bin
+
+# expect_fail NAME PATTERN CMD... : non-zero exit (not a signal), message matches
+expect_fail() {
+	local name=$1 pat=$2
+	shift 2
+	"$@" >"$TMP/out" 2>"$TMP/err"
+	local rc=$?
+	[ $rc -ne 0 ] || fail "$name: exited 0"
+	[ $rc -lt 128 ] || fail "$name: killed by signal $((rc - 128))"
+	grep -q "$pat" "$TMP/err" || fail "$name: stderr lacks '$pat': $(head -c 300 "$TMP/err")"
+	ok "$name: exit $rc, '$(grep -m1 "$pat" "$TMP/err" | head -c 160)'"
+}
+
+mkdir -p "$TMP/no-vendors"
+expect_fail "no platform" "no OpenCL platform found" \
+	env OCL_ICD_VENDORS="$TMP/no-vendors" OCL_ICD_FILENAMES= "$INFER" "$m" --ids -n 8 -b opencl
+
+need_opencl
+expect_fail "platform index" "OpenCL platform 7 does not exist" \
+	"$INFER" "$m" --ids -n 8 -b opencl --cl-platform 7
+expect_fail "device index" "OpenCL device 9 does not exist" \
+	"$INFER" "$m" --ids -n 8 -b opencl --cl-device 9
+
+# a bad kernel source: the build error carries the compiler's log
+t=$BUILD/tests/test_cl_build
+[ -x "$t" ] || fail "no $t (build the unit tests first)"
+"$t" >"$TMP/build.out" 2>&1 || fail "test_cl_build: $(tail -n 3 "$TMP/build.out")"
+ok "$(tail -n 1 "$TMP/build.out")"
