@@ -106,4 +106,70 @@ struct counters {
 	__u64 kernels_truncated; /* cl_batch records beyond what one hit reads */
 };
 
+
+/* ---- in-kernel aggregation (always on; the daemon reads only these) ----
+ * Map `agg` (BPF_MAP_TYPE_PERCPU_HASH, key struct agg_key, value struct
+ * agg_val; userspace sums the CPUs). Bucket i counts durations d with
+ * 2^i <= d < 2^(i+1) ns (bucket 0 also takes d = 0); the last bucket is open. */
+#define AGG_BUCKETS 40
+#define AGG_MAX_ENTRIES 8192
+#define AGG_KIND_TOKEN   64          /* token_begin..token_end */
+#define AGG_KIND_REQUEST 65          /* request_begin..request_end */
+#define AGG_KIND_KERNEL_BASE 128     /* + enum cl_kernel_id: device end-start */
+
+struct agg_key {
+	__u32 pid;
+	__u32 kind;     /* enum span_kind, or an AGG_KIND_* value */
+	__s32 layer;    /* LAYER_NONE when not per layer */
+	__u32 pad;
+};
+
+struct agg_val {
+	__u64 count;
+	__u64 sum_ns;
+	__u64 max_ns;
+	__u64 errors;   /* mismatched ends of this kind */
+	__u64 buckets[AGG_BUCKETS];
+};
+
+/* Map `pools` (BPF_MAP_TYPE_HASH, key struct pool_key, value struct pool_val). */
+struct pool_key {
+	__u32 pid;
+	__u32 pool;     /* enum pool_id */
+};
+
+struct pool_val {
+	__u64 live_bytes;
+	__u64 peak_bytes;
+	__u64 allocs;
+	__u64 frees;
+};
+
+/* Map `kv` (BPF_MAP_TYPE_HASH, key: __u32 pid, value struct kv_val). */
+struct kv_val {
+	__u64 used_bytes;
+	__u64 capacity_bytes;
+	__u64 ts_ns;
+};
+
+/* Knob `stream_mode` (const volatile) and map `slow_ns` (BPF_MAP_TYPE_ARRAY,
+ * SPAN_KIND_COUNT entries of __u64): in tail mode a span is streamed only when
+ * dur >= slow_ns[kind], which userspace rewrites (a fixed threshold, or a
+ * percentile of the histograms); nothing else is streamed then. */
+enum stream_mode {
+	STREAM_ALL = 0,  /* record/top/profile: every event */
+	STREAM_TAIL = 1, /* daemon: only slow spans */
+};
+
+/* Knob `level` (const volatile): coarse attaches only request/token/span
+ * (forward, layer), alloc/free and kv_usage; detail also op_* and cl_batch. */
+enum trace_level {
+	LEVEL_COARSE = 0,
+	LEVEL_DETAIL = 1,
+};
+
+/* Outstanding allocations tracked per {pid, ptr} (map `allocs`); past this
+ * the table is full and counters.alloc_table_full counts the misses. */
+#define ALLOC_MAX_ENTRIES 65536
+
 #endif

@@ -1,0 +1,734 @@
+// SPDX-License-Identifier: GPL-2.0
+/* spantrace.bpf.c - matches the engine's USDT begin/end probes in the kernel.
+ *
+ * Spans: a per-thread stack (map `threads`, keyed by tid, removed on
+ * sched_process_exit) holds {kind, layer, start}. An end that matches the top
+ * pops it. An end that matches a deeper frame pops down to it: the frames
+ * above were never closed, each is counted in span_errors and dropped, and the
+ * matched span is emitted with SPAN_F_MISMATCH. An end that matches nothing is
+ * counted and leaves the stack untouched, so one bad end never shifts later
+ * spans. Begins past SPAN_STACK_DEPTH are counted (stack_overflow) and their
+ * ends swallowed.
+ *
+ * Every matched duration also goes into the always-on aggregation maps (agg,
+ * pools, kv) that the daemon and top read without streaming anything.
+ *
+ * Ring buffer: events are submitted without waking the consumer (a wakeup per
+ * event costs microseconds); only when the unread data passes wakeup_bytes is
+ * the consumer forced awake. Userspace polls with a short timeout instead.
+ * fired[t] counts every event offered to the ring buffer, dropped[t] every
+ * failed reserve, so delivered + dropped == fired. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/usdt.bpf.h>
+#include "spantrace.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* ---- knobs, set before load ---- */
+const volatile __u32 target_tgid = 0;           /* 0 = every process */
+const volatile __u32 level = LEVEL_DETAIL;      /* enum trace_level */
+const volatile __u64 min_dur_ns = 0;            /* shorter spans aggregated only */
+const volatile __u32 perf_mode = 0;             /* reserved for profile */
+const volatile __u32 stream_mode = STREAM_ALL;  /* enum stream_mode */
+const volatile __u64 wakeup_bytes = 64 * 1024;  /* force a wakeup past this */
+
+/* ---- maps ---- */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 * 1024 * 1024); /* --ringbuf-kb overrides */
+} rb SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct counters);
+} counters SEC(".maps");
+
+struct frame {
+	__u32 kind;
+	__s32 layer;
+	__u64 start_ns;
+};
+
+struct thread_state {
+	__u64 req;
+	__u64 token_start_ns;
+	__u32 pos;
+	__u32 token_in;
+	__u32 depth;
+	__u32 overflow;   /* begins past the stack, awaiting their ends */
+	struct frame stack[SPAN_STACK_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);            /* tid */
+	__type(value, struct thread_state);
+} threads SEC(".maps");
+
+struct req_key {
+	__u32 pid;
+	__u32 pad;
+	__u64 req;
+};
+
+struct req_val {
+	__u64 start_ns;
+	__u32 prompt_tokens;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct req_key);
+	__type(value, struct req_val);
+} reqs SEC(".maps");
+
+struct alloc_key {
+	__u32 pid;
+	__u32 pad;
+	__u64 ptr;
+};
+
+struct alloc_val {
+	__u64 bytes;
+	__u32 pool;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ALLOC_MAX_ENTRIES);
+	__type(key, struct alloc_key);
+	__type(value, struct alloc_val);
+} allocs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, AGG_MAX_ENTRIES);
+	__type(key, struct agg_key);
+	__type(value, struct agg_val);
+} agg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct pool_key);
+	__type(value, struct pool_val);
+} pools SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct kv_val);
+} kv SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SPAN_KIND_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} slow_ns SEC(".maps");
+
+static const struct agg_val zero_agg;
+static const struct thread_state zero_thread;
+static const struct pool_val zero_pool;
+
+/* ---- small helpers ---- */
+static __always_inline struct counters *cnt(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&counters, &zero);
+}
+
+/* Returns the tgid when this process is traced, 0 when it is filtered out. */
+static __always_inline __u32 traced_tgid(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (target_tgid && tgid != target_tgid)
+		return 0;
+	return tgid;
+}
+
+static __always_inline void fill_header(struct event_header *h, __u32 type, __u64 ts)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	h->type = type;
+	h->pid = id >> 32;
+	h->tid = (__u32)id;
+	h->cpu = bpf_get_smp_processor_id();
+	h->ts_ns = ts;
+}
+
+/* Reserves an event of `type`, counting it as fired (and dropped on failure). */
+static __always_inline void *reserve(__u32 type, __u64 size)
+{
+	struct counters *c = cnt();
+	void *e;
+
+	if (type >= EV_TYPE_COUNT)
+		return 0;
+	if (c)
+		c->fired[type]++;
+	e = bpf_ringbuf_reserve(&rb, size, 0);
+	if (!e && c)
+		c->dropped[type]++;
+	return e;
+}
+
+static __always_inline void submit(void *e)
+{
+	/* Wake the consumer only when enough has piled up; it also polls. */
+	__u64 avail = bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA);
+	bpf_ringbuf_submit(e, avail > wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+}
+
+static __always_inline __u32 log2_bucket(__u64 v)
+{
+	__u32 r = 0, shift;
+
+	shift = (v > 0xFFFFFFFFULL) << 5; v >>= shift; r |= shift;
+	shift = (v > 0xFFFF) << 4; v >>= shift; r |= shift;
+	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
+	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
+	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
+	r |= (v >> 1);
+	return r < AGG_BUCKETS ? r : AGG_BUCKETS - 1;
+}
+
+static __always_inline void agg_add(__u32 pid, __u32 kind, __s32 layer, __u64 dur, int error)
+{
+	struct agg_key key = { .pid = pid, .kind = kind, .layer = layer };
+	struct agg_val *v = bpf_map_lookup_elem(&agg, &key);
+	__u32 b;
+
+	if (!v) {
+		bpf_map_update_elem(&agg, &key, &zero_agg, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&agg, &key);
+		if (!v)
+			return;
+	}
+	v->count++;
+	v->sum_ns += dur;
+	if (dur > v->max_ns)
+		v->max_ns = dur;
+	if (error)
+		v->errors++;
+	b = log2_bucket(dur);
+	if (b < AGG_BUCKETS)
+		v->buckets[b]++;
+}
+
+static __always_inline struct thread_state *thread_get(__u32 tid, int create)
+{
+	struct thread_state *st = bpf_map_lookup_elem(&threads, &tid);
+
+	if (st || !create)
+		return st;
+	bpf_map_update_elem(&threads, &tid, &zero_thread, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+/* ---- spans ---- */
+static __always_inline int span_begin(__u32 kind, __s32 layer)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct thread_state *st;
+	struct counters *c;
+	__u32 d;
+
+	if (!traced_tgid())
+		return 0;
+	st = thread_get(tid, 1);
+	if (!st)
+		return 0;
+	d = st->depth;
+	if (d >= SPAN_STACK_DEPTH) {
+		st->overflow++;
+		c = cnt();
+		if (c)
+			c->stack_overflow++;
+		return 0;
+	}
+	st->stack[d & (SPAN_STACK_DEPTH - 1)].kind = kind;
+	st->stack[d & (SPAN_STACK_DEPTH - 1)].layer = layer;
+	st->depth = d + 1;
+	/* Clock last at a begin and first at an end (before the USDT
+	 * arguments are decoded): the span then covers as little of the
+	 * probe's own cost as possible. */
+	st->stack[d & (SPAN_STACK_DEPTH - 1)].start_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+static __always_inline void span_error(void)
+{
+	struct counters *c = cnt();
+	if (c)
+		c->span_errors++;
+}
+
+static __always_inline int stream_span(__u32 kind, __u64 dur)
+{
+	if (stream_mode == STREAM_TAIL) {
+		__u32 k = kind;
+		__u64 *thr = bpf_map_lookup_elem(&slow_ns, &k);
+		return thr && dur >= *thr;
+	}
+	return dur >= min_dur_ns;
+}
+
+static __always_inline void emit_span(struct thread_state *st, __u32 pid, __u32 i,
+				      __u64 now, __u32 flags)
+{
+	struct frame *f, *p;
+	struct span_event *e;
+	__u64 dur;
+	__u32 kind;
+	__s32 layer;
+
+	i &= SPAN_STACK_DEPTH - 1;
+	f = &st->stack[i];
+	kind = f->kind;
+	layer = f->layer;
+	dur = now - f->start_ns;
+	agg_add(pid, kind, layer, dur, flags & SPAN_F_MISMATCH);
+	if (!stream_span(kind, dur))
+		return;
+	e = reserve(EV_SPAN, sizeof(*e));
+	if (!e)
+		return;
+	fill_header(&e->h, EV_SPAN, f->start_ns);
+	e->dur_ns = dur;
+	e->kind = kind;
+	e->layer = layer;
+	e->depth = i;
+	if (i > 0) {
+		p = &st->stack[(i - 1) & (SPAN_STACK_DEPTH - 1)];
+		e->parent_kind = p->kind;
+		e->parent_layer = p->layer;
+	} else {
+		e->parent_kind = SPAN_KIND_COUNT;
+		e->parent_layer = LAYER_NONE;
+	}
+	e->flags = flags;
+	e->req = st->req;
+	e->pos = st->pos;
+	e->ncounters = 0;
+	__builtin_memset(e->counters, 0, sizeof(e->counters));
+	submit(e);
+}
+
+static __always_inline int span_end(__u64 now, __u32 kind, __s32 layer, __u32 flags)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct thread_state *st;
+	__u32 pid, d, i, depth;
+
+	pid = traced_tgid();
+	if (!pid)
+		return 0;
+	st = thread_get(tid, 0);
+	if (!st) {
+		span_error();
+		return 0;
+	}
+	if (st->overflow) {
+		/* LIFO: this end closes the newest begin that did not fit. */
+		st->overflow--;
+		return 0;
+	}
+	depth = st->depth;
+	if (depth == 0 || depth > SPAN_STACK_DEPTH) {
+		span_error();
+		return 0;
+	}
+	/* Find the innermost open frame with this kind and layer. */
+	for (d = 0; d < SPAN_STACK_DEPTH; d++) {
+		if (d >= depth)
+			break;
+		i = (depth - 1 - d) & (SPAN_STACK_DEPTH - 1);
+		if (st->stack[i].kind == kind && st->stack[i].layer == layer) {
+			/* d frames above it were never closed: each is an error. */
+			if (d) {
+				struct counters *c = cnt();
+				if (c)
+					c->span_errors += d;
+				flags |= SPAN_F_MISMATCH;
+			}
+			emit_span(st, pid, i, now, flags);
+			st->depth = i;
+			return 0;
+		}
+	}
+	span_error();
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(span_begin_prog, __u32 kind, __s32 layer)
+{
+	return span_begin(kind, layer);
+}
+
+/* Ends read the clock before decoding their arguments (see span_begin). */
+static __always_inline int span_end_args(struct pt_regs *ctx, __u32 flags)
+{
+	__u64 now = bpf_ktime_get_ns();
+	long kind = 0, layer = 0;
+
+	if (bpf_usdt_arg(ctx, 0, &kind) || bpf_usdt_arg(ctx, 1, &layer))
+		return 0;
+	return span_end(now, (__u32)kind, (__s32)layer, flags);
+}
+
+SEC("usdt")
+int span_end_prog(struct pt_regs *ctx)
+{
+	return span_end_args(ctx, SPAN_F_STRUCTURAL);
+}
+
+SEC("usdt")
+int BPF_USDT(op_begin_prog, __u32 kind, __s32 layer)
+{
+	return span_begin(kind, layer);
+}
+
+SEC("usdt")
+int op_end_prog(struct pt_regs *ctx)
+{
+	return span_end_args(ctx, 0);
+}
+
+/* ---- tokens and requests ---- */
+SEC("usdt")
+int BPF_USDT(token_begin_prog, __u64 req, __u32 pos, __u32 token_in)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct thread_state *st;
+
+	if (!traced_tgid())
+		return 0;
+	st = thread_get(tid, 1);
+	if (!st)
+		return 0;
+	st->req = req;
+	st->pos = pos;
+	st->token_in = token_in;
+	st->token_start_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(token_end_prog, __u64 req, __u32 pos, __u32 token_out)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 now = bpf_ktime_get_ns(), dur;
+	struct thread_state *st;
+	struct token_event *e;
+	__u32 pid = traced_tgid();
+
+	if (!pid)
+		return 0;
+	st = thread_get(tid, 0);
+	if (!st || !st->token_start_ns || st->pos != pos || st->req != req) {
+		span_error();
+		return 0;
+	}
+	dur = now - st->token_start_ns;
+	agg_add(pid, AGG_KIND_TOKEN, LAYER_NONE, dur, 0);
+	if (stream_mode == STREAM_ALL) {
+		e = reserve(EV_TOKEN, sizeof(*e));
+		if (e) {
+			fill_header(&e->h, EV_TOKEN, st->token_start_ns);
+			e->dur_ns = dur;
+			e->req = req;
+			e->pos = pos;
+			e->token_in = st->token_in;
+			e->token_out = token_out;
+			e->pad = 0;
+			submit(e);
+		}
+	}
+	st->token_start_ns = 0;
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(request_begin_prog, __u64 req, __u32 prompt_tokens)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct req_key key = {};
+	struct req_val val = {};
+	struct thread_state *st;
+
+	key.pid = traced_tgid();
+	if (!key.pid)
+		return 0;
+	key.req = req;
+	val.start_ns = bpf_ktime_get_ns();
+	val.prompt_tokens = prompt_tokens;
+	bpf_map_update_elem(&reqs, &key, &val, BPF_ANY);
+	st = thread_get(tid, 1);
+	if (st)
+		st->req = req;
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(request_end_prog, __u64 req, __u32 generated_tokens)
+{
+	__u64 now = bpf_ktime_get_ns(), dur;
+	struct req_key key = {};
+	struct request_event *e;
+	struct req_val *val;
+
+	key.pid = traced_tgid();
+	if (!key.pid)
+		return 0;
+	key.req = req;
+	val = bpf_map_lookup_elem(&reqs, &key);
+	if (!val) {
+		span_error();
+		return 0;
+	}
+	dur = now - val->start_ns;
+	agg_add(key.pid, AGG_KIND_REQUEST, LAYER_NONE, dur, 0);
+	if (stream_mode == STREAM_ALL) {
+		e = reserve(EV_REQUEST, sizeof(*e));
+		if (e) {
+			fill_header(&e->h, EV_REQUEST, val->start_ns);
+			e->dur_ns = dur;
+			e->req = req;
+			e->prompt_tokens = val->prompt_tokens;
+			e->generated_tokens = generated_tokens;
+			submit(e);
+		}
+	}
+	bpf_map_delete_elem(&reqs, &key);
+	return 0;
+}
+
+/* ---- memory ---- */
+static __always_inline struct pool_val *pool_get(__u32 pid, __u32 pool)
+{
+	struct pool_key key = { .pid = pid, .pool = pool };
+	struct pool_val *v = bpf_map_lookup_elem(&pools, &key);
+
+	if (v)
+		return v;
+	bpf_map_update_elem(&pools, &key, &zero_pool, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&pools, &key);
+}
+
+static __always_inline void emit_alloc(__u32 type, __u32 pool, __u64 ptr, __u64 bytes,
+				       struct pool_val *pv, __u32 unknown)
+{
+	struct alloc_event *e;
+
+	if (stream_mode != STREAM_ALL)
+		return;
+	e = reserve(type, sizeof(*e));
+	if (!e)
+		return;
+	fill_header(&e->h, type, bpf_ktime_get_ns());
+	e->ptr = ptr;
+	e->bytes = bytes;
+	e->live_bytes = pv ? pv->live_bytes : 0;
+	e->peak_bytes = pv ? pv->peak_bytes : 0;
+	e->pool = pool;
+	e->unknown = unknown;
+	submit(e);
+}
+
+SEC("usdt")
+int BPF_USDT(alloc_prog, __u32 pool, __u64 ptr, __u64 bytes)
+{
+	struct alloc_key key = {};
+	struct alloc_val val = {};
+	struct pool_val *pv;
+	struct counters *c;
+	__u64 live;
+
+	key.pid = traced_tgid();
+	if (!key.pid)
+		return 0;
+	key.ptr = ptr;
+	val.bytes = bytes;
+	val.pool = pool;
+	if (bpf_map_update_elem(&allocs, &key, &val, BPF_ANY)) {
+		/* Still counted live (the engine counts it); its free will then
+		 * show up as unknown. */
+		c = cnt();
+		if (c)
+			c->alloc_table_full++;
+	}
+	pv = pool_get(key.pid, pool);
+	if (pv) {
+		live = __sync_fetch_and_add(&pv->live_bytes, bytes) + bytes;
+		if (live > pv->peak_bytes)
+			pv->peak_bytes = live;
+		__sync_fetch_and_add(&pv->allocs, 1);
+	}
+	emit_alloc(EV_ALLOC, pool, ptr, bytes, pv, 0);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(free_prog, __u32 pool, __u64 ptr, __u64 bytes)
+{
+	struct alloc_key key = {};
+	struct alloc_val *val;
+	struct pool_val *pv = 0;
+	struct counters *c;
+	__u64 freed;
+	__u32 p;
+
+	key.pid = traced_tgid();
+	if (!key.pid)
+		return 0;
+	key.ptr = ptr;
+	val = bpf_map_lookup_elem(&allocs, &key);
+	if (!val) {
+		/* Allocated before we attached, or never: do not guess its size. */
+		c = cnt();
+		if (c)
+			c->unknown_frees++;
+		emit_alloc(EV_FREE, pool, ptr, bytes, 0, 1);
+		return 0;
+	}
+	freed = val->bytes;
+	p = val->pool;
+	bpf_map_delete_elem(&allocs, &key);
+	pv = pool_get(key.pid, p);
+	if (pv) {
+		__sync_fetch_and_add(&pv->live_bytes, -freed);
+		__sync_fetch_and_add(&pv->frees, 1);
+	}
+	emit_alloc(EV_FREE, p, ptr, freed, pv, 0);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(kv_usage_prog, __u64 used, __u64 capacity)
+{
+	struct kv_val val = {};
+	struct kv_event *e;
+	__u32 pid = traced_tgid();
+
+	if (!pid)
+		return 0;
+	val.used_bytes = used;
+	val.capacity_bytes = capacity;
+	val.ts_ns = bpf_ktime_get_ns();
+	bpf_map_update_elem(&kv, &pid, &val, BPF_ANY);
+	if (stream_mode != STREAM_ALL)
+		return 0;
+	e = reserve(EV_KV, sizeof(*e));
+	if (!e)
+		return 0;
+	fill_header(&e->h, EV_KV, val.ts_ns);
+	e->used_bytes = used;
+	e->capacity_bytes = capacity;
+	submit(e);
+	return 0;
+}
+
+/* ---- OpenCL kernel batches ---- */
+struct batch_ctx {
+	__u64 records;
+	__u64 req;
+	__u32 pos;
+	__u32 pid;
+	__u64 ts;
+};
+
+static long emit_kernel_record(__u64 index, void *data)
+{
+	struct batch_ctx *bc = data;
+	struct cl_kernel_record r;
+	struct kernel_event *e;
+	__u64 dur;
+
+	if (bpf_probe_read_user(&r, sizeof(r), (void *)(bc->records + index * sizeof(r))))
+		return 1; /* unreadable: stop; the rest count as truncated below */
+	dur = r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0;
+	agg_add(bc->pid, AGG_KIND_KERNEL_BASE + (r.kernel_id & 63), r.layer, dur, 0);
+	if (stream_mode != STREAM_ALL)
+		return 0;
+	e = reserve(EV_KERNEL, sizeof(*e));
+	if (!e)
+		return 0;
+	fill_header(&e->h, EV_KERNEL, bc->ts);
+	e->kernel_id = r.kernel_id;
+	e->queue = r.queue;
+	e->layer = r.layer;
+	e->index = index;
+	e->queued_ns = r.queued_ns;
+	e->submit_ns = r.submit_ns;
+	e->start_ns = r.start_ns;
+	e->end_ns = r.end_ns;
+	e->req = bc->req;
+	e->pos = bc->pos;
+	e->pad = 0;
+	submit(e);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(cl_batch_prog, __u64 records, __u32 count)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct batch_ctx bc = {};
+	struct thread_state *st;
+	struct counters *c;
+	__u32 n = count;
+
+	bc.pid = traced_tgid();
+	if (!bc.pid)
+		return 0;
+	bc.records = records;
+	bc.ts = bpf_ktime_get_ns();
+	st = thread_get(tid, 0);
+	if (st) {
+		bc.req = st->req;
+		bc.pos = st->pos;
+	}
+	if (n > CL_BATCH_MAX) {
+		c = cnt();
+		if (c)
+			c->kernels_truncated += n - CL_BATCH_MAX;
+		n = CL_BATCH_MAX;
+	}
+	bpf_loop(n, emit_kernel_record, &bc, 0);
+	return 0;
+}
+
+/* ---- cleanup: a thread's stack goes with the thread ---- */
+static long drop_pid_alloc(struct bpf_map *map, struct alloc_key *key,
+			   struct alloc_val *val, void *data)
+{
+	if (key->pid == *(__u32 *)data)
+		bpf_map_delete_elem(map, key);
+	return 0;
+}
+
+/* A raw tracepoint: needs no tracefs mount (this machine has none). */
+SEC("raw_tp/sched_process_exit")
+int handle_exit(void *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, tgid = id >> 32;
+
+	bpf_map_delete_elem(&threads, &tid);
+	/* When the whole process goes, so do its outstanding allocations. The
+	 * pools/kv/agg entries stay for the reader, which removes dead pids. */
+	if (tid == tgid && (!target_tgid || tgid == target_tgid))
+		bpf_for_each_map_elem(&allocs, drop_pid_alloc, &tgid, 0);
+	return 0;
+}

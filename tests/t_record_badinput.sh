@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# t_record_badinput.sh - bad input gives one clear error line and a non-zero
+# exit: no such pid, a process without our probes, a binary without probes,
+# missing CAP_BPF/CAP_PERFMON, an unwritable output, a symlink planted at the
+# output path (not followed), a full disk mid-run (whole lines kept), and
+# contradictory options.
+# fast
+source "$(dirname "$0")/lib.sh"
+need_bpf
+need_models
+for b in "$INFER" "$SPANTRACE"; do [ -x "$b" ] || fail "no $b (build first)"; done
+m=$MODELS/stories260K.bin
+
+# expect_fail NAME PATTERN CMD... : non-zero exit (not a signal), message matches
+expect_fail() {
+	local name=$1 pat=$2
+	shift 2
+	"$@" >"$TMP/out" 2>"$TMP/err"
+	local rc=$?
+	[ $rc -ne 0 ] || fail "$name: exited 0"
+	[ $rc -lt 128 ] || fail "$name: killed by signal $((rc - 128))"
+	grep -q "$pat" "$TMP/err" || fail "$name: stderr lacks '$pat': $(head -c 300 "$TMP/err")"
+	ok "$name: exit $rc, '$(grep -m1 "$pat" "$TMP/err" | head -c 160)'"
+}
+
+expect_fail "nonexistent pid" "no process with pid 99999999" "$SPANTRACE" record -p 99999999 -o "$TMP/x"
+sleep 30 &
+expect_fail "process without probes" "has no 'infer' USDT probes" "$SPANTRACE" record -p $! -o "$TMP/x"
+kill $!
+expect_fail "binary without probes" "no 'infer' USDT probes" "$SPANTRACE" record --binary /bin/true -o "$TMP/x"
+expect_fail "not an ELF file" "not an ELF file" "$SPANTRACE" record --binary "$0" -o "$TMP/x"
+expect_fail "command not found" "command not found" "$SPANTRACE" record -o "$TMP/x" -- no-such-command-xyz
+expect_fail "two targets" "exactly one target" "$SPANTRACE" record -p 1 --binary "$INFER"
+expect_fail "no target" "exactly one target" "$SPANTRACE" record -o "$TMP/x"
+expect_fail "bad level" "invalid level" "$SPANTRACE" record --level loud --binary "$INFER"
+expect_fail "bad duration" "invalid duration" "$SPANTRACE" record --duration 1x --binary "$INFER"
+expect_fail "bad pid text" "invalid pid" "$SPANTRACE" record -p 12ab
+expect_fail "list without probes" "no 'infer' USDT probes" "$SPANTRACE" list /bin/true
+
+if command -v capsh >/dev/null; then
+	expect_fail "no privileges" "CAP_BPF and CAP_PERFMON" \
+		capsh --drop=cap_bpf,cap_perfmon,cap_sys_admin -- -c "exec $SPANTRACE record --binary $INFER -o $TMP/x"
+else
+	echo "note: capsh missing, privilege case not run"
+fi
+
+expect_fail "unwritable output" "cannot create $TMP/no/such/dir/t.jsonl" \
+	"$SPANTRACE" record -o "$TMP/no/such/dir/t.jsonl" -- "$INFER" "$m" -b cpu -n 4 --ids
+expect_fail "summary path is a directory" "cannot create $TMP: Is a directory" \
+	"$SPANTRACE" record -o "$TMP/t.jsonl" --summary "$TMP" -- "$INFER" "$m" -b cpu -n 4 --ids
+
+echo "precious" >"$TMP/victim"
+ln -s "$TMP/victim" "$TMP/link.jsonl"
+expect_fail "planted symlink" "symbolic link" "$SPANTRACE" record -o "$TMP/link.jsonl" -- "$INFER" "$m" -b cpu -n 4 --ids
+assert_eq "symlink target untouched" precious "$(cat "$TMP/victim")"
+
+expect_fail "disk full (/dev/full)" "writing /dev/full: No space left on device" \
+	"$SPANTRACE" record -q -o /dev/full -- "$INFER" "$m" -b cpu -n 32 --ids
+
+# A real filesystem filling up mid-run: the error names the file, and what
+# was written before is whole lines of valid JSON.
+mkdir -p "$TMP/small"
+if mount -t tmpfs -o size=64k tmpfs "$TMP/small" 2>/dev/null; then
+	expect_fail "disk full mid-run" "writing $TMP/small/t.jsonl: No space left on device" \
+		"$SPANTRACE" record -q -o "$TMP/small/t.jsonl" -- "$INFER" "$m" -b cpu -n 200 -t 0 --ids
+	size=$(stat -c %s "$TMP/small/t.jsonl")
+	assert_le "some lines were written" 1 "$size"
+	assert_eq "file ends with a newline" 0a "$(tail -c 1 "$TMP/small/t.jsonl" | od -An -tx1 | tr -d ' ')"
+	jq -c . "$TMP/small/t.jsonl" >/dev/null || fail "partial file has a broken line"
+	ok "every kept line parses ($(wc -l <"$TMP/small/t.jsonl") lines)"
+	umount "$TMP/small"
+else
+	echo "note: cannot mount a small tmpfs; mid-run disk full case not run"
+fi

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# t_trace_counts.sh - `record -- build/infer` sees exactly what the engine
+# counted: per span name counts, tokens, requests, OpenCL kernels, pool
+# live/peak bytes; medians and p95 within 2 us of the engine's own; no event
+# lost (delivered + dropped == fired, dropped == 0); the first token's spans
+# are present; every JSONL line parses; pandas loads the metrics file.
+# Runs stories260K (cpu, and opencl when there is a device) and the
+# stories15M-shaped demo model (cpu).
+source "$(dirname "$0")/lib.sh"
+need_bpf
+need_models
+for b in "$INFER" "$SPANTRACE"; do [ -x "$b" ] || fail "no $b (build first)"; done
+
+# check_run NAME BACKEND MODEL STEPS
+check_run() {
+	local name=$1 backend=$2 model=$3 steps=$4 d=$TMP/$1
+	mkdir -p "$d"
+	# One OpenMP thread: with two on two cores shared with the tracer (and
+	# whatever else runs), a parallel region that loses its worker to the
+	# scheduler makes the next probe land ~10 us late on the tracer's side
+	# only (measured); one thread keeps the comparison about the tracer.
+	OMP_NUM_THREADS=1 "$SPANTRACE" record -q --level detail -o "$d/t.jsonl" --summary "$d/s.json" --metrics "$d/m.jsonl" \
+		--csv "$d/t.csv" -- "$INFER" "$model" -b "$backend" -n "$steps" -t 0 --ids --stats "$d/e.json" \
+		>"$d/out" 2>"$d/err" || fail "$name: record failed: $(tail -n 3 "$d/err")"
+
+	# Every comparison in one pass (python: one process instead of ~100 jq runs).
+	# Exit 1 = a count differs (fatal), 3 = only durations missed (retried).
+	/usr/bin/python3 - "$name" "$d" "$TOLERANCE_REL" <<'PY'
+import json, sys, collections
+name, d, rel = sys.argv[1], sys.argv[2], float(sys.argv[3])
+eng = json.load(open(d + "/e.json"))
+summ = json.load(open(d + "/s.json"))
+lines = [json.loads(l) for l in open(d + "/t.jsonl")]   # every line parses
+bad = 0
+def check(what, want, got):
+    global bad
+    if want == got:
+        print(f"ok: {name} {what} = {got}")
+    else:
+        print(f"FAIL: {name} {what}: expected {want}, got {got}"); bad = 1
+check("first record", "session", lines[0]["type"])
+check("last record", "summary", lines[-1]["type"])
+check("lines without type", 0, sum("type" not in l for l in lines))
+streamed = collections.Counter(l["name"] for l in lines if l["type"] == "span")
+spans = summ["spans"]
+if not eng["spans"]:
+    print(f"FAIL: {name}: engine stats list no spans"); bad = 1
+for n, e in sorted(eng["spans"].items()):
+    check(f"span {n} count", e["count"], spans.get(n, {}).get("count", 0))
+    check(f"span {n} JSONL lines", e["count"], streamed.get(n, 0))
+check("tokens", eng["tokens"], summ["tokens_generated"])
+check("token records", eng["tokens"], sum(l["type"] == "token" for l in lines))
+check("requests", eng["requests"], summ["requests"])
+check("kernels", eng.get("opencl", {}).get("kernels", 0), sum(k["count"] for k in summ["kernels"].values()))
+pools = collections.defaultdict(dict)
+for per_pid in summ["pools"].values():
+    for p, v in per_pid.items():
+        pools[p] = v
+for p, e in sorted(eng["pools"].items()):
+    for f in ("live_bytes", "peak_bytes"):
+        check(f"pool {p} {f}", e[f], pools.get(p, {}).get(f, 0))
+check("dropped", 0, summ["loss"]["dropped"])
+check("delivered+dropped==fired", True, summ["loss"]["balanced"])
+check("span_errors", 0, summ["span_errors"])
+# the very first token (pos 0) has its spans: nothing missed at exec
+check("forward spans at pos 0", 1, sum(l["type"] == "span" and l["name"] == "forward" and l["pos"] == 0 for l in lines))
+# durations: a span/quantile passes once it is within bounds in any attempt
+okfile = d + "/../" + name + ".durations_ok"
+try:
+    passed = set(open(okfile).read().split())
+except OSError:
+    passed = set()
+miss = 0
+for n, e in sorted(eng["spans"].items()):
+    for ek, tk in (("median_ns", "p50_ns"), ("p95_ns", "p95_ns")):
+        diff = abs(e[ek] - spans[n][tk])
+        bound = 2000 + e[ek] * rel
+        tag = "ok:" if diff <= bound else "miss:"
+        print(f"{tag} {name} span {n} |{ek} - tracer {tk}| = {diff} {'<=' if diff <= bound else '>'} {bound:.0f}")
+        if diff <= bound:
+            passed.add(n + "/" + ek)
+        elif n + "/" + ek not in passed:
+            miss = 1
+open(okfile, "w").write("\n".join(sorted(passed)))
+sys.exit(1 if bad else 3 if miss else 0)
+PY
+	case $? in
+	0) ;;
+	3) duration_misses=1 ;;
+	*) fail "$name: counts differ" ;;
+	esac
+	# CSV: header + one row per span and kernel
+	assert_eq "$name csv header" "timestamp,device,worker,duration_ms,token,layer,operation,success,memory_used_mb,error" \
+		"$(head -n1 "$d/t.csv")"
+	assert_eq "$name csv rows" "$(jq '[.spans[].count] + [.kernels[].count] | add' "$d/s.json")" \
+		"$(($(wc -l <"$d/t.csv") - 1))"
+	# pandas reads the metrics stream
+	/usr/bin/python3 -c "
+import pandas, sys
+df = pandas.read_json(sys.argv[1], lines=True)
+assert {'ts_ms', 'metric', 'value', 'labels'} <= set(df.columns), df.columns
+assert (df.metric == 'latency_ms').sum() > 0
+print('pandas rows', len(df))" "$d/m.jsonl" || fail "$name: pandas cannot load the metrics"
+	ok "$name: all count checks"
+}
+
+# run_checked NAME ...: check_run, retried while only durations miss. The
+# engine and the tracer read the clock a few hundred ns apart; a preemption in
+# between (other load, OpenCL worker threads on the same 2 cores) moves a tail
+# sample, so runs are retried (up to 3) until each span/quantile has been
+# within bounds once. Counts must match in every run.
+run_checked() {
+	local attempt
+	for attempt in 1 2 3; do
+		duration_misses=0
+		check_run "$@"
+		[ "$duration_misses" = 0 ] && return 0
+		echo "attempt $attempt: $duration_misses duration misses"
+	done
+	fail "$1: durations differ from the engine's by more than 2 us in 3 runs"
+}
+
+TOLERANCE_REL=0
+run_checked small-cpu cpu "$MODELS/stories260K.bin" 48
+
+if clinfo -l 2>/dev/null | grep -q Device && "$INFER" "$MODELS/stories260K.bin" -b opencl -n 2 --ids >/dev/null 2>&1; then
+	run_checked small-opencl opencl "$MODELS/stories260K.bin" 24
+else
+	echo "note: opencl backend not usable here; cpu only"
+fi
+
+# The stories15M-shaped model streams 61 MB of weights per token: the probe
+# that ends a big matvec (logits: 36 MB) traps into a kernel whose caches and
+# TLBs that stream just evicted, which costs several us between the engine's
+# clock read and ours (measured 6-9 us on logits, ~1 us elsewhere). There the
+# bound is 2 us + 0.2% of the engine's value. Runs have more than 20 tokens so
+# that p95 is not the maximum: the first hit of a probe site is slow (the
+# kernel patches the site into an optimized uprobe after our clock read).
+TOLERANCE_REL=0.002
+if [ ! -r "$DEMO_MODEL" ]; then
+	mkdir -p "$(dirname "$DEMO_MODEL")"
+	"$MKMODEL" "$DEMO_MODEL" --shape stories15M --seed 1 --tokenizer "$DEMO_TOK" >/dev/null ||
+		fail "cannot make $DEMO_MODEL"
+fi
+run_checked demo15M-cpu cpu "$DEMO_MODEL" 32

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# t_trace_witness.sh - an independent witness: bpftrace counts every begin and
+# end probe per span kind (and token/request begins) while `spantrace record`
+# traces the same engine run; our per-name span counts equal bpftrace's.
+source "$(dirname "$0")/lib.sh"
+need_bpf
+need_models
+command -v bpftrace >/dev/null || skip "bpftrace is not installed"
+for b in "$INFER" "$SPANTRACE"; do [ -x "$b" ] || fail "no $b (build first)"; done
+
+lib=$(cd "$BUILD" && pwd)/libinfer.so
+[ -r "$lib" ] || fail "no $lib"
+kinds=(forward embed layer attn_norm qkv rope attention attn_out ffn_norm ffn final_norm logits sample)
+
+bpftrace -e "
+usdt:$lib:infer:span_begin { @b[arg0] = count(); }
+usdt:$lib:infer:span_end { @e[arg0] = count(); }
+usdt:$lib:infer:op_begin { @b[arg0] = count(); }
+usdt:$lib:infer:op_end { @e[arg0] = count(); }
+usdt:$lib:infer:token_begin { @tok = count(); }
+usdt:$lib:infer:request_begin { @req = count(); }" >"$TMP/bt.out" 2>"$TMP/bt.err" &
+bt=$!
+wait_for grep -q Attaching "$TMP/bt.out" "$TMP/bt.err" || fail "bpftrace did not attach: $(cat "$TMP/bt.err")"
+sleep 1 # "Attaching" is printed before the probes are armed
+
+"$SPANTRACE" record -q -o "$TMP/t.jsonl" --summary "$TMP/s.json" -- \
+	"$INFER" "$MODELS/stories260K.bin" -b cpu -n 32 -t 0 --ids >/dev/null 2>"$TMP/rec.err" ||
+	fail "record failed: $(tail -n 3 "$TMP/rec.err")"
+kill -INT $bt
+wait $bt
+grep -q '^@b\[' "$TMP/bt.out" || fail "bpftrace printed no counts: $(head -c 500 "$TMP/bt.out")"
+
+bt_count() { # MAP KEY -> count (0 if absent)
+	awk -v m="@$1[$2]:" '$1 == m { print $2; f = 1 } END { if (!f) print 0 }' "$TMP/bt.out"
+}
+for i in "${!kinds[@]}"; do
+	n=${kinds[$i]}
+	ours=$(jq ".spans.$n.count // 0" "$TMP/s.json")
+	assert_eq "span $n: begins seen by bpftrace vs our spans" "$(bt_count b "$i")" "$ours"
+	assert_eq "span $n: ends seen by bpftrace vs our spans" "$(bt_count e "$i")" "$ours"
+done
+assert_eq "tokens (bpftrace vs ours)" "$(awk '$1 == "@tok:" {print $2}' "$TMP/bt.out")" \
+	"$(jq .tokens_generated "$TMP/s.json")"
+assert_eq "requests (bpftrace vs ours)" "$(awk '$1 == "@req:" {print $2}' "$TMP/bt.out")" \
+	"$(jq .requests "$TMP/s.json")"

@@ -1,0 +1,281 @@
+/* test_jsonl_format.c - the fast JSONL/CSV formatter against json-c: every
+ * event type renders as one valid JSON object whose fields hold the struct's
+ * values (including extremes: u64 max, negative layers), strings are escaped,
+ * CSV rows have the header's 10 columns, and a failing write (/dev/full)
+ * reports ENOSPC with the file name.
+ * `test_jsonl_format --bench N` measures the exporter's events/s instead. */
+#include <errno.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "export.h"
+#include "outbuf.h"
+#include "spantrace.h"
+
+static int failures;
+
+#define CHECK(cond, ...) do { \
+	if (!(cond)) { failures++; fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+		fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf;
+	long n;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	buf = calloc(1, n + 1);
+	if (buf && fread(buf, 1, n, f) != (size_t)n) {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	return buf;
+}
+
+/* Renders one event to a temp file and parses the single line back. */
+static json_object *render(const void *ev, size_t size, char *tmpl)
+{
+	OutBuf ob;
+	char err[256], *text;
+	json_object *j;
+
+	CHECK(ob_open(&ob, tmpl, err, sizeof(err)) == 0, "ob_open: %s", err);
+	CHECK(export_jsonl_event(&ob, ev, size) == 0, "export failed");
+	CHECK(ob_close(&ob) == 0, "close failed");
+	free(ob.path);
+	text = slurp(tmpl);
+	CHECK(text && strchr(text, '\n') == text + strlen(text) - 1, "not exactly one line: %s", text ? text : "");
+	j = text ? json_tokener_parse(text) : NULL;
+	CHECK(j != NULL, "does not parse: %s", text ? text : "(null)");
+	free(text);
+	return j;
+}
+
+static uint64_t get_u64(json_object *j, const char *key)
+{
+	json_object *v;
+	if (!json_object_object_get_ex(j, key, &v)) {
+		failures++;
+		fprintf(stderr, "FAIL: no key %s\n", key);
+		return 0;
+	}
+	return json_object_get_uint64(v);
+}
+
+static const char *get_str(json_object *j, const char *key)
+{
+	json_object *v;
+	return json_object_object_get_ex(j, key, &v) ? json_object_get_string(v) : "";
+}
+
+static void test_span(char *path)
+{
+	struct span_event e = { .h = { EV_SPAN, 10, 11, 1, 123456789012345ull } };
+	json_object *j, *v;
+
+	e.dur_ns = UINT64_MAX;
+	e.kind = SPAN_ATTENTION;
+	e.layer = 3;
+	e.depth = 2;
+	e.parent_kind = SPAN_LAYER;
+	e.parent_layer = 3;
+	e.req = 7;
+	e.pos = 42;
+	e.flags = SPAN_F_MISMATCH;
+	j = render(&e, sizeof(e), path);
+	if (!j)
+		return;
+	CHECK(!strcmp(get_str(j, "type"), "span"), "type");
+	CHECK(!strcmp(get_str(j, "name"), "attention"), "name");
+	CHECK(!strcmp(get_str(j, "parent"), "layer"), "parent");
+	CHECK(get_u64(j, "dur_ns") == UINT64_MAX, "u64 max survives");
+	CHECK(get_u64(j, "ts_ns") == 123456789012345ull, "ts");
+	CHECK(get_u64(j, "pos") == 42 && get_u64(j, "req") == 7 && get_u64(j, "depth") == 2, "context");
+	CHECK(json_object_object_get_ex(j, "mismatch", &v) && json_object_get_boolean(v), "mismatch flag");
+	json_object_put(j);
+
+	/* outermost span: parent null, layer -1 */
+	e.depth = 0;
+	e.parent_kind = SPAN_KIND_COUNT;
+	e.layer = LAYER_NONE;
+	e.flags = 0;
+	j = render(&e, sizeof(e), path);
+	if (!j)
+		return;
+	CHECK(json_object_object_get_ex(j, "parent", &v) && v == NULL, "parent is null");
+	CHECK(json_object_object_get_ex(j, "layer", &v) && json_object_get_int(v) == -1, "layer -1");
+	json_object_put(j);
+}
+
+static void test_others(char *path)
+{
+	struct kernel_event k = { .h = { EV_KERNEL, 1, 2, 0, 5 } };
+	struct alloc_event a = { .h = { EV_FREE, 1, 2, 0, 6 } };
+	struct token_event t = { .h = { EV_TOKEN, 1, 2, 0, 7 } };
+	json_object *j, *v;
+
+	k.kernel_id = KERNEL_MATVEC;
+	k.start_ns = 100;
+	k.end_ns = 350;
+	k.layer = -1;
+	j = render(&k, sizeof(k), path);
+	if (j) {
+		CHECK(!strcmp(get_str(j, "name"), "matvec"), "kernel name");
+		CHECK(get_u64(j, "dur_ns") == 250, "kernel dur");
+		json_object_put(j);
+	}
+	a.pool = POOL_KV_CACHE;
+	a.bytes = 4096;
+	a.unknown = 1;
+	j = render(&a, sizeof(a), path);
+	if (j) {
+		CHECK(!strcmp(get_str(j, "type"), "free") && !strcmp(get_str(j, "pool"), "kv_cache"), "free");
+		CHECK(json_object_object_get_ex(j, "unknown", &v) && json_object_get_boolean(v), "unknown");
+		json_object_put(j);
+	}
+	t.pos = 3;
+	t.token_out = 31999;
+	j = render(&t, sizeof(t), path);
+	if (j) {
+		CHECK(get_u64(j, "token_out") == 31999, "token_out");
+		json_object_put(j);
+	}
+}
+
+static void test_escape(char *path)
+{
+	OutBuf ob;
+	char err[256], *text;
+	json_object *j, *v;
+	const char *nasty = "a\"b\\c\n\x01\x7f/é";
+
+	CHECK(ob_open(&ob, path, err, sizeof(err)) == 0, "open");
+	ob_begin(&ob);
+	ob_lit(&ob, "{\"s\":");
+	ob_jstr(&ob, nasty, 100);
+	ob_lit(&ob, "}");
+	ob_end(&ob);
+	ob_close(&ob);
+	free(ob.path);
+	text = slurp(path);
+	j = text ? json_tokener_parse(text) : NULL;
+	CHECK(j && json_object_object_get_ex(j, "s", &v) && !strcmp(json_object_get_string(v), nasty),
+	      "escaped string round-trips: %s", text ? text : "");
+	json_object_put(j);
+	free(text);
+}
+
+static void test_csv(char *path)
+{
+	struct span_event e = { .h = { EV_SPAN, 1, 77, 0, 1000 } };
+	struct export_clock clk = { 0, 0 };
+	OutBuf ob;
+	char err[256], *text;
+	int commas = 0;
+
+	e.dur_ns = 1234567;
+	e.kind = SPAN_QKV;
+	e.layer = 2;
+	e.pos = 9;
+	CHECK(ob_open(&ob, path, err, sizeof(err)) == 0, "open");
+	export_csv_event(&ob, &e, sizeof(e), &clk, 5000000);
+	ob_close(&ob);
+	free(ob.path);
+	text = slurp(path);
+	for (char *p = text; p && *p; p++)
+		commas += *p == ',';
+	CHECK(commas == 9, "10 columns, got %d commas: %s", commas, text ? text : "");
+	CHECK(text && strstr(text, ",cpu,77,1.234567,9,2,qkv,1,5.000,"), "row fields: %s", text ? text : "");
+	free(text);
+}
+
+static void test_enospc(void)
+{
+	struct span_event e = { .h = { EV_SPAN, 1, 2, 0, 3 } };
+	OutBuf ob;
+	char err[256], msg[512];
+	int rc = 0;
+
+	if (ob_open(&ob, "/dev/full", err, sizeof(err))) {
+		printf("note: no /dev/full, ENOSPC case not run\n");
+		return;
+	}
+	for (int i = 0; i < 100000 && rc == 0; i++)
+		rc = export_jsonl_event(&ob, &e, sizeof(e));
+	CHECK(ob_close(&ob) != 0, "close reports the error");
+	CHECK(ob.error == ENOSPC, "ENOSPC, got %d", ob.error);
+	ob_strerror(&ob, msg, sizeof(msg));
+	CHECK(strstr(msg, "/dev/full") && strstr(msg, "No space left"), "message: %s", msg);
+	free(ob.path);
+}
+
+static int bench(long n)
+{
+	struct span_event e = { .h = { EV_SPAN, 4242, 4243, 1, 1000000000000ull } };
+	struct timespec a, b;
+	OutBuf ob;
+	char err[256];
+	double secs;
+
+	e.dur_ns = 12345;
+	e.kind = SPAN_FFN;
+	e.layer = 4;
+	e.depth = 2;
+	e.parent_kind = SPAN_LAYER;
+	e.parent_layer = 4;
+	e.req = 3;
+	if (ob_open(&ob, "/dev/null", err, sizeof(err)))
+		return 1;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	for (long i = 0; i < n; i++) {
+		e.h.ts_ns += 1000;
+		e.pos = (uint32_t)i;
+		if (export_jsonl_event(&ob, &e, sizeof(e)))
+			return 1;
+	}
+	ob_close(&ob);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	secs = (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9;
+	printf("exporter: %ld span events in %.3f s = %.2f M events/s (%.1f MB/s)\n", n, secs,
+	       n / secs / 1e6, (double)ob.written / secs / 1e6);
+	free(ob.path);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	char path[] = "/tmp/test_jsonl_XXXXXX";
+	int fd;
+
+	if (argc == 3 && !strcmp(argv[1], "--bench"))
+		return bench(strtol(argv[2], NULL, 10));
+	fd = mkstemp(path);
+	if (fd < 0)
+		return 1;
+	close(fd);
+	unlink(path);
+	test_span(path);
+	unlink(path);
+	test_others(path);
+	unlink(path);
+	test_escape(path);
+	unlink(path);
+	test_csv(path);
+	unlink(path);
+	test_enospc();
+	if (failures) {
+		printf("%d failures\n", failures);
+		return 1;
+	}
+	printf("jsonl/csv formatter: all checks passed\n");
+	return 0;
+}

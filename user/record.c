@@ -1,0 +1,962 @@
+/* record.c - `spantrace record`: trace one process, a command, or every
+ * process of a binary, and write JSONL / CSV / metrics / a summary. */
+#include "record.h"
+
+#include <argp.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "export.h"
+#include "outbuf.h"
+#include "session.h"
+#include "stats.h"
+#include "target.h"
+
+#define POLL_MS 50
+#define LAYER_SLOTS 65   /* slot 0 = LAYER_NONE, 1..64 = layers 0..63 */
+#define MAX_PIDS 256
+
+struct record_opts {
+	pid_t pid;
+	char **cmd;
+	const char *binary;
+	const char *out, *csv, *summary, *metrics;
+	double duration_s;
+	enum trace_level level;
+	unsigned ringbuf_kb;
+	uint64_t min_dur_ns;
+	int quiet;
+};
+
+struct interval_acc {
+	uint32_t n;
+	uint64_t sum_ns;
+};
+
+/* What one traced process has shown us. */
+struct pid_stats {
+	uint32_t pid;
+	uint64_t live[POOL_COUNT];
+	uint64_t tokens_interval;
+	uint64_t kv_used, kv_cap;
+	int kv_seen;
+	struct interval_acc iv[SPAN_KIND_COUNT][LAYER_SLOTS];
+};
+
+struct recorder {
+	const struct record_opts *o;
+	OutBuf jsonl, csv, metrics;
+	int have_jsonl, have_csv, have_metrics;
+	struct export_clock clk;
+	Dist spans[SPAN_KIND_COUNT];
+	Dist kernels[KERNEL_COUNT];
+	Dist tokens, requests;
+	uint64_t device_busy_ns, mismatched;
+	uint64_t ntokens, first_token_ns, last_token_end_ns;
+	uint64_t interval_events, interval_tokens;
+	struct pid_stats *pids[MAX_PIDS];
+	size_t npids;
+	OutBuf *failed;           /* the output that failed to write */
+};
+
+/* ---- per-pid state ---- */
+static struct pid_stats *pid_stats_get(struct recorder *r, uint32_t pid)
+{
+	for (size_t i = 0; i < r->npids; i++)
+		if (r->pids[i]->pid == pid)
+			return r->pids[i];
+	if (r->npids == MAX_PIDS)
+		return NULL;
+	struct pid_stats *p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->pid = pid;
+	r->pids[r->npids++] = p;
+	return p;
+}
+
+static uint64_t pid_live_total(const struct pid_stats *p)
+{
+	uint64_t n = 0;
+	for (int i = 0; p && i < POOL_COUNT; i++)
+		n += p->live[i];
+	return n;
+}
+
+static unsigned layer_slot(int32_t layer)
+{
+	return layer >= 0 && layer < LAYER_SLOTS - 1 ? (unsigned)layer + 1 : 0;
+}
+
+/* ---- the event callback ---- */
+static void account(struct recorder *r, const void *data, struct pid_stats *p)
+{
+	const struct event_header *h = data;
+
+	switch (h->type) {
+	case EV_SPAN: {
+		const struct span_event *e = data;
+		if (e->kind < SPAN_KIND_COUNT) {
+			dist_add(&r->spans[e->kind], e->dur_ns);
+			if (p) {
+				struct interval_acc *a = &p->iv[e->kind][layer_slot(e->layer)];
+				a->n++;
+				a->sum_ns += e->dur_ns;
+			}
+		}
+		r->mismatched += !!(e->flags & SPAN_F_MISMATCH);
+		break;
+	}
+	case EV_KERNEL: {
+		const struct kernel_event *e = data;
+		uint64_t d = e->end_ns > e->start_ns ? e->end_ns - e->start_ns : 0;
+		if (e->kernel_id < KERNEL_COUNT)
+			dist_add(&r->kernels[e->kernel_id], d);
+		r->device_busy_ns += d;
+		break;
+	}
+	case EV_TOKEN: {
+		const struct token_event *e = data;
+		dist_add(&r->tokens, e->dur_ns);
+		if (!r->ntokens++)
+			r->first_token_ns = e->h.ts_ns;
+		if (e->h.ts_ns + e->dur_ns > r->last_token_end_ns)
+			r->last_token_end_ns = e->h.ts_ns + e->dur_ns;
+		r->interval_tokens++;
+		if (p)
+			p->tokens_interval++;
+		break;
+	}
+	case EV_REQUEST:
+		dist_add(&r->requests, ((const struct request_event *)data)->dur_ns);
+		break;
+	case EV_ALLOC:
+	case EV_FREE: {
+		const struct alloc_event *e = data;
+		if (p && e->pool < POOL_COUNT && !e->unknown)
+			p->live[e->pool] = e->live_bytes;
+		break;
+	}
+	case EV_KV: {
+		const struct kv_event *e = data;
+		if (p) {
+			p->kv_used = e->used_bytes;
+			p->kv_cap = e->capacity_bytes;
+			p->kv_seen = 1;
+		}
+		break;
+	}
+	}
+}
+
+static int on_event(void *ctx, const void *data, size_t size)
+{
+	struct recorder *r = ctx;
+	const struct event_header *h = data;
+	struct pid_stats *p;
+
+	if (size < sizeof(*h))
+		return 0;
+	p = pid_stats_get(r, h->pid);
+	account(r, data, p);
+	r->interval_events++;
+	if (r->failed)
+		return 0; /* output lost: still drain and count, so the loss balances */
+	if (r->have_jsonl && export_jsonl_event(&r->jsonl, data, size)) {
+		r->failed = &r->jsonl;
+		return -EIO;
+	}
+	if (r->have_csv && export_csv_event(&r->csv, data, size, &r->clk, pid_live_total(p))) {
+		r->failed = &r->csv;
+		return -EIO;
+	}
+	return 0;
+}
+
+/* ---- metrics (one record per series per second) ---- */
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void metric_begin(OutBuf *ob, uint64_t ts_ms, const char *metric)
+{
+	ob_lit(ob, "{\"ts_ms\":");
+	ob_u64(ob, ts_ms);
+	ob_lit(ob, ",\"metric\":\"");
+	ob_lit(ob, metric);
+	ob_lit(ob, "\",\"value\":");
+}
+
+static int metric_simple(OutBuf *ob, uint64_t ts_ms, const char *metric, double value, int64_t pid)
+{
+	if (ob_begin(ob))
+		return -1;
+	metric_begin(ob, ts_ms, metric);
+	ob_double(ob, value);
+	ob_lit(ob, ",\"labels\":{");
+	if (pid >= 0) {
+		ob_lit(ob, "\"pid\":");
+		ob_s64(ob, pid);
+	}
+	ob_lit(ob, "}}");
+	ob_end(ob);
+	return 0;
+}
+
+static int metrics_for_pid(OutBuf *ob, uint64_t ts_ms, struct pid_stats *p, double secs)
+{
+	for (int k = 0; k < SPAN_KIND_COUNT; k++)
+		for (int l = 0; l < LAYER_SLOTS; l++) {
+			struct interval_acc *a = &p->iv[k][l];
+			if (!a->n)
+				continue;
+			if (ob_begin(ob))
+				return -1;
+			metric_begin(ob, ts_ms, "latency_ms");
+			ob_double(ob, (double)a->sum_ns / a->n / 1e6);
+			ob_lit(ob, ",\"labels\":{\"span\":\"");
+			ob_lit(ob, span_kind_name(k));
+			ob_lit(ob, "\",\"layer\":");
+			ob_s64(ob, l ? l - 1 : LAYER_NONE);
+			ob_lit(ob, ",\"pid\":");
+			ob_u64(ob, p->pid);
+			ob_lit(ob, ",\"count\":");
+			ob_u64(ob, a->n);
+			ob_lit(ob, "}}");
+			ob_end(ob);
+			a->n = 0;
+			a->sum_ns = 0;
+		}
+	if (metric_simple(ob, ts_ms, "tokens_per_s", secs > 0 ? p->tokens_interval / secs : 0, p->pid))
+		return -1;
+	p->tokens_interval = 0;
+	if (p->kv_seen && metric_simple(ob, ts_ms, "kv_cache_bytes", (double)p->kv_used, p->pid))
+		return -1;
+	return metric_simple(ob, ts_ms, "memory_live_bytes", (double)pid_live_total(p), p->pid);
+}
+
+static int write_metrics(struct recorder *r, double secs, const struct counters *c)
+{
+	uint64_t ts = wall_ms(), dropped = 0;
+
+	if (!r->have_metrics)
+		return 0;
+	for (int t = 0; t < EV_TYPE_COUNT; t++)
+		dropped += c->dropped[t];
+	for (size_t i = 0; i < r->npids; i++)
+		if (metrics_for_pid(&r->metrics, ts, r->pids[i], secs))
+			goto fail;
+	if (metric_simple(&r->metrics, ts, "events_per_s", secs > 0 ? r->interval_events / secs : 0, -1) ||
+	    metric_simple(&r->metrics, ts, "dropped_events_total", (double)dropped, -1))
+		goto fail;
+	return 0;
+fail:
+	r->failed = &r->metrics;
+	return -1;
+}
+
+/* ---- loss accounting ---- */
+static uint64_t sum_types(const __u64 *v)
+{
+	uint64_t n = 0;
+	for (int t = 0; t < EV_TYPE_COUNT; t++)
+		n += v[t];
+	return n;
+}
+
+static int write_drops(struct recorder *r, const struct session *s, const struct counters *c)
+{
+	OutBuf *ob = &r->jsonl;
+
+	if (!r->have_jsonl)
+		return 0;
+	if (ob_begin(ob))
+		goto fail;
+	ob_lit(ob, "{\"type\":\"drops\",\"ts_ns\":");
+	ob_u64(ob, mono_now_ns());
+	ob_key(ob, "fired");
+	ob_u64(ob, sum_types(c->fired));
+	ob_key(ob, "delivered");
+	ob_u64(ob, session_delivered_total(s));
+	ob_key(ob, "dropped");
+	ob_u64(ob, sum_types(c->dropped));
+	ob_lit(ob, ",\"dropped_by_type\":{");
+	for (int t = 1; t < EV_TYPE_COUNT; t++) {
+		if (t > 1)
+			ob_lit(ob, ",");
+		ob_lit(ob, "\"");
+		ob_lit(ob, event_type_name(t));
+		ob_lit(ob, "\":");
+		ob_u64(ob, c->dropped[t]);
+	}
+	ob_lit(ob, "}}");
+	ob_end(ob);
+	return 0;
+fail:
+	r->failed = ob;
+	return -1;
+}
+
+/* ---- session line and summary (json-c: rare, and strings need escaping) ---- */
+static const char *level_name(enum trace_level l)
+{
+	return l == LEVEL_COARSE ? "coarse" : "detail";
+}
+
+static json_object *session_json(const struct record_opts *o, const struct target *t,
+				 const struct session *s, uint64_t start_mono, uint64_t start_wall_ns)
+{
+	json_object *j = json_object_new_object(), *pids = json_object_new_array(), *cmd;
+	struct utsname u;
+
+	if (!j || !pids) {
+		json_object_put(j);
+		json_object_put(pids);
+		return NULL;
+	}
+	uname(&u);
+	json_object_object_add(j, "type", json_object_new_string("session"));
+	json_object_object_add(j, "host", json_object_new_string(u.nodename));
+	json_object_object_add(j, "kernel", json_object_new_string(u.release));
+	if (t->pid > 0)
+		json_object_array_add(pids, json_object_new_int64(t->pid));
+	json_object_object_add(j, "pids", pids);
+	json_object_object_add(j, "mode", json_object_new_string(o->cmd ? "command" : o->binary ? "binary" : "pid"));
+	json_object_object_add(j, "binary", json_object_new_string(t->shown));
+	json_object_object_add(j, "build_id", json_object_new_string(t->build_id));
+	if (o->cmd) {
+		cmd = json_object_new_array();
+		for (char **a = o->cmd; cmd && *a; a++)
+			json_object_array_add(cmd, json_object_new_string(*a));
+		json_object_object_add(j, "command", cmd);
+	}
+	json_object_object_add(j, "level", json_object_new_string(level_name(o->level)));
+	json_object_object_add(j, "start_wall_ns", json_object_new_int64((int64_t)start_wall_ns));
+	json_object_object_add(j, "start_mono_ns", json_object_new_int64((int64_t)start_mono));
+	json_object_object_add(j, "ringbuf_bytes", json_object_new_int64(s->ringbuf_bytes));
+	json_object_object_add(j, "min_dur_ns", json_object_new_int64((int64_t)o->min_dur_ns));
+	json_object_object_add(j, "attach_ns", json_object_new_int64((int64_t)s->attach_ns));
+	return j;
+}
+
+static json_object *dist_json(Dist *d, uint64_t count_in_kernel, int with_kernel_count)
+{
+	json_object *j = json_object_new_object();
+	uint64_t n = d->hist.count;
+
+	if (!j)
+		return NULL;
+	json_object_object_add(j, "count", json_object_new_int64((int64_t)n));
+	if (with_kernel_count)
+		json_object_object_add(j, "count_in_kernel", json_object_new_int64((int64_t)count_in_kernel));
+	json_object_object_add(j, "total_ns", json_object_new_int64((int64_t)d->hist.sum));
+	json_object_object_add(j, "avg_ns", json_object_new_double(n ? (double)d->hist.sum / n : 0));
+	json_object_object_add(j, "p50_ns", json_object_new_int64((int64_t)dist_quantile(d, 0.50)));
+	json_object_object_add(j, "p95_ns", json_object_new_int64((int64_t)dist_quantile(d, 0.95)));
+	json_object_object_add(j, "p99_ns", json_object_new_int64((int64_t)dist_quantile(d, 0.99)));
+	json_object_object_add(j, "max_ns", json_object_new_int64((int64_t)d->hist.max));
+	json_object_object_add(j, "exact", json_object_new_boolean(dist_is_exact(d)));
+	return j;
+}
+
+/* In-kernel span counts per kind (all pids), which include spans below the
+ * threshold or lost to drops: the agg map is summed over CPUs. */
+static void agg_counts(const struct session *s, uint64_t *span_counts)
+{
+	int fd = session_map_fd(s, "agg"), ncpu = libbpf_num_possible_cpus();
+	struct agg_key key, next, *prev = NULL;
+	struct agg_val *vals;
+
+	memset(span_counts, 0, sizeof(uint64_t) * SPAN_KIND_COUNT);
+	if (fd < 0 || ncpu <= 0 || !(vals = calloc(ncpu, sizeof(*vals))))
+		return;
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		if (next.kind < SPAN_KIND_COUNT && bpf_map_lookup_elem(fd, &next, vals) == 0)
+			for (int c = 0; c < ncpu; c++)
+				span_counts[next.kind] += vals[c].count;
+		key = next;
+		prev = &key;
+	}
+	free(vals);
+}
+
+static json_object *pools_json(const struct session *s)
+{
+	int fd = session_map_fd(s, "pools");
+	json_object *j = json_object_new_object();
+	struct pool_key key, next, *prev = NULL;
+	struct pool_val v;
+	char pidbuf[16];
+
+	if (!j || fd < 0)
+		return j;
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		if (bpf_map_lookup_elem(fd, &next, &v) == 0) {
+			json_object *per_pid, *pj = json_object_new_object();
+			snprintf(pidbuf, sizeof(pidbuf), "%u", next.pid);
+			if (!json_object_object_get_ex(j, pidbuf, &per_pid)) {
+				per_pid = json_object_new_object();
+				json_object_object_add(j, pidbuf, per_pid);
+			}
+			json_object_object_add(pj, "live_bytes", json_object_new_int64((int64_t)v.live_bytes));
+			json_object_object_add(pj, "peak_bytes", json_object_new_int64((int64_t)v.peak_bytes));
+			json_object_object_add(pj, "allocs", json_object_new_int64((int64_t)v.allocs));
+			json_object_object_add(pj, "frees", json_object_new_int64((int64_t)v.frees));
+			json_object_object_add(per_pid, pool_name(next.pool), pj);
+		}
+		key = next;
+		prev = &key;
+	}
+	return j;
+}
+
+static json_object *loss_json(const struct session *s, const struct counters *c)
+{
+	json_object *j = json_object_new_object(), *by = json_object_new_object();
+
+	json_object_object_add(j, "fired", json_object_new_int64((int64_t)sum_types(c->fired)));
+	json_object_object_add(j, "delivered", json_object_new_int64((int64_t)session_delivered_total(s)));
+	json_object_object_add(j, "dropped", json_object_new_int64((int64_t)sum_types(c->dropped)));
+	for (int t = 1; t < EV_TYPE_COUNT; t++) {
+		json_object *tj = json_object_new_object();
+		json_object_object_add(tj, "fired", json_object_new_int64((int64_t)c->fired[t]));
+		json_object_object_add(tj, "delivered", json_object_new_int64((int64_t)s->delivered[t]));
+		json_object_object_add(tj, "dropped", json_object_new_int64((int64_t)c->dropped[t]));
+		json_object_object_add(by, event_type_name(t), tj);
+	}
+	json_object_object_add(j, "by_type", by);
+	json_object_object_add(j, "balanced",
+			       json_object_new_boolean(session_delivered_total(s) + sum_types(c->dropped) ==
+						       sum_types(c->fired)));
+	return j;
+}
+
+static json_object *summary_json(struct recorder *r, const struct session *s, const struct counters *c,
+				 double wall_s, const char *stop_reason)
+{
+	json_object *j = json_object_new_object(), *spans = json_object_new_object();
+	json_object *kernels = json_object_new_object();
+	uint64_t kcounts[SPAN_KIND_COUNT], total_ops = 0, nspans = 0;
+	double tok_span_s;
+
+	agg_counts(s, kcounts);
+	for (int k = 0; k < SPAN_KIND_COUNT; k++) {
+		total_ops += r->spans[k].hist.count;
+		nspans += r->spans[k].hist.count;
+		if (r->spans[k].hist.count || kcounts[k])
+			json_object_object_add(spans, span_kind_name(k), dist_json(&r->spans[k], kcounts[k], 1));
+	}
+	for (int k = 0; k < KERNEL_COUNT; k++) {
+		total_ops += r->kernels[k].hist.count;
+		if (r->kernels[k].hist.count)
+			json_object_object_add(kernels, cl_kernel_name(k), dist_json(&r->kernels[k], 0, 0));
+	}
+	tok_span_s = r->ntokens ? (r->last_token_end_ns - r->first_token_ns) / 1e9 : 0;
+	json_object_object_add(j, "type", json_object_new_string("summary"));
+	json_object_object_add(j, "stop_reason", json_object_new_string(stop_reason));
+	json_object_object_add(j, "total_time_s", json_object_new_double(wall_s));
+	json_object_object_add(j, "events", json_object_new_int64((int64_t)session_delivered_total(s)));
+	json_object_object_add(j, "dropped", json_object_new_int64((int64_t)sum_types(c->dropped)));
+	json_object_object_add(j, "tokens_generated", json_object_new_int64((int64_t)r->ntokens));
+	json_object_object_add(j, "tokens_per_s",
+			       json_object_new_double(tok_span_s > 0 ? r->ntokens / tok_span_s : 0));
+	json_object_object_add(j, "requests", json_object_new_int64((int64_t)r->requests.hist.count));
+	json_object_object_add(j, "total_operations", json_object_new_int64((int64_t)total_ops));
+	json_object_object_add(j, "spans", spans);
+	json_object_object_add(j, "kernels", kernels);
+	json_object_object_add(j, "token", dist_json(&r->tokens, 0, 0));
+	json_object_object_add(j, "request", dist_json(&r->requests, 0, 0));
+	json_object_object_add(j, "device_busy_ns", json_object_new_int64((int64_t)r->device_busy_ns));
+	json_object_object_add(j, "device_utilization",
+			       json_object_new_double(wall_s > 0 ? r->device_busy_ns / 1e9 / wall_s : 0));
+	json_object_object_add(j, "success_rate",
+			       json_object_new_double(nspans ? 1.0 - (double)r->mismatched / nspans : 1.0));
+	json_object_object_add(j, "span_errors", json_object_new_int64((int64_t)c->span_errors));
+	json_object_object_add(j, "stack_overflow", json_object_new_int64((int64_t)c->stack_overflow));
+	json_object_object_add(j, "unknown_frees", json_object_new_int64((int64_t)c->unknown_frees));
+	json_object_object_add(j, "alloc_table_full", json_object_new_int64((int64_t)c->alloc_table_full));
+	json_object_object_add(j, "kernels_truncated", json_object_new_int64((int64_t)c->kernels_truncated));
+	json_object_object_add(j, "pools", pools_json(s));
+	json_object_object_add(j, "loss", loss_json(s, c));
+	return j;
+}
+
+static int write_json_file(const char *path, json_object *j, char *err, size_t errlen)
+{
+	OutBuf ob;
+	const char *text = json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+
+	if (ob_open(&ob, path, err, errlen))
+		return -1;
+	ob_put_line(&ob, text);
+	if (ob_close(&ob)) {
+		ob_strerror(&ob, err, errlen);
+		free(ob.path);
+		return -1;
+	}
+	free(ob.path);
+	return 0;
+}
+
+/* ---- starting a command: the child waits until the probes are armed ---- */
+static pid_t spawn_waiting(char **argv, int *release_fd, char *err, size_t errlen)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC)) {
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		char go;
+		close(p[1]);
+		/* EOF without a byte means the tracer gave up: do not run. */
+		if (read(p[0], &go, 1) != 1)
+			_exit(127);
+		close(p[0]);
+		execvp(argv[0], argv);
+		fprintf(stderr, "spantrace: error: cannot run %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(p[0]);
+	*release_fd = p[1];
+	return pid;
+}
+
+/* ---- the run loop ---- */
+struct run_state {
+	pid_t child;        /* -- CMD */
+	int pidfd;          /* -p PID */
+	int child_status;
+	const char *stop_reason;
+};
+
+static int target_gone(struct run_state *rs)
+{
+	if (rs->child > 0) {
+		pid_t w = waitpid(rs->child, &rs->child_status, WNOHANG);
+		if (w == rs->child) {
+			rs->child = 0;
+			return 1;
+		}
+		return 0;
+	}
+	if (rs->pidfd >= 0) {
+		struct pollfd pfd = { .fd = rs->pidfd, .events = POLLIN };
+		return poll(&pfd, 1, 0) > 0;
+	}
+	return 0;
+}
+
+static void status_line(const struct record_opts *o, struct recorder *r, const struct counters *c,
+			double secs, const char *final)
+{
+	if (o->quiet)
+		return;
+	fprintf(stderr, "spantrace: %.0f events/s, %llu dropped, %.1f tok/s%s%s\n",
+		secs > 0 ? r->interval_events / secs : 0.0, (unsigned long long)sum_types(c->dropped),
+		secs > 0 ? r->interval_tokens / secs : 0.0, final ? ", " : "", final ? final : "");
+}
+
+static int tick(struct recorder *r, struct session *s, double secs, uint64_t *last_dropped)
+{
+	struct counters c;
+	uint64_t dropped;
+
+	session_read_counters(s, &c);
+	dropped = sum_types(c.dropped);
+	status_line(r->o, r, &c, secs, NULL);
+	if (write_metrics(r, secs, &c))
+		return -1;
+	if (dropped != *last_dropped && write_drops(r, s, &c))
+		return -1;
+	*last_dropped = dropped;
+	r->interval_events = r->interval_tokens = 0;
+	if (r->have_jsonl && ob_flush(&r->jsonl))
+		r->failed = &r->jsonl;
+	return r->failed ? -1 : 0;
+}
+
+static void run_loop(struct recorder *r, struct session *s, struct run_state *rs, uint64_t start)
+{
+	uint64_t last_tick = start, last_dropped = 0;
+	uint64_t deadline = r->o->duration_s > 0 ? start + (uint64_t)(r->o->duration_s * 1e9) : 0;
+
+	while (!rs->stop_reason) {
+		int rc = session_poll(s, POLL_MS);
+		uint64_t now = mono_now_ns();
+
+		if (rc < 0) {
+			rs->stop_reason = r->failed ? "write error" : "ring buffer error";
+			break;
+		}
+		if (session_stop_requested)
+			rs->stop_reason = "interrupted";
+		else if (deadline && now >= deadline)
+			rs->stop_reason = "duration reached";
+		else if (target_gone(rs))
+			rs->stop_reason = "target exited";
+		if (now - last_tick >= 1000000000ull) {
+			if (tick(r, s, (now - last_tick) / 1e9, &last_dropped)) {
+				rs->stop_reason = "write error";
+				break;
+			}
+			last_tick = now;
+		}
+	}
+}
+
+/* ---- option parsing ---- */
+static const char record_doc[] =
+	"Trace the `infer` USDT probes of one process, a command, or every process of a binary.\n"
+	"\n"
+	"Exactly one target: -p PID, --binary PATH, or -- CMD [ARGS...].\n"
+	"Without -o the JSONL stream goes to stdout. The status line goes to stderr once a second.\n"
+	"\v"
+	"EXAMPLES:\n"
+	"  spantrace record -o run.jsonl -- build/infer -m model.bin -n 64 -b cpu\n"
+	"        start the engine under the tracer; no probe is missed\n"
+	"  spantrace record -p 1234 --duration 10 --summary s.json -o -\n"
+	"        attach to a running engine for ten seconds\n"
+	"  spantrace record --binary build/infer --level coarse --metrics m.jsonl -o t.jsonl\n"
+	"        every engine process started from now on, coarse spans only\n"
+	"  spantrace record --csv spans.csv --summary s.json -o /dev/null -- build/infer ...\n"
+	"\n"
+	"JSONL record types: session, span, token, request, alloc, free, kv, kernel, drops, summary.\n"
+	"Needs CAP_BPF and CAP_PERFMON (or root).";
+
+enum { OPT_BINARY = 1000, OPT_CSV, OPT_SUMMARY, OPT_METRICS, OPT_DURATION, OPT_LEVEL, OPT_RINGBUF, OPT_MIN_DUR };
+
+static const struct argp_option record_options[] = {
+	{ "pid", 'p', "PID", 0, "Attach to this running process", 0 },
+	{ "binary", OPT_BINARY, "PATH", 0, "Trace every process of this binary (or library), now and later", 0 },
+	{ "output", 'o', "FILE", 0, "JSONL output (default: stdout; '-' = stdout)", 1 },
+	{ "csv", OPT_CSV, "FILE", 0, "CSV, one row per span and kernel", 1 },
+	{ "summary", OPT_SUMMARY, "FILE", 0, "Summary JSON at the end", 1 },
+	{ "metrics", OPT_METRICS, "FILE", 0, "Metric records (JSONL), one per series per second", 1 },
+	{ "duration", OPT_DURATION, "SEC", 0, "Stop after SEC seconds", 2 },
+	{ "level", OPT_LEVEL, "LEVEL", 0, "coarse (request/token/forward/layer, memory) or detail (default)", 2 },
+	{ "ringbuf-kb", OPT_RINGBUF, "KB", 0, "Ring buffer size in KiB (default 4096, rounded up to 2^n pages)", 2 },
+	{ "min-dur-ns", OPT_MIN_DUR, "NS", 0, "Stream only spans at least this long (all are counted)", 2 },
+	{ "quiet", 'q', NULL, 0, "No status line", 3 },
+	{ "verbose", 'v', NULL, 0, "More logging (twice: libbpf debug)", 3 },
+	{ 0 },
+};
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || *s == '-')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static error_t record_parse(int key, char *arg, struct argp_state *state)
+{
+	struct record_opts *o = state->input;
+	uint64_t v;
+	char *end;
+
+	switch (key) {
+	case 'p':
+		if ((o->pid = parse_pid(arg)) < 0)
+			argp_error(state, "invalid pid '%s'", arg);
+		break;
+	case OPT_BINARY: o->binary = arg; break;
+	case 'o': o->out = arg; break;
+	case OPT_CSV: o->csv = arg; break;
+	case OPT_SUMMARY: o->summary = arg; break;
+	case OPT_METRICS: o->metrics = arg; break;
+	case OPT_DURATION:
+		errno = 0;
+		o->duration_s = strtod(arg, &end);
+		if (errno || end == arg || *end || o->duration_s <= 0)
+			argp_error(state, "invalid duration '%s' (seconds > 0)", arg);
+		break;
+	case OPT_LEVEL:
+		if (!strcmp(arg, "coarse"))
+			o->level = LEVEL_COARSE;
+		else if (!strcmp(arg, "detail"))
+			o->level = LEVEL_DETAIL;
+		else
+			argp_error(state, "invalid level '%s' (coarse or detail)", arg);
+		break;
+	case OPT_RINGBUF:
+		if (parse_u64(arg, &v) || v < 4 || v > (1u << 20))
+			argp_error(state, "invalid --ringbuf-kb '%s' (4..1048576)", arg);
+		o->ringbuf_kb = (unsigned)v;
+		break;
+	case OPT_MIN_DUR:
+		if (parse_u64(arg, &o->min_dur_ns))
+			argp_error(state, "invalid --min-dur-ns '%s'", arg);
+		break;
+	case 'q': o->quiet = 1; break;
+	case 'v': st_verbose++; break;
+	case ARGP_KEY_ARG:
+		/* Everything from the first non-option on is the command. */
+		o->cmd = &state->argv[state->next - 1];
+		state->next = state->argc;
+		break;
+	case ARGP_KEY_END:
+		if ((o->pid > 0) + !!o->binary + !!o->cmd != 1)
+			argp_error(state, "give exactly one target: -p PID, --binary PATH, or -- CMD ARGS");
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+/* ---- setup and teardown ---- */
+static int open_outputs(struct recorder *r, char *err, size_t errlen)
+{
+	const struct record_opts *o = r->o;
+
+	if (ob_open(&r->jsonl, o->out ? o->out : "-", err, errlen))
+		return -1;
+	r->have_jsonl = 1;
+	if (o->csv) {
+		if (ob_open(&r->csv, o->csv, err, errlen))
+			return -1;
+		r->have_csv = 1;
+		ob_put_line(&r->csv, CSV_HEADER);
+	}
+	if (o->metrics) {
+		if (ob_open(&r->metrics, o->metrics, err, errlen))
+			return -1;
+		r->have_metrics = 1;
+	}
+	if (o->summary) {
+		/* Fail now, not after the run, when the summary cannot be written. */
+		OutBuf probe;
+		if (ob_open(&probe, o->summary, err, errlen))
+			return -1;
+		ob_close(&probe);
+		free(probe.path);
+	}
+	return 0;
+}
+
+static int recorder_init(struct recorder *r, const struct record_opts *o)
+{
+	memset(r, 0, sizeof(*r));
+	r->o = o;
+	export_clock_init(&r->clk);
+	for (int k = 0; k < SPAN_KIND_COUNT; k++)
+		if (dist_init(&r->spans[k], DIST_DEFAULT_CAP))
+			return -1;
+	for (int k = 0; k < KERNEL_COUNT; k++)
+		if (dist_init(&r->kernels[k], DIST_DEFAULT_CAP))
+			return -1;
+	if (dist_init(&r->tokens, DIST_DEFAULT_CAP) || dist_init(&r->requests, DIST_DEFAULT_CAP))
+		return -1;
+	return 0;
+}
+
+static void recorder_free(struct recorder *r)
+{
+	for (int k = 0; k < SPAN_KIND_COUNT; k++)
+		dist_free(&r->spans[k]);
+	for (int k = 0; k < KERNEL_COUNT; k++)
+		dist_free(&r->kernels[k]);
+	dist_free(&r->tokens);
+	dist_free(&r->requests);
+	for (size_t i = 0; i < r->npids; i++)
+		free(r->pids[i]);
+	OutBuf *obs[] = { &r->jsonl, &r->csv, &r->metrics };
+	for (int i = 0; i < 3; i++) {
+		ob_close(obs[i]);
+		free(obs[i]->path);
+		obs[i]->path = NULL;
+	}
+}
+
+static int resolve_target(const struct record_opts *o, struct target *t, char *err, size_t errlen)
+{
+	if (o->pid > 0)
+		return target_from_pid(o->pid, t, err, errlen);
+	if (o->binary)
+		return target_from_program(o->binary, 0, t, err, errlen);
+	return target_from_program(o->cmd[0], 1, t, err, errlen);
+}
+
+/* Writes the end records; returns 0 or -1 with the reason in err. */
+static int finish(struct recorder *r, struct session *s, const struct counters *c, double wall_s,
+		  const char *reason, char *err, size_t errlen)
+{
+	json_object *sum = summary_json(r, s, c, wall_s, reason);
+	int rc = 0;
+
+	if (!sum) {
+		snprintf(err, errlen, "out of memory building the summary");
+		return -1;
+	}
+	if (!r->failed) {
+		write_drops(r, s, c);
+		write_metrics(r, wall_s, c);
+		if (r->have_jsonl && ob_put_line(&r->jsonl, json_object_to_json_string_ext(sum, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)))
+			r->failed = &r->jsonl;
+	}
+	if (r->o->summary && write_json_file(r->o->summary, sum, err, errlen))
+		rc = -1;
+	json_object_put(sum);
+	OutBuf *obs[] = { &r->jsonl, &r->csv, &r->metrics };
+	for (int i = 0; i < 3; i++)
+		if (obs[i]->buf && ob_close(obs[i]) && !r->failed)
+			r->failed = obs[i];
+	if (r->failed) {
+		ob_strerror(r->failed, err, errlen);
+		rc = -1;
+	}
+	return rc;
+}
+
+int cmd_record(int argc, char **argv)
+{
+	static const struct argp argp = { record_options, record_parse, "[-p PID | --binary PATH | -- CMD [ARGS...]]",
+					  record_doc, NULL, NULL, NULL };
+	struct record_opts o = { .pid = 0, .level = LEVEL_DETAIL };
+	struct run_state rs = { .child = 0, .pidfd = -1 };
+	struct recorder r;
+	struct session s = { 0 };
+	struct target t;
+	struct counters c;
+	char err[512], final[128];
+	int release_fd = -1, rc = 1, session_ok = 0;
+	uint64_t start_mono, start_wall;
+
+	err[0] = 0;
+	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, &o))
+		return 2;
+	if (session_check_caps(err, sizeof(err))) {
+		st_err("%s", err);
+		return 1;
+	}
+	if (resolve_target(&o, &t, err, sizeof(err))) {
+		st_err("%s", err);
+		return 1;
+	}
+	if (recorder_init(&r, &o)) {
+		st_err("out of memory");
+		recorder_free(&r);
+		return 1;
+	}
+	if (open_outputs(&r, err, sizeof(err)))
+		goto out;
+	if (o.cmd) {
+		t.pid = spawn_waiting(o.cmd, &release_fd, err, sizeof(err));
+		if (t.pid < 0)
+			goto out;
+		rs.child = t.pid;
+	} else if (o.pid > 0) {
+		rs.pidfd = (int)syscall(SYS_pidfd_open, o.pid, 0);
+	}
+	struct session_opts so = {
+		.pid_filter = t.pid > 0 ? (uint32_t)t.pid : 0,
+		.level = o.level,
+		.min_dur_ns = o.min_dur_ns,
+		.stream_mode = STREAM_ALL,
+		.ringbuf_kb = o.ringbuf_kb,
+	};
+	if (session_open(&s, &so, on_event, &r, err, sizeof(err)))
+		goto out;
+	session_ok = 1;
+	if (session_attach(&s, t.elf, t.pid > 0 ? t.pid : -1, err, sizeof(err)))
+		goto out;
+	session_install_signals();
+	start_mono = mono_now_ns();
+	start_wall = (uint64_t)((int64_t)start_mono + r.clk.mono_to_wall);
+	{
+		json_object *sj = session_json(&o, &t, &s, start_mono, start_wall);
+		if (!sj || ob_put_line(&r.jsonl, json_object_to_json_string_ext(sj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE))) {
+			json_object_put(sj);
+			snprintf(err, sizeof(err), "cannot write the session record");
+			goto out;
+		}
+		json_object_put(sj);
+	}
+	/* The session line on disk tells scripts the probes are armed. */
+	ob_flush(&r.jsonl);
+	st_debug("attached to %s (pid %d) in %.3f ms", t.elf, (int)t.pid, s.attach_ns / 1e6);
+	if (release_fd >= 0) {
+		/* Probes are armed for the child's pid: let it exec. */
+		if (write(release_fd, "g", 1) != 1)
+			st_err("cannot release the child: %s", strerror(errno));
+		close(release_fd);
+		release_fd = -1;
+	}
+	run_loop(&r, &s, &rs, start_mono);
+	double wall_s = (mono_now_ns() - start_mono) / 1e9;
+	/* Nothing may still be producing when the counters are read: a target
+	 * that exited produces nothing more, anything else is detached first. */
+	if (strcmp(rs.stop_reason, "target exited") || o.binary)
+		session_detach(&s);
+	if (session_drain(&s) < 0 && !r.failed)
+		snprintf(err, sizeof(err), "ring buffer error while draining");
+	session_read_counters(&s, &c);
+	if (rs.child > 0) {
+		/* Interrupted or timed out: the command does not outlive us. */
+		kill(rs.child, SIGTERM);
+		waitpid(rs.child, &rs.child_status, 0);
+	}
+	if (!strcmp(rs.stop_reason, "target exited") && o.cmd && WIFEXITED(rs.child_status))
+		snprintf(final, sizeof(final), "target exited (status %d)", WEXITSTATUS(rs.child_status));
+	else
+		snprintf(final, sizeof(final), "%s", rs.stop_reason);
+	rc = finish(&r, &s, &c, wall_s, final, err, sizeof(err)) ? 1 : 0;
+	r.interval_events = 0;
+	if (!o.quiet)
+		fprintf(stderr, "spantrace: %llu events, %llu dropped (fired %llu), %llu span errors, %s\n",
+			(unsigned long long)session_delivered_total(&s), (unsigned long long)sum_types(c.dropped),
+			(unsigned long long)sum_types(c.fired), (unsigned long long)c.span_errors,
+			rc ? "stopped: write error" : final);
+	if (rc)
+		st_err("%s", err);
+	err[0] = 0;
+out:
+	if (err[0] && rc)
+		st_err("%s", err);
+	if (release_fd >= 0)
+		close(release_fd); /* the waiting child sees EOF and exits */
+	if (rs.child > 0 && rc && !session_ok) {
+		waitpid(rs.child, NULL, 0);
+	} else if (rs.child > 0 && rc) {
+		kill(rs.child, SIGTERM);
+		waitpid(rs.child, NULL, 0);
+	}
+	if (rs.pidfd >= 0)
+		close(rs.pidfd);
+	if (session_ok)
+		session_close(&s);
+	recorder_free(&r);
+	return rc;
+}

@@ -1,0 +1,42 @@
+/* stapsdt.h - reads USDT (.note.stapsdt) probes and the build id from an ELF
+ * file with libelf, and finds which ELF of a program holds a provider's
+ * probes (the executable itself or one of its DT_NEEDED libraries). */
+#ifndef SPANTRACE_STAPSDT_H
+#define SPANTRACE_STAPSDT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct sdt_probe {
+	char provider[64];
+	char name[64];
+	char args[256];
+	uint64_t pc;         /* link-time address, .stapsdt.base adjusted */
+	uint64_t semaphore;  /* address, 0 if none; adjusted the same way */
+	uint64_t base;       /* the note's own .stapsdt.base value */
+};
+
+struct sdt_list {
+	struct sdt_probe *probes;
+	size_t n;
+	char build_id[41];   /* hex, "" when the file has none */
+};
+
+/* Reads every stapsdt note of `path`. 0, or -1 with a message in err. */
+int sdt_read(const char *path, struct sdt_list *out, char *err, size_t errlen);
+void sdt_free(struct sdt_list *l);
+/* Number of probes of `provider` in `path` (0 when unreadable/none). */
+size_t sdt_count_provider(const char *path, const char *provider);
+
+/* Finds the ELF that holds `provider`'s probes for a program: `exe` itself,
+ * else its DT_NEEDED libraries, searched via DT_RPATH, LD_LIBRARY_PATH,
+ * DT_RUNPATH ($ORIGIN expanded) and the default directories, one level and
+ * then their own needs. `exe` may be a library. 0 with the path in out, or -1
+ * with a message. */
+int sdt_find_provider_elf(const char *exe, const char *provider, char *out, size_t outlen,
+			  char *err, size_t errlen);
+
+/* Resolves a command name like execvp would (PATH when it has no '/'). */
+int resolve_command(const char *cmd, char *out, size_t outlen);
+
+#endif

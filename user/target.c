@@ -1,0 +1,113 @@
+/* target.c - finds the probe ELF of a pid, a command or a binary. */
+#include "target.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "probes.h"
+#include "stapsdt.h"
+
+pid_t parse_pid(const char *s)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v <= 0 || v > 0x3fffffff)
+		return -1;
+	return (pid_t)v;
+}
+
+static void fill_build_id(struct target *t)
+{
+	struct sdt_list l;
+	char err[256];
+
+	t->build_id[0] = 0;
+	if (sdt_read(t->elf, &l, err, sizeof(err)) == 0) {
+		snprintf(t->build_id, sizeof(t->build_id), "%s", l.build_id);
+		sdt_free(&l);
+	}
+}
+
+/* Next file-backed path in a /proc/PID/maps line, or NULL. */
+static const char *maps_path(char *line)
+{
+	char *p = strchr(line, '/');
+	size_t n;
+
+	if (!p)
+		return NULL;
+	n = strlen(p);
+	if (n && p[n - 1] == '\n')
+		p[--n] = 0;
+	if (n > 10 && !strcmp(p + n - 10, " (deleted)"))
+		return NULL;
+	return p;
+}
+
+int target_from_pid(pid_t pid, struct target *t, char *err, size_t errlen)
+{
+	char maps[64], line[PATH_MAX + 256], last[PATH_MAX] = "";
+	FILE *f;
+
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	if (kill(pid, 0) && errno == ESRCH) {
+		snprintf(err, errlen, "no process with pid %d", (int)pid);
+		return -1;
+	}
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)pid);
+	f = fopen(maps, "re");
+	if (!f) {
+		snprintf(err, errlen, "cannot read %s: %s", maps, strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		const char *path = maps_path(line);
+		char via_root[PATH_MAX + 64];
+
+		if (!path || !strcmp(path, last))
+			continue;
+		snprintf(last, sizeof(last), "%s", path);
+		/* The target may live in another mount namespace. */
+		snprintf(via_root, sizeof(via_root), "/proc/%d/root%s", (int)pid, path);
+		if (strlen(via_root) >= sizeof(t->elf))
+			continue;
+		if (sdt_count_provider(via_root, INFER_PROVIDER)) {
+			memcpy(t->elf, via_root, strlen(via_root) + 1);
+			snprintf(t->shown, sizeof(t->shown), "%s", path);
+			fclose(f);
+			fill_build_id(t);
+			return 0;
+		}
+	}
+	fclose(f);
+	snprintf(err, errlen, "process %d has no '%s' USDT probes (no mapped file carries them)",
+		 (int)pid, INFER_PROVIDER);
+	return -1;
+}
+
+int target_from_program(const char *prog, int search_path, struct target *t, char *err,
+			size_t errlen)
+{
+	char exe[PATH_MAX];
+
+	memset(t, 0, sizeof(*t));
+	t->pid = -1;
+	if (search_path ? resolve_command(prog, exe, sizeof(exe)) : access(prog, R_OK)) {
+		snprintf(err, errlen, "%s: %s", prog, search_path ? "command not found" : strerror(errno));
+		return -1;
+	}
+	if (!search_path)
+		snprintf(exe, sizeof(exe), "%s", prog);
+	if (sdt_find_provider_elf(exe, INFER_PROVIDER, t->elf, sizeof(t->elf), err, errlen))
+		return -1;
+	snprintf(t->shown, sizeof(t->shown), "%s", t->elf);
+	fill_build_id(t);
+	return 0;
+}

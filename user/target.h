@@ -1,0 +1,26 @@
+/* target.h - what to attach to: a live pid, a command to start, or every
+ * process of a binary. Finds the ELF that holds the `infer` probes. */
+#ifndef SPANTRACE_TARGET_H
+#define SPANTRACE_TARGET_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct target {
+	pid_t pid;               /* traced pid (pid/command), -1 for a binary */
+	char elf[PATH_MAX];      /* file that holds the probes, as we open it */
+	char shown[PATH_MAX];    /* the same as the target sees it (for output) */
+	char build_id[41];
+};
+
+/* -p PID: the mapped file of PID with `infer` notes (via /proc/PID/root). */
+int target_from_pid(pid_t pid, struct target *t, char *err, size_t errlen);
+/* -- CMD / --binary PATH: the program or a library it needs. */
+int target_from_program(const char *prog, int search_path, struct target *t, char *err,
+			size_t errlen);
+
+/* Parses a positive pid; -1 on bad text. */
+pid_t parse_pid(const char *s);
+
+#endif
