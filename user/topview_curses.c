@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static volatile sig_atomic_t stop_requested;
 
@@ -124,6 +125,7 @@ enum { PAIR_ALERT = 1 };
 struct screen {
 	int top;  /* first table row drawn (scroll offset) */
 	int has_color;
+	FILE *keys; /* /dev/tty when stdin is not the terminal, else NULL */
 };
 
 static void draw_help(void)
@@ -209,10 +211,16 @@ static void draw(TopView *tv, struct screen *scr)
 
 static SCREEN *screen_open(struct screen *scr)
 {
+	/* Keys come from the terminal even when stdin is redirected (a traced
+	 * command may be reading it). */
+	scr->keys = isatty(STDIN_FILENO) ? NULL : fopen("/dev/tty", "re");
 	/* newterm, unlike initscr, reports failure instead of exiting. */
-	SCREEN *s = newterm(NULL, stdout, stdin);
-	if (!s)
+	SCREEN *s = newterm(NULL, stdout, scr->keys ? scr->keys : stdin);
+	if (!s) {
+		if (scr->keys)
+			fclose(scr->keys);
 		return NULL;
+	}
 	set_term(s);
 	cbreak();
 	noecho();
@@ -268,6 +276,8 @@ int topview_run_curses(TopView *tv, topview_poll_fn poll, void *ctx)
 	}
 	endwin();
 	delscreen(s);
+	if (scr.keys)
+		fclose(scr.keys);
 	restore_signals(&saved);
 	return rc;
 }
