@@ -166,8 +166,8 @@ static int append_syms(SymFile *f, Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, 
 			break;
 		int type = GELF_ST_TYPE(es.st_info);
 		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || es.st_shndx == SHN_UNDEF ||
-		    es.st_value == 0 || es.st_name >= str->d_size)
-			continue;
+		    es.st_value == 0 || es.st_name >= str->d_size || strtab[es.st_name] == '\0')
+			continue; /* an unnamed symbol would print as an empty frame */
 		f->syms[f->nsyms++] = (Sym){ .addr = es.st_value, .size = es.st_size,
 					     .name = strtab + es.st_name,
 					     .rank = binding_rank(GELF_ST_BIND(es.st_info)) };
@@ -178,6 +178,9 @@ static int append_syms(SymFile *f, Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, 
 /* Sorts and keeps the best-ranked name per address. */
 static void dedupe_syms(SymFile *f)
 {
+	/* a file without symbols has syms == NULL, which qsort must not get */
+	if (f->nsyms < 2)
+		return;
 	qsort(f->syms, f->nsyms, sizeof(*f->syms), sym_by_addr);
 	size_t out = 0;
 	for (size_t i = 0; i < f->nsyms; i++)
@@ -363,11 +366,12 @@ static int read_maps(Symbolizer *s, SymProc *p, const char *path)
 }
 
 /* Replaces p's maps with path's; on failure the old maps stay (a process
- * that exited keeps the maps read while it lived). */
+ * that exited keeps the maps read while it lived). An exited but unreaped
+ * process (a zombie) has an empty maps file: that counts as a failure. */
 static int reload_maps(Symbolizer *s, SymProc *p, const char *path)
 {
 	SymProc fresh = { .pid = p->pid };
-	if (read_maps(s, &fresh, path)) {
+	if (read_maps(s, &fresh, path) || (fresh.nmaps == 0 && p->nmaps > 0)) {
 		clear_maps(&fresh);
 		return -1;
 	}

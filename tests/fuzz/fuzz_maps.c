@@ -1,0 +1,70 @@
+/* fuzz_maps.c - /proc/PID/maps text: the symbolizer's maps reader
+ * (sym_load_maps_file, then lookups in what it kept) and the target
+ * finder's line splitter (maps_path in user/target.c, static: included).
+ * Paths in the input are opened only if they are regular files outside
+ * /dev, /proc and /sys (see fuzz_safe_open.h).
+ * fuzz-cflags: -DINFER_PROBE_NAMES_ONLY
+ * fuzz-sources: user/symbols.c user/stapsdt.c
+ * fuzz-libs: -lelf -Wl,--wrap=open
+ */
+#include "fuzz_common.h"
+#include "fuzz_safe_open.h"
+#include "../../user/target.c"
+#include "symbols.h"
+
+/* No such process: only the given file supplies the maps. */
+#define FAKE_PID 999999999
+
+static void check_lookup(Symbolizer *s, uint64_t addr)
+{
+	char name[128];
+	enum sym_result r;
+
+	memset(name, 'x', sizeof(name));
+	r = sym_user(s, FAKE_PID, addr, name, sizeof(name));
+	FUZZ_CHECK(r == SYM_FOUND || r == SYM_FALLBACK || r == SYM_ERROR);
+	FUZZ_CHECK(memchr(name, 0, sizeof(name)) != NULL && name[0] != '\0');
+}
+
+/* maps_path and parse_pid on each line; lookups at each line's start. */
+static void walk_lines(Symbolizer *s, char *text)
+{
+	char *save = NULL;
+
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *end;
+		uint64_t start = strtoull(line, &end, 16);
+		char copy[512];
+		const char *path;
+
+		snprintf(copy, sizeof(copy), "%s", line);
+		path = maps_path(copy);
+		FUZZ_CHECK(!path || (path[0] == '/' && path >= copy && path < copy + sizeof(copy)));
+		(void)parse_pid(line);
+		check_lookup(s, start);
+		check_lookup(s, start + 0x10);
+		if (*end == '-')
+			check_lookup(s, strtoull(end + 1, NULL, 16) - 1);
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char path[64], *text;
+	Symbolizer *s = sym_new();
+	int fd = fuzz_memfd(data, size);
+
+	FUZZ_CHECK(s != NULL);
+	if (fd >= 0) {
+		fuzz_fd_path(fd, path, sizeof(path));
+		/* read with fopen, which is not wrapped: /proc/self/fd works */
+		(void)sym_load_maps_file(s, FAKE_PID, path);
+		close(fd);
+	}
+	text = fuzz_strdup(data, size);
+	if (text)
+		walk_lines(s, text);
+	free(text);
+	sym_free(s);
+	return 0;
+}
