@@ -1,0 +1,98 @@
+# shellcheck shell=bash
+# tools/bench_lib.sh - sourced by tools/bench_{probes,daemon,profile}.sh:
+# paths, medians, engine runs, and the "ratio" lines tools/bench.sh tabulates.
+#
+# A section prints whatever it likes for people, plus one machine line per
+# figure that goes into the final table:
+#   ratio NAME VALUE TARGET      (TARGET like ">=0.99", or "info" for none)
+# shellcheck disable=SC2034  # the variables are for the sourcing scripts
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${BUILD:-$ROOT/build}
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+MODELS=${MODELS:-$(cd "$ROOT/.." && pwd)/shared/models}
+INFER=$BUILD/infer
+SPANTRACE=$BUILD/spantrace
+DEMO_MODEL=$BUILD/models/demo15M.bin
+REPEAT=${REPEAT:-5}
+# engine tok/s comparisons are noisier than anything else here: twice the rounds
+ROUNDS=${ROUNDS:-$((2 * REPEAT))}
+TMP=$(mktemp -d /tmp/spantrace-bench.XXXXXX)
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}  # spinning OpenMP collapses on a shared 2-core box
+trap 'bench_cleanup' EXIT
+
+# Sections register extra cleanup by redefining this hook.
+bench_cleanup_hook() { :; }
+bench_cleanup() {
+	bench_cleanup_hook
+	jobs -p | xargs -r kill 2>/dev/null
+	# a child killed with us may still be writing into TMP: retry once
+	rm -rf "$TMP" 2>/dev/null || { sleep 1; rm -rf "$TMP"; }
+}
+
+# skipped WHY: the section cannot run here; not an error for `make bench`.
+skipped() { echo "skipped: $*"; exit 0; }
+die() { echo "${BENCH_NAME:-bench}: error: $*" >&2; exit 1; }
+
+# median: of the numbers on stdin (mean of the middle two for an even count);
+# prints "n/a" for no input.
+median() {
+	sort -g | awk '{v[NR] = $1}
+		END { if (!NR) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2];
+		      else printf "%.6g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# div A B: A/B to 3 decimals, "n/a" when either is missing or B is 0.
+div() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "n/a" || b == "n/a" || b + 0 == 0) print "n/a"; else printf "%.3f\n", a / b }'; }
+
+# paired_ratio A B: median of A[i]/B[i] over the lines of files A and B
+# (round i's traced figure over the same round's untraced one).
+paired_ratio() {
+	paste "$1" "$2" | awk '$2 > 0 { print $1 / $2 }' | median |
+		awk '{ if ($1 == "n/a") print; else printf "%.3f\n", $1 }'
+}
+
+# paired_list A B: every round's A[i]/B[i], to show the spread.
+paired_list() { paste "$1" "$2" | awk '$2 > 0 { printf "%s%.3f", sep, $1 / $2; sep = " " } END { print "" }'; }
+
+ratio() { echo "ratio $1 $2 $3"; }
+
+# tok_s FILE: the engine's "achieved tok/s: X (N tokens ...)" -> X
+tok_s() { sed -n 's/^achieved tok\/s: \([0-9.]*\) .*/\1/p' "$1" | tail -n1; }
+# tok_n FILE: ... -> N (the tokens the engine counted)
+tok_n() { sed -n 's/^achieved tok\/s: [0-9.]* (\([0-9]*\) tokens.*/\1/p' "$1" | tail -n1; }
+
+# make_requests FILE N: N empty lines, i.e. N BOS-prompt requests for
+# `infer --serve`. Several requests per run make each timed run seconds long,
+# which the noise on a shared 2-core box needs.
+make_requests() { local i; : >"$1"; for ((i = 0; i < $2; i++)); do echo >>"$1"; done; }
+
+# engine_backend MODEL: "opencl" when the default backend runs MODEL here,
+# else "cpu" (a machine without an OpenCL device still benches).
+engine_backend() {
+	if timeout 60 "$INFER" "$1" -n 4 -t 0 --ids >/dev/null 2>&1; then echo opencl; else echo cpu; fi
+}
+
+# wait_until SECONDS CMD...: polls CMD every 0.1 s. (Locals are prefixed:
+# bash scoping is dynamic, and CMD may read its caller's variables.)
+wait_until() {
+	local _wu_polls=$(($1 * 10)) _wu_i
+	shift
+	for ((_wu_i = 0; _wu_i < _wu_polls; _wu_i++)); do "$@" && return 0; sleep 0.1; done
+	return 1
+}
+
+# wait_deadline PID SECONDS: waits for background job PID, killing it after
+# SECONDS; returns its status. (`timeout CMD &` would give timeout's pid, not
+# the engine's, and the pid is what the tracer labels.)
+wait_deadline() {
+	local _wd_polls=$(($2 * 10))
+	while kill -0 "$1" 2>/dev/null && ((_wd_polls-- > 0)); do sleep 0.1; done
+	kill -0 "$1" 2>/dev/null && { echo "${BENCH_NAME:-bench}: pid $1 ran past $2 s: killed" >&2; kill "$1"; }
+	wait "$1"
+}
+
+need_built() {
+	local f
+	for f in "$@"; do [ -x "$f" ] || die "no $f: run make first"; done
+}
