@@ -9,6 +9,7 @@
 #include <string.h>
 #include "backend.h"
 #include "pool.h"
+#include "sampler.h"
 #include "trace.h"
 
 #define CPU_MAX_BATCH 32
@@ -41,21 +42,6 @@ static void rmsnorm(float *o, const float *x, const float *weight, int size)
 	ss = 1.0f / sqrtf(ss);
 	for (int j = 0; j < size; j++)
 		o[j] = weight[j] * (ss * x[j]);
-}
-
-static void softmax(float *x, int size)
-{
-	float max_val = x[0], sum = 0.0f;
-
-	for (int i = 1; i < size; i++)
-		if (x[i] > max_val)
-			max_val = x[i];
-	for (int i = 0; i < size; i++) {
-		x[i] = expf(x[i] - max_val);
-		sum += x[i];
-	}
-	for (int i = 0; i < size; i++)
-		x[i] /= sum;
 }
 
 /* One projection of a fused matmul: out(batch, d) = x @ w(d, n)^T. */

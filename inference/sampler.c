@@ -52,7 +52,7 @@ static int sample_argmax(const float *p, int n)
 	return max_i;
 }
 
-static void softmax(float *x, int size)
+void softmax(float *x, int size)
 {
 	float max_val = x[0], sum = 0.0f;
 
