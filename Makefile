@@ -28,7 +28,8 @@ endif
 
 # The engine: -mno-red-zone because an optimized uprobe turns the 5-byte probe
 # nop into a call, which writes below %rsp (see inference/probes.h).
-ENGINE_CFLAGS := $(CFLAGS) -fPIC -mno-red-zone -fopenmp
+# Frame pointers: `spantrace profile` walks user stacks with them.
+ENGINE_CFLAGS := $(CFLAGS) -fPIC -mno-red-zone -fopenmp -fno-omit-frame-pointer
 ifeq ($(NO_PROBES),1)
 ENGINE_CFLAGS += -DINFER_NO_PROBES
 endif

@@ -30,7 +30,8 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile __u32 target_tgid = 0;           /* 0 = every process */
 const volatile __u32 level = LEVEL_DETAIL;      /* enum trace_level */
 const volatile __u64 min_dur_ns = 0;            /* shorter spans aggregated only */
-const volatile __u32 perf_mode = 0;             /* reserved for profile */
+const volatile __u32 perf_mode = 0;             /* 1 = CPU sampling (profile) */
+const volatile __u32 perf_ncounters = 0;        /* span counters, 0 = off */
 const volatile __u32 stream_mode = STREAM_ALL;  /* enum stream_mode */
 const volatile __u64 wakeup_bytes = 64 * 1024;  /* force a wakeup past this */
 
@@ -51,6 +52,18 @@ struct frame {
 	__u32 kind;
 	__s32 layer;
 	__u64 start_ns;
+};
+
+/* Counter values at each open frame's begin: a map of its own, sized only
+ * in perf mode, so that `threads` (and every session's memory) stays small. */
+struct frame_counters {
+	__u32 cpu;      /* where the counters were read at begin */
+	__u32 valid;    /* every begin read succeeded */
+	__u64 c[PERF_COUNTERS_MAX];
+};
+
+struct thread_counters {
+	struct frame_counters f[SPAN_STACK_DEPTH];
 };
 
 struct thread_state {
@@ -136,7 +149,37 @@ struct {
 	__type(value, __u64);
 } slow_ns SEC(".maps");
 
+/* ---- profile mode maps (sized 1 unless in use; see spantrace.h) ---- */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(max_entries, 1);   /* ncpus * perf_ncounters, set before load */
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+} perf_counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);   /* 16384 (as `threads`) when counting */
+	__type(key, __u32);       /* tid */
+	__type(value, struct thread_counters);
+} thread_counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 1);   /* PROFILE_STACK_ENTRIES when sampling */
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, PROFILE_STACK_DEPTH * sizeof(__u64));
+} stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);            /* tgid */
+	__type(value, struct proc_span);
+} proc_span SEC(".maps");
+
 static const struct agg_val zero_agg;
+static const struct thread_counters zero_thread_counters;
 static const struct thread_state zero_thread;
 static const struct pool_val zero_pool;
 
@@ -235,6 +278,95 @@ static __always_inline struct thread_state *thread_get(__u32 tid, int create)
 	return bpf_map_lookup_elem(&threads, &tid);
 }
 
+/* ---- profile mode: counters and the process's current span ---- */
+/* Reads counter i of this CPU, scaled for multiplexing like perf does. */
+static __always_inline int counter_read(__u32 cpu, __u32 i, __u64 *out)
+{
+	struct bpf_perf_event_value v;
+	__u64 idx = (__u64)cpu * perf_ncounters + i;
+
+	if (bpf_perf_event_read_value(&perf_counters, idx, &v, sizeof(v)))
+		return -1;
+	*out = v.running && v.running < v.enabled ? v.counter * v.enabled / v.running : v.counter;
+	return 0;
+}
+
+static __always_inline struct frame_counters *frame_counters_get(__u32 d, int create)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct thread_counters *tc = bpf_map_lookup_elem(&thread_counters, &tid);
+
+	if (!tc && create) {
+		bpf_map_update_elem(&thread_counters, &tid, &zero_thread_counters, BPF_NOEXIST);
+		tc = bpf_map_lookup_elem(&thread_counters, &tid);
+	}
+	return tc ? &tc->f[d & (SPAN_STACK_DEPTH - 1)] : 0;
+}
+
+/* Frame d's begin values; a frame that got none stays invalid. */
+static __always_inline void counters_begin(__u32 d)
+{
+	struct frame_counters *f = frame_counters_get(d, 1);
+	__u32 cpu = bpf_get_smp_processor_id();
+
+	if (!f)
+		return;
+	f->cpu = cpu;
+	f->valid = 1;
+	for (__u32 i = 0; i < PERF_COUNTERS_MAX; i++) {
+		if (i >= perf_ncounters)
+			break;
+		if (counter_read(cpu, i, &f->c[i]))
+			f->valid = 0;
+	}
+}
+
+/* Fills e->counters with end - begin, or counts the span as unmeasured:
+ * per-CPU counters only mean something for a span that stayed on its CPU. */
+static __always_inline void counters_end(__u32 d, struct span_event *e)
+{
+	struct frame_counters *f = frame_counters_get(d, 0);
+	__u32 cpu = bpf_get_smp_processor_id();
+	__u64 now;
+	struct counters *c;
+
+	if (f && f->valid && f->cpu == cpu) {
+		f->valid = 0; /* the frame is closed */
+		e->ncounters = perf_ncounters;
+		for (__u32 i = 0; i < PERF_COUNTERS_MAX; i++) {
+			if (i >= perf_ncounters)
+				break;
+			if (counter_read(cpu, i, &now)) {
+				e->ncounters = 0;
+				break;
+			}
+			e->counters[i] = now - f->c[i];
+		}
+		if (e->ncounters)
+			return;
+		__builtin_memset(e->counters, 0, sizeof(e->counters));
+	}
+	c = cnt();
+	if (c)
+		c->counters_invalid++;
+}
+
+static const struct proc_span no_proc_span = { .kind = SPAN_KIND_COUNT, .layer = LAYER_NONE };
+
+/* Makes the process's current span the thread's new stack top (depth
+ * frames open), so that worker threads' samples are attributed to it. */
+static __always_inline void proc_span_set(struct thread_state *st, __u32 depth)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct proc_span ps = no_proc_span;
+
+	if (depth > 0 && depth <= SPAN_STACK_DEPTH) {
+		ps.kind = st->stack[(depth - 1) & (SPAN_STACK_DEPTH - 1)].kind;
+		ps.layer = st->stack[(depth - 1) & (SPAN_STACK_DEPTH - 1)].layer;
+	}
+	bpf_map_update_elem(&proc_span, &tgid, &ps, BPF_ANY);
+}
+
 /* ---- spans ---- */
 static __always_inline int span_begin(__u32 kind, __s32 layer)
 {
@@ -259,6 +391,10 @@ static __always_inline int span_begin(__u32 kind, __s32 layer)
 	st->stack[d & (SPAN_STACK_DEPTH - 1)].kind = kind;
 	st->stack[d & (SPAN_STACK_DEPTH - 1)].layer = layer;
 	st->depth = d + 1;
+	if (perf_mode)
+		proc_span_set(st, d + 1);
+	if (perf_ncounters)
+		counters_begin(d);
 	/* Clock last at a begin and first at an end (before the USDT
 	 * arguments are decoded): the span then covers as little of the
 	 * probe's own cost as possible. */
@@ -321,6 +457,8 @@ static __always_inline void emit_span(struct thread_state *st, __u32 pid, __u32 
 	e->pos = st->pos;
 	e->ncounters = 0;
 	__builtin_memset(e->counters, 0, sizeof(e->counters));
+	if (perf_ncounters)
+		counters_end(i, e);
 	submit(e);
 }
 
@@ -363,6 +501,8 @@ static __always_inline int span_end(__u64 now, __u32 kind, __s32 layer, __u32 fl
 			}
 			emit_span(st, pid, i, now, flags);
 			st->depth = i;
+			if (perf_mode)
+				proc_span_set(st, i);
 			return 0;
 		}
 	}
@@ -709,6 +849,64 @@ int BPF_USDT(cl_batch_prog, __u64 records, __u32 count)
 	return 0;
 }
 
+/* ---- profile mode: CPU samples tagged with the span they fell in ---- */
+SEC("perf_event")
+int profile_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, tgid = id >> 32;
+	struct thread_state *st;
+	struct proc_span *ps;
+	struct sample_event *e;
+	struct counters *c;
+	__u32 d;
+
+	if (tid == 0)
+		return 0; /* idle */
+	ps = bpf_map_lookup_elem(&proc_span, &tgid);
+	/* Without a pid filter (--binary), only processes that ran a span. */
+	if (target_tgid ? tgid != target_tgid : !ps)
+		return 0;
+	e = reserve(EV_SAMPLE, sizeof(*e));
+	if (!e)
+		return 0;
+	fill_header(&e->h, EV_SAMPLE, bpf_ktime_get_ns());
+	e->kind = SPAN_KIND_COUNT;
+	e->layer = LAYER_NONE;
+	e->flags = 0;
+	e->pad = 0;
+	e->req = 0;
+	e->pos = 0;
+	e->pad2 = 0;
+	st = bpf_map_lookup_elem(&threads, &tid);
+	if (st) {
+		e->req = st->req;
+		e->pos = st->pos;
+		d = st->depth;
+		if (d > 0 && d <= SPAN_STACK_DEPTH) {
+			d = (d - 1) & (SPAN_STACK_DEPTH - 1);
+			e->kind = st->stack[d].kind;
+			e->layer = st->stack[d].layer;
+		}
+	}
+	if (e->kind == SPAN_KIND_COUNT && ps && ps->kind < SPAN_KIND_COUNT) {
+		e->kind = ps->kind;
+		e->layer = ps->layer;
+		e->flags |= SAMPLE_F_INHERITED;
+	}
+	e->ustack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+	e->kstack_id = bpf_get_stackid(ctx, &stacks, 0);
+	/* A user thread interrupted in user mode has no kernel stack (-EFAULT):
+	 * that is not an error, a missing user stack is. */
+	if (e->ustack_id < 0 || (e->kstack_id < 0 && e->kstack_id != -14)) {
+		c = cnt();
+		if (c)
+			c->stack_errors++;
+	}
+	submit(e);
+	return 0;
+}
+
 /* ---- cleanup: a thread's stack goes with the thread ---- */
 static long drop_pid_alloc(struct bpf_map *map, struct alloc_key *key,
 			   struct alloc_val *val, void *data)
@@ -726,9 +924,14 @@ int handle_exit(void *ctx)
 	__u32 tid = (__u32)id, tgid = id >> 32;
 
 	bpf_map_delete_elem(&threads, &tid);
+	if (perf_ncounters)
+		bpf_map_delete_elem(&thread_counters, &tid);
 	/* When the whole process goes, so do its outstanding allocations. The
 	 * pools/kv/agg entries stay for the reader, which removes dead pids. */
-	if (tid == tgid && (!target_tgid || tgid == target_tgid))
+	if (tid == tgid && (!target_tgid || tgid == target_tgid)) {
 		bpf_for_each_map_elem(&allocs, drop_pid_alloc, &tgid, 0);
+		if (perf_mode)
+			bpf_map_delete_elem(&proc_span, &tgid);
+	}
 	return 0;
 }

@@ -104,6 +104,10 @@ struct counters {
 	__u64 unknown_frees;
 	__u64 alloc_table_full;
 	__u64 kernels_truncated; /* cl_batch records beyond what one hit reads */
+	/* profile mode (appended): */
+	__u64 counters_invalid;  /* spans streamed without a counter delta
+				  * (ended on another CPU, or a read failed) */
+	__u64 stack_errors;      /* samples whose user or kernel stack id failed */
 };
 
 
@@ -171,5 +175,36 @@ enum trace_level {
 /* Outstanding allocations tracked per {pid, ptr} (map `allocs`); past this
  * the table is full and counters.alloc_table_full counts the misses. */
 #define ALLOC_MAX_ENTRIES 65536
+
+/* ---- profile mode (spantrace profile, record --perf) ----
+ * Knob `perf_ncounters` (0 = off): span begins and ends read counters
+ * i < perf_ncounters of their CPU from map `perf_counters`
+ * (BPF_MAP_TYPE_PERF_EVENT_ARRAY, index cpu * perf_ncounters + i, see
+ * user/perfev.h); a span that ends on its begin CPU carries the deltas.
+ * Knob `perf_mode` (1 = sampling): program profile_sample runs on a per-CPU
+ * cpu-clock sampling event and streams EV_SAMPLE; map `proc_span` (tgid ->
+ * struct proc_span) holds each process's innermost open span, which threads
+ * without a span of their own (OpenMP/PoCL workers) inherit; map `stacks`
+ * (BPF_MAP_TYPE_STACK_TRACE, PROFILE_STACK_DEPTH u64 ips per id). */
+#define PROFILE_STACK_DEPTH 127
+#define PROFILE_STACK_ENTRIES 16384
+
+#define SAMPLE_F_INHERITED 1   /* span taken from proc_span, not the thread */
+
+struct proc_span {
+	__u32 kind;     /* enum span_kind; SPAN_KIND_COUNT = none open */
+	__s32 layer;
+};
+
+struct sample_event {
+	struct event_header h;   /* ts_ns = the sample */
+	__u32 kind;              /* enum span_kind, SPAN_KIND_COUNT = no span */
+	__s32 layer;
+	__s32 ustack_id, kstack_id;  /* ids in `stacks`; < 0 = none (-errno) */
+	__u32 flags;             /* SAMPLE_F_* */
+	__u32 pad;
+	__u64 req;
+	__u32 pos, pad2;
+};
 
 #endif

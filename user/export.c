@@ -70,6 +70,18 @@ static void span_fields(OutBuf *ob, const struct span_event *e)
 	ob_u64(ob, e->pos);
 	ob_key(ob, "mismatch");
 	ob_lit(ob, (e->flags & SPAN_F_MISMATCH) ? "true" : "false");
+	/* perf counter deltas (record --perf, profile), in the order of the
+	 * session record's "perf_counters" names */
+	if (e->ncounters > 0 && e->ncounters <= PERF_COUNTERS_MAX) {
+		ob_key(ob, "counters");
+		ob_lit(ob, "[");
+		for (unsigned i = 0; i < e->ncounters; i++) {
+			if (i)
+				ob_lit(ob, ",");
+			ob_u64(ob, e->counters[i]);
+		}
+		ob_lit(ob, "]");
+	}
 }
 
 static void kernel_fields(OutBuf *ob, const struct kernel_event *e)

@@ -4,6 +4,7 @@
 #include <string.h>
 #include "daemon.h"
 #include "list.h"
+#include "profile.h"
 #include "record.h"
 #include "top.h"
 
@@ -17,6 +18,7 @@ static const struct command commands[] = {
 	{ "record", cmd_record, "trace a process, a command or a binary to JSONL/CSV/metrics" },
 	{ "list", cmd_list, "list the infer USDT probes of a binary or a process" },
 	{ "top", cmd_top, "live view: span rates and latency percentiles of a traced engine" },
+	{ "profile", cmd_profile, "CPU samples and perf counters per span: flame graph input, counter totals, Chrome trace" },
 	{ "daemon", cmd_daemon, "always-on: Prometheus metrics and slow-span JSONL for every process of a binary" },
 };
 

@@ -67,4 +67,7 @@ int profile_counters_write(const ProfileCounters *pc, FILE *out);
  * NULL on allocation failure. */
 json_object *profile_counters_json(const ProfileCounters *pc);
 
+/* The `profile` subcommand (profile_cmd.c). */
+int cmd_profile(int argc, char **argv);
+
 #endif

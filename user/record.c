@@ -17,8 +17,11 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "chrome.h"
 #include "export.h"
 #include "outbuf.h"
+#include "perfev.h"
+#include "profile.h"
 #include "session.h"
 #include "stats.h"
 #include "target.h"
@@ -37,6 +40,9 @@ struct record_opts {
 	unsigned ringbuf_kb;
 	uint64_t min_dur_ns;
 	int quiet;
+	int perf;                 /* --perf: span counter deltas */
+	const char *chrome;       /* --chrome FILE */
+	uint64_t chrome_max;      /* --max-events */
 };
 
 struct interval_acc {
@@ -68,6 +74,10 @@ struct recorder {
 	struct pid_stats *pids[MAX_PIDS];
 	size_t npids;
 	OutBuf *failed;           /* the output that failed to write */
+	PerfCounters pc;          /* --perf */
+	ProfileCounters perf_totals;
+	ChromeWriter *chrome;     /* --chrome */
+	int chrome_failed;
 };
 
 /* ---- per-pid state ---- */
@@ -170,6 +180,10 @@ static int on_event(void *ctx, const void *data, size_t size)
 		return 0;
 	p = pid_stats_get(r, h->pid);
 	account(r, data, p);
+	if (r->o->perf && h->type == EV_SPAN && size >= sizeof(struct span_event))
+		profile_counters_add(&r->perf_totals, data);
+	if (r->chrome && !r->chrome_failed && chrome_write_record(r->chrome, data, size))
+		r->chrome_failed = 1;
 	r->interval_events++;
 	if (r->failed)
 		return 0; /* output lost: still drain and count, so the loss balances */
@@ -317,7 +331,16 @@ static const char *level_name(enum trace_level l)
 	return l == LEVEL_COARSE ? "coarse" : "detail";
 }
 
-static json_object *session_json(const struct record_opts *o, const struct target *t,
+/* Names of the span records' "counters" entries, in order. */
+static json_object *perf_names_json(const PerfCounters *pc)
+{
+	json_object *a = json_object_new_array();
+	for (unsigned i = 0; a && i < pc->ncounters; i++)
+		json_object_array_add(a, json_object_new_string(pc->names[i]));
+	return a;
+}
+
+static json_object *session_json(const struct recorder *r, const struct record_opts *o, const struct target *t,
 				 const struct session *s, uint64_t start_mono, uint64_t start_wall_ns)
 {
 	json_object *j = json_object_new_object(), *pids = json_object_new_array(), *cmd;
@@ -350,6 +373,8 @@ static json_object *session_json(const struct record_opts *o, const struct targe
 	json_object_object_add(j, "ringbuf_bytes", json_object_new_int64(s->ringbuf_bytes));
 	json_object_object_add(j, "min_dur_ns", json_object_new_int64((int64_t)o->min_dur_ns));
 	json_object_object_add(j, "attach_ns", json_object_new_int64((int64_t)s->attach_ns));
+	if (o->perf)
+		json_object_object_add(j, "perf_counters", perf_names_json(&r->pc));
 	return j;
 }
 
@@ -491,6 +516,11 @@ static json_object *summary_json(struct recorder *r, const struct session *s, co
 	json_object_object_add(j, "alloc_table_full", json_object_new_int64((int64_t)c->alloc_table_full));
 	json_object_object_add(j, "kernels_truncated", json_object_new_int64((int64_t)c->kernels_truncated));
 	json_object_object_add(j, "pools", pools_json(s));
+	if (r->o->perf) {
+		json_object_object_add(j, "perf_counters", perf_names_json(&r->pc));
+		json_object_object_add(j, "perf", profile_counters_json(&r->perf_totals));
+		json_object_object_add(j, "counters_invalid", json_object_new_int64((int64_t)c->counters_invalid));
+	}
 	json_object_object_add(j, "loss", loss_json(s, c));
 	return j;
 }
@@ -647,7 +677,8 @@ static const char record_doc[] =
 	"JSONL record types: session, span, token, request, alloc, free, kv, kernel, drops, summary.\n"
 	"Needs CAP_BPF and CAP_PERFMON (or root).";
 
-enum { OPT_BINARY = 1000, OPT_CSV, OPT_SUMMARY, OPT_METRICS, OPT_DURATION, OPT_LEVEL, OPT_RINGBUF, OPT_MIN_DUR };
+enum { OPT_BINARY = 1000, OPT_CSV, OPT_SUMMARY, OPT_METRICS, OPT_DURATION, OPT_LEVEL, OPT_RINGBUF, OPT_MIN_DUR,
+       OPT_PERF, OPT_CHROME, OPT_MAX_EVENTS };
 
 static const struct argp_option record_options[] = {
 	{ "pid", 'p', "PID", 0, "Attach to this running process", 0 },
@@ -660,6 +691,9 @@ static const struct argp_option record_options[] = {
 	{ "level", OPT_LEVEL, "LEVEL", 0, "coarse (request/token/forward/layer, memory) or detail (default)", 2 },
 	{ "ringbuf-kb", OPT_RINGBUF, "KB", 0, "Ring buffer size in KiB (default 4096, rounded up to 2^n pages)", 2 },
 	{ "min-dur-ns", OPT_MIN_DUR, "NS", 0, "Stream only spans at least this long (all are counted)", 2 },
+	{ "perf", OPT_PERF, NULL, 0, "Per-span perf counter deltas (" PERFEV_DEFAULT_EVENTS ") in span records and the summary", 1 },
+	{ "chrome", OPT_CHROME, "FILE", 0, "Chrome trace (ui.perfetto.dev) of the run as well", 1 },
+	{ "max-events", OPT_MAX_EVENTS, "N", 0, "At most N events in the Chrome trace (default 1000000)", 1 },
 	{ "quiet", 'q', NULL, 0, "No status line", 3 },
 	{ "verbose", 'v', NULL, 0, "More logging (twice: libbpf debug)", 3 },
 	{ 0 },
@@ -719,6 +753,12 @@ static error_t record_parse(int key, char *arg, struct argp_state *state)
 		if (parse_u64(arg, &o->min_dur_ns))
 			argp_error(state, "invalid --min-dur-ns '%s'", arg);
 		break;
+	case OPT_PERF: o->perf = 1; break;
+	case OPT_CHROME: o->chrome = arg; break;
+	case OPT_MAX_EVENTS:
+		if (parse_u64(arg, &o->chrome_max) || o->chrome_max == 0)
+			argp_error(state, "invalid --max-events '%s' (a whole number >= 1)", arg);
+		break;
 	case 'q': o->quiet = 1; break;
 	case 'v': st_verbose++; break;
 	case ARGP_KEY_ARG:
@@ -763,6 +803,18 @@ static int open_outputs(struct recorder *r, char *err, size_t errlen)
 		ob_close(&probe);
 		free(probe.path);
 	}
+	if (o->perf) {
+		if (perfev_counters_open(&r->pc, NULL, err, errlen))
+			return -1;
+		profile_counters_init(&r->perf_totals, r->pc.names, r->pc.ncounters);
+	}
+	if (o->chrome) {
+		r->chrome = chrome_open(o->chrome, o->chrome_max, err, errlen);
+		if (!r->chrome)
+			return -1;
+		chrome_set_counter_names(r->chrome, r->pc.names, r->pc.ncounters);
+		chrome_set_device_offset(r->chrome, chrome_measure_raw_offset());
+	}
 	return 0;
 }
 
@@ -798,6 +850,9 @@ static void recorder_free(struct recorder *r)
 		free(obs[i]->path);
 		obs[i]->path = NULL;
 	}
+	if (r->chrome)
+		chrome_close(r->chrome, NULL, 0);
+	perfev_counters_close(&r->pc);
 }
 
 static int resolve_target(const struct record_opts *o, struct target *t, char *err, size_t errlen)
@@ -836,6 +891,14 @@ static int finish(struct recorder *r, struct session *s, const struct counters *
 	if (r->failed) {
 		ob_strerror(r->failed, err, errlen);
 		rc = -1;
+	}
+	if (r->chrome) {
+		char cerr[256];
+		if ((chrome_close(r->chrome, cerr, sizeof(cerr)) || r->chrome_failed) && !rc) {
+			snprintf(err, errlen, "%s", r->chrome_failed ? "chrome trace: out of memory" : cerr);
+			rc = -1;
+		}
+		r->chrome = NULL;
 	}
 	return rc;
 }
@@ -886,17 +949,21 @@ int cmd_record(int argc, char **argv)
 		.min_dur_ns = o.min_dur_ns,
 		.stream_mode = STREAM_ALL,
 		.ringbuf_kb = o.ringbuf_kb,
+		.perf_ncounters = r.pc.ncounters,
+		.perf_ncpus = r.pc.ncpus,
 	};
 	if (session_open(&s, &so, on_event, &r, err, sizeof(err)))
 		goto out;
 	session_ok = 1;
+	if (r.pc.ncounters && perfev_counters_install(&r.pc, session_map_fd(&s, "perf_counters"), err, sizeof(err)))
+		goto out;
 	if (session_attach(&s, t.elf, t.pid > 0 ? t.pid : -1, err, sizeof(err)))
 		goto out;
 	session_install_signals();
 	start_mono = mono_now_ns();
 	start_wall = (uint64_t)((int64_t)start_mono + r.clk.mono_to_wall);
 	{
-		json_object *sj = session_json(&o, &t, &s, start_mono, start_wall);
+		json_object *sj = session_json(&r, &o, &t, &s, start_mono, start_wall);
 		if (!sj || ob_put_line(&r.jsonl, json_object_to_json_string_ext(sj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE))) {
 			json_object_put(sj);
 			snprintf(err, sizeof(err), "cannot write the session record");

@@ -149,6 +149,29 @@ static int ring_cb(void *ctx, void *data, size_t size)
 	return rc;
 }
 
+/* The profile maps cost nothing unless profiling: one entry each then. */
+static int size_profile_maps(struct session *s, const struct session_opts *o,
+			     char *err, size_t errlen)
+{
+	unsigned counters = o->perf_ncounters ? o->perf_ncpus * o->perf_ncounters : 1;
+
+	if (o->perf_ncounters > PERF_COUNTERS_MAX || counters == 0) {
+		snprintf(err, errlen, "invalid perf counter setup (%u counters, %u CPUs)",
+			 o->perf_ncounters, o->perf_ncpus);
+		return -1;
+	}
+	if (bpf_map__set_max_entries(s->skel->maps.perf_counters, counters) ||
+	    bpf_map__set_max_entries(s->skel->maps.thread_counters,
+				     o->perf_ncounters ? bpf_map__max_entries(s->skel->maps.threads) : 1) ||
+	    bpf_map__set_max_entries(s->skel->maps.stacks, o->perf_mode ? PROFILE_STACK_ENTRIES : 1)) {
+		snprintf(err, errlen, "cannot size the profile maps");
+		return -1;
+	}
+	/* The sampling program is only verified and loaded when it is used. */
+	bpf_program__set_autoload(s->skel->progs.profile_sample, o->perf_mode != 0);
+	return 0;
+}
+
 int session_open(struct session *s, const struct session_opts *o, session_event_fn fn,
 		 void *ctx, char *err, size_t errlen)
 {
@@ -169,6 +192,7 @@ int session_open(struct session *s, const struct session_opts *o, session_event_
 	s->skel->rodata->level = o->level;
 	s->skel->rodata->min_dur_ns = o->min_dur_ns;
 	s->skel->rodata->perf_mode = o->perf_mode;
+	s->skel->rodata->perf_ncounters = o->perf_ncounters;
 	s->skel->rodata->stream_mode = o->stream_mode;
 	s->ringbuf_bytes = ringbuf_size(o->ringbuf_kb);
 	/* Wake the reader once a quarter of the buffer is waiting. */
@@ -177,6 +201,8 @@ int session_open(struct session *s, const struct session_opts *o, session_event_
 		snprintf(err, errlen, "cannot size the ring buffer to %u bytes", s->ringbuf_bytes);
 		goto fail;
 	}
+	if (size_profile_maps(s, o, err, errlen))
+		goto fail;
 	/* Probes are attached by session_attach, for the level's probe names. */
 	bpf_object__for_each_program(prog, s->skel->obj)
 		bpf_program__set_autoattach(prog, false);
@@ -220,17 +246,19 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 		const char *probe;
 		int detail_only;
 	} table[] = {
-		{ sk->progs.request_begin_prog, "request_begin", 0 },
+		/* Every end before any begin: a begin seen while its end is
+		 * not yet armed would stay open on the span stack for good. */
 		{ sk->progs.request_end_prog, "request_end", 0 },
-		{ sk->progs.token_begin_prog, "token_begin", 0 },
 		{ sk->progs.token_end_prog, "token_end", 0 },
-		{ sk->progs.span_begin_prog, "span_begin", 0 },
 		{ sk->progs.span_end_prog, "span_end", 0 },
+		{ sk->progs.op_end_prog, "op_end", 1 },
+		{ sk->progs.request_begin_prog, "request_begin", 0 },
+		{ sk->progs.token_begin_prog, "token_begin", 0 },
+		{ sk->progs.span_begin_prog, "span_begin", 0 },
+		{ sk->progs.op_begin_prog, "op_begin", 1 },
 		{ sk->progs.alloc_prog, "alloc", 0 },
 		{ sk->progs.free_prog, "free", 0 },
 		{ sk->progs.kv_usage_prog, "kv_usage", 0 },
-		{ sk->progs.op_begin_prog, "op_begin", 1 },
-		{ sk->progs.op_end_prog, "op_end", 1 },
 		{ sk->progs.cl_batch_prog, "cl_batch", 1 },
 	};
 	uint64_t t0 = mono_now_ns();
@@ -269,6 +297,34 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 	return 0;
 }
 
+int session_attach_sampler(struct session *s, const int *fds, unsigned nfds,
+			   char *err, size_t errlen)
+{
+	for (unsigned cpu = 0; cpu < nfds; cpu++) {
+		struct bpf_link *link;
+		if (fds[cpu] < 0)
+			continue;
+		link = bpf_program__attach_perf_event(s->skel->progs.profile_sample, fds[cpu]);
+		if (!link) {
+			snprintf(err, errlen, "cannot attach the sampler on CPU %u: %s", cpu, strerror(errno));
+			return -1;
+		}
+		if (add_link(s, link)) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int session_read_stack(const struct session *s, int32_t id, __u64 *ips)
+{
+	if (id < 0)
+		return -1;
+	memset(ips, 0, PROFILE_STACK_DEPTH * sizeof(*ips));
+	return bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.stacks), &id, ips) ? -1 : 0;
+}
+
 int session_poll(struct session *s, int timeout_ms)
 {
 	int n = ring_buffer__poll(s->rb, timeout_ms);
@@ -295,8 +351,9 @@ int session_drain(struct session *s)
 void session_detach(struct session *s)
 {
 	/* Each uprobe removal waits for a grace period (~100 ms here) and the
-	 * kernel serializes them, so this takes ~0.1 s per probe site. */
-	for (size_t i = 0; i < s->nlinks; i++)
+	 * kernel serializes them, so this takes ~0.1 s per probe site.
+	 * Reverse attach order: begins go before ends, so open spans can close. */
+	for (size_t i = s->nlinks; i-- > 0;)
 		bpf_link__destroy(s->links[i]);
 	free(s->links);
 	s->links = NULL;
@@ -338,6 +395,8 @@ int session_read_counters(const struct session *s, struct counters *out)
 		out->unknown_frees += per[c].unknown_frees;
 		out->alloc_table_full += per[c].alloc_table_full;
 		out->kernels_truncated += per[c].kernels_truncated;
+		out->counters_invalid += per[c].counters_invalid;
+		out->stack_errors += per[c].stack_errors;
 	}
 	free(per);
 	return 0;

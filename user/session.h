@@ -27,8 +27,10 @@ struct session_opts {
 	enum trace_level level;       /* coarse does not attach op_*, cl_batch */
 	uint64_t min_dur_ns;          /* shorter spans aggregated, not streamed */
 	enum stream_mode stream_mode;
-	int perf_mode;                /* reserved for profile */
+	int perf_mode;                /* 1: CPU sampling (profile_sample, stacks, proc_span) */
 	unsigned ringbuf_kb;          /* 0 = default 4096; rounded up to 2^n pages */
+	unsigned perf_ncounters;      /* span perf counters per CPU, 0 = off */
+	unsigned perf_ncpus;          /* possible CPUs the counter map spans */
 };
 
 /* Called for every ring buffer record; a non-zero return stops the poll
@@ -70,6 +72,15 @@ int session_drain(struct session *s);
 /* Removes every probe; the ring buffer stays readable. */
 void session_detach(struct session *s);
 void session_close(struct session *s);
+
+/* Profile mode (session_open with perf_mode set; after session_attach):
+ * attaches the sampling program to every per-CPU sampling fd (fds[i] < 0
+ * are skipped). The counter fds go in with perfev_counters_install() into
+ * session_map_fd(s, "perf_counters"). */
+int session_attach_sampler(struct session *s, const int *fds, unsigned nfds,
+			   char *err, size_t errlen);
+/* Copies one stack of `stacks` (PROFILE_STACK_DEPTH ips, zero-padded). */
+int session_read_stack(const struct session *s, int32_t id, __u64 *ips);
 
 /* Sums the per-CPU counters. */
 int session_read_counters(const struct session *s, struct counters *out);

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# t_profile_folded.sh - span-attributed CPU samples land in the right span.
+# A generated model with a huge vocabulary makes the classifier matmul (the
+# `logits` span) dominate a single-threaded CPU run; `spantrace profile -F 999`
+# must give `logits` the largest share of samples in folded.txt, with the
+# engine's own matmul function (libinfer.so) in its stacks, every sample
+# accounted for (delivered + dropped == fired), and a non-empty top table.
+# fast
+source "$(dirname "$0")/lib.sh"
+need_bpf
+[ -x "$SPANTRACE" ] && [ -x "$MKMODEL" ] || fail "no $SPANTRACE or $MKMODEL (build first)"
+
+"$MKMODEL" "$TMP/big.bin" --shape 64,172,2,8,4,120000,64 --seed 1 >/dev/null || fail "mkmodel"
+OMP_NUM_THREADS=1 "$SPANTRACE" profile -q -F 999 -o "$TMP/prof" -- \
+	"$INFER" "$TMP/big.bin" -n 24 -b cpu -s 1 -t 0 --ids >/dev/null 2>"$TMP/err" \
+	|| { cat "$TMP/err"; fail "spantrace profile failed"; }
+
+F=$TMP/prof/folded.txt
+for f in folded.txt top_functions.txt counters.json summary.json spans.jsonl trace.json; do
+	[ -s "$TMP/prof/$f" ] || fail "profile did not write $f"
+done
+# every line is "root;frames... COUNT"
+bad=$(awk '$NF !~ /^[0-9]+$/' "$F" | wc -l)
+assert_eq "malformed folded lines" 0 "$bad"
+per_span=$(awk '{n=$NF; $NF=""; split($0, a, ";"); sub(/ +$/, "", a[1]); s[a[1]] += n} END {for (k in s) print s[k], k}' "$F" | sort -rn)
+echo "$per_span" | head -5
+top=$(echo "$per_span" | head -1 | awk '{print $2}')
+total=$(awk '{t += $NF} END {print t}' "$F")
+logits=$(echo "$per_span" | awk '$2 == "logits" {print $1}')
+assert_eq "span with the most samples" logits "$top"
+assert_le "samples (a 999 Hz run of ~0.3 s has dozens)" 30 "$total"
+matmul=$(grep '^logits;' "$F" | grep matmul | awk '{t += $NF} END {print t + 0}')
+assert_le "logits samples in a matmul frame (of $logits)" "$(( logits / 2 ))" "$matmul"
+S=$TMP/prof/summary.json
+assert_eq "samples in summary = folded total" "$total" "$(jq .samples.total "$S")"
+assert_eq "sample loss balances" true "$(jq '.samples.fired == .samples.total + .samples.dropped' "$S")"
+assert_eq "all events balance" true "$(jq .loss.balanced "$S")"
+grep -q '^span logits: ' "$TMP/prof/top_functions.txt" || fail "no logits table in top_functions.txt"
+grep -A3 '^span logits: ' "$TMP/prof/top_functions.txt" | grep -q matmul || fail "matmul is not a top function of logits"
+ok "logits' top function is matmul"
