@@ -41,7 +41,10 @@ typedef struct {
 	int sorted;          /* samples[] is currently sorted */
 } Dist;
 
-#define DIST_DEFAULT_CAP (1u << 16)
+/* 8192 samples (64 KiB) per series: exact for any run of a few thousand
+ * spans per name (e.g. -n 256 on 6 layers), and a bound on what a long
+ * record session can grow by (~30 series, ~2 MiB), so its RSS stays flat. */
+#define DIST_DEFAULT_CAP (1u << 13)
 
 int dist_init(Dist *d, size_t cap);   /* -1 on allocation failure */
 void dist_free(Dist *d);
