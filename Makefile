@@ -69,7 +69,7 @@ all: $(BUILD)/libinfer.so $(BUILD)/infer $(BUILD)/mkmodel $(BUILD)/spantrace $(U
 DEB_PKGS := build-essential clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
             libjson-c-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
             systemtap-sdt-dev libncurses-dev libmicrohttpd-dev bpftrace linux-perf \
-            prometheus tmux valgrind libclang-rt-14-dev python3-pandas jq binutils curl bc
+            prometheus tmux valgrind libclang-rt-14-dev python3-pandas jq binutils curl bc libcap2-bin iproute2
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# t_fault_target_exit.sh - the target dies under the tracer (SIGKILL), both
+# when attached with -p PID and when started with -- CMD: the tracer notices,
+# writes its summary, exits 0 and says "target exited" on stderr; the JSONL
+# is whole (every line valid JSON, a summary line last) and its counts agree
+# with the summary and with the requests that were answered.
+source "$(dirname "$0")/lib.sh"
+source "$ROOT/tests/helpers/fault_lib.sh"
+need_bpf
+need_binaries
+
+# check_outputs NAME DIR REQUESTS: what every run must leave behind.
+check_outputs() {
+	local name=$1 d=$2 want_requests=$3
+	grep -q "target exited" "$d/rec.err" || fail "$name: no 'target exited' on stderr: $(tail -n 3 "$d/rec.err")"
+	ok "$name: stderr says: $(grep -o 'target exited[^,]*' "$d/rec.err" | tail -n1)"
+	ok "$name: $(jsonl_check "$d/t.jsonl") valid JSONL lines"
+	assert_eq "$name last JSONL line" summary "$(tail -n1 "$d/t.jsonl" | jq -r .type)"
+	assert_eq "$name stop_reason" true "$(jq '.stop_reason | startswith("target exited")' "$d/s.json")"
+	assert_eq "$name requests in summary" "$want_requests" "$(jq .requests "$d/s.json")"
+	assert_eq "$name request lines" "$want_requests" "$(jq -c 'select(.type == "request")' "$d/t.jsonl" | wc -l)"
+	assert_eq "$name token lines == summary tokens" "$(jq .tokens_generated "$d/s.json")" \
+		"$(jq -c 'select(.type == "token")' "$d/t.jsonl" | wc -l)"
+	assert_eq "$name delivered == event lines" "$(jq .loss.delivered "$d/s.json")" \
+		"$(jq -c 'select(.type != "session" and .type != "drops" and .type != "summary")' "$d/t.jsonl" | wc -l)"
+	assert_eq "$name loss balanced" true "$(jq .loss.balanced "$d/s.json")"
+	assert_eq "$name dropped" 0 "$(jq .loss.dropped "$d/s.json")"
+}
+
+# 1. -p PID: a serving engine is SIGKILLed while traced.
+d=$TMP/pid
+mkdir -p "$d"
+start_server
+ask
+"$SPANTRACE" record -p "$SRV" -o "$d/t.jsonl" --summary "$d/s.json" 2>"$d/rec.err" &
+rec=$!
+wait_attached "$d/t.jsonl" "$d/rec.err"
+ask
+ask
+kill -KILL "$SRV"
+wait "$SRV" 2>/dev/null
+exec 3>&-
+wait_for eval '! kill -0 $rec 2>/dev/null' || fail "-p: tracer still running 10 s after the target died"
+rc=0
+wait $rec || rc=$?
+assert_eq "-p: tracer exit status" 0 "$rc"
+check_outputs "-p" "$d" 2
+
+# 2. -- CMD: the command the tracer started is SIGKILLed.
+d=$TMP/cmd
+mkdir -p "$d"
+rm -f "$TMP/in" "$TMP/out"
+mkfifo "$TMP/in"
+OMP_NUM_THREADS=1 "$SPANTRACE" record -o "$d/t.jsonl" --summary "$d/s.json" -- \
+	"$INFER" "$DEMO_MODEL" -z "$DEMO_TOK" --serve -n 6 -b cpu -t 0 <"$TMP/in" >"$TMP/out" 2>"$d/rec.err" &
+rec=$!
+exec 3>"$TMP/in"
+wait_attached "$d/t.jsonl" "$d/rec.err"
+child=$(head -n1 "$d/t.jsonl" | jq '.pids[0]')
+[ "$child" -gt 0 ] 2>/dev/null || fail "-- CMD: no child pid in the session line"
+for i in 1 2 3; do ask; done
+kill -KILL "$child"
+exec 3>&-
+wait_for eval '! kill -0 $rec 2>/dev/null' || fail "-- CMD: tracer still running 10 s after the target died"
+rc=0
+wait $rec || rc=$?
+assert_eq "-- CMD: tracer exit status" 0 "$rc"
+check_outputs "-- CMD" "$d" 3

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# t_fault_tracer_kill.sh - the tracer is SIGKILLed while attached to a
+# serving engine (-p PID). The kernel must take every probe away: the
+# engine's USDT semaphores (read from /proc/PID/mem) drop back to 0 and every
+# probe site holds its original 5-byte nop again; no uprobe_events entry is
+# left behind; the engine keeps answering, at about its untraced speed.
+source "$(dirname "$0")/lib.sh"
+source "$ROOT/tests/helpers/fault_lib.sh"
+need_bpf
+need_binaries
+command -v readelf >/dev/null || skip "readelf (binutils) is not installed"
+REQS=20
+
+events_before=$(cat /sys/kernel/tracing/uprobe_events 2>/dev/null || echo unreadable)
+start_server
+ask
+assert_eq "semaphores before tracing" 0 "$(sem_total "$SRV")"
+assert_eq "patched probe sites before tracing" 0 "$(sites_patched "$SRV")"
+untraced=$(ask_timed $REQS)
+ok "$REQS requests untraced: ${untraced}s"
+
+"$SPANTRACE" record -q -p "$SRV" -o "$TMP/t.jsonl" 2>"$TMP/rec.err" &
+rec=$!
+wait_attached "$TMP/t.jsonl" "$TMP/rec.err"
+ask
+attached=$(sem_total "$SRV")
+[ "$attached" -gt 0 ] || fail "semaphores are 0 while the tracer is attached"
+ok "semaphore sum while attached: $attached; patched sites: $(sites_patched "$SRV")"
+
+kill -KILL $rec
+wait $rec 2>/dev/null
+# The kernel releases the links asynchronously after the last fd closes.
+sems_zero() { [ "$(sem_total "$SRV")" = 0 ]; }
+wait_for sems_zero || fail "semaphores still $(sem_total "$SRV") 10 s after the tracer died"
+ok "every semaphore back to 0"
+sites_clean() { [ "$(sites_patched "$SRV")" = 0 ]; }
+wait_for sites_clean || fail "probe sites still patched: $("$HELPERS/probestate.py" "$SRV" "$LIBINFER" | grep -v 0f1f440000)"
+ok "every probe site holds its nop again"
+assert_eq "uprobe_events unchanged" "$events_before" "$(cat /sys/kernel/tracing/uprobe_events 2>/dev/null || echo unreadable)"
+
+after=$(ask_timed $REQS)
+ok "$REQS requests after the tracer died: ${after}s"
+# Rough: a noisy 2-core box, so within 2x the untraced time plus 0.3 s.
+assert_le "time for $REQS requests after the kill vs untraced" "$after" "$(echo "2 * $untraced + 0.3" | bc)"
+kill -0 "$SRV" || fail "server died"
+stop_server
+ok "server answered $(replies) requests and exited cleanly"
