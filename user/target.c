@@ -50,6 +50,32 @@ static const char *maps_path(char *line)
 	return p;
 }
 
+/* The file mapped at a maps line's range, via /proc/PID/map_files: the
+ * kernel escapes newlines in maps text (as \012), so the text is not always a
+ * usable path. elf gets a path to open, shown the real name. Falls back to
+ * /proc/PID/root + the text where map_files is not readable. */
+static int mapped_file(pid_t pid, char *line, char *elf, size_t elflen, char *shown,
+		       size_t shownlen)
+{
+	unsigned long start, end;
+	const char *text = maps_path(line);
+	ssize_t n;
+
+	if (!text || sscanf(line, "%lx-%lx", &start, &end) != 2)
+		return -1;
+	snprintf(elf, elflen, "/proc/%d/map_files/%lx-%lx", (int)pid, start, end);
+	n = readlink(elf, shown, shownlen - 1);
+	if (n > 0) {
+		shown[n] = 0;
+		return 0;
+	}
+	/* The target may live in another mount namespace. */
+	if ((size_t)snprintf(elf, elflen, "/proc/%d/root%s", (int)pid, text) >= elflen)
+		return -1;
+	snprintf(shown, shownlen, "%s", text);
+	return 0;
+}
+
 int target_from_pid(pid_t pid, struct target *t, char *err, size_t errlen)
 {
 	char maps[64], line[PATH_MAX + 256], last[PATH_MAX] = "";
@@ -68,19 +94,15 @@ int target_from_pid(pid_t pid, struct target *t, char *err, size_t errlen)
 		return -1;
 	}
 	while (fgets(line, sizeof(line), f)) {
-		const char *path = maps_path(line);
-		char via_root[PATH_MAX + 64];
+		char elf[sizeof(t->elf)], shown[sizeof(t->shown)];
 
-		if (!path || !strcmp(path, last))
+		if (mapped_file(pid, line, elf, sizeof(elf), shown, sizeof(shown)) ||
+		    !strcmp(shown, last))
 			continue;
-		snprintf(last, sizeof(last), "%s", path);
-		/* The target may live in another mount namespace. */
-		snprintf(via_root, sizeof(via_root), "/proc/%d/root%s", (int)pid, path);
-		if (strlen(via_root) >= sizeof(t->elf))
-			continue;
-		if (sdt_count_provider(via_root, INFER_PROVIDER)) {
-			memcpy(t->elf, via_root, strlen(via_root) + 1);
-			snprintf(t->shown, sizeof(t->shown), "%s", path);
+		snprintf(last, sizeof(last), "%s", shown);
+		if (sdt_count_provider(elf, INFER_PROVIDER)) {
+			memcpy(t->elf, elf, sizeof(t->elf));
+			memcpy(t->shown, shown, sizeof(t->shown));
 			fclose(f);
 			fill_build_id(t);
 			return 0;
