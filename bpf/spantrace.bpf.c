@@ -34,6 +34,8 @@ const volatile __u32 perf_mode = 0;             /* 1 = CPU sampling (profile) */
 const volatile __u32 perf_ncounters = 0;        /* span counters, 0 = off */
 const volatile __u32 stream_mode = STREAM_ALL;  /* enum stream_mode */
 const volatile __u64 wakeup_bytes = 64 * 1024;  /* force a wakeup past this */
+/* Set by userspace once every probe is attached, cleared before detaching. */
+__u32 armed = 0;
 
 /* ---- maps ---- */
 struct {
@@ -409,6 +411,24 @@ static __always_inline void span_error(void)
 		c->span_errors++;
 }
 
+/* An end whose begin was never seen. Ends are attached before begins, so
+ * once everything is armed the observed stack is the top of the real one:
+ * a span that began before the attach can only end when the observed stack
+ * is empty. An unmatched end on a non-empty stack after arming is a real
+ * nesting error; before arming, begins may still be unattached. */
+static __always_inline void span_orphan(__u32 depth)
+{
+	struct counters *c;
+
+	if (depth && armed) {
+		span_error();
+		return;
+	}
+	c = cnt();
+	if (c)
+		c->orphan_ends++;
+}
+
 static __always_inline int stream_span(__u32 kind, __u64 dur)
 {
 	if (stream_mode == STREAM_TAIL) {
@@ -473,7 +493,7 @@ static __always_inline int span_end(__u64 now, __u32 kind, __s32 layer, __u32 fl
 		return 0;
 	st = thread_get(tid, 0);
 	if (!st) {
-		span_error();
+		span_orphan(0);
 		return 0;
 	}
 	if (st->overflow) {
@@ -483,7 +503,7 @@ static __always_inline int span_end(__u64 now, __u32 kind, __s32 layer, __u32 fl
 	}
 	depth = st->depth;
 	if (depth == 0 || depth > SPAN_STACK_DEPTH) {
-		span_error();
+		span_orphan(0);
 		return 0;
 	}
 	/* Find the innermost open frame with this kind and layer. */
@@ -506,7 +526,7 @@ static __always_inline int span_end(__u64 now, __u32 kind, __s32 layer, __u32 fl
 			return 0;
 		}
 	}
-	span_error();
+	span_orphan(depth);
 	return 0;
 }
 
@@ -576,7 +596,11 @@ int BPF_USDT(token_end_prog, __u64 req, __u32 pos, __u32 token_out)
 	if (!pid)
 		return 0;
 	st = thread_get(tid, 0);
-	if (!st || !st->token_start_ns || st->pos != pos || st->req != req) {
+	if (!st || !st->token_start_ns) {
+		span_orphan(0); /* the token began before the attach */
+		return 0;
+	}
+	if (st->pos != pos || st->req != req) {
 		span_error();
 		return 0;
 	}
@@ -634,7 +658,7 @@ int BPF_USDT(request_end_prog, __u64 req, __u32 generated_tokens)
 	key.req = req;
 	val = bpf_map_lookup_elem(&reqs, &key);
 	if (!val) {
-		span_error();
+		span_orphan(0); /* the request began before the attach */
 		return 0;
 	}
 	dur = now - val->start_ns;

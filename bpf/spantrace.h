@@ -108,6 +108,10 @@ struct counters {
 	__u64 counters_invalid;  /* spans streamed without a counter delta
 				  * (ended on another CPU, or a read failed) */
 	__u64 stack_errors;      /* samples whose user or kernel stack id failed */
+	/* Ends with no open span to close while the observed stack was empty,
+	 * or any unmatched end before every probe was armed: spans that began
+	 * before the tracer attached. Not engine errors (see span_end). */
+	__u64 orphan_ends;
 };
 
 

@@ -402,6 +402,8 @@ static void render_losses(struct outbuf *b, const struct prom_snapshot *s)
 			    "Events userspace read from the ring buffer.", s->ringbuf_delivered);
 	render_counter1(b, "spantrace_span_errors_total",
 			"Unbalanced or mismatched span ends, all kinds.", c->span_errors);
+	render_counter1(b, "spantrace_span_orphan_ends_total",
+			"Span ends whose begin came before the tracer attached.", c->orphan_ends);
 	render_counter1(b, "spantrace_span_stack_overflows_total",
 			"Span begins deeper than the kernel's per-thread stack.", c->stack_overflow);
 	render_counter1(b, "spantrace_unknown_frees_total",

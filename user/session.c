@@ -294,6 +294,7 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 		}
 	}
 	s->attach_ns = mono_now_ns() - t0;
+	s->skel->bss->armed = 1; /* see span_orphan() in the BPF program */
 	return 0;
 }
 
@@ -353,6 +354,8 @@ void session_detach(struct session *s)
 	/* Each uprobe removal waits for a grace period (~100 ms here) and the
 	 * kernel serializes them, so this takes ~0.1 s per probe site.
 	 * Reverse attach order: begins go before ends, so open spans can close. */
+	if (s->skel && s->skel->bss)
+		s->skel->bss->armed = 0;
 	for (size_t i = s->nlinks; i-- > 0;)
 		bpf_link__destroy(s->links[i]);
 	free(s->links);
@@ -392,6 +395,7 @@ int session_read_counters(const struct session *s, struct counters *out)
 		}
 		out->span_errors += per[c].span_errors;
 		out->stack_overflow += per[c].stack_overflow;
+		out->orphan_ends += per[c].orphan_ends;
 		out->unknown_frees += per[c].unknown_frees;
 		out->alloc_table_full += per[c].alloc_table_full;
 		out->kernels_truncated += per[c].kernels_truncated;
