@@ -26,7 +26,7 @@ jq -c '{tokens: .tokens_generated, tok_per_s, total_operations, drops}' "$OUT/su
 echo
 echo "== spantrace top -p PID of a serving engine (attached live, no restart) =="
 feed() { for i in $(seq 1 2000); do echo "Once upon a time there was request $i"; sleep 0.05; done; }
-feed | "$B/infer" "$MODEL" -z "$TOK" -n 64 -b cpu --serve >/dev/null 2>"$OUT/serve.err" &
+feed | "$B/infer" "$MODEL" -z "$TOK" -n 64 --serve >/dev/null 2>"$OUT/serve.err" &
 engine=$!
 trap 'kill $engine 2>/dev/null; wait $engine 2>/dev/null' EXIT
 sleep 1
