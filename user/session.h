@@ -28,7 +28,7 @@ struct session_opts {
 	uint64_t min_dur_ns;          /* shorter spans aggregated, not streamed */
 	enum stream_mode stream_mode;
 	int perf_mode;                /* 1: CPU sampling (profile_sample, stacks, proc_span) */
-	unsigned ringbuf_kb;          /* 0 = default 4096; rounded up to 2^n pages */
+	unsigned ringbuf_kb;          /* 0 = default 2048; rounded up to 2^n pages */
 	unsigned perf_ncounters;      /* span perf counters per CPU, 0 = off */
 	unsigned perf_ncpus;          /* possible CPUs the counter map spans */
 };
