@@ -2,6 +2,7 @@
 #include "session.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <linux/capability.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -214,6 +215,9 @@ int session_open(struct session *s, const struct session_opts *o, session_event_
 			 strerror(-rc));
 		goto fail;
 	}
+	/* Loading parsed the kernel's BTF (several MB, freed by libbpf); give
+	 * those pages back so a long session's RSS is what it really uses. */
+	malloc_trim(0);
 	s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.rb), ring_cb, s, NULL);
 	if (!s->rb) {
 		snprintf(err, errlen, "cannot set up the ring buffer: %s", strerror(errno));
