@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "export.h"
 
 /* A thread's spans are written once its outermost span ends; a thread whose
  * outermost end never comes (lost event) is flushed at this many. */
@@ -436,20 +437,16 @@ int chrome_alloc(ChromeWriter *cw, const struct alloc_event *ev)
 int chrome_write_record(ChromeWriter *cw, const void *data, size_t size)
 {
 	const struct event_header *h = data;
-	if (size < sizeof(*h))
+	/* A short record of a known type is corrupt: say so. */
+	if (size < sizeof(*h) || size < event_record_size(h->type))
 		return -1;
 	switch (h->type) {
-	case EV_SPAN:
-		return size < sizeof(struct span_event) ? -1 : chrome_span(cw, data);
-	case EV_TOKEN:
-		return size < sizeof(struct token_event) ? -1 : chrome_token(cw, data);
-	case EV_KERNEL:
-		return size < sizeof(struct kernel_event) ? -1 : chrome_kernel(cw, data);
-	case EV_KV:
-		return size < sizeof(struct kv_event) ? -1 : chrome_kv(cw, data);
+	case EV_SPAN: return chrome_span(cw, data);
+	case EV_TOKEN: return chrome_token(cw, data);
+	case EV_KERNEL: return chrome_kernel(cw, data);
+	case EV_KV: return chrome_kv(cw, data);
 	case EV_ALLOC:
-	case EV_FREE:
-		return size < sizeof(struct alloc_event) ? -1 : chrome_alloc(cw, data);
+	case EV_FREE: return chrome_alloc(cw, data);
 	default:
 		return 0;
 	}

@@ -1,8 +1,8 @@
 /* export.c - fixed-schema JSONL/CSV rendering of BPF events. */
 #include "export.h"
 
+#include <string.h>
 #include <time.h>
-#include "spantrace.h"
 
 static const char *const type_names[EV_TYPE_COUNT] = {
 	[EV_SPAN] = "span", [EV_TOKEN] = "token", [EV_REQUEST] = "request",
@@ -13,6 +13,30 @@ static const char *const type_names[EV_TYPE_COUNT] = {
 const char *event_type_name(unsigned type)
 {
 	return type < EV_TYPE_COUNT && type_names[type] ? type_names[type] : "unknown";
+}
+
+uint64_t event_types_sum(const __u64 per_type[EV_TYPE_COUNT])
+{
+	uint64_t n = 0;
+	for (int t = 0; t < EV_TYPE_COUNT; t++)
+		n += per_type[t];
+	return n;
+}
+
+const char *trace_level_name(enum trace_level level)
+{
+	return level == LEVEL_COARSE ? "coarse" : "detail";
+}
+
+int trace_level_parse(const char *name, enum trace_level *out)
+{
+	if (!strcmp(name, "coarse"))
+		*out = LEVEL_COARSE;
+	else if (!strcmp(name, "detail"))
+		*out = LEVEL_DETAIL;
+	else
+		return -1;
+	return 0;
 }
 
 static int64_t clock_ns(clockid_t id)
@@ -132,7 +156,7 @@ static void alloc_fields(OutBuf *ob, const struct alloc_event *e)
 	}
 }
 
-static size_t min_size(unsigned type)
+size_t event_record_size(unsigned type)
 {
 	switch (type) {
 	case EV_SPAN: return sizeof(struct span_event);
@@ -142,15 +166,26 @@ static size_t min_size(unsigned type)
 	case EV_FREE: return sizeof(struct alloc_event);
 	case EV_KV: return sizeof(struct kv_event);
 	case EV_KERNEL: return sizeof(struct kernel_event);
-	default: return (size_t)-1;
+	default: return 0;
 	}
+}
+
+int event_record_whole(const void *data, size_t size)
+{
+	const struct event_header *h = data;
+	size_t need;
+
+	if (size < sizeof(*h))
+		return 0;
+	need = event_record_size(h->type);
+	return need && size >= need;
 }
 
 int export_jsonl_event(OutBuf *ob, const void *data, size_t size)
 {
 	const struct event_header *h = data;
 
-	if (size < sizeof(*h) || size < min_size(h->type))
+	if (!event_record_whole(data, size))
 		return 0;
 	if (ob_begin(ob))
 		return -1;
@@ -205,10 +240,11 @@ int export_csv_event(OutBuf *ob, const void *data, size_t size, const struct exp
 		     uint64_t live_bytes)
 {
 	const struct event_header *h = data;
-	int is_span = h->type == EV_SPAN;
+	int is_span;
 
-	if (size < sizeof(*h) || size < min_size(h->type) || (!is_span && h->type != EV_KERNEL))
+	if (!event_record_whole(data, size) || (h->type != EV_SPAN && h->type != EV_KERNEL))
 		return 0;
+	is_span = h->type == EV_SPAN;
 	if (ob_begin(ob))
 		return -1;
 	if (is_span) {

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "outbuf.h"
+#include "spantrace.h"
 
 /* Offsets that turn kernel clocks into wall-clock ns since the epoch. */
 struct export_clock {
@@ -28,5 +29,21 @@ int export_csv_event(OutBuf *ob, const void *data, size_t size, const struct exp
 
 /* Human name of an event type, as in the "type" field. */
 const char *event_type_name(unsigned type);
+
+/* The size a ring buffer record of this type must have at least, or 0 for a
+ * type that is no trace record (unknown, or EV_SAMPLE: profile's own). Every
+ * consumer checks records against this one table. */
+size_t event_record_size(unsigned type);
+/* 1 if data holds a whole trace record of a known type, else 0. */
+int event_record_whole(const void *data, size_t size);
+
+/* The sum over all event types of a per-type counter (struct counters'
+ * fired, dropped). */
+uint64_t event_types_sum(const __u64 per_type[EV_TYPE_COUNT]);
+
+/* "coarse" / "detail", as in --level and the session record. */
+const char *trace_level_name(enum trace_level level);
+/* 0 and *out set for "coarse" or "detail", else -1. */
+int trace_level_parse(const char *name, enum trace_level *out);
 
 #endif

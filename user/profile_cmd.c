@@ -207,14 +207,6 @@ static int write_json(const struct profile_opts *o, const char *name, json_objec
 }
 
 /* ---- summary.json ---- */
-static uint64_t sum_types(const __u64 *v)
-{
-	uint64_t n = 0;
-	for (int t = 0; t < EV_TYPE_COUNT; t++)
-		n += v[t];
-	return n;
-}
-
 static json_object *samples_json(const struct profiler *p, const struct counters *c, unsigned hz)
 {
 	json_object *j = json_object_new_object();
@@ -249,7 +241,7 @@ static json_object *spans_json(const struct profiler *p)
 static json_object *loss_json(const struct session *s, const struct counters *c)
 {
 	json_object *j = json_object_new_object();
-	uint64_t fired = sum_types(c->fired), dropped = sum_types(c->dropped);
+	uint64_t fired = event_types_sum(c->fired), dropped = event_types_sum(c->dropped);
 	uint64_t delivered = session_delivered_total(s);
 	if (!j)
 		return NULL;
@@ -348,7 +340,7 @@ static void report(const struct profile_opts *o, const struct profiler *p, const
 		"%llu events dropped in total\n",
 		(unsigned long long)p->samples.samples, (unsigned long long)p->samples.no_span,
 		(unsigned long long)c->dropped[EV_SAMPLE], (unsigned long long)c->fired[EV_SPAN],
-		(unsigned long long)sum_types(c->dropped));
+		(unsigned long long)event_types_sum(c->dropped));
 	profile_counters_write(&p->counters, stderr);
 	fprintf(stderr, "spantrace: wrote %s/{folded.txt, top_functions.txt, counters.json, summary.json, "
 		"spans.jsonl, trace.json}\n", o->dir);
@@ -561,11 +553,7 @@ static error_t profile_parse(int key, char *arg, struct argp_state *state)
 	case OPT_EVENTS: o->events = arg; break;
 	case 'o': o->dir = arg; break;
 	case OPT_LEVEL:
-		if (!strcmp(arg, "coarse"))
-			o->level = LEVEL_COARSE;
-		else if (!strcmp(arg, "detail"))
-			o->level = LEVEL_DETAIL;
-		else
+		if (trace_level_parse(arg, &o->level))
 			argp_error(state, "invalid level '%s' (coarse or detail)", arg);
 		break;
 	case OPT_DURATION:

@@ -4,13 +4,10 @@
 
 #include <argp.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <json-c/json.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -19,6 +16,7 @@
 #include <bpf/libbpf.h>
 #include "chrome.h"
 #include "export.h"
+#include "launch.h"
 #include "outbuf.h"
 #include "perfev.h"
 #include "profile.h"
@@ -31,9 +29,7 @@
 #define MAX_PIDS 256
 
 struct record_opts {
-	pid_t pid;
-	char **cmd;
-	const char *binary;
+	struct launch_opts target;
 	const char *out, *csv, *summary, *metrics;
 	double duration_s;
 	enum trace_level level;
@@ -265,12 +261,10 @@ static int metrics_for_pid(OutBuf *ob, uint64_t ts_ms, struct pid_stats *p, doub
 
 static int write_metrics(struct recorder *r, double secs, const struct counters *c)
 {
-	uint64_t ts = wall_ms(), dropped = 0;
+	uint64_t ts = wall_ms(), dropped = event_types_sum(c->dropped);
 
 	if (!r->have_metrics)
 		return 0;
-	for (int t = 0; t < EV_TYPE_COUNT; t++)
-		dropped += c->dropped[t];
 	for (size_t i = 0; i < r->npids; i++)
 		if (metrics_for_pid(&r->metrics, ts, r->pids[i], secs))
 			goto fail;
@@ -284,14 +278,6 @@ fail:
 }
 
 /* ---- loss accounting ---- */
-static uint64_t sum_types(const __u64 *v)
-{
-	uint64_t n = 0;
-	for (int t = 0; t < EV_TYPE_COUNT; t++)
-		n += v[t];
-	return n;
-}
-
 static int write_drops(struct recorder *r, const struct session *s, const struct counters *c)
 {
 	OutBuf *ob = &r->jsonl;
@@ -303,11 +289,11 @@ static int write_drops(struct recorder *r, const struct session *s, const struct
 	ob_lit(ob, "{\"type\":\"drops\",\"ts_ns\":");
 	ob_u64(ob, mono_now_ns());
 	ob_key(ob, "fired");
-	ob_u64(ob, sum_types(c->fired));
+	ob_u64(ob, event_types_sum(c->fired));
 	ob_key(ob, "delivered");
 	ob_u64(ob, session_delivered_total(s));
 	ob_key(ob, "dropped");
-	ob_u64(ob, sum_types(c->dropped));
+	ob_u64(ob, event_types_sum(c->dropped));
 	ob_lit(ob, ",\"dropped_by_type\":{");
 	for (int t = 1; t < EV_TYPE_COUNT; t++) {
 		if (t > 1)
@@ -326,11 +312,6 @@ fail:
 }
 
 /* ---- session line and summary (json-c: rare, and strings need escaping) ---- */
-static const char *level_name(enum trace_level l)
-{
-	return l == LEVEL_COARSE ? "coarse" : "detail";
-}
-
 /* Names of the span records' "counters" entries, in order. */
 static json_object *perf_names_json(const PerfCounters *pc)
 {
@@ -340,9 +321,10 @@ static json_object *perf_names_json(const PerfCounters *pc)
 	return a;
 }
 
-static json_object *session_json(const struct recorder *r, const struct record_opts *o, const struct target *t,
+static json_object *session_json(const struct recorder *r, const struct record_opts *o, const struct launch *l,
 				 const struct session *s, uint64_t start_mono, uint64_t start_wall_ns)
 {
+	const struct target *t = &l->target;
 	json_object *j = json_object_new_object(), *pids = json_object_new_array(), *cmd;
 	struct utsname u;
 
@@ -358,16 +340,16 @@ static json_object *session_json(const struct recorder *r, const struct record_o
 	if (t->pid > 0)
 		json_object_array_add(pids, json_object_new_int64(t->pid));
 	json_object_object_add(j, "pids", pids);
-	json_object_object_add(j, "mode", json_object_new_string(o->cmd ? "command" : o->binary ? "binary" : "pid"));
+	json_object_object_add(j, "mode", json_object_new_string(launch_mode_name(l->mode)));
 	json_object_object_add(j, "binary", json_object_new_string(t->shown));
 	json_object_object_add(j, "build_id", json_object_new_string(t->build_id));
-	if (o->cmd) {
+	if (o->target.cmd) {
 		cmd = json_object_new_array();
-		for (char **a = o->cmd; cmd && *a; a++)
+		for (char **a = o->target.cmd; cmd && *a; a++)
 			json_object_array_add(cmd, json_object_new_string(*a));
 		json_object_object_add(j, "command", cmd);
 	}
-	json_object_object_add(j, "level", json_object_new_string(level_name(o->level)));
+	json_object_object_add(j, "level", json_object_new_string(trace_level_name(o->level)));
 	json_object_object_add(j, "start_wall_ns", json_object_new_int64((int64_t)start_wall_ns));
 	json_object_object_add(j, "start_mono_ns", json_object_new_int64((int64_t)start_mono));
 	json_object_object_add(j, "ringbuf_bytes", json_object_new_int64(s->ringbuf_bytes));
@@ -453,9 +435,9 @@ static json_object *loss_json(const struct session *s, const struct counters *c)
 {
 	json_object *j = json_object_new_object(), *by = json_object_new_object();
 
-	json_object_object_add(j, "fired", json_object_new_int64((int64_t)sum_types(c->fired)));
+	json_object_object_add(j, "fired", json_object_new_int64((int64_t)event_types_sum(c->fired)));
 	json_object_object_add(j, "delivered", json_object_new_int64((int64_t)session_delivered_total(s)));
-	json_object_object_add(j, "dropped", json_object_new_int64((int64_t)sum_types(c->dropped)));
+	json_object_object_add(j, "dropped", json_object_new_int64((int64_t)event_types_sum(c->dropped)));
 	for (int t = 1; t < EV_TYPE_COUNT; t++) {
 		json_object *tj = json_object_new_object();
 		json_object_object_add(tj, "fired", json_object_new_int64((int64_t)c->fired[t]));
@@ -465,8 +447,8 @@ static json_object *loss_json(const struct session *s, const struct counters *c)
 	}
 	json_object_object_add(j, "by_type", by);
 	json_object_object_add(j, "balanced",
-			       json_object_new_boolean(session_delivered_total(s) + sum_types(c->dropped) ==
-						       sum_types(c->fired)));
+			       json_object_new_boolean(session_delivered_total(s) + event_types_sum(c->dropped) ==
+						       event_types_sum(c->fired)));
 	return j;
 }
 
@@ -495,7 +477,7 @@ static json_object *summary_json(struct recorder *r, const struct session *s, co
 	json_object_object_add(j, "stop_reason", json_object_new_string(stop_reason));
 	json_object_object_add(j, "total_time_s", json_object_new_double(wall_s));
 	json_object_object_add(j, "events", json_object_new_int64((int64_t)session_delivered_total(s)));
-	json_object_object_add(j, "dropped", json_object_new_int64((int64_t)sum_types(c->dropped)));
+	json_object_object_add(j, "dropped", json_object_new_int64((int64_t)event_types_sum(c->dropped)));
 	json_object_object_add(j, "tokens_generated", json_object_new_int64((int64_t)r->ntokens));
 	json_object_object_add(j, "tokens_per_s",
 			       json_object_new_double(tok_span_s > 0 ? r->ntokens / tok_span_s : 0));
@@ -542,63 +524,11 @@ static int write_json_file(const char *path, json_object *j, char *err, size_t e
 	return 0;
 }
 
-/* ---- starting a command: the child waits until the probes are armed ---- */
-static pid_t spawn_waiting(char **argv, int *release_fd, char *err, size_t errlen)
-{
-	int p[2];
-	pid_t pid;
-
-	if (pipe2(p, O_CLOEXEC)) {
-		snprintf(err, errlen, "pipe: %s", strerror(errno));
-		return -1;
-	}
-	pid = fork();
-	if (pid < 0) {
-		snprintf(err, errlen, "fork: %s", strerror(errno));
-		close(p[0]);
-		close(p[1]);
-		return -1;
-	}
-	if (pid == 0) {
-		char go;
-		close(p[1]);
-		/* EOF without a byte means the tracer gave up: do not run. */
-		if (read(p[0], &go, 1) != 1)
-			_exit(127);
-		close(p[0]);
-		execvp(argv[0], argv);
-		fprintf(stderr, "spantrace: error: cannot run %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	close(p[0]);
-	*release_fd = p[1];
-	return pid;
-}
-
 /* ---- the run loop ---- */
 struct run_state {
-	pid_t child;        /* -- CMD */
-	int pidfd;          /* -p PID */
-	int child_status;
+	struct launch *l;
 	const char *stop_reason;
 };
-
-static int target_gone(struct run_state *rs)
-{
-	if (rs->child > 0) {
-		pid_t w = waitpid(rs->child, &rs->child_status, WNOHANG);
-		if (w == rs->child) {
-			rs->child = 0;
-			return 1;
-		}
-		return 0;
-	}
-	if (rs->pidfd >= 0) {
-		struct pollfd pfd = { .fd = rs->pidfd, .events = POLLIN };
-		return poll(&pfd, 1, 0) > 0;
-	}
-	return 0;
-}
 
 static void status_line(const struct record_opts *o, struct recorder *r, const struct counters *c,
 			double secs, const char *final)
@@ -606,7 +536,7 @@ static void status_line(const struct record_opts *o, struct recorder *r, const s
 	if (o->quiet)
 		return;
 	fprintf(stderr, "spantrace: %.0f events/s, %llu dropped, %.1f tok/s%s%s\n",
-		secs > 0 ? r->interval_events / secs : 0.0, (unsigned long long)sum_types(c->dropped),
+		secs > 0 ? r->interval_events / secs : 0.0, (unsigned long long)event_types_sum(c->dropped),
 		secs > 0 ? r->interval_tokens / secs : 0.0, final ? ", " : "", final ? final : "");
 }
 
@@ -616,7 +546,7 @@ static int tick(struct recorder *r, struct session *s, double secs, uint64_t *la
 	uint64_t dropped;
 
 	session_read_counters(s, &c);
-	dropped = sum_types(c.dropped);
+	dropped = event_types_sum(c.dropped);
 	status_line(r->o, r, &c, secs, NULL);
 	if (write_metrics(r, secs, &c))
 		return -1;
@@ -646,7 +576,7 @@ static void run_loop(struct recorder *r, struct session *s, struct run_state *rs
 			rs->stop_reason = "interrupted";
 		else if (deadline && now >= deadline)
 			rs->stop_reason = "duration reached";
-		else if (target_gone(rs))
+		else if (launch_target_gone(rs->l))
 			rs->stop_reason = "target exited";
 		if (now - last_tick >= 1000000000ull) {
 			if (tick(r, s, (now - last_tick) / 1e9, &last_dropped)) {
@@ -677,12 +607,10 @@ static const char record_doc[] =
 	"JSONL record types: session, span, token, request, alloc, free, kv, kernel, drops, summary.\n"
 	"Needs CAP_BPF and CAP_PERFMON (or root).";
 
-enum { OPT_BINARY = 1000, OPT_CSV, OPT_SUMMARY, OPT_METRICS, OPT_DURATION, OPT_LEVEL, OPT_RINGBUF, OPT_MIN_DUR,
+enum { OPT_CSV = 1000, OPT_SUMMARY, OPT_METRICS, OPT_DURATION, OPT_LEVEL, OPT_RINGBUF, OPT_MIN_DUR,
        OPT_PERF, OPT_CHROME, OPT_MAX_EVENTS };
 
 static const struct argp_option record_options[] = {
-	{ "pid", 'p', "PID", 0, "Attach to this running process", 0 },
-	{ "binary", OPT_BINARY, "PATH", 0, "Trace every process of this binary (or library), now and later", 0 },
 	{ "output", 'o', "FILE", 0, "JSONL output (default: stdout; '-' = stdout)", 1 },
 	{ "csv", OPT_CSV, "FILE", 0, "CSV, one row per span and kernel", 1 },
 	{ "summary", OPT_SUMMARY, "FILE", 0, "Summary JSON at the end", 1 },
@@ -721,11 +649,9 @@ static error_t record_parse(int key, char *arg, struct argp_state *state)
 	char *end;
 
 	switch (key) {
-	case 'p':
-		if ((o->pid = parse_pid(arg)) < 0)
-			argp_error(state, "invalid pid '%s'", arg);
+	case ARGP_KEY_INIT:
+		state->child_inputs[0] = &o->target;
 		break;
-	case OPT_BINARY: o->binary = arg; break;
 	case 'o': o->out = arg; break;
 	case OPT_CSV: o->csv = arg; break;
 	case OPT_SUMMARY: o->summary = arg; break;
@@ -737,11 +663,7 @@ static error_t record_parse(int key, char *arg, struct argp_state *state)
 			argp_error(state, "invalid duration '%s' (seconds > 0)", arg);
 		break;
 	case OPT_LEVEL:
-		if (!strcmp(arg, "coarse"))
-			o->level = LEVEL_COARSE;
-		else if (!strcmp(arg, "detail"))
-			o->level = LEVEL_DETAIL;
-		else
+		if (trace_level_parse(arg, &o->level))
 			argp_error(state, "invalid level '%s' (coarse or detail)", arg);
 		break;
 	case OPT_RINGBUF:
@@ -761,15 +683,6 @@ static error_t record_parse(int key, char *arg, struct argp_state *state)
 		break;
 	case 'q': o->quiet = 1; break;
 	case 'v': st_verbose++; break;
-	case ARGP_KEY_ARG:
-		/* Everything from the first non-option on is the command. */
-		o->cmd = &state->argv[state->next - 1];
-		state->next = state->argc;
-		break;
-	case ARGP_KEY_END:
-		if ((o->pid > 0) + !!o->binary + !!o->cmd != 1)
-			argp_error(state, "give exactly one target: -p PID, --binary PATH, or -- CMD ARGS");
-		break;
 	default:
 		return ARGP_ERR_UNKNOWN;
 	}
@@ -855,15 +768,6 @@ static void recorder_free(struct recorder *r)
 	perfev_counters_close(&r->pc);
 }
 
-static int resolve_target(const struct record_opts *o, struct target *t, char *err, size_t errlen)
-{
-	if (o->pid > 0)
-		return target_from_pid(o->pid, t, err, errlen);
-	if (o->binary)
-		return target_from_program(o->binary, 0, t, err, errlen);
-	return target_from_program(o->cmd[0], 1, t, err, errlen);
-}
-
 /* Writes the end records; returns 0 or -1 with the reason in err. */
 static int finish(struct recorder *r, struct session *s, const struct counters *c, double wall_s,
 		  const char *reason, char *err, size_t errlen)
@@ -903,19 +807,48 @@ static int finish(struct recorder *r, struct session *s, const struct counters *
 	return rc;
 }
 
+/* The first JSONL line; once it is on disk scripts know the probes are armed. */
+static int write_session_line(struct recorder *r, const struct launch *l, const struct session *s,
+			      uint64_t start_mono)
+{
+	uint64_t start_wall = (uint64_t)((int64_t)start_mono + r->clk.mono_to_wall);
+	json_object *sj = session_json(r, r->o, l, s, start_mono, start_wall);
+	int rc = !sj || ob_put_line(&r->jsonl, json_object_to_json_string_ext(sj, JSON_C_TO_STRING_PLAIN |
+									       JSON_C_TO_STRING_NOSLASHESCAPE));
+
+	json_object_put(sj);
+	if (rc)
+		return -1;
+	ob_flush(&r->jsonl);
+	return 0;
+}
+
+/* "target exited (status N)" for a command that exited by itself. */
+static void describe_stop(const struct run_state *rs, char *buf, size_t size)
+{
+	const struct launch *l = rs->l;
+
+	if (!strcmp(rs->stop_reason, "target exited") && l->mode == LAUNCH_COMMAND && WIFEXITED(l->status))
+		snprintf(buf, size, "target exited (status %d)", WEXITSTATUS(l->status));
+	else
+		snprintf(buf, size, "%s", rs->stop_reason);
+}
+
 int cmd_record(int argc, char **argv)
 {
+	static const struct argp_child children[] = { { &launch_argp, 0, "Target (exactly one):", 0 }, { 0 } };
 	static const struct argp argp = { record_options, record_parse, "[-p PID | --binary PATH | -- CMD [ARGS...]]",
-					  record_doc, NULL, NULL, NULL };
-	struct record_opts o = { .pid = 0, .level = LEVEL_DETAIL };
-	struct run_state rs = { .child = 0, .pidfd = -1 };
+					  record_doc, children, NULL, NULL };
+	struct record_opts o = { .level = LEVEL_DETAIL };
+	struct launch l;
+	struct run_state rs = { .l = &l };
 	struct recorder r;
 	struct session s = { 0 };
-	struct target t;
+	const struct target *t = &l.target;
 	struct counters c;
 	char err[512], final[128];
-	int release_fd = -1, rc = 1, session_ok = 0;
-	uint64_t start_mono, start_wall;
+	int rc = 1, session_ok = 0;
+	uint64_t start_mono;
 
 	err[0] = 0;
 	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, &o))
@@ -924,27 +857,21 @@ int cmd_record(int argc, char **argv)
 		st_err("%s", err);
 		return 1;
 	}
-	if (resolve_target(&o, &t, err, sizeof(err))) {
+	/* A command is forked now but waits: it runs once the probes are armed. */
+	if (launch_start(&l, &o.target, err, sizeof(err))) {
 		st_err("%s", err);
 		return 1;
 	}
 	if (recorder_init(&r, &o)) {
 		st_err("out of memory");
 		recorder_free(&r);
+		launch_end(&l);
 		return 1;
 	}
 	if (open_outputs(&r, err, sizeof(err)))
 		goto out;
-	if (o.cmd) {
-		t.pid = spawn_waiting(o.cmd, &release_fd, err, sizeof(err));
-		if (t.pid < 0)
-			goto out;
-		rs.child = t.pid;
-	} else if (o.pid > 0) {
-		rs.pidfd = (int)syscall(SYS_pidfd_open, o.pid, 0);
-	}
 	struct session_opts so = {
-		.pid_filter = t.pid > 0 ? (uint32_t)t.pid : 0,
+		.pid_filter = t->pid > 0 ? (uint32_t)t->pid : 0,
 		.level = o.level,
 		.min_dur_ns = o.min_dur_ns,
 		.stream_mode = STREAM_ALL,
@@ -957,54 +884,37 @@ int cmd_record(int argc, char **argv)
 	session_ok = 1;
 	if (r.pc.ncounters && perfev_counters_install(&r.pc, session_map_fd(&s, "perf_counters"), err, sizeof(err)))
 		goto out;
-	if (session_attach(&s, t.elf, t.pid > 0 ? t.pid : -1, err, sizeof(err)))
+	if (session_attach(&s, t->elf, t->pid > 0 ? t->pid : -1, err, sizeof(err)))
 		goto out;
 	session_install_signals();
 	start_mono = mono_now_ns();
-	start_wall = (uint64_t)((int64_t)start_mono + r.clk.mono_to_wall);
-	{
-		json_object *sj = session_json(&r, &o, &t, &s, start_mono, start_wall);
-		if (!sj || ob_put_line(&r.jsonl, json_object_to_json_string_ext(sj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE))) {
-			json_object_put(sj);
-			snprintf(err, sizeof(err), "cannot write the session record");
-			goto out;
-		}
-		json_object_put(sj);
+	if (write_session_line(&r, &l, &s, start_mono)) {
+		snprintf(err, sizeof(err), "cannot write the session record");
+		goto out;
 	}
-	/* The session line on disk tells scripts the probes are armed. */
-	ob_flush(&r.jsonl);
-	st_debug("attached to %s (pid %d) in %.3f ms", t.elf, (int)t.pid, s.attach_ns / 1e6);
-	if (release_fd >= 0) {
-		/* Probes are armed for the child's pid: let it exec. */
-		if (write(release_fd, "g", 1) != 1)
-			st_err("cannot release the child: %s", strerror(errno));
-		close(release_fd);
-		release_fd = -1;
-	}
+	st_debug("attached to %s (pid %d) in %.3f ms", t->elf, (int)t->pid, s.attach_ns / 1e6);
+	/* Probes are armed for the child's pid: let it exec. */
+	if (launch_release(&l, err, sizeof(err)))
+		st_err("%s", err);
+	err[0] = 0;
 	run_loop(&r, &s, &rs, start_mono);
 	double wall_s = (mono_now_ns() - start_mono) / 1e9;
 	/* Nothing may still be producing when the counters are read: a target
 	 * that exited produces nothing more, anything else is detached first. */
-	if (strcmp(rs.stop_reason, "target exited") || o.binary)
+	if (strcmp(rs.stop_reason, "target exited") || l.mode == LAUNCH_BINARY)
 		session_detach(&s);
 	if (session_drain(&s) < 0 && !r.failed)
 		snprintf(err, sizeof(err), "ring buffer error while draining");
 	session_read_counters(&s, &c);
-	if (rs.child > 0) {
-		/* Interrupted or timed out: the command does not outlive us. */
-		kill(rs.child, SIGTERM);
-		waitpid(rs.child, &rs.child_status, 0);
-	}
-	if (!strcmp(rs.stop_reason, "target exited") && o.cmd && WIFEXITED(rs.child_status))
-		snprintf(final, sizeof(final), "target exited (status %d)", WEXITSTATUS(rs.child_status));
-	else
-		snprintf(final, sizeof(final), "%s", rs.stop_reason);
+	/* Interrupted or timed out: the command does not outlive us. */
+	launch_end(&l);
+	describe_stop(&rs, final, sizeof(final));
 	rc = finish(&r, &s, &c, wall_s, final, err, sizeof(err)) ? 1 : 0;
 	r.interval_events = 0;
 	if (!o.quiet)
 		fprintf(stderr, "spantrace: %llu events, %llu dropped (fired %llu), %llu span errors, %s\n",
-			(unsigned long long)session_delivered_total(&s), (unsigned long long)sum_types(c.dropped),
-			(unsigned long long)sum_types(c.fired), (unsigned long long)c.span_errors,
+			(unsigned long long)session_delivered_total(&s), (unsigned long long)event_types_sum(c.dropped),
+			(unsigned long long)event_types_sum(c.fired), (unsigned long long)c.span_errors,
 			rc ? "stopped: write error" : final);
 	if (rc)
 		st_err("%s", err);
@@ -1012,16 +922,8 @@ int cmd_record(int argc, char **argv)
 out:
 	if (err[0] && rc)
 		st_err("%s", err);
-	if (release_fd >= 0)
-		close(release_fd); /* the waiting child sees EOF and exits */
-	if (rs.child > 0 && rc && !session_ok) {
-		waitpid(rs.child, NULL, 0);
-	} else if (rs.child > 0 && rc) {
-		kill(rs.child, SIGTERM);
-		waitpid(rs.child, NULL, 0);
-	}
-	if (rs.pidfd >= 0)
-		close(rs.pidfd);
+	/* Never released: the child exits unrun; still running: SIGTERM. */
+	launch_end(&l);
 	if (session_ok)
 		session_close(&s);
 	recorder_free(&r);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "export.h"
 #include "stats.h"
 
 /* One line of the table: a window plus totals, and its numbers after the
@@ -318,20 +319,6 @@ void topview_on_kv(TopView *tv, const struct kv_event *ev)
 	}
 }
 
-static size_t record_size(unsigned type)
-{
-	switch (type) {
-	case EV_SPAN: return sizeof(struct span_event);
-	case EV_TOKEN: return sizeof(struct token_event);
-	case EV_REQUEST: return sizeof(struct request_event);
-	case EV_ALLOC:
-	case EV_FREE: return sizeof(struct alloc_event);
-	case EV_KV: return sizeof(struct kv_event);
-	case EV_KERNEL: return sizeof(struct kernel_event);
-	default: return 0;
-	}
-}
-
 int topview_on_record(void *ctx, const void *data, size_t size)
 {
 	TopView *tv = ctx;
@@ -340,8 +327,7 @@ int topview_on_record(void *ctx, const void *data, size_t size)
 		tv->events++; /* profile-mode samples: nothing for top to show */
 		return 0;
 	}
-	size_t need = size >= sizeof(*h) ? record_size(h->type) : 0;
-	if (need == 0 || size < need) {
+	if (!event_record_whole(data, size)) {
 		tv->events++;
 		tv->bad_events++;
 		return 0;
