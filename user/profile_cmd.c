@@ -250,6 +250,7 @@ static json_object *loss_json(const struct session *s, const struct counters *c)
 	json_object_object_add(j, "dropped", json_object_new_uint64(dropped));
 	json_object_object_add(j, "balanced", json_object_new_boolean(delivered + dropped == fired));
 	json_object_object_add(j, "span_errors", json_object_new_uint64(c->span_errors));
+	json_object_object_add(j, "orphan_ends", json_object_new_uint64(c->orphan_ends));
 	json_object_object_add(j, "counters_invalid", json_object_new_uint64(c->counters_invalid));
 	return j;
 }

@@ -493,6 +493,7 @@ static json_object *summary_json(struct recorder *r, const struct session *s, co
 	json_object_object_add(j, "success_rate",
 			       json_object_new_double(nspans ? 1.0 - (double)r->mismatched / nspans : 1.0));
 	json_object_object_add(j, "span_errors", json_object_new_int64((int64_t)c->span_errors));
+	json_object_object_add(j, "orphan_ends", json_object_new_int64((int64_t)c->orphan_ends));
 	json_object_object_add(j, "stack_overflow", json_object_new_int64((int64_t)c->stack_overflow));
 	json_object_object_add(j, "unknown_frees", json_object_new_int64((int64_t)c->unknown_frees));
 	json_object_object_add(j, "alloc_table_full", json_object_new_int64((int64_t)c->alloc_table_full));
@@ -617,7 +618,7 @@ static const struct argp_option record_options[] = {
 	{ "metrics", OPT_METRICS, "FILE", 0, "Metric records (JSONL), one per series per second", 1 },
 	{ "duration", OPT_DURATION, "SEC", 0, "Stop after SEC seconds", 2 },
 	{ "level", OPT_LEVEL, "LEVEL", 0, "coarse (request/token/forward/layer, memory) or detail (default)", 2 },
-	{ "ringbuf-kb", OPT_RINGBUF, "KB", 0, "Ring buffer size in KiB (default 4096, rounded up to 2^n pages)", 2 },
+	{ "ringbuf-kb", OPT_RINGBUF, "KB", 0, "Ring buffer size in KiB (default 2048, rounded up to 2^n pages)", 2 },
 	{ "min-dur-ns", OPT_MIN_DUR, "NS", 0, "Stream only spans at least this long (all are counted)", 2 },
 	{ "perf", OPT_PERF, NULL, 0, "Per-span perf counter deltas (" PERFEV_DEFAULT_EVENTS ") in span records and the summary", 1 },
 	{ "chrome", OPT_CHROME, "FILE", 0, "Chrome trace (ui.perfetto.dev) of the run as well", 1 },
@@ -884,9 +885,11 @@ int cmd_record(int argc, char **argv)
 	session_ok = 1;
 	if (r.pc.ncounters && perfev_counters_install(&r.pc, session_map_fd(&s, "perf_counters"), err, sizeof(err)))
 		goto out;
+	/* Before attaching: a slow attach must not swallow a Ctrl-C (and a
+	 * background job starts with SIGINT ignored). */
+	session_install_signals();
 	if (session_attach(&s, t->elf, t->pid > 0 ? t->pid : -1, err, sizeof(err)))
 		goto out;
-	session_install_signals();
 	start_mono = mono_now_ns();
 	if (write_session_line(&r, &l, &s, start_mono)) {
 		snprintf(err, sizeof(err), "cannot write the session record");

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+/* export.h before term.h, whose `lines` macro would rename a struct field. */
+#include "export.h"
 #include <curses.h>
 #include <term.h>
 #include "launch.h"
@@ -111,11 +113,7 @@ static error_t top_parse(int key, char *arg, struct argp_state *state)
 			argp_error(state, "invalid delay '%s' (seconds, %.1f..%.0f)", arg, DELAY_MIN_S, DELAY_MAX_S);
 		break;
 	case OPT_LEVEL:
-		if (!strcmp(arg, "coarse"))
-			o->level = LEVEL_COARSE;
-		else if (!strcmp(arg, "detail"))
-			o->level = LEVEL_DETAIL;
-		else
+		if (trace_level_parse(arg, &o->level))
 			argp_error(state, "invalid level '%s' (coarse or detail)", arg);
 		break;
 	case 'b': o->batch = 1; break;
@@ -143,13 +141,10 @@ static error_t top_parse(int key, char *arg, struct argp_state *state)
 static uint64_t dropped_total(const struct session *s)
 {
 	struct counters c;
-	uint64_t n = 0;
 
 	if (session_read_counters(s, &c))
 		return 0;
-	for (int t = 0; t < EV_TYPE_COUNT; t++)
-		n += c.dropped[t];
-	return n;
+	return event_types_sum(c.dropped);
 }
 
 static int top_poll(void *ctx, int timeout_ms)
@@ -205,11 +200,10 @@ static void report_end(const struct session *s, const struct launch *l, int rc)
 	uint64_t dropped = 0, fired = 0;
 	char how[64];
 
-	if (session_read_counters(s, &c) == 0)
-		for (int t = 0; t < EV_TYPE_COUNT; t++) {
-			dropped += c.dropped[t];
-			fired += c.fired[t];
-		}
+	if (session_read_counters(s, &c) == 0) {
+		dropped = event_types_sum(c.dropped);
+		fired = event_types_sum(c.fired);
+	}
 	launch_describe_exit(l, how, sizeof(how));
 	fprintf(stderr, "spantrace: %llu events, %llu dropped (fired %llu)%s%s%s\n",
 		(unsigned long long)session_delivered_total(s), (unsigned long long)dropped,
@@ -243,7 +237,7 @@ static int start_tracing(const struct top_opts *o, struct top_run *r, int *sessi
 	};
 
 	r->tv = topview_new((uint64_t)(o->delay_s * 1e9), TOPVIEW_DEFAULT_SLOTS, mono_now_ns());
-	if (!r->tv || topview_set_target(r->tv, t->shown, o->level == LEVEL_COARSE ? "coarse" : "detail")) {
+	if (!r->tv || topview_set_target(r->tv, t->shown, trace_level_name(o->level))) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
