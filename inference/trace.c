@@ -135,8 +135,18 @@ static void durations_add(Durations *d, uint64_t ns)
 		d->max = ns;
 }
 
+/* Both clocks are read just before their probe fires, as the tracer's are
+ * (at its handler's entry). A return from a probe to user space is a
+ * scheduling point: with this order a preemption there lands in both the
+ * engine's and the tracer's duration (begin) or in neither (end), instead
+ * of in the tracer's alone. */
 void trace_span_begin(enum span_kind kind, int layer)
 {
+	if (__atomic_load_n(&stats_on, __ATOMIC_RELAXED)) {
+		if (depth < TRACE_MAX_DEPTH)
+			frames[depth] = (Frame){ kind, layer, trace_now_ns() };
+		depth++;
+	}
 	if (span_kind_is_structural(kind)) {
 		count_call(P_SPAN_BEGIN);
 		if (kind == SPAN_FORWARD)
@@ -146,19 +156,13 @@ void trace_span_begin(enum span_kind kind, int layer)
 		count_call(P_OP_BEGIN);
 		INFER_PROBE2(op_begin, (unsigned)kind, layer);
 	}
-	/* Clock after the probe: the timed work is what the tracer sees. */
-	if (__atomic_load_n(&stats_on, __ATOMIC_RELAXED)) {
-		if (depth < TRACE_MAX_DEPTH)
-			frames[depth] = (Frame){ kind, layer, trace_now_ns() };
-		depth++;
-	}
 }
 
 void trace_span_end(enum span_kind kind, int layer)
 {
 	uint64_t now = 0;
 
-	/* Clock before the probe, mirroring trace_span_begin. */
+	/* Clock before the probe (see trace_span_begin). */
 	if (__atomic_load_n(&stats_on, __ATOMIC_RELAXED) && depth > 0) {
 		now = trace_now_ns();
 		depth--;

@@ -3,8 +3,8 @@
  * Every probe fires from one function here, so the engine has one site per
  * probe name (cheap to attach) and the engine's --stats counts exactly what
  * the probes announce. Self-timing uses CLOCK_MONOTONIC, the clock
- * bpf_ktime_get_ns reads, and is taken inside the probe pair so that the
- * tracer's and the engine's durations cover the same work. */
+ * bpf_ktime_get_ns reads, taken just before each begin and end probe fires,
+ * so the tracer's and the engine's durations cover the same work. */
 #ifndef INFER_TRACE_H
 #define INFER_TRACE_H
 

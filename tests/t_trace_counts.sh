@@ -19,7 +19,11 @@ check_run() {
 	# whatever else runs), a parallel region that loses its worker to the
 	# scheduler makes the next probe land ~10 us late on the tracer's side
 	# only (measured); one thread keeps the comparison about the tracer.
-	OMP_NUM_THREADS=1 "$SPANTRACE" record -q --level detail -o "$d/t.jsonl" --summary "$d/s.json" --metrics "$d/m.jsonl" \
+	# PoCL likewise: two busy device threads on two cores preempt the host
+	# thread often enough to land in the ~1 us between the engine's clock
+	# read and the probe's on 5% of the short enqueue spans (p95 off by 2-9
+	# us); one device thread leaves the host a core. Counts are unaffected.
+	OMP_NUM_THREADS=1 POCL_MAX_PTHREAD_COUNT=1 "$SPANTRACE" record -q --level detail -o "$d/t.jsonl" --summary "$d/s.json" --metrics "$d/m.jsonl" \
 		--csv "$d/t.csv" -- "$INFER" "$model" -b "$backend" -n "$steps" -t 0 --ids --stats "$d/e.json" \
 		>"$d/out" 2>"$d/err" || fail "$name: record failed: $(tail -n 3 "$d/err")"
 
@@ -129,14 +133,9 @@ else
 	echo "note: opencl backend not usable here; cpu only"
 fi
 
-# The stories15M-shaped model streams 61 MB of weights per token: the probe
-# that ends a big matvec (logits: 36 MB) traps into a kernel whose caches and
-# TLBs that stream just evicted, which costs several us between the engine's
-# clock read and ours (measured 6-9 us on logits, ~1 us elsewhere). There the
-# bound is 2 us + 0.2% of the engine's value. Runs have more than 20 tokens so
-# that p95 is not the maximum: the first hit of a probe site is slow (the
-# kernel patches the site into an optimized uprobe after our clock read).
-TOLERANCE_REL=0.002
+# The stories15M-shaped model: the plain 2 us bound. Runs have more than 20
+# tokens so that p95 is not the maximum: the first hit of a probe site is slow
+# (the kernel patches the site into an optimized uprobe after our clock read).
 if [ ! -r "$DEMO_MODEL" ]; then
 	mkdir -p "$(dirname "$DEMO_MODEL")"
 	"$MKMODEL" "$DEMO_MODEL" --shape stories15M --seed 1 --tokenizer "$DEMO_TOK" >/dev/null ||
