@@ -123,20 +123,19 @@ static void initial_thresholds(struct daemon *d)
 		d->slow_ns[k] = v;
 }
 
-/* Nearest-rank quantile of a log2 histogram, interpolated linearly inside
- * its bucket (as Prometheus' histogram_quantile does). */
+/* The upper edge of the log2 bucket holding the nearest-rank quantile. Not
+ * interpolated: a tail budget of (1-q) must hold, and at most (1-q) of the
+ * history lies above that edge, while an interpolated estimate inside a
+ * factor-of-two bucket can sit below most of it (t_daemon_tail). */
 static uint64_t log2_quantile(const uint64_t *buckets, uint64_t total, double q)
 {
 	uint64_t rank = (uint64_t)ceil(q * (double)total), cum = 0;
 	if (rank == 0)
 		rank = 1;
 	for (unsigned i = 0; i < AGG_BUCKETS; i++) {
-		if (!buckets[i] || cum + buckets[i] < rank) {
-			cum += buckets[i];
-			continue;
-		}
-		double lo = i ? (double)(UINT64_C(1) << i) : 0, hi = (double)(UINT64_C(2) << i);
-		return (uint64_t)(lo + (hi - lo) * (double)(rank - cum) / (double)buckets[i]);
+		cum += buckets[i];
+		if (buckets[i] && cum >= rank)
+			return i + 1 < 64 ? (UINT64_C(2) << i) : UINT64_MAX;
 	}
 	return UINT64_MAX;
 }
