@@ -9,6 +9,10 @@
 #
 # Knobs: NO_PROBES=1 compiles the probes out; SANITIZE=1 builds with ASan+UBSan.
 
+# A sanitizer build gets its own directory: objects don't record their flags.
+ifeq ($(SANITIZE),1)
+BUILD      ?= build-san
+endif
 BUILD      ?= build
 CC         ?= gcc
 CLANG      ?= clang
@@ -141,7 +145,7 @@ demo: deps
 
 test: deps
 	$(MAKE) all models
-	tests/run.sh
+	$(if $(filter 1,$(SANITIZE)),. tools/sanitize.env &&) BUILD=$(abspath $(BUILD)) tests/run.sh
 
 bench: deps
 	$(MAKE) all models

@@ -26,9 +26,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 SAN_BUILD=${SAN_BUILD:-build-san}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:check_initialization_order=1:detect_stack_use_after_return=1}
-export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tools/lsan.supp:use_tls=0:print_suppressions=0}
+. tools/sanitize.env
 
 echo "== sanitizer build into $SAN_BUILD"
 make -j"$(nproc)" BUILD="$SAN_BUILD" SANITIZE=1 all models || { echo "sanitizer build failed" >&2; exit 1; }
