@@ -259,7 +259,8 @@ static void write_spans(FILE *f)
 	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++) {
 		Durations *d = &span_durations[k];
 
-		qsort(d->v, d->n, sizeof(*d->v), cmp_u64);
+		if (d->n > 1) /* qsort(NULL, 0) is undefined: kinds never seen */
+			qsort(d->v, d->n, sizeof(*d->v), cmp_u64);
 		fprintf(f, "%s\"%s\":{\"count\":%zu,\"total_ns\":%llu,\"median_ns\":%llu,"
 			"\"p95_ns\":%llu,\"max_ns\":%llu}", k ? "," : "", span_kind_name(k),
 			d->n, (unsigned long long)d->total,

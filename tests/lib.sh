@@ -33,3 +33,6 @@ need_opencl() { clinfo -l 2>/dev/null | grep -q Device || skip "no OpenCL device
 # wait_for CMD... : retries for up to 10 s
 wait_for() { local i; for i in $(seq 100); do "$@" && return 0; sleep 0.1; done; return 1; }
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}  # spin-waiting OpenMP collapses when tests share 2 cores
+
+# is_sanitized: this build's engine was made with SANITIZE=1 (ASan/UBSan).
+is_sanitized() { ldd "$BUILD/libinfer.so" 2>/dev/null | grep -q libasan; }

@@ -22,7 +22,10 @@ ensure_demo_model() {
 # libinfer.so into $TMP/probestorm.
 build_probestorm() {
 	command -v gcc >/dev/null || skip "gcc is not installed"
-	gcc -O2 -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -I"$ROOT/inference" "$HELPERS/probestorm.c" \
+	local san=
+	# A sanitizer build of libinfer needs the ASan runtime loaded first.
+	ldd "$LIBINFER" | grep -q libasan && san="-fsanitize=address,undefined"
+	gcc -O2 -std=gnu11 -Wall -Wextra -D_GNU_SOURCE $san -I"$ROOT/inference" "$HELPERS/probestorm.c" \
 		-L"$BUILD" -linfer -Wl,-rpath,"$(dirname "$LIBINFER")" -o "$TMP/probestorm" ||
 		fail "cannot compile probestorm"
 }
