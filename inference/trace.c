@@ -136,51 +136,52 @@ static void durations_add(Durations *d, uint64_t ns)
 }
 
 /* Both clocks are read just before their probe fires, as the tracer's are
- * (at its handler's entry). A return from a probe to user space is a
+ * (at its handler's entry), with the bookkeeping kept out of the window. A return from a probe to user space is a
  * scheduling point: with this order a preemption there lands in both the
  * engine's and the tracer's duration (begin) or in neither (end), instead
  * of in the tracer's alone. */
 void trace_span_begin(enum span_kind kind, int layer)
 {
+	int structural = span_kind_is_structural(kind);
+
+	count_call(structural ? P_SPAN_BEGIN : P_OP_BEGIN);
+	if (kind == SPAN_FORWARD)
+		__atomic_fetch_add(&n_forward, 1, __ATOMIC_RELAXED);
 	if (__atomic_load_n(&stats_on, __ATOMIC_RELAXED)) {
 		if (depth < TRACE_MAX_DEPTH)
 			frames[depth] = (Frame){ kind, layer, trace_now_ns() };
 		depth++;
 	}
-	if (span_kind_is_structural(kind)) {
-		count_call(P_SPAN_BEGIN);
-		if (kind == SPAN_FORWARD)
-			__atomic_fetch_add(&n_forward, 1, __ATOMIC_RELAXED);
+	if (structural)
 		INFER_PROBE2(span_begin, (unsigned)kind, layer);
-	} else {
-		count_call(P_OP_BEGIN);
+	else
 		INFER_PROBE2(op_begin, (unsigned)kind, layer);
-	}
 }
 
 void trace_span_end(enum span_kind kind, int layer)
 {
-	uint64_t now = 0;
+	int timed = __atomic_load_n(&stats_on, __ATOMIC_RELAXED) && depth > 0;
+	/* Clock before the probe (see trace_span_begin); the bookkeeping waits
+	 * until after it, so the window between the two clocks stays tiny. */
+	uint64_t now = timed ? trace_now_ns() : 0;
 
-	/* Clock before the probe (see trace_span_begin). */
-	if (__atomic_load_n(&stats_on, __ATOMIC_RELAXED) && depth > 0) {
-		now = trace_now_ns();
-		depth--;
-		pthread_mutex_lock(&stats_lock);
-		if (depth < TRACE_MAX_DEPTH && frames[depth].kind == (unsigned)kind &&
-		    (unsigned)kind < SPAN_KIND_COUNT)
-			durations_add(&span_durations[kind], now - frames[depth].t0);
-		else
-			spans_unrecorded++;
-		pthread_mutex_unlock(&stats_lock);
-	}
 	if (span_kind_is_structural(kind)) {
-		count_call(P_SPAN_END);
 		INFER_PROBE2(span_end, (unsigned)kind, layer);
+		count_call(P_SPAN_END);
 	} else {
-		count_call(P_OP_END);
 		INFER_PROBE2(op_end, (unsigned)kind, layer);
+		count_call(P_OP_END);
 	}
+	if (!timed)
+		return;
+	depth--;
+	pthread_mutex_lock(&stats_lock);
+	if (depth < TRACE_MAX_DEPTH && frames[depth].kind == (unsigned)kind &&
+	    (unsigned)kind < SPAN_KIND_COUNT)
+		durations_add(&span_durations[kind], now - frames[depth].t0);
+	else
+		spans_unrecorded++;
+	pthread_mutex_unlock(&stats_lock);
 }
 
 void trace_kv_usage(uint64_t used_bytes, uint64_t capacity_bytes)

@@ -188,81 +188,87 @@ static void *grow(void *arr, size_t *cap, size_t len, size_t elem)
 	return p;
 }
 
-static int read_aggs(struct daemon *d, struct prom_snapshot *s)
+/* One map read into a snapshot array: the array's capacity travels along. */
+struct map_read {
+	struct daemon *d;
+	struct prom_snapshot *s;
+	size_t cap;
+};
+
+static int agg_entry(void *ctx, const void *key, void *value)
 {
-	int fd = session_map_fd(&d->s, "agg");
-	struct agg_key key, next;
-	void *prev = NULL;
-	size_t cap = 0;
-	while (fd >= 0 && bpf_map_get_next_key(fd, prev, &next) == 0) {
-		key = next;
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, d->percpu))
-			continue;  /* deleted meanwhile */
-		struct prom_agg *arr = grow(s->aggs, &cap, s->naggs, sizeof(*arr));
-		if (!arr)
-			return -1;
-		s->aggs = arr;
-		struct prom_agg *a = &arr[s->naggs++];
-		memset(a, 0, sizeof(*a));
-		a->pid = key.pid;
-		a->kind = key.kind;
-		a->layer = key.layer;
-		for (int c = 0; c < d->ncpu; c++) {
-			const struct agg_val *v = &d->percpu[c];
-			a->count += v->count;
-			a->sum_ns += v->sum_ns;
-			a->errors += v->errors;
-			if (v->max_ns > a->max_ns)
-				a->max_ns = v->max_ns;
-			for (unsigned b = 0; b < AGG_BUCKETS; b++)
-				a->buckets[b] += v->buckets[b];
-		}
+	struct map_read *r = ctx;
+	const struct agg_key *k = key;
+	const struct agg_val *percpu = value;
+	struct prom_agg *arr = grow(r->s->aggs, &r->cap, r->s->naggs, sizeof(*arr));
+
+	if (!arr)
+		return -1;
+	r->s->aggs = arr;
+	struct prom_agg *a = &arr[r->s->naggs++];
+	memset(a, 0, sizeof(*a));
+	a->pid = k->pid;
+	a->kind = k->kind;
+	a->layer = k->layer;
+	for (int c = 0; c < r->d->ncpu; c++) {
+		const struct agg_val *v = &percpu[c];
+		a->count += v->count;
+		a->sum_ns += v->sum_ns;
+		a->errors += v->errors;
+		if (v->max_ns > a->max_ns)
+			a->max_ns = v->max_ns;
+		for (unsigned b = 0; b < AGG_BUCKETS; b++)
+			a->buckets[b] += v->buckets[b];
 	}
 	return 0;
+}
+
+static int pool_entry(void *ctx, const void *key, void *value)
+{
+	struct map_read *r = ctx;
+	const struct pool_key *k = key;
+	const struct pool_val *v = value;
+	struct prom_pool *arr = grow(r->s->pools, &r->cap, r->s->npools, sizeof(*arr));
+
+	if (!arr)
+		return -1;
+	r->s->pools = arr;
+	arr[r->s->npools++] = (struct prom_pool){ k->pid, k->pool, v->live_bytes, v->peak_bytes,
+						  v->allocs, v->frees };
+	return 0;
+}
+
+static int kv_entry(void *ctx, const void *key, void *value)
+{
+	struct map_read *r = ctx;
+	const struct kv_val *v = value;
+	struct prom_kv *arr = grow(r->s->kvs, &r->cap, r->s->nkvs, sizeof(*arr));
+
+	if (!arr)
+		return -1;
+	r->s->kvs = arr;
+	arr[r->s->nkvs++] = (struct prom_kv){ *(const __u32 *)key, v->used_bytes, v->capacity_bytes };
+	return 0;
+}
+
+static int read_aggs(struct daemon *d, struct prom_snapshot *s)
+{
+	struct map_read r = { d, s, 0 };
+	return session_map_foreach(&d->s, "agg", d->percpu, agg_entry, &r) == -1 ? -1 : 0;
 }
 
 static int read_pools(struct daemon *d, struct prom_snapshot *s)
 {
-	int fd = session_map_fd(&d->s, "pools");
-	struct pool_key key, next;
+	struct map_read r = { d, s, 0 };
 	struct pool_val v;
-	void *prev = NULL;
-	size_t cap = 0;
-	while (fd >= 0 && bpf_map_get_next_key(fd, prev, &next) == 0) {
-		key = next;
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &v))
-			continue;
-		struct prom_pool *arr = grow(s->pools, &cap, s->npools, sizeof(*arr));
-		if (!arr)
-			return -1;
-		s->pools = arr;
-		arr[s->npools++] = (struct prom_pool){ key.pid, key.pool, v.live_bytes, v.peak_bytes,
-						       v.allocs, v.frees };
-	}
-	return 0;
+	return session_map_foreach(&d->s, "pools", &v, pool_entry, &r) == -1 ? -1 : 0;
 }
 
 static int read_kv(struct daemon *d, struct prom_snapshot *s)
 {
-	int fd = session_map_fd(&d->s, "kv");
-	__u32 key, next;
+	struct map_read r = { d, s, 0 };
 	struct kv_val v;
-	void *prev = NULL;
-	size_t cap = 0;
-	while (fd >= 0 && bpf_map_get_next_key(fd, prev, &next) == 0) {
-		key = next;
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &v))
-			continue;
-		struct prom_kv *arr = grow(s->kvs, &cap, s->nkvs, sizeof(*arr));
-		if (!arr)
-			return -1;
-		s->kvs = arr;
-		arr[s->nkvs++] = (struct prom_kv){ key, v.used_bytes, v.capacity_bytes };
-	}
-	return 0;
+	return session_map_foreach(&d->s, "kv", &v, kv_entry, &r) == -1 ? -1 : 0;
 }
 
 /* The kernel's own accounting of a map's memory, from /proc/self/fdinfo. */

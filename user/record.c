@@ -380,54 +380,59 @@ static json_object *dist_json(Dist *d, uint64_t count_in_kernel, int with_kernel
 	return j;
 }
 
+static int agg_count_entry(void *ctx, const void *key, void *value)
+{
+	uint64_t *span_counts = ctx;
+	const struct agg_key *k = key;
+	const struct agg_val *percpu = value;
+
+	if (k->kind < SPAN_KIND_COUNT)
+		for (int c = 0; c < libbpf_num_possible_cpus(); c++)
+			span_counts[k->kind] += percpu[c].count;
+	return 0;
+}
+
 /* In-kernel span counts per kind (all pids), which include spans below the
  * threshold or lost to drops: the agg map is summed over CPUs. */
 static void agg_counts(const struct session *s, uint64_t *span_counts)
 {
-	int fd = session_map_fd(s, "agg"), ncpu = libbpf_num_possible_cpus();
-	struct agg_key key, next, *prev = NULL;
+	int ncpu = libbpf_num_possible_cpus();
 	struct agg_val *vals;
 
 	memset(span_counts, 0, sizeof(uint64_t) * SPAN_KIND_COUNT);
-	if (fd < 0 || ncpu <= 0 || !(vals = calloc(ncpu, sizeof(*vals))))
+	if (ncpu <= 0 || !(vals = calloc(ncpu, sizeof(*vals))))
 		return;
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		if (next.kind < SPAN_KIND_COUNT && bpf_map_lookup_elem(fd, &next, vals) == 0)
-			for (int c = 0; c < ncpu; c++)
-				span_counts[next.kind] += vals[c].count;
-		key = next;
-		prev = &key;
-	}
+	session_map_foreach(s, "agg", vals, agg_count_entry, span_counts);
 	free(vals);
+}
+
+static int pool_json_entry(void *ctx, const void *key, void *value)
+{
+	json_object *j = ctx, *per_pid, *pj = json_object_new_object();
+	const struct pool_key *k = key;
+	const struct pool_val *v = value;
+	char pidbuf[16];
+
+	snprintf(pidbuf, sizeof(pidbuf), "%u", k->pid);
+	if (!json_object_object_get_ex(j, pidbuf, &per_pid)) {
+		per_pid = json_object_new_object();
+		json_object_object_add(j, pidbuf, per_pid);
+	}
+	json_object_object_add(pj, "live_bytes", json_object_new_int64((int64_t)v->live_bytes));
+	json_object_object_add(pj, "peak_bytes", json_object_new_int64((int64_t)v->peak_bytes));
+	json_object_object_add(pj, "allocs", json_object_new_int64((int64_t)v->allocs));
+	json_object_object_add(pj, "frees", json_object_new_int64((int64_t)v->frees));
+	json_object_object_add(per_pid, pool_name(k->pool), pj);
+	return 0;
 }
 
 static json_object *pools_json(const struct session *s)
 {
-	int fd = session_map_fd(s, "pools");
 	json_object *j = json_object_new_object();
-	struct pool_key key, next, *prev = NULL;
 	struct pool_val v;
-	char pidbuf[16];
 
-	if (!j || fd < 0)
-		return j;
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		if (bpf_map_lookup_elem(fd, &next, &v) == 0) {
-			json_object *per_pid, *pj = json_object_new_object();
-			snprintf(pidbuf, sizeof(pidbuf), "%u", next.pid);
-			if (!json_object_object_get_ex(j, pidbuf, &per_pid)) {
-				per_pid = json_object_new_object();
-				json_object_object_add(j, pidbuf, per_pid);
-			}
-			json_object_object_add(pj, "live_bytes", json_object_new_int64((int64_t)v.live_bytes));
-			json_object_object_add(pj, "peak_bytes", json_object_new_int64((int64_t)v.peak_bytes));
-			json_object_object_add(pj, "allocs", json_object_new_int64((int64_t)v.allocs));
-			json_object_object_add(pj, "frees", json_object_new_int64((int64_t)v.frees));
-			json_object_object_add(per_pid, pool_name(next.pool), pj);
-		}
-		key = next;
-		prev = &key;
-	}
+	if (j)
+		session_map_foreach(s, "pools", &v, pool_json_entry, j);
 	return j;
 }
 

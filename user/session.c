@@ -425,3 +425,26 @@ int session_map_fd(const struct session *s, const char *name)
 	struct bpf_map *m = bpf_object__find_map_by_name(s->skel->obj, name);
 	return m ? bpf_map__fd(m) : -1;
 }
+
+int session_map_foreach(const struct session *s, const char *name, void *value,
+			session_map_fn fn, void *ctx)
+{
+	struct bpf_map *m = bpf_object__find_map_by_name(s->skel->obj, name);
+	unsigned char key[64], next[64];
+	void *prev = NULL;
+	int fd, rc;
+
+	if (!m || bpf_map__key_size(m) > sizeof(key))
+		return -1;
+	fd = bpf_map__fd(m);
+	while (bpf_map_get_next_key(fd, prev, next) == 0) {
+		memcpy(key, next, bpf_map__key_size(m));
+		prev = key;
+		if (bpf_map_lookup_elem(fd, key, value))
+			continue; /* deleted meanwhile */
+		rc = fn(ctx, key, value);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}

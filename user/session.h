@@ -86,6 +86,13 @@ int session_read_stack(const struct session *s, int32_t id, __u64 *ips);
 int session_read_counters(const struct session *s, struct counters *out);
 uint64_t session_delivered_total(const struct session *s);
 int session_map_fd(const struct session *s, const char *name);
+/* Calls fn(ctx, key, value) for every entry of map `name`, with the value
+ * read into `value` (an array of one value per possible CPU for per-CPU
+ * maps). Entries deleted meanwhile are skipped. Returns fn's first non-zero
+ * return, -1 for an unknown map, else 0. */
+typedef int (*session_map_fn)(void *ctx, const void *key, void *value);
+int session_map_foreach(const struct session *s, const char *name, void *value,
+			session_map_fn fn, void *ctx);
 
 /* ---- signals: SIGINT/SIGTERM set the flag; SIGPIPE is ignored ---- */
 extern volatile sig_atomic_t session_stop_requested;
