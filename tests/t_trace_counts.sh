@@ -140,9 +140,14 @@ else
 	echo "note: opencl backend not usable here; cpu only"
 fi
 
-# The stories15M-shaped model: the plain 2 us bound. Runs have more than 20
-# tokens so that p95 is not the maximum: the first hit of a probe site is slow
-# (the kernel patches the site into an optimized uprobe after our clock read).
+# The stories15M-shaped model streams 61 MB of weights per token: the probe
+# that ends logits (a 36 MB matvec) traps into kernel code and data that the
+# stream just evicted, so its entry, which lies between the engine's clock
+# read and ours, runs cold: 2-5 us on logits (well under 1 us on every other
+# span). There the bound is 2 us + 0.2% of the engine's value. Runs have more
+# than 20 tokens so that p95 is not the maximum: the first hit of a probe
+# site is slow (the kernel patches it into an optimized uprobe).
+TOLERANCE_REL=0.002
 if [ ! -r "$DEMO_MODEL" ]; then
 	mkdir -p "$(dirname "$DEMO_MODEL")"
 	"$MKMODEL" "$DEMO_MODEL" --shape stories15M --seed 1 --tokenizer "$DEMO_TOK" >/dev/null ||
