@@ -36,3 +36,16 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}  # spin-waiting OpenMP collap
 
 # is_sanitized: this build's engine was made with SANITIZE=1 (ASan/UBSan).
 is_sanitized() { ldd "$BUILD/libinfer.so" 2>/dev/null | grep -q libasan; }
+
+# expect_fail NAME PATTERN CMD... : CMD exits non-zero (not by a signal) and
+# its stderr matches PATTERN; its stdout is left in $TMP/out.
+expect_fail() {
+	local name=$1 pat=$2
+	shift 2
+	"$@" >"$TMP/out" 2>"$TMP/err" </dev/null
+	local rc=$?
+	[ $rc -ne 0 ] || fail "$name: exited 0"
+	[ $rc -lt 128 ] || fail "$name: killed by signal $((rc - 128))"
+	grep -q -- "$pat" "$TMP/err" || fail "$name: stderr lacks '$pat': $(head -c 300 "$TMP/err")"
+	ok "$name: exit $rc, '$(grep -m1 -- "$pat" "$TMP/err" | head -c 160)'"
+}

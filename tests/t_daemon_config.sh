@@ -7,8 +7,8 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
 [ -x "$SPANTRACE" ] || fail "build $SPANTRACE first"
 
-# expect_fail WHAT PATTERN ARGS...: exits non-zero, prints PATTERN, in < 10 s.
-expect_fail() {
+# expect_daemon_fail WHAT PATTERN ARGS...: exits non-zero, prints PATTERN, in < 10 s.
+expect_daemon_fail() {
 	local what=$1 pattern=$2; shift 2
 	local rc=0
 	timeout 10 "$SPANTRACE" daemon "$@" > "$TMP/out" 2>&1 || rc=$?
@@ -17,26 +17,26 @@ expect_fail() {
 	ok "$what -> exit $rc: $(head -n 1 "$TMP/out")"
 }
 
-expect_fail "negative interval" "--interval must be" --binary /bin/true --interval -1
-SPANTRACE_INTERVAL_SECS=0 expect_fail "zero interval from env" "SPANTRACE_INTERVAL_SECS must be" --binary /bin/true
-expect_fail "host name address" "bad listen address" --binary /bin/true --listen localhost:9464
-expect_fail "port out of range" "port must be" --binary /bin/true --listen 127.0.0.1:70000
-expect_fail "both thresholds" "exclude each other" --binary /bin/true --slow-ms 1 --slow-pct 99
-expect_fail "no binary" "need --binary" --interval 1
-expect_fail "bad size" "--total-max must be" --binary /bin/true --total-max 12Q
+expect_daemon_fail "negative interval" "--interval must be" --binary /bin/true --interval -1
+SPANTRACE_INTERVAL_SECS=0 expect_daemon_fail "zero interval from env" "SPANTRACE_INTERVAL_SECS must be" --binary /bin/true
+expect_daemon_fail "host name address" "bad listen address" --binary /bin/true --listen localhost:9464
+expect_daemon_fail "port out of range" "port must be" --binary /bin/true --listen 127.0.0.1:70000
+expect_daemon_fail "both thresholds" "exclude each other" --binary /bin/true --slow-ms 1 --slow-pct 99
+expect_daemon_fail "no binary" "need --binary" --interval 1
+expect_daemon_fail "bad size" "--total-max must be" --binary /bin/true --total-max 12Q
 
 # The rest loads BPF.
 need_bpf
 need_daemon_build
-expect_fail "unwritable JSONL directory" "cannot create a file" --binary "$INFER" --listen 127.0.0.1:0 \
+expect_daemon_fail "unwritable JSONL directory" "cannot create a file" --binary "$INFER" --listen 127.0.0.1:0 \
 	--jsonl-dir /proc/self
-expect_fail "missing JSONL directory" "No such file or directory" --binary "$INFER" --listen 127.0.0.1:0 \
+expect_daemon_fail "missing JSONL directory" "No such file or directory" --binary "$INFER" --listen 127.0.0.1:0 \
 	--jsonl-dir "$TMP/nope"
-expect_fail "address not on this host" "Cannot assign requested address" --binary "$INFER" \
+expect_daemon_fail "address not on this host" "Cannot assign requested address" --binary "$INFER" \
 	--listen 192.0.2.1:9464
 
 start_daemon
-expect_fail "port in use" "Address already in use" --binary "$INFER" --listen "127.0.0.1:$DPORT"
+expect_daemon_fail "port in use" "Address already in use" --binary "$INFER" --listen "127.0.0.1:$DPORT"
 curl -sf "http://127.0.0.1:$DPORT/healthz" | grep -qx ok || fail "first daemon stopped answering"
 ok "first daemon still serves /healthz"
 stop_daemon

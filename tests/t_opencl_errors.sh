@@ -8,18 +8,6 @@ need_models
 [ -x "$INFER" ] || fail "no $INFER (build first)"
 m=$MODELS/stories260K.bin
 
-# expect_fail NAME PATTERN CMD... : non-zero exit (not a signal), message matches
-expect_fail() {
-	local name=$1 pat=$2
-	shift 2
-	"$@" >"$TMP/out" 2>"$TMP/err"
-	local rc=$?
-	[ $rc -ne 0 ] || fail "$name: exited 0"
-	[ $rc -lt 128 ] || fail "$name: killed by signal $((rc - 128))"
-	grep -q "$pat" "$TMP/err" || fail "$name: stderr lacks '$pat': $(head -c 300 "$TMP/err")"
-	ok "$name: exit $rc, '$(grep -m1 "$pat" "$TMP/err" | head -c 160)'"
-}
-
 mkdir -p "$TMP/no-vendors"
 expect_fail "no platform" "no OpenCL platform found" \
 	env OCL_ICD_VENDORS="$TMP/no-vendors" OCL_ICD_FILENAMES= "$INFER" "$m" --ids -n 8 -b opencl

@@ -11,18 +11,6 @@ need_models
 for b in "$INFER" "$SPANTRACE"; do [ -x "$b" ] || fail "no $b (build first)"; done
 m=$MODELS/stories260K.bin
 
-# expect_fail NAME PATTERN CMD... : non-zero exit (not a signal), message matches
-expect_fail() {
-	local name=$1 pat=$2
-	shift 2
-	"$@" >"$TMP/out" 2>"$TMP/err"
-	local rc=$?
-	[ $rc -ne 0 ] || fail "$name: exited 0"
-	[ $rc -lt 128 ] || fail "$name: killed by signal $((rc - 128))"
-	grep -q "$pat" "$TMP/err" || fail "$name: stderr lacks '$pat': $(head -c 300 "$TMP/err")"
-	ok "$name: exit $rc, '$(grep -m1 "$pat" "$TMP/err" | head -c 160)'"
-}
-
 expect_fail "nonexistent pid" "no process with pid 99999999" "$SPANTRACE" record -p 99999999 -o "$TMP/x"
 sleep 30 &
 expect_fail "process without probes" "has no 'infer' USDT probes" "$SPANTRACE" record -p $! -o "$TMP/x"
