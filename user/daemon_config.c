@@ -2,10 +2,9 @@
  * Every value is collected as text first (variable, then flag on top), then
  * validated once, so an error names where the bad value came from. */
 #include "daemon_config.h"
+#include "numparse.h"
 
-#include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,60 +50,6 @@ struct raw_value {
 	const char *text;
 	int from_flag;
 };
-
-/* ---- number parsing: whole string, no sign surprises ---- */
-
-static int parse_double(const char *s, double *out)
-{
-	char *end;
-	if (!*s || !(*s == '-' || *s == '.' || (*s >= '0' && *s <= '9')))
-		return -1;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || *end || !isfinite(v))
-		return -1;
-	*out = v;
-	return 0;
-}
-
-static int parse_ulong(const char *s, unsigned long long max, unsigned long long *out)
-{
-	char *end;
-	if (*s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || *end || v > max)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-int daemon_parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	if (*s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno)
-		return -1;
-	unsigned shift = 0;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	default: break;
-	}
-	if (shift && *end == 'i')
-		end++;
-	if (*end == 'B')
-		end++;
-	if (*end || (shift && v > (UINT64_MAX >> shift)))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
 
 /* ---- collecting text values ---- */
 
@@ -191,39 +136,38 @@ static int bad(char *err, size_t errlen, enum opt o, const struct raw_value *r, 
 
 static int apply_numbers(struct daemon_config *c, const struct raw_value *raw, char *err, size_t errlen)
 {
-	unsigned long long u;
+	uint64_t u;
 	const struct raw_value *r;
 
 	if ((r = &raw[OPT_PID])->text) {
-		if (parse_ulong(r->text, INT_MAX, &u) < 0 || u == 0)
+		if (parse_uint(r->text, 1, INT_MAX, &u) < 0)
 			return bad(err, errlen, OPT_PID, r, "a process id > 0");
 		c->pid = (int)u;
 	}
 	if ((r = &raw[OPT_SLOW_MS])->text) {
-		if (parse_double(r->text, &c->slow_ms) < 0 || c->slow_ms < 0 || c->slow_ms > 1e9)
+		if (parse_real(r->text, 0, 1e9, &c->slow_ms) < 0)
 			return bad(err, errlen, OPT_SLOW_MS, r, "milliseconds >= 0");
 		c->slow_pct = 0;
 	}
 	if ((r = &raw[OPT_SLOW_PCT])->text) {
-		if (parse_double(r->text, &c->slow_pct) < 0 || !(c->slow_pct > 0 && c->slow_pct < 100))
+		if (parse_real_above(r->text, 0, 100, &c->slow_pct) < 0 || c->slow_pct == 100)
 			return bad(err, errlen, OPT_SLOW_PCT, r, "a percentile strictly between 0 and 100");
 		c->slow_ms = -1;
 	}
 	if ((r = &raw[OPT_INTERVAL])->text) {
-		if (parse_double(r->text, &c->interval_secs) < 0 || c->interval_secs < 0.05 ||
-		    c->interval_secs > 86400)
+		if (parse_real(r->text, 0.05, 86400, &c->interval_secs) < 0)
 			return bad(err, errlen, OPT_INTERVAL, r, "seconds between 0.05 and 86400");
 	}
 	if ((r = &raw[OPT_FILE_MAX])->text) {
-		if (daemon_parse_size(r->text, &c->file_max_bytes) < 0 || c->file_max_bytes == 0)
+		if (parse_size(r->text, &c->file_max_bytes) < 0 || c->file_max_bytes == 0)
 			return bad(err, errlen, OPT_FILE_MAX, r, "a size > 0 (bytes, K, M or G)");
 	}
 	if ((r = &raw[OPT_TOTAL_MAX])->text) {
-		if (daemon_parse_size(r->text, &c->total_max_bytes) < 0 || c->total_max_bytes == 0)
+		if (parse_size(r->text, &c->total_max_bytes) < 0 || c->total_max_bytes == 0)
 			return bad(err, errlen, OPT_TOTAL_MAX, r, "a size > 0 (bytes, K, M or G)");
 	}
 	if ((r = &raw[OPT_RETAIN])->text) {
-		if (parse_ulong(r->text, 1000000, &u) < 0 || u == 0)
+		if (parse_uint(r->text, 1, 1000000, &u) < 0)
 			return bad(err, errlen, OPT_RETAIN, r, "a file count between 1 and 1000000");
 		c->retain_files = (unsigned)u;
 	}

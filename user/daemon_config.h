@@ -44,9 +44,6 @@ enum { DAEMON_CONFIG_OK = 0, DAEMON_CONFIG_HELP = 1, DAEMON_CONFIG_ERROR = -1 };
 int daemon_config_parse(struct daemon_config *c, int argc, char **argv, char **envp,
 			char *err, size_t errlen);
 
-/* Parses "123", "64K", "16M", "1G" (also "16MiB", "16MB"). 0 or -1. */
-int daemon_parse_size(const char *s, uint64_t *out);
-
 extern const char daemon_config_usage[];
 
 #endif

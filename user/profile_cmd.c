@@ -20,6 +20,7 @@
 #include "chrome.h"
 #include "export.h"
 #include "launch.h"
+#include "numparse.h"
 #include "outbuf.h"
 #include "perfev.h"
 #include "session.h"
@@ -525,29 +526,17 @@ static const struct argp_option profile_options[] = {
 	{ 0 },
 };
 
-static int parse_ulong(const char *s, unsigned long long lo, unsigned long long hi,
-		       unsigned long long *out)
-{
-	char *end;
-	if (!s || *s == '-' || *s == '\0')
-		return -1;
-	errno = 0;
-	*out = strtoull(s, &end, 10);
-	return errno || *end || *out < lo || *out > hi ? -1 : 0;
-}
-
 static error_t profile_parse(int key, char *arg, struct argp_state *state)
 {
 	struct profile_opts *o = state->input;
-	unsigned long long v;
-	char *end;
+	uint64_t v;
 
 	switch (key) {
 	case ARGP_KEY_INIT:
 		state->child_inputs[0] = &o->target;
 		break;
 	case 'F':
-		if (parse_ulong(arg, 1, 100000, &v))
+		if (parse_uint(arg, 1, 100000, &v))
 			argp_error(state, "invalid frequency '%s' (1..100000 Hz)", arg);
 		o->hz = (unsigned)v;
 		break;
@@ -558,13 +547,11 @@ static error_t profile_parse(int key, char *arg, struct argp_state *state)
 			argp_error(state, "invalid level '%s' (coarse or detail)", arg);
 		break;
 	case OPT_DURATION:
-		errno = 0;
-		o->duration_s = strtod(arg, &end);
-		if (errno || end == arg || *end || !(o->duration_s > 0))
+		if (parse_real_above(arg, 0, DURATION_MAX_S, &o->duration_s))
 			argp_error(state, "invalid duration '%s' (seconds > 0)", arg);
 		break;
 	case OPT_MAX_EVENTS:
-		if (parse_ulong(arg, 1, UINT64_MAX, &v))
+		if (parse_uint(arg, 1, UINT64_MAX, &v))
 			argp_error(state, "invalid --max-events '%s' (a whole number >= 1)", arg);
 		o->max_events = v;
 		break;

@@ -18,6 +18,7 @@
 #include "export.h"
 #include "launch.h"
 #include "outbuf.h"
+#include "numparse.h"
 #include "perfev.h"
 #include "profile.h"
 #include "session.h"
@@ -633,26 +634,10 @@ static const struct argp_option record_options[] = {
 	{ 0 },
 };
 
-static int parse_u64(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (!s || *s == '-')
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *end)
-		return -1;
-	*out = v;
-	return 0;
-}
-
 static error_t record_parse(int key, char *arg, struct argp_state *state)
 {
 	struct record_opts *o = state->input;
 	uint64_t v;
-	char *end;
 
 	switch (key) {
 	case ARGP_KEY_INIT:
@@ -663,9 +648,7 @@ static error_t record_parse(int key, char *arg, struct argp_state *state)
 	case OPT_SUMMARY: o->summary = arg; break;
 	case OPT_METRICS: o->metrics = arg; break;
 	case OPT_DURATION:
-		errno = 0;
-		o->duration_s = strtod(arg, &end);
-		if (errno || end == arg || *end || o->duration_s <= 0)
+		if (parse_real_above(arg, 0, DURATION_MAX_S, &o->duration_s))
 			argp_error(state, "invalid duration '%s' (seconds > 0)", arg);
 		break;
 	case OPT_LEVEL:
@@ -673,18 +656,18 @@ static error_t record_parse(int key, char *arg, struct argp_state *state)
 			argp_error(state, "invalid level '%s' (coarse or detail)", arg);
 		break;
 	case OPT_RINGBUF:
-		if (parse_u64(arg, &v) || v < 4 || v > (1u << 20))
+		if (parse_uint(arg, 4, 1u << 20, &v))
 			argp_error(state, "invalid --ringbuf-kb '%s' (4..1048576)", arg);
 		o->ringbuf_kb = (unsigned)v;
 		break;
 	case OPT_MIN_DUR:
-		if (parse_u64(arg, &o->min_dur_ns))
+		if (parse_uint(arg, 0, UINT64_MAX, &o->min_dur_ns))
 			argp_error(state, "invalid --min-dur-ns '%s'", arg);
 		break;
 	case OPT_PERF: o->perf = 1; break;
 	case OPT_CHROME: o->chrome = arg; break;
 	case OPT_MAX_EVENTS:
-		if (parse_u64(arg, &o->chrome_max) || o->chrome_max == 0)
+		if (parse_uint(arg, 1, UINT64_MAX, &o->chrome_max))
 			argp_error(state, "invalid --max-events '%s' (a whole number >= 1)", arg);
 		break;
 	case 'q': o->quiet = 1; break;

@@ -8,18 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 #include "probes.h"
+#include "numparse.h"
 #include "stapsdt.h"
 
 pid_t parse_pid(const char *s)
 {
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v <= 0 || v > 0x3fffffff)
-		return -1;
-	return (pid_t)v;
+	uint64_t v;
+	return parse_uint(s, 1, 0x3fffffff, &v) ? -1 : (pid_t)v;
 }
 
 static void fill_build_id(struct target *t)

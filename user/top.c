@@ -3,8 +3,6 @@
 #include "top.h"
 
 #include <argp.h>
-#include <errno.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +13,7 @@
 #include <curses.h>
 #include <term.h>
 #include "launch.h"
+#include "numparse.h"
 #include "session.h"
 #include "topview.h"
 
@@ -83,33 +82,17 @@ static const struct argp_option top_options[] = {
 	{ 0 },
 };
 
-static int parse_positive_int(const char *s, long lo, long hi, int *out)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		return -1;
-	*out = (int)v;
-	return 0;
-}
-
 static error_t top_parse(int key, char *arg, struct argp_state *state)
 {
 	struct top_opts *o = state->input;
-	char *end;
+	uint64_t v;
 
 	switch (key) {
 	case ARGP_KEY_INIT:
 		state->child_inputs[0] = &o->target;
 		break;
 	case 'd':
-		errno = 0;
-		o->delay_s = strtod(arg, &end);
-		if (errno || end == arg || *end || !isfinite(o->delay_s) || o->delay_s < DELAY_MIN_S ||
-		    o->delay_s > DELAY_MAX_S)
+		if (parse_real(arg, DELAY_MIN_S, DELAY_MAX_S, &o->delay_s))
 			argp_error(state, "invalid delay '%s' (seconds, %.1f..%.0f)", arg, DELAY_MIN_S, DELAY_MAX_S);
 		break;
 	case OPT_LEVEL:
@@ -118,12 +101,14 @@ static error_t top_parse(int key, char *arg, struct argp_state *state)
 		break;
 	case 'b': o->batch = 1; break;
 	case 'n':
-		if (parse_positive_int(arg, 1, 1000000000, &o->iterations))
+		if (parse_uint(arg, 1, 1000000000, &v))
 			argp_error(state, "invalid iterations '%s' (a whole number >= 1)", arg);
+		o->iterations = (int)v;
 		break;
 	case 'w':
-		if (parse_positive_int(arg, WIDTH_MIN, TOPVIEW_LINE_MAX - 1, &o->width))
+		if (parse_uint(arg, WIDTH_MIN, TOPVIEW_LINE_MAX - 1, &v))
 			argp_error(state, "invalid width '%s' (%d..%d)", arg, WIDTH_MIN, TOPVIEW_LINE_MAX - 1);
+		o->width = (int)v;
 		break;
 	case OPT_CMD_OUTPUT: o->cmd_output = arg; break;
 	case 'v': st_verbose++; break;

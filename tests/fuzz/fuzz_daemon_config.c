@@ -2,11 +2,12 @@
  * The input is NUL-separated words: words that look like SPANTRACE_X=V go to
  * envp, the rest to argv (argv[0] first). Every word is also tried as a SIZE.
  * fuzz-cflags: -DINFER_PROBE_NAMES_ONLY
- * fuzz-sources: user/daemon_config.c user/httpd.c
+ * fuzz-sources: user/daemon_config.c user/httpd.c user/numparse.c
  * fuzz-libs: -lmicrohttpd
  */
 #include "fuzz_common.h"
 #include "daemon_config.h"
+#include "numparse.h"
 
 #define MAX_WORDS 64
 
@@ -38,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			envp[envc++] = words[i];
 		else
 			argv[argc++] = words[i];
-		if (daemon_parse_size(words[i], &bytes) == 0)
+		if (parse_size(words[i], &bytes) == 0)
 			FUZZ_CHECK(words[i][0] >= '0' && words[i][0] <= '9');
 	}
 	argv[argc] = NULL;

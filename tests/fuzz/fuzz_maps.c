@@ -4,7 +4,7 @@
  * Paths in the input are opened only if they are regular files outside
  * /dev, /proc and /sys (see fuzz_safe_open.h).
  * fuzz-cflags: -DINFER_PROBE_NAMES_ONLY
- * fuzz-sources: user/symbols.c user/stapsdt.c
+ * fuzz-sources: user/symbols.c user/stapsdt.c user/numparse.c
  * fuzz-libs: -lelf -Wl,--wrap=open
  */
 #include "fuzz_common.h"

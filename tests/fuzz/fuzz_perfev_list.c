@@ -2,7 +2,7 @@
  * and -p PID text (parse_pid in user/target.c, included for it). The input's
  * first byte picks the list's maximum length (0..PERF_COUNTERS_MAX).
  * fuzz-cflags: -DINFER_PROBE_NAMES_ONLY
- * fuzz-sources: user/perfev.c user/stapsdt.c
+ * fuzz-sources: user/perfev.c user/stapsdt.c user/numparse.c
  * fuzz-libs: -lbpf -lelf
  */
 #include "fuzz_common.h"

@@ -1,17 +1,14 @@
 /* test_daemon_config.c - daemon flags and SPANTRACE_* variables: defaults,
- * precedence (flag beats variable), validation errors, size suffixes and
- * listen addresses. */
+ * precedence (flag beats variable), validation errors and listen
+ * addresses. */
 #include "daemon_config.h"
+#include "check.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-#define CHECK(cond, ...) do { if (!(cond)) { failures++; \
-	fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-	fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
 
 #define ARGV(...) (char *[]){ "daemon", __VA_ARGS__, NULL }
 
@@ -138,33 +135,10 @@ static void test_errors(void)
 	CHECK(parse(&c, help, NULL) == DAEMON_CONFIG_HELP, "--help");
 }
 
-static void test_sizes(void)
-{
-	uint64_t v;
-	CHECK(daemon_parse_size("0", &v) == 0 && v == 0, "0");
-	CHECK(daemon_parse_size("123", &v) == 0 && v == 123, "123");
-	CHECK(daemon_parse_size("4k", &v) == 0 && v == 4096, "4k");
-	CHECK(daemon_parse_size("16M", &v) == 0 && v == 16u << 20, "16M");
-	CHECK(daemon_parse_size("2GiB", &v) == 0 && v == 2ull << 30, "2GiB");
-	CHECK(daemon_parse_size("7B", &v) == 0 && v == 7, "7B");
-	CHECK(daemon_parse_size("", &v) < 0, "empty");
-	CHECK(daemon_parse_size(" 1", &v) < 0, "leading space");
-	CHECK(daemon_parse_size("+1", &v) < 0, "plus sign");
-	CHECK(daemon_parse_size("1MM", &v) < 0, "double suffix");
-	CHECK(daemon_parse_size("18446744073709551616", &v) < 0, "overflow");
-	CHECK(daemon_parse_size("17179869184G", &v) < 0, "overflow by suffix");
-}
-
 int main(void)
 {
 	test_defaults();
 	test_flags_and_env();
 	test_errors();
-	test_sizes();
-	if (failures) {
-		fprintf(stderr, "%d check(s) failed\n", failures);
-		return 1;
-	}
-	printf("test_daemon_config: all checks passed\n");
-	return 0;
+	return check_report();
 }
