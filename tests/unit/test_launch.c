@@ -192,15 +192,22 @@ static void test_command_gone(void)
 static void test_pid_gone(void)
 {
 	struct launch l;
-	pid_t pid = fork();
+	int go[2];
+	char c = 0;
 
+	/* The child exits only when told, so "live" is checked while it is. */
+	CHECK(pipe(go) == 0, "pipe: %s", strerror(errno));
+	pid_t pid = fork();
 	if (pid == 0) {
-		sleep_ms(300);
-		_exit(0);
+		close(go[1]);
+		_exit(read(go[0], &c, 1) == 1 ? 0 : 1);
 	}
+	close(go[0]);
 	CHECK(pid > 0, "fork");
-	if (pid <= 0)
+	if (pid <= 0) {
+		close(go[1]);
 		return;
+	}
 	memset(&l, 0, sizeof(l));
 	l.mode = LAUNCH_PID;
 	l.release_fd = -1;
@@ -208,6 +215,8 @@ static void test_pid_gone(void)
 	l.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	CHECK(l.pidfd >= 0, "pidfd_open: %s", strerror(errno));
 	CHECK(!launch_target_gone(&l), "a live pid reported gone");
+	CHECK(write(go[1], &c, 1) == 1, "release the child");
+	close(go[1]);
 	CHECK(gone_within(&l), "the pid's exit was not noticed");
 	launch_end(&l);
 	CHECK(l.pidfd == -1, "pidfd left open");
