@@ -22,16 +22,29 @@ bpftrace -e "
 usdt:$LIBINFER:infer:span_begin { @b[pid, arg0] = count(); }
 usdt:$LIBINFER:infer:span_end { @e[pid, arg0] = count(); }
 usdt:$LIBINFER:infer:op_begin { @b[pid, arg0] = count(); }
-usdt:$LIBINFER:infer:op_end { @e[pid, arg0] = count(); }" >"$TMP/bt.out" 2>"$TMP/bt.err" &
+usdt:$LIBINFER:infer:op_end { @e[pid, arg0] = count(); }
+usdt:$LIBINFER:infer:request_begin { printf(\"armed %d\\n\", pid); }" >"$TMP/bt.out" 2>"$TMP/bt.err" &
 bt=$!
 wait_for grep -q Attaching "$TMP/bt.out" "$TMP/bt.err" || fail "bpftrace did not attach: $(cat "$TMP/bt.err")"
 
 # perf: the SDT event (it bumps the semaphore itself), recorded system-wide
 perf buildid-cache --add "$LIBINFER" || fail "perf buildid-cache --add $LIBINFER"
 perf probe -q -x "$LIBINFER" "%$EVENT" 2>"$TMP/probe.err" || fail "perf probe $EVENT: $(cat "$TMP/probe.err")"
-perf record -q -e "$EVENT" -a -o "$TMP/perf.data" 2>"$TMP/perf.err" &
+# perf starts disabled and acks "enable" on a control fifo once it counts.
+mkfifo "$TMP/ctl" "$TMP/ack"
+exec {ctl}<>"$TMP/ctl" {ack}<>"$TMP/ack"  # read-write: opening does not block
+perf record -q -D -1 --control "fifo:$TMP/ctl,$TMP/ack" -e "$EVENT" -a -o "$TMP/perf.data" 2>"$TMP/perf.err" &
 pr=$!
-sleep 1.5 # neither prints when armed: give both time to arm
+echo enable >&"$ctl"
+read -r -t 30 -u "$ack" reply || fail "perf record did not ack enable: $(cat "$TMP/perf.err")"
+assert_eq "perf record armed" ack "$reply"
+# bpftrace prints "Attaching" before its probes are armed: run one-token
+# canaries (other pids, not counted) until it reports one.
+armed() {
+	"$INFER" "$MODELS/stories260K.bin" -b cpu -n 1 -t 0 --ids >/dev/null 2>&1
+	grep -q '^armed' "$TMP/bt.out"
+}
+wait_for armed || fail "bpftrace saw no canary request: $(cat "$TMP/bt.err")"
 
 "$SPANTRACE" record -q -o "$TMP/t.jsonl" --summary "$TMP/s.json" -- \
 	"$INFER" "$MODELS/stories260K.bin" -b cpu -n 32 -t 0 --ids --stats "$TMP/e.json" >/dev/null 2>"$TMP/rec.err" ||
