@@ -43,7 +43,12 @@ for round in 1 2 3; do
 	"$SPANTRACE" record -q -p "$SRV" -o "$d/t.jsonl" --summary "$d/s.json" 2>"$d/rec.err" &
 	rec=$!
 	wait_attached "$d/t.jsonl" "$d/rec.err"
-	sleep 2
+	# at least 2 whole requests seen (the JSONL is flushed once a second);
+	# up to 30 s on a loaded box
+	for i in $(seq 300); do
+		[ "$(grep -c '"type":"request"' "$d/t.jsonl")" -ge 2 ] && break
+		sleep 0.1
+	done
 	kill -INT $rec
 	wait $rec || fail "round $round: record exited $?: $(cat "$d/rec.err")"
 	s=$d/s.json

@@ -14,8 +14,11 @@ N=24
 BACKEND=opencl
 clinfo -l 2>/dev/null | grep -q Device || { BACKEND=cpu; echo "note: no OpenCL device; cpu run, kernel tracks not checked"; }
 ENGINE=("$INFER" "$MODELS/stories260K.bin" -z "$MODELS/tokenizer.bin" -n $N -b $BACKEND -s 1 -t 0 --ids)
+# One CPU for tracer and engine: no span changes CPU, so every span has
+# counters (only spans that change CPU are unmeasured).
+CPU=$(taskset -pc $$ | sed 's/.*: *//; s/[,-].*//')
 
-"$SPANTRACE" record -q --perf --chrome "$TMP/trace.json" -o "$TMP/r.jsonl" -- "${ENGINE[@]}" \
+taskset -c "$CPU" "$SPANTRACE" record -q --perf --chrome "$TMP/trace.json" -o "$TMP/r.jsonl" -- "${ENGINE[@]}" \
 	--stats "$TMP/stats.json" >/dev/null 2>"$TMP/err" || { cat "$TMP/err"; fail "spantrace record --chrome failed"; }
 T=$TMP/trace.json
 jq -e '.traceEvents | length > 0' "$T" >/dev/null || fail "trace.json is not a Chrome trace"
@@ -58,8 +61,13 @@ jq -e '[.traceEvents[] | select(.ph == "C" and (.name | startswith("kv_cache")))
 jq -e '[.traceEvents[] | select(.ph == "C" and (.name | startswith("live bytes")))] | length > 0' "$T" >/dev/null \
 	|| fail "no pool counter track"
 ok "counter tracks present"
-jq -e '[.traceEvents[] | select(.ph == "X" and .name == "forward")][0].args.counters["task-clock"] > 0' "$T" >/dev/null \
-	|| fail "span args lack the --perf counters"
+assert_eq "forward spans with --perf counters in args (pinned: all)" "$(jq '.spans.forward.count' "$TMP/stats.json")" \
+	"$(jq '[.traceEvents[] | select(.ph == "X" and .name == "forward" and .args.counters["task-clock"] > 0)] | length' "$T")"
+assert_eq "span events with counters lacking task-clock > 0" 0 \
+	"$(jq '[.traceEvents[] | select(.ph == "X" and .cat == "span" and .args.counters != null and (.args.counters["task-clock"] > 0 | not))] | length' "$T")"
+assert_eq "span events with counters = span records with counters" \
+	"$(jq -s '[.[] | select(.type == "span" and .counters)] | length' "$TMP/r.jsonl")" \
+	"$(jq '[.traceEvents[] | select(.ph == "X" and .cat == "span" and .args.counters != null)] | length' "$T")"
 assert_eq "nothing truncated" 0 "$(jq .otherData.truncated "$T")"
 
 # a cap: exactly that many events, the rest counted and announced

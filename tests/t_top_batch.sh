@@ -35,16 +35,38 @@ split_frames() {
 	ls "$TMP"/frame.* 2>/dev/null | wc -l
 }
 
-# ---- a command: 3 requests through --serve (at least 1 s even at the
-# bandwidth bound of ~420 tok/s), a frame every 0.5 s ----
-printf 'once upon a time\nthe little dog\na big red ball\n' >"$TMP/prompts"
+# done_frame FILE: the last complete frame of a FILE top is still writing
+# (one another frame follows; the newest may be half-written) into $TMP/done
+done_frame() {
+	awk '/^spantrace top/ { if (n++) last = cur; cur = "" } { cur = cur $0 "\n" }
+		END { printf "%s", last }' "$1" >"$TMP/done"
+}
+# done_forward_above FILE N: that frame's forward count is > N
+done_forward_above() { done_frame "$1"; [ "$(count_of "$TMP/done" forward)" -gt "$2" ]; }
+# wait_long CMD...: like wait_for, for up to 30 s (a loaded box)
+wait_long() { local i; for i in $(seq 300); do "$@" && return 0; sleep 0.1; done; return 1; }
+
+# ---- a command: 3 requests through --serve from a fifo we feed, a frame
+# every 0.5 s. The next request goes only once a frame shows the last one's
+# progress, so running frames show growth at any engine speed. ----
+mkfifo "$TMP/cmd.in"
+exec 3<>"$TMP/cmd.in"
 "$SPANTRACE" top -b -d 0.5 -w 100 --cmd-output "$TMP/cmd.out" -- \
 	"$INFER" "$DEMO_MODEL" -z "$DEMO_TOK" -b $backend --serve -n 160 -t 0 --stats "$TMP/stats.json" \
-	<"$TMP/prompts" >"$TMP/frames" 2>"$TMP/top.err"
+	<"$TMP/cmd.in" >"$TMP/frames" 2>"$TMP/top.err" 3>&- &
+top=$!
+echo "once upon a time" >&3
+wait_long done_forward_above "$TMP/frames" 0 || fail "no frame with forward passes: $(cat "$TMP/top.err")"
+c1=$(count_of "$TMP/done" forward)
+echo "the little dog" >&3
+wait_long done_forward_above "$TMP/frames" "$c1" || fail "no frame with more than $c1 forward passes"
+echo "a big red ball" >&3
+exec 3>&- # EOF: the engine answers the last request and exits
+wait $top
 rc=$?
 [ $rc = 0 ] || fail "top exited $rc: $(cat "$TMP/top.err")"
 n=$(split_frames "$TMP/frames")
-assert_le "frames printed (one each 0.5 s, then a final one)" 3 "$n"
+assert_le "frames printed (two running ones seen, then a final one)" 3 "$n"
 grep -q "target exited with status 0" "$TMP/top.err" || fail "no exit status on stderr: $(cat "$TMP/top.err")"
 grep -q '\[exited\]' "$TMP/frame.$n" || fail "final frame not marked [exited]"
 assert_eq "the engine's completions went to --cmd-output" 3 "$(grep -vc '^achieved tok/s' "$TMP/cmd.out")"
@@ -83,27 +105,43 @@ exec 3<>"$TMP/in"
 "$INFER" "$DEMO_MODEL" -b cpu --ids --serve -n 8 -t 0 <"$TMP/in" >"$TMP/srv.out" 2>"$TMP/srv.err" 3>&- &
 srv=$!
 echo >&3
-wait_for [ -s "$TMP/srv.out" ] || fail "server did not answer: $(cat "$TMP/srv.err")"
-"$SPANTRACE" top -b -n 2 -d 1 -p $srv >"$TMP/pframes" 2>"$TMP/ptop.err" 3>&- &
-top=$!
-# one request once the first frame is out (the probes are armed by then)
-wait_for grep -q '^spantrace top' "$TMP/pframes" || fail "no first frame: $(cat "$TMP/ptop.err")"
-echo >&3
-wait $top || fail "top -p exited $?: $(cat "$TMP/ptop.err")"
+wait_long [ -s "$TMP/srv.out" ] || fail "server did not answer: $(cat "$TMP/srv.err")"
+"$SPANTRACE" top -b -n 2 -d 0.5 -p $srv >"$TMP/pframes" 2>"$TMP/ptop.err" 3>&-
+rc=$?
+[ $rc = 0 ] || fail "top -p -n 2 exited $rc: $(cat "$TMP/ptop.err")"
 assert_eq "frames with -n 2" 2 "$(split_frames "$TMP/pframes")"
-grep -q "pid $srv " "$TMP/frame.2" || fail "frame does not name pid $srv: $(head -1 "$TMP/frame.2")"
-assert_eq "forward passes before the request" 0 "$(count_of "$TMP/frame.1" forward)"
-assert_eq "forward passes of the one request" 8 "$(count_of "$TMP/frame.2" forward)"
-assert_eq "requests" 1 "$(header_field "$TMP/frame.2" requests)"
-kill -0 $srv 2>/dev/null || fail "the server died under top -p"
+assert_eq "forward passes of an idle server" 0 "$(count_of "$TMP/frame.2" forward)"
+kill -0 $srv 2>/dev/null || fail "the server died under top -p -n 2"
+# One request while attached (no -n: stopped by SIGTERM once a frame shows it)
+"$SPANTRACE" top -b -d 0.5 -p $srv >"$TMP/cframes" 2>"$TMP/ctop.err" 3>&- &
+top=$!
+# the first frame is out once the probes are armed
+wait_long grep -q '^spantrace top' "$TMP/cframes" || fail "no first frame: $(cat "$TMP/ctop.err")"
 echo >&3
 answered() { [ "$(wc -l <"$TMP/srv.out")" -ge "$1" ]; }
-wait_for answered 3 || fail "the server stopped answering after top -p"
+wait_long answered 2 || fail "no reply under top -p: $(cat "$TMP/srv.err")"
+request_shown() {
+	local r
+	done_frame "$TMP/cframes"
+	r=$(header_field "$TMP/done" requests)
+	[ "$(count_of "$TMP/done" forward)" -ge 8 ] && [ "${r:-0}" -ge 1 ]
+}
+wait_long request_shown || fail "no frame shows the request: $(tail -n 40 "$TMP/cframes")"
+kill -TERM $top
+wait $top || fail "top -p exited $? on SIGTERM: $(cat "$TMP/ctop.err")"
+n=$(split_frames "$TMP/cframes")
+assert_eq "forward passes before the request" 0 "$(count_of "$TMP/frame.1" forward)"
+grep -q "pid $srv " "$TMP/frame.$n" || fail "frame does not name pid $srv: $(head -1 "$TMP/frame.$n")"
+assert_eq "forward passes of the one request" 8 "$(count_of "$TMP/frame.$n" forward)"
+assert_eq "requests" 1 "$(header_field "$TMP/frame.$n" requests)"
+kill -0 $srv 2>/dev/null || fail "the server died under top -p"
+echo >&3
+wait_long answered 3 || fail "the server stopped answering after top -p"
 ok "server answers after top -p detached"
 # The traced process exits (EOF on its input): top prints a last frame, exits 0.
 "$SPANTRACE" top -b -d 0.5 -p $srv >"$TMP/eframes" 2>"$TMP/etop.err" 3>&- &
 top=$!
-wait_for grep -q '^spantrace top' "$TMP/eframes" || fail "no first frame: $(cat "$TMP/etop.err")"
+wait_long grep -q '^spantrace top' "$TMP/eframes" || fail "no first frame: $(cat "$TMP/etop.err")"
 exec 3>&-
 wait $srv || fail "server exited $? at EOF"
 wait $top || fail "top -p exited $? when its target exited: $(cat "$TMP/etop.err")"
@@ -114,7 +152,7 @@ ok "top -p ends with its target ($n frames, the last one [exited])"
 # SIGTERM in batch mode: one more, final frame, exit 0.
 "$SPANTRACE" top -b -d 0.5 --binary "$INFER" >"$TMP/tframes" 2>"$TMP/ttop.err" &
 top=$!
-wait_for grep -q '^spantrace top' "$TMP/tframes" || fail "no first frame: $(cat "$TMP/ttop.err")"
+wait_long grep -q '^spantrace top' "$TMP/tframes" || fail "no first frame: $(cat "$TMP/ttop.err")"
 kill -TERM $top
 wait $top || fail "top -b exited $? on SIGTERM: $(cat "$TMP/ttop.err")"
 n=$(split_frames "$TMP/tframes")
@@ -122,10 +160,14 @@ assert_le "frames after SIGTERM (a final one after the first)" 2 "$n"
 grep -q 'waiting for events' "$TMP/frame.$n" || fail "final frame on SIGTERM: $(cat "$TMP/frame.$n")"
 
 # ---- a closed pipe: top fails with a message, its command does not linger ----
+# The command waits on a fifo nobody writes to: only top can end it.
 marker=$TMP/epipe-stats.json
-"$SPANTRACE" top -b -d 0.2 --cmd-output /dev/null -- "$INFER" "$DEMO_MODEL" -b cpu -n 256 --ids \
-	--stats "$marker" 2>"$TMP/epipe.err" | head -n 1 >/dev/null
+mkfifo "$TMP/pin"
+exec 4<>"$TMP/pin"
+"$SPANTRACE" top -b -d 0.2 --cmd-output /dev/null -- "$INFER" "$DEMO_MODEL" -b cpu --ids --serve -n 8 \
+	--stats "$marker" <"$TMP/pin" 2>"$TMP/epipe.err" 4>&- | head -n 1 >/dev/null
 rc=${PIPESTATUS[0]}
+exec 4>&-
 [ "$rc" != 0 ] || fail "top exited 0 writing to a closed pipe"
 grep -q "cannot write the frame" "$TMP/epipe.err" || fail "no write error: $(cat "$TMP/epipe.err")"
 ok "closed pipe: exit $rc, '$(grep -m1 'error:' "$TMP/epipe.err")'"
