@@ -112,6 +112,7 @@ struct alloc_key {
 
 struct alloc_val {
 	__u64 bytes;
+	__u64 reserved;
 	__u32 pool;
 	__u32 pad;
 };
@@ -691,7 +692,7 @@ static __always_inline struct pool_val *pool_get(__u32 pid, __u32 pool)
 }
 
 static __always_inline void emit_alloc(__u32 type, __u32 pool, __u64 ptr, __u64 bytes,
-				       struct pool_val *pv, __u32 unknown)
+				       __u64 reserved, struct pool_val *pv, __u32 unknown)
 {
 	struct alloc_event *e;
 
@@ -703,15 +704,17 @@ static __always_inline void emit_alloc(__u32 type, __u32 pool, __u64 ptr, __u64 
 	fill_header(&e->h, type, bpf_ktime_get_ns());
 	e->ptr = ptr;
 	e->bytes = bytes;
+	e->reserved = reserved;
 	e->live_bytes = pv ? pv->live_bytes : 0;
 	e->peak_bytes = pv ? pv->peak_bytes : 0;
+	e->reserved_bytes = pv ? pv->reserved_bytes : 0;
 	e->pool = pool;
 	e->unknown = unknown;
 	submit(e);
 }
 
 SEC("usdt")
-int BPF_USDT(alloc_prog, __u32 pool, __u64 ptr, __u64 bytes)
+int BPF_USDT(alloc_prog, __u32 pool, __u64 ptr, __u64 bytes, __u64 reserved)
 {
 	struct alloc_key key = {};
 	struct alloc_val val = {};
@@ -724,6 +727,7 @@ int BPF_USDT(alloc_prog, __u32 pool, __u64 ptr, __u64 bytes)
 		return 0;
 	key.ptr = ptr;
 	val.bytes = bytes;
+	val.reserved = reserved;
 	val.pool = pool;
 	if (bpf_map_update_elem(&allocs, &key, &val, BPF_ANY)) {
 		/* Still counted live (the engine counts it); its free will then
@@ -737,9 +741,12 @@ int BPF_USDT(alloc_prog, __u32 pool, __u64 ptr, __u64 bytes)
 		live = __sync_fetch_and_add(&pv->live_bytes, bytes) + bytes;
 		if (live > pv->peak_bytes)
 			pv->peak_bytes = live;
+		live = __sync_fetch_and_add(&pv->reserved_bytes, reserved) + reserved;
+		if (live > pv->peak_reserved_bytes)
+			pv->peak_reserved_bytes = live;
 		__sync_fetch_and_add(&pv->allocs, 1);
 	}
-	emit_alloc(EV_ALLOC, pool, ptr, bytes, pv, 0);
+	emit_alloc(EV_ALLOC, pool, ptr, bytes, reserved, pv, 0);
 	return 0;
 }
 
@@ -750,7 +757,7 @@ int BPF_USDT(free_prog, __u32 pool, __u64 ptr, __u64 bytes)
 	struct alloc_val *val;
 	struct pool_val *pv = 0;
 	struct counters *c;
-	__u64 freed;
+	__u64 freed, unreserved;
 	__u32 p;
 
 	key.pid = traced_tgid();
@@ -763,18 +770,20 @@ int BPF_USDT(free_prog, __u32 pool, __u64 ptr, __u64 bytes)
 		c = cnt();
 		if (c)
 			c->unknown_frees++;
-		emit_alloc(EV_FREE, pool, ptr, bytes, 0, 1);
+		emit_alloc(EV_FREE, pool, ptr, bytes, 0, 0, 1);
 		return 0;
 	}
 	freed = val->bytes;
+	unreserved = val->reserved;
 	p = val->pool;
 	bpf_map_delete_elem(&allocs, &key);
 	pv = pool_get(key.pid, p);
 	if (pv) {
 		__sync_fetch_and_add(&pv->live_bytes, -freed);
+		__sync_fetch_and_add(&pv->reserved_bytes, -unreserved);
 		__sync_fetch_and_add(&pv->frees, 1);
 	}
-	emit_alloc(EV_FREE, p, ptr, freed, pv, 0);
+	emit_alloc(EV_FREE, p, ptr, freed, unreserved, pv, 0);
 	return 0;
 }
 

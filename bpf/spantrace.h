@@ -69,8 +69,10 @@ struct alloc_event {
 	struct event_header h;
 	__u64 ptr;
 	__u64 bytes;
+	__u64 reserved;     /* this allocation's bytes held from the system */
 	__u64 live_bytes;   /* this pool in this process, after the event */
 	__u64 peak_bytes;
+	__u64 reserved_bytes; /* held by the pool's live allocations, after it */
 	__u32 pool;         /* enum pool_id */
 	__u32 unknown;      /* free of a pointer never seen allocated */
 };
@@ -151,6 +153,8 @@ struct pool_val {
 	__u64 peak_bytes;
 	__u64 allocs;
 	__u64 frees;
+	__u64 reserved_bytes;       /* see probes.h: held from the system */
+	__u64 peak_reserved_bytes;
 };
 
 /* Map `kv` (BPF_MAP_TYPE_HASH, key: __u32 pid, value struct kv_val). */

@@ -196,7 +196,7 @@ static int dev_buffer(ClState *s, size_t bytes, const void *src, cl_mem *out,
 	if (!mem)
 		return cl_fail(err, "clCreateBuffer", rc);
 	s->bufs[s->nbufs++] = (ClBuffer){ mem, bytes };
-	pool_note_alloc(POOL_DEVICE, (uint64_t)(uintptr_t)mem, bytes);
+	pool_note_alloc(POOL_DEVICE, (uint64_t)(uintptr_t)mem, bytes, bytes);
 	*out = mem;
 	if (src) {
 		rc = clEnqueueWriteBuffer(s->queue, mem, CL_TRUE, 0, bytes, src, 0, NULL, NULL);
@@ -303,7 +303,8 @@ static void cl_destroy(void *state)
 		clFinish(s->queue);
 	for (int i = 0; i < s->nbufs; i++) {
 		clReleaseMemObject(s->bufs[i].mem);
-		pool_note_free(POOL_DEVICE, (uint64_t)(uintptr_t)s->bufs[i].mem, s->bufs[i].bytes);
+		pool_note_free(POOL_DEVICE, (uint64_t)(uintptr_t)s->bufs[i].mem, s->bufs[i].bytes,
+			       s->bufs[i].bytes);
 	}
 	for (int i = 0; i < FN_COUNT; i++)
 		if (s->fn[i])

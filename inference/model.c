@@ -134,6 +134,14 @@ static void point_weights(Model *m)
 	w->wcls = c->shared_classifier ? w->token_embedding_table : base + off[T_WCLS];
 }
 
+/* A mapping holds whole pages: what the weights pool reserves. */
+static size_t mapped_bytes(size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (len + page - 1) / page * page;
+}
+
 static void config_from_header(Config *c, const int32_t h[7])
 {
 	c->dim = h[0];
@@ -192,14 +200,15 @@ int model_load(Model *m, const char *path, InferError *err)
 				  path, need, have);
 	}
 	point_weights(m);
-	pool_note_alloc(POOL_WEIGHTS, (uintptr_t)m->map, m->map_size);
+	pool_note_alloc(POOL_WEIGHTS, (uintptr_t)m->map, m->map_size, mapped_bytes(m->map_size));
 	return 0;
 }
 
 void model_free(Model *m)
 {
 	if (m->map) {
-		pool_note_free(POOL_WEIGHTS, (uintptr_t)m->map, m->map_size);
+		pool_note_free(POOL_WEIGHTS, (uintptr_t)m->map, m->map_size,
+			       mapped_bytes(m->map_size));
 		munmap(m->map, m->map_size);
 	}
 	memset(m, 0, sizeof(*m));

@@ -3,6 +3,7 @@
  * Counters are updated atomically: the OpenCL backend or a future server
  * thread may allocate off the main thread. Each probe name has exactly one
  * site (announce_alloc / announce_free), so a tracer attaches once. */
+#include <malloc.h>
 #include <stdlib.h>
 #include "pool.h"
 
@@ -10,9 +11,9 @@ static PoolStats pools[POOL_COUNT];
 
 /* noinline+noclone: keep a single probe site however often it is called. */
 static __attribute__((noinline, noclone)) void
-announce_alloc(enum pool_id pool, uint64_t handle, uint64_t bytes)
+announce_alloc(enum pool_id pool, uint64_t handle, uint64_t bytes, uint64_t reserved)
 {
-	INFER_PROBE3(alloc, (unsigned)pool, handle, bytes);
+	INFER_PROBE4(alloc, (unsigned)pool, handle, bytes, reserved);
 }
 
 static __attribute__((noinline, noclone)) void
@@ -21,23 +22,29 @@ announce_free(enum pool_id pool, uint64_t handle, uint64_t bytes)
 	INFER_PROBE3(free, (unsigned)pool, handle, bytes);
 }
 
-static void count_alloc(enum pool_id pool, uint64_t bytes)
+static void raise_peak(uint64_t *peak, uint64_t now)
 {
-	PoolStats *s = &pools[pool];
-	uint64_t live;
-	uint64_t peak = __atomic_load_n(&s->peak_bytes, __ATOMIC_RELAXED);
+	uint64_t seen = __atomic_load_n(peak, __ATOMIC_RELAXED);
 
-	__atomic_fetch_add(&s->allocs, 1, __ATOMIC_RELAXED);
-	live = __atomic_add_fetch(&s->live_bytes, bytes, __ATOMIC_RELAXED);
-	while (live > peak &&
-	       !__atomic_compare_exchange_n(&s->peak_bytes, &peak, live, 1,
-					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+	while (now > seen &&
+	       !__atomic_compare_exchange_n(peak, &seen, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
 }
 
-static void count_free(enum pool_id pool, uint64_t bytes)
+static void count_alloc(enum pool_id pool, uint64_t bytes, uint64_t reserved)
+{
+	PoolStats *s = &pools[pool];
+
+	__atomic_fetch_add(&s->allocs, 1, __ATOMIC_RELAXED);
+	raise_peak(&s->peak_bytes, __atomic_add_fetch(&s->live_bytes, bytes, __ATOMIC_RELAXED));
+	raise_peak(&s->peak_reserved_bytes,
+		   __atomic_add_fetch(&s->reserved_bytes, reserved, __ATOMIC_RELAXED));
+}
+
+static void count_free(enum pool_id pool, uint64_t bytes, uint64_t reserved)
 {
 	__atomic_fetch_add(&pools[pool].frees, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_sub(&pools[pool].reserved_bytes, reserved, __ATOMIC_RELAXED);
 	__atomic_fetch_sub(&pools[pool].live_bytes, bytes, __ATOMIC_RELAXED);
 }
 
@@ -50,8 +57,9 @@ void *pool_alloc(enum pool_id pool, size_t bytes)
 	p = calloc(1, bytes ? bytes : 1);
 	if (!p)
 		return NULL;
-	count_alloc(pool, bytes);
-	announce_alloc(pool, (uintptr_t)p, bytes);
+	size_t reserved = malloc_usable_size(p);
+	count_alloc(pool, bytes, reserved);
+	announce_alloc(pool, (uintptr_t)p, bytes, reserved);
 	return p;
 }
 
@@ -59,24 +67,24 @@ void pool_free(enum pool_id pool, void *p, size_t bytes)
 {
 	if (!p || (unsigned)pool >= POOL_COUNT)
 		return;
-	count_free(pool, bytes);
+	count_free(pool, bytes, malloc_usable_size(p));
 	announce_free(pool, (uintptr_t)p, bytes);
 	free(p);
 }
 
-void pool_note_alloc(enum pool_id pool, uint64_t handle, size_t bytes)
+void pool_note_alloc(enum pool_id pool, uint64_t handle, size_t bytes, size_t reserved)
 {
 	if ((unsigned)pool >= POOL_COUNT)
 		return;
-	count_alloc(pool, bytes);
-	announce_alloc(pool, handle, bytes);
+	count_alloc(pool, bytes, reserved);
+	announce_alloc(pool, handle, bytes, reserved);
 }
 
-void pool_note_free(enum pool_id pool, uint64_t handle, size_t bytes)
+void pool_note_free(enum pool_id pool, uint64_t handle, size_t bytes, size_t reserved)
 {
 	if ((unsigned)pool >= POOL_COUNT)
 		return;
-	count_free(pool, bytes);
+	count_free(pool, bytes, reserved);
 	announce_free(pool, handle, bytes);
 }
 
@@ -93,4 +101,6 @@ void pool_get_stats(enum pool_id pool, PoolStats *out)
 	out->frees = __atomic_load_n(&s->frees, __ATOMIC_RELAXED);
 	out->live_bytes = __atomic_load_n(&s->live_bytes, __ATOMIC_RELAXED);
 	out->peak_bytes = __atomic_load_n(&s->peak_bytes, __ATOMIC_RELAXED);
+	out->reserved_bytes = __atomic_load_n(&s->reserved_bytes, __ATOMIC_RELAXED);
+	out->peak_reserved_bytes = __atomic_load_n(&s->peak_reserved_bytes, __ATOMIC_RELAXED);
 }

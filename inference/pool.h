@@ -10,6 +10,8 @@
 typedef struct {
 	uint64_t allocs, frees;
 	uint64_t live_bytes, peak_bytes;
+	uint64_t reserved_bytes; /* held from the system by the live allocations */
+	uint64_t peak_reserved_bytes;
 } PoolStats;
 
 /* Zeroed host memory from pool; NULL on failure (nothing is counted then). */
@@ -18,9 +20,11 @@ void *pool_alloc(enum pool_id pool, size_t bytes);
 void pool_free(enum pool_id pool, void *p, size_t bytes);
 
 /* For memory the pool does not allocate itself (the weights mmap, cl_mem
- * buffers): account for it and fire the probe with handle as the pointer. */
-void pool_note_alloc(enum pool_id pool, uint64_t handle, size_t bytes);
-void pool_note_free(enum pool_id pool, uint64_t handle, size_t bytes);
+ * buffers): account for it and fire the probe with handle as the pointer.
+ * reserved is what it holds from the system (>= bytes); the free must pass
+ * the same bytes and reserved. */
+void pool_note_alloc(enum pool_id pool, uint64_t handle, size_t bytes, size_t reserved);
+void pool_note_free(enum pool_id pool, uint64_t handle, size_t bytes, size_t reserved);
 
 void pool_get_stats(enum pool_id pool, PoolStats *out);
 

@@ -11,10 +11,15 @@
  * token_end             u64 req, u32 pos, u32 token_out
  * span_begin/span_end   u32 kind, s32 layer      (structural kinds: forward, layer)
  * op_begin/op_end       u32 kind, s32 layer      (detail kinds: every other span)
- * alloc                 u32 pool, u64 ptr, u64 bytes
+ * alloc                 u32 pool, u64 ptr, u64 bytes, u64 reserved
  * free                  u32 pool, u64 ptr, u64 bytes
  * kv_usage              u64 used_bytes, u64 capacity_bytes
  * cl_batch              u64 records, u32 count   (struct cl_kernel_record[count])
+ *
+ * `reserved` is what the allocation holds from the system, >= bytes: the
+ * allocator's usable size for heap blocks, whole pages for the weights
+ * mapping, the size asked for device buffers (OpenCL reports no more). A
+ * free carries no reserved size: the tracer keeps it from the alloc.
  *
  * Structural and detail spans use different probe names so that a coarse
  * tracer attaches to far fewer sites: an unattached probe costs a nop.
@@ -134,6 +139,7 @@ static inline const char *cl_kernel_name(unsigned id)
 #define INFER_PROBE_ENABLED(name) 0
 #define INFER_PROBE2(name, a, b) do { } while (0)
 #define INFER_PROBE3(name, a, b, c) do { } while (0)
+#define INFER_PROBE4(name, a, b, c, d) do { } while (0)
 #else
 #define _SDT_HAS_SEMAPHORES 1
 #include <sys/sdt.h>
@@ -169,6 +175,8 @@ INFER_DECLARE_SEMAPHORE(cl_batch);
 	do { if (INFER_PROBE_ENABLED(name)) STAP_PROBE2(infer, name, a, b); } while (0)
 #define INFER_PROBE3(name, a, b, c) \
 	do { if (INFER_PROBE_ENABLED(name)) STAP_PROBE3(infer, name, a, b, c); } while (0)
+#define INFER_PROBE4(name, a, b, c, d) \
+	do { if (INFER_PROBE_ENABLED(name)) STAP_PROBE4(infer, name, a, b, c, d); } while (0)
 #endif /* INFER_NO_PROBES */
 
 #endif /* engine side */

@@ -280,9 +280,11 @@ static void write_pools(FILE *f)
 
 		pool_get_stats(p, &s);
 		fprintf(f, "%s\"%s\":{\"allocs\":%llu,\"frees\":%llu,\"live_bytes\":%llu,"
-			"\"peak_bytes\":%llu}", p ? "," : "", pool_name(p),
+			"\"peak_bytes\":%llu,\"reserved_bytes\":%llu,\"peak_reserved_bytes\":%llu}",
+			p ? "," : "", pool_name(p),
 			(unsigned long long)s.allocs, (unsigned long long)s.frees,
-			(unsigned long long)s.live_bytes, (unsigned long long)s.peak_bytes);
+			(unsigned long long)s.live_bytes, (unsigned long long)s.peak_bytes,
+			(unsigned long long)s.reserved_bytes, (unsigned long long)s.peak_reserved_bytes);
 	}
 	fprintf(f, "},\n");
 }

@@ -3,7 +3,8 @@
 # the engine runs twice (a restart under the daemon): per-pid span, token and
 # request counters equal the engine's own --stats counts, /metrics passes
 # promtool, and PromQL histogram_quantile over the buckets returns a median
-# within the log2 bucket (factor 2) of the engine's own median.
+# between the log2 bucket edges around the engine's own median; a live
+# engine's pool gauges show the weights mapping live and reserved in pages.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
 need_bpf
@@ -82,4 +83,25 @@ assert_le "PromQL median at or above the lower bucket edge" "$lo_s" "$median_s"
 assert_le "PromQL median at or below the upper bucket edge" "$median_s" "$hi_s"
 up=$(query 'up{job="spantrace"}')
 assert_eq "Prometheus target up" 1 "$up"
+
+# A live engine's pools: the weights mapping is live at its file size and
+# reserves whole pages; its heap pools reserve at least what they hold.
+mkfifo "$TMP/in"
+"$INFER" "$MODELS/stories260K.bin" -b cpu --serve --ids < "$TMP/in" > /dev/null 2>&1 &
+srv=$!
+exec {hold}>"$TMP/in"   # keeps the server waiting for a prompt
+size=$(stat -c %s "$MODELS/stories260K.bin")
+page=$(getconf PAGESIZE)
+weights_live() { metrics > "$TMP/m.txt" &&
+	[ "$(msum "$TMP/m.txt" spantrace_pool_live_bytes 'pool="weights"' "pid=\"$srv\"")" = "$size" ]; }
+wait_for weights_live || fail "no live weights pool for pid $srv: $(grep "pid=\"$srv\"" "$TMP/m.txt" | grep pool_ | head -5)"
+assert_eq "live weights reserve whole pages" $(( (size + page - 1) / page * page )) \
+	"$(msum "$TMP/m.txt" spantrace_pool_reserved_bytes 'pool="weights"' "pid=\"$srv\"")"
+for pool in kv_cache activations; do
+	live=$(msum "$TMP/m.txt" spantrace_pool_live_bytes "pool=\"$pool\"" "pid=\"$srv\"")
+	[ "$live" -gt 0 ] || fail "no live $pool bytes for pid $srv"
+	assert_le "$pool: live <= reserved" "$live" "$(msum "$TMP/m.txt" spantrace_pool_reserved_bytes "pool=\"$pool\"" "pid=\"$srv\"")"
+done
+exec {hold}>&-
+wait "$srv" || fail "server exited $? when its input closed"
 stop_daemon

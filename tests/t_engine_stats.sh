@@ -38,6 +38,12 @@ assert_eq "kv_usage calls (one per forward)" "$F" "$(j .probes.kv_usage)"
 assert_eq "alloc calls = pool allocs" "$(j '[.pools[].allocs] | add')" "$(j .probes.alloc)"
 assert_eq "every alloc freed" "$(j .probes.alloc)" "$(j .probes.free)"
 assert_eq "nothing live at exit" 0 "$(j '[.pools[].live_bytes] | add')"
+assert_eq "nothing reserved at exit" 0 "$(j '[.pools[].reserved_bytes] | add')"
+page=$(getconf PAGESIZE)
+assert_eq "weights reserve whole pages of the mapping" $(( ($(stat -c %s "$M") + page - 1) / page * page )) \
+	"$(j .pools.weights.peak_reserved_bytes)"
+assert_eq "no used pool reserves less than it peaked at" 0 \
+	"$(j '[.pools[] | select(.peak_reserved_bytes < .peak_bytes)] | length')"
 assert_eq "weights peak = the checkpoint's size" "$(stat -c %s "$M")" "$(j .pools.weights.peak_bytes)"
 # kv cache: layers x seq_len x kv_dim(32) x (k, v) x 4 bytes
 assert_eq "kv cache bytes" $((5 * 512 * 32 * 2 * 4)) "$(j .pools.kv_cache.peak_bytes)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # t_trace_counts.sh - `record -- build/infer` sees exactly what the engine
 # counted: per span name counts, tokens, requests, OpenCL kernels, pool
-# live/peak bytes; medians and p95 within 2 us of the engine's own (one rank
+# live/peak/reserved bytes; medians and p95 within 2 us of the engine's own (one rank
 # of slack); the summary's quantiles equal the JSONL's; no event
 # lost (delivered + dropped == fired, dropped == 0); the first token's spans
 # are present; every JSONL line parses; pandas loads the metrics file.
@@ -62,7 +62,7 @@ for per_pid in summ["pools"].values():
     for p, v in per_pid.items():
         pools[p] = v
 for p, e in sorted(eng["pools"].items()):
-    for f in ("live_bytes", "peak_bytes"):
+    for f in ("live_bytes", "peak_bytes", "reserved_bytes", "peak_reserved_bytes"):
         check(f"pool {p} {f}", e[f], pools.get(p, {}).get(f, 0))
 check("dropped", 0, summ["loss"]["dropped"])
 check("delivered+dropped==fired", True, summ["loss"]["balanced"])

@@ -234,7 +234,7 @@ static int pool_entry(void *ctx, const void *key, void *value)
 		return -1;
 	r->s->pools = arr;
 	arr[r->s->npools++] = (struct prom_pool){ k->pid, k->pool, v->live_bytes, v->peak_bytes,
-						  v->allocs, v->frees };
+						  v->allocs, v->frees, v->reserved_bytes };
 	return 0;
 }
 

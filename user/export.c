@@ -146,10 +146,14 @@ static void alloc_fields(OutBuf *ob, const struct alloc_event *e)
 	ob_u64(ob, e->ptr);
 	ob_key(ob, "bytes");
 	ob_u64(ob, e->bytes);
+	ob_key(ob, "reserved");
+	ob_u64(ob, e->reserved);
 	ob_key(ob, "live_bytes");
 	ob_u64(ob, e->live_bytes);
 	ob_key(ob, "peak_bytes");
 	ob_u64(ob, e->peak_bytes);
+	ob_key(ob, "reserved_bytes");
+	ob_u64(ob, e->reserved_bytes);
 	if (e->h.type == EV_FREE) {
 		ob_key(ob, "unknown");
 		ob_lit(ob, e->unknown ? "true" : "false");

@@ -20,7 +20,7 @@ struct prom_agg {
 
 struct prom_pool {
 	uint32_t pid, pool;   /* enum pool_id */
-	uint64_t live_bytes, peak_bytes, allocs, frees;
+	uint64_t live_bytes, peak_bytes, allocs, frees, reserved_bytes;
 };
 
 struct prom_kv {

@@ -421,6 +421,9 @@ static int pool_json_entry(void *ctx, const void *key, void *value)
 	}
 	json_object_object_add(pj, "live_bytes", json_object_new_int64((int64_t)v->live_bytes));
 	json_object_object_add(pj, "peak_bytes", json_object_new_int64((int64_t)v->peak_bytes));
+	json_object_object_add(pj, "reserved_bytes", json_object_new_int64((int64_t)v->reserved_bytes));
+	json_object_object_add(pj, "peak_reserved_bytes",
+			       json_object_new_int64((int64_t)v->peak_reserved_bytes));
 	json_object_object_add(pj, "allocs", json_object_new_int64((int64_t)v->allocs));
 	json_object_object_add(pj, "frees", json_object_new_int64((int64_t)v->frees));
 	json_object_object_add(per_pid, pool_name(k->pool), pj);

@@ -50,7 +50,7 @@ struct tv_pid {
 	__u32 pid;
 	uint64_t rss;
 	int rss_ok;
-	uint64_t live[POOL_COUNT], peak[POOL_COUNT];
+	uint64_t live[POOL_COUNT], peak[POOL_COUNT], reserved[POOL_COUNT];
 	uint64_t kv_used, kv_cap;
 	int kv_seen;
 };
@@ -291,6 +291,7 @@ static void on_pool_event(TopView *tv, const struct alloc_event *ev)
 	if (p) {
 		p->live[ev->pool] = ev->live_bytes;
 		p->peak[ev->pool] = ev->peak_bytes;
+		p->reserved[ev->pool] = ev->reserved_bytes;
 	}
 }
 
@@ -1074,7 +1075,7 @@ int topview_header_count(const TopView *tv)
 {
 	int problems = tv->span_errors || tv->bad_events || tv->oom || tv->pids_untracked ||
 		       tv->unknown_frees;
-	return 4 + problems;
+	return 5 + problems;
 }
 
 static void format_identity(const TopView *tv, char *buf, size_t size, int width)
@@ -1123,26 +1124,50 @@ static void format_throughput(const TopView *tv, char *buf, size_t size, int wid
 	put(buf, size, width, &pos, "  tokens %s  requests %s  events/s %s", toks, reqs, evs);
 }
 
-static void format_pools(const TopView *tv, char *buf, size_t size, int width)
+/* Pools used so far (a pool never used, e.g. device on the CPU backend, is
+ * left out), summed over pids, in pool order. Returns how many. */
+static unsigned used_pools(const TopView *tv, unsigned ids[POOL_COUNT],
+			   uint64_t sums[POOL_COUNT][3])
 {
-	int pos = 0, any = 0;
-	put(buf, size, width, &pos, "live/peak");
+	unsigned n = 0;
 	for (unsigned p = 0; p < POOL_COUNT; p++) {
-		uint64_t live = 0, peak = 0;
+		uint64_t live = 0, peak = 0, reserved = 0;
 		for (unsigned i = 0; i < tv->npids; i++) {
 			live += tv->pids[i].live[p];
 			peak += tv->pids[i].peak[p];
+			reserved += tv->pids[i].reserved[p];
 		}
 		if (peak == 0 && live == 0)
-			continue; /* a pool never used (e.g. device on the CPU backend) */
-		any = 1;
-		char l[16], k[16];
-		fmt_bytes(l, sizeof(l), live);
-		fmt_bytes(k, sizeof(k), peak);
-		put(buf, size, width, &pos, " %s %s/%s", pool_name(p), l, k);
+			continue;
+		ids[n] = p;
+		sums[n][0] = live;
+		sums[n][1] = peak;
+		sums[n][2] = reserved;
+		n++;
 	}
-	if (!any)
+	return n;
+}
+
+/* Two lines, two pools each, so four pools fit 80 columns. */
+#define POOLS_PER_LINE 2
+
+static void format_pools(const TopView *tv, int line, char *buf, size_t size, int width)
+{
+	unsigned ids[POOL_COUNT], n;
+	uint64_t sums[POOL_COUNT][3];
+	int pos = 0;
+
+	n = used_pools(tv, ids, sums);
+	put(buf, size, width, &pos, line == 0 ? "live/peak/reserved" : "                  ");
+	if (n == 0 && line == 0)
 		put(buf, size, width, &pos, " (no allocations seen)");
+	for (unsigned i = line * POOLS_PER_LINE; i < n && i < (unsigned)(line + 1) * POOLS_PER_LINE; i++) {
+		char l[16], k[16], r[16];
+		fmt_bytes(l, sizeof(l), sums[i][0]);
+		fmt_bytes(k, sizeof(k), sums[i][1]);
+		fmt_bytes(r, sizeof(r), sums[i][2]);
+		put(buf, size, width, &pos, "  %s %s/%s/%s", pool_name(ids[i]), l, k, r);
+	}
 }
 
 static void format_kv_rss(const TopView *tv, char *buf, size_t size, int width)
@@ -1205,10 +1230,11 @@ void topview_format_header(const TopView *tv, int i, char *buf, size_t size, int
 		format_throughput(tv, buf, size, width);
 		*alert = tv->dropped != 0;
 		break;
-	case 2: format_pools(tv, buf, size, width); break;
-	case 3: format_kv_rss(tv, buf, size, width); break;
-	case 4:
-		if (topview_header_count(tv) > 4) {
+	case 2: format_pools(tv, 0, buf, size, width); break;
+	case 3: format_pools(tv, 1, buf, size, width); break;
+	case 4: format_kv_rss(tv, buf, size, width); break;
+	case 5:
+		if (topview_header_count(tv) > 5) {
 			format_problems(tv, buf, size, width);
 			*alert = 1;
 		}

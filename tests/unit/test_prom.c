@@ -64,7 +64,7 @@ static void fill_sample(struct prom_snapshot *s)
 	aggs[4].buckets[20] = 1;
 	pools[0] = (struct prom_pool){ .pid = 200, .pool = POOL_WEIGHTS, .live_bytes = 10, .peak_bytes = 20 };
 	pools[1] = (struct prom_pool){ .pid = 100, .pool = POOL_KV_CACHE, .live_bytes = 30,
-				       .peak_bytes = 40, .allocs = 5, .frees = 4 };
+				       .peak_bytes = 40, .allocs = 5, .frees = 4, .reserved_bytes = 36 };
 	kvs[0] = (struct prom_kv){ .pid = 100, .used_bytes = 1024, .capacity_bytes = 4096 };
 	procs[0] = (struct prom_proc){ .pid = 200, .tokens_per_second = 0 };
 	procs[1] = (struct prom_proc){ .pid = 100, .tokens_per_second = 331.5 };
@@ -174,6 +174,7 @@ static void test_render(void)
 		"spantrace_kernel_duration_seconds_count{kernel=\"matvec\",layer=\"2\",pid=\"100\"," BIN "} 1",
 		"spantrace_pool_live_bytes{pool=\"kv_cache\",pid=\"100\"," BIN "} 30",
 		"spantrace_pool_allocs_total{pool=\"kv_cache\",pid=\"100\"," BIN "} 5",
+		"spantrace_pool_reserved_bytes{pool=\"kv_cache\",pid=\"100\"," BIN "} 36",
 		"spantrace_kv_cache_capacity_bytes{pid=\"100\"," BIN "} 4096",
 		"spantrace_tokens_per_second{pid=\"100\"," BIN "} 331.5",
 		"spantrace_traced_processes 2",

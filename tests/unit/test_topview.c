@@ -377,6 +377,13 @@ static void test_render(TopView *tv)
 	a.pool = POOL_WEIGHTS;
 	a.bytes = a.live_bytes = 1000;
 	a.peak_bytes = 2048;
+	a.reserved = a.reserved_bytes = 4096;
+	topview_on_alloc(tv, &a);
+	a.pool = POOL_KV_CACHE;       /* the third used pool goes to the second line */
+	a.bytes = a.live_bytes = a.peak_bytes = a.reserved = a.reserved_bytes = 3072;
+	topview_on_alloc(tv, &a);
+	a.pool = POOL_DEVICE;
+	a.bytes = a.live_bytes = a.peak_bytes = a.reserved = a.reserved_bytes = 5120;
 	topview_on_alloc(tv, &a);
 	struct kv_event kv;
 	memset(&kv, 0, sizeof(kv));
@@ -394,7 +401,8 @@ static void test_render(TopView *tv)
 	}
 	printf("%s", text);
 	const char *want[] = { "pid 4242 (build/infer)", "level detail", "DROPPED 5", "tok/s 33.3 now",
-			       "live/peak weights 1000B/2.00K\n", "kv 256B/1.00K (25.0%)", "  embed  ", "0.9%", "NAME", "- forward",
+			       "live/peak/reserved  weights 1000B/2.00K/4.00K  kv_cache 3.00K/3.00K/3.00K\n",
+			       "\n                    device 5.00K/5.00K/5.00K\n", "kv 256B/1.00K (25.0%)", "  embed  ", "0.9%", "NAME", "- forward",
 			       "- layers (3)", "attention", "opencl kernels", "matvec", "rope", "%FWD" };
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		CHECK(strstr(text, want[i]) != NULL, "frame contains '%s'", want[i]);
