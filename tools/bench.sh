@@ -64,7 +64,8 @@ extract_tracer() {
 	add record_stream_hit_over_bpftrace_match "$(div0 "$TRACER_STREAM_HIT_NS" "$bt")" info
 	add record_kernel_match_hit_over_bpftrace "$(div0 "$TRACER_KERNEL_HIT_NS" "$bt")" "<=1"
 	add attach_ms "$(awk -F: '/^attach latency/ { printf "%.1f\n", $2; exit }' "$1")" info
-	add tracer_rss_kb "$(awk -F: '/^tracer peak RSS/ { split($2, a, " "); print a[1]; exit }' "$1")" info
+	add tracer_steady_rss_kb "$(awk -F: '/^tracer steady RSS/ { split($2, a, " "); print a[1]; exit }' "$1")" "<=16384"
+	add tracer_peak_rss_kb "$(awk -F: '/^tracer peak RSS/ { split($2, a, " "); print a[1]; exit }' "$1")" info
 	add exporter_mevents_s "$(awk -F: '/^exporter/ { gsub(/ /, "", $NF); print $NF; exit }' "$1")" ">=2"
 }
 # per_hit LOG REGEX: the ns figure after the colon on the first matching line.

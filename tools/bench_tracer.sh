@@ -84,10 +84,15 @@ echo "attach latency (all probe programs, ms, median): $att"
 rec=$!
 sleep 1
 for i in 1 2 3; do OMP_NUM_THREADS=1 "$BUILD/infer" "$MODEL" -b cpu -n 64 --ids >/dev/null 2>&1; done
-rss=$(awk '/VmHWM/ {print $2 " " $3}' /proc/$rec/status)
+hwm=$(awk '/^VmHWM/ {print $2 " " $3}' /proc/$rec/status)
+rss=$(awk '/^VmRSS/ {print $2 " " $3}' /proc/$rec/status)
+anon=$(awk '/^RssAnon/ {print $2 " " $3}' /proc/$rec/status)
 kill -INT $rec
 wait $rec
-echo "tracer peak RSS (VmHWM, 3 traced runs of $(basename "$MODEL")): $rss"
+# Steady RSS is what an always-on tracer costs; the peak is libbpf parsing
+# the kernel's BTF (~5.5 MB here) for CO-RE at load, freed right after.
+echo "tracer steady RSS (VmRSS after 3 traced runs of $(basename "$MODEL")): $rss (anonymous $anon)"
+echo "tracer peak RSS (VmHWM, BTF parse at load): $hwm"
 
 # ---- exporter throughput ----
 if [ -x "$BUILD/tests/test_jsonl_format" ]; then
