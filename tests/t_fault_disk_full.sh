@@ -4,7 +4,7 @@
 # non-zero exit; what it wrote before is whole lines of valid JSON (no torn
 # last line); the summary (on another file system) is still written.
 # 1. -- CMD, a short run: the disk fills at the final flush; the command is
-#    not left behind.
+#    not left behind, and the summary's stop_reason is "write error".
 # 2. -p PID on a serving engine: the disk fills mid-run (at a periodic
 #    flush); the tracer stops with stop_reason "write error", detaches, and
 #    the engine keeps answering.
@@ -42,6 +42,8 @@ rc=0
 "$SPANTRACE" record -q -o "$small/t.jsonl" --summary "$TMP/s.json" -- \
 	"$INFER" "$MODELS/stories260K.bin" -b cpu -n 64 -t 0 --ids >/dev/null 2>"$TMP/rec.err" || rc=$?
 check_full "cmd" "$small/t.jsonl" "$TMP/rec.err" "$rc"
+# The target exited first, but the run lost data: the summary says why.
+assert_eq "cmd: summary stop_reason" "write error" "$(jq -r .stop_reason "$TMP/s.json")"
 pgrep -f "$MODELS/stories260K.bin -b cpu -n 64" >/dev/null && fail "cmd: the traced engine is still running"
 ok "cmd: the traced command is gone"
 rm -f "$small/t.jsonl" "$TMP/s.json"

@@ -761,19 +761,33 @@ static void recorder_free(struct recorder *r)
 }
 
 /* Writes the end records; returns 0 or -1 with the reason in err. */
+/* Pushes every buffered line to its file, so that a disk that fills only
+ * at the end still decides the summary's stop_reason. */
+static void flush_outputs(struct recorder *r)
+{
+	OutBuf *obs[] = { &r->jsonl, &r->csv, &r->metrics };
+	for (int i = 0; i < 3 && !r->failed; i++)
+		if (obs[i]->buf && ob_flush(obs[i]))
+			r->failed = obs[i];
+}
+
 static int finish(struct recorder *r, struct session *s, const struct counters *c, double wall_s,
 		  const char *reason, char *err, size_t errlen)
 {
-	json_object *sum = summary_json(r, s, c, wall_s, reason);
+	json_object *sum;
 	int rc = 0;
 
+	if (!r->failed) {
+		write_drops(r, s, c);
+		write_metrics(r, wall_s, c);
+	}
+	flush_outputs(r);
+	sum = summary_json(r, s, c, wall_s, r->failed ? "write error" : reason);
 	if (!sum) {
 		snprintf(err, errlen, "out of memory building the summary");
 		return -1;
 	}
 	if (!r->failed) {
-		write_drops(r, s, c);
-		write_metrics(r, wall_s, c);
 		if (r->have_jsonl && ob_put_line(&r->jsonl, json_object_to_json_string_ext(sum, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)))
 			r->failed = &r->jsonl;
 	}
