@@ -49,6 +49,7 @@ typedef struct {
 typedef struct {
 	cl_mem mem;
 	size_t bytes;
+	enum pool_id pool;
 } ClBuffer;
 
 typedef struct {
@@ -182,10 +183,11 @@ int infer_cl_build_check(const char *src, InferError *err)
 
 /* ---- buffers ---- */
 
-/* A device buffer, filled from host when src is non-NULL, and counted in
- * POOL_DEVICE. */
-static int dev_buffer(ClState *s, size_t bytes, const void *src, cl_mem *out,
-		      InferError *err)
+/* A device buffer counted in pool, filled from host when src is non-NULL.
+ * The KV cache counts in POOL_KV_CACHE, as on the CPU backend, so that pool
+ * means the same whatever the backend; everything else in POOL_DEVICE. */
+static int dev_buffer_in(ClState *s, enum pool_id pool, size_t bytes, const void *src,
+			 cl_mem *out, InferError *err)
 {
 	cl_int rc;
 	cl_mem mem;
@@ -195,8 +197,8 @@ static int dev_buffer(ClState *s, size_t bytes, const void *src, cl_mem *out,
 	mem = clCreateBuffer(s->ctx, CL_MEM_READ_WRITE, bytes, NULL, &rc);
 	if (!mem)
 		return cl_fail(err, "clCreateBuffer", rc);
-	s->bufs[s->nbufs++] = (ClBuffer){ mem, bytes };
-	pool_note_alloc(POOL_DEVICE, (uint64_t)(uintptr_t)mem, bytes, bytes);
+	s->bufs[s->nbufs++] = (ClBuffer){ mem, bytes, pool };
+	pool_note_alloc(pool, (uint64_t)(uintptr_t)mem, bytes, bytes);
 	*out = mem;
 	if (src) {
 		rc = clEnqueueWriteBuffer(s->queue, mem, CL_TRUE, 0, bytes, src, 0, NULL, NULL);
@@ -204,6 +206,12 @@ static int dev_buffer(ClState *s, size_t bytes, const void *src, cl_mem *out,
 			return cl_fail(err, "clEnqueueWriteBuffer", rc);
 	}
 	return 0;
+}
+
+static int dev_buffer(ClState *s, size_t bytes, const void *src, cl_mem *out,
+		      InferError *err)
+{
+	return dev_buffer_in(s, POOL_DEVICE, bytes, src, out, err);
 }
 
 /* Writes bytes of src at offset off of mem (building fused matrices). */
@@ -239,8 +247,8 @@ static int upload_layer(ClState *s, const Weights *w, int l, InferError *err)
 	    dev_write(s, L->w13, 0, hid * dim * f, w->w1 + l * hid * dim, err) ||
 	    dev_write(s, L->w13, hid * dim * f, hid * dim * f, w->w3 + l * hid * dim, err))
 		return -1;
-	return dev_buffer(s, (size_t)c->seq_len * kv * f, NULL, &L->kcache, err) ||
-	       dev_buffer(s, (size_t)c->seq_len * kv * f, NULL, &L->vcache, err);
+	return dev_buffer_in(s, POOL_KV_CACHE, (size_t)c->seq_len * kv * f, NULL, &L->kcache, err) ||
+	       dev_buffer_in(s, POOL_KV_CACHE, (size_t)c->seq_len * kv * f, NULL, &L->vcache, err);
 }
 
 /* RoPE (cos, sin) per position and head pair, with the reference's libm
@@ -303,8 +311,8 @@ static void cl_destroy(void *state)
 		clFinish(s->queue);
 	for (int i = 0; i < s->nbufs; i++) {
 		clReleaseMemObject(s->bufs[i].mem);
-		pool_note_free(POOL_DEVICE, (uint64_t)(uintptr_t)s->bufs[i].mem, s->bufs[i].bytes,
-			       s->bufs[i].bytes);
+		pool_note_free(s->bufs[i].pool, (uint64_t)(uintptr_t)s->bufs[i].mem,
+			       s->bufs[i].bytes, s->bufs[i].bytes);
 	}
 	for (int i = 0; i < FN_COUNT; i++)
 		if (s->fn[i])

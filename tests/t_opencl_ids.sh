@@ -37,6 +37,9 @@ done
 assert_eq "opencl kernels timed" $((fw * (5 * layers + 2))) "$(jq .opencl.kernels "$s")"
 assert_eq "cl_batch hits (one per forward)" "$fw" "$(jq .probes.cl_batch "$s")"
 assert_eq "device buffers freed" "$(jq .pools.device.allocs "$s")" "$(jq .pools.device.frees "$s")"
+# the device KV cache counts in kv_cache, as on the CPU backend:
+# layers x seq_len x kv_dim(32) x (k, v) x 4 bytes
+assert_eq "kv_cache pool on the device" $((5 * 512 * 32 * 2 * 4)) "$(jq .pools.kv_cache.peak_bytes "$s")"
 # kernels run one after another inside the forward calls (in-order queue),
 # so their device time is positive and no more than the forwards' wall time
 dev=$(jq .opencl.device_ns "$s")
