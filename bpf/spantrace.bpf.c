@@ -720,7 +720,7 @@ int BPF_USDT(alloc_prog, __u32 pool, __u64 ptr, __u64 bytes, __u64 reserved)
 	struct alloc_val val = {};
 	struct pool_val *pv;
 	struct counters *c;
-	__u64 live;
+	__u64 live, held;
 
 	key.pid = traced_tgid();
 	if (!key.pid)
@@ -741,9 +741,9 @@ int BPF_USDT(alloc_prog, __u32 pool, __u64 ptr, __u64 bytes, __u64 reserved)
 		live = __sync_fetch_and_add(&pv->live_bytes, bytes) + bytes;
 		if (live > pv->peak_bytes)
 			pv->peak_bytes = live;
-		live = __sync_fetch_and_add(&pv->reserved_bytes, reserved) + reserved;
-		if (live > pv->peak_reserved_bytes)
-			pv->peak_reserved_bytes = live;
+		held = __sync_fetch_and_add(&pv->reserved_bytes, reserved) + reserved;
+		if (held > pv->peak_reserved_bytes)
+			pv->peak_reserved_bytes = held;
 		__sync_fetch_and_add(&pv->allocs, 1);
 	}
 	emit_alloc(EV_ALLOC, pool, ptr, bytes, reserved, pv, 0);

@@ -760,7 +760,6 @@ static void recorder_free(struct recorder *r)
 	perfev_counters_close(&r->pc);
 }
 
-/* Writes the end records; returns 0 or -1 with the reason in err. */
 /* Pushes every buffered line to its file, so that a disk that fills only
  * at the end still decides the summary's stop_reason. */
 static void flush_outputs(struct recorder *r)
@@ -771,6 +770,7 @@ static void flush_outputs(struct recorder *r)
 			r->failed = obs[i];
 }
 
+/* Writes the end records; returns 0 or -1 with the reason in err. */
 static int finish(struct recorder *r, struct session *s, const struct counters *c, double wall_s,
 		  const char *reason, char *err, size_t errlen)
 {
