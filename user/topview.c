@@ -287,6 +287,9 @@ static void on_pool_event(TopView *tv, const struct alloc_event *ev)
 		tv->bad_events++;
 		return;
 	}
+	/* A free of a pointer never seen allocated carries no pool state. */
+	if (ev->h.type == EV_FREE && ev->unknown)
+		return;
 	struct tv_pid *p = pid_slot(tv, ev->h.pid);
 	if (p) {
 		p->live[ev->pool] = ev->live_bytes;
@@ -1162,11 +1165,17 @@ static void format_pools(const TopView *tv, int line, char *buf, size_t size, in
 	if (n == 0 && line == 0)
 		put(buf, size, width, &pos, " (no allocations seen)");
 	for (unsigned i = line * POOLS_PER_LINE; i < n && i < (unsigned)(line + 1) * POOLS_PER_LINE; i++) {
-		char l[16], k[16], r[16];
+		char l[16], k[16], r[16], entry[64];
 		fmt_bytes(l, sizeof(l), sums[i][0]);
 		fmt_bytes(k, sizeof(k), sums[i][1]);
 		fmt_bytes(r, sizeof(r), sums[i][2]);
-		put(buf, size, width, &pos, "  %s %s/%s/%s", pool_name(ids[i]), l, k, r);
+		snprintf(entry, sizeof(entry), "  %s %s/%s/%s", pool_name(ids[i]), l, k, r);
+		/* Whole entries only: a number cut before its unit would lie. */
+		if (pos + (int)strlen(entry) > width) {
+			put(buf, size, width, &pos, "%s", pos + 2 <= width ? " +" : "");
+			break;
+		}
+		put(buf, size, width, &pos, "%s", entry);
 	}
 }
 

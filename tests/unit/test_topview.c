@@ -413,6 +413,23 @@ static void test_render(TopView *tv)
 	check_widths(text, 80);
 	free(text);
 
+	/* A free of a pointer never seen allocated carries no pool state: the
+	 * pool keeps its numbers. */
+	struct alloc_event unknown_free;
+	memset(&unknown_free, 0, sizeof(unknown_free));
+	unknown_free.h.type = EV_FREE;
+	unknown_free.h.pid = PID;
+	unknown_free.pool = POOL_WEIGHTS;
+	unknown_free.bytes = 77;
+	unknown_free.unknown = 1;
+	topview_on_free(tv, &unknown_free);
+	topview_refresh(tv, T0 + 6 * SEC);
+	text = render(tv, 80);
+	if (text) {
+		CHECK(strstr(text, "weights 1000B/2.00K/4.00K") != NULL, "an unknown free left the pool alone");
+		free(text);
+	}
+
 	/* layers collapsed: no phases; an unknown span kind is reported */
 	struct span_event bad;
 	memset(&bad, 0, sizeof(bad));
@@ -424,6 +441,9 @@ static void test_render(TopView *tv)
 	if (text) {
 		CHECK(strstr(text, "problems: bad events 1") != NULL, "bad event reported");
 		CHECK(strstr(text, "P95") != NULL, "p95 kept at 60 columns");
+		/* whole pool entries only, and a mark that some did not fit */
+		CHECK(strstr(text, "live/peak/reserved  weights 1000B/2.00K/4.00K +\n") != NULL,
+		      "memory line at 60 columns");
 		check_widths(text, 60);
 		free(text);
 	}
