@@ -713,11 +713,24 @@ static __always_inline void emit_alloc(__u32 type, __u32 pool, __u64 ptr, __u64 
 	submit(e);
 }
 
+/* Takes an outstanding allocation's bytes back out of its pool. */
+static __always_inline struct pool_val *pool_release(__u32 pid, const struct alloc_val *v)
+{
+	struct pool_val *pv = pool_get(pid, v->pool);
+
+	if (pv) {
+		__sync_fetch_and_add(&pv->live_bytes, -v->bytes);
+		__sync_fetch_and_add(&pv->reserved_bytes, -v->reserved);
+		__sync_fetch_and_add(&pv->frees, 1);
+	}
+	return pv;
+}
+
 SEC("usdt")
 int BPF_USDT(alloc_prog, __u32 pool, __u64 ptr, __u64 bytes, __u64 reserved)
 {
 	struct alloc_key key = {};
-	struct alloc_val val = {};
+	struct alloc_val val = {}, *old;
 	struct pool_val *pv;
 	struct counters *c;
 	__u64 live, held;
@@ -725,16 +738,32 @@ int BPF_USDT(alloc_prog, __u32 pool, __u64 ptr, __u64 bytes, __u64 reserved)
 	key.pid = traced_tgid();
 	if (!key.pid)
 		return 0;
+	/* An engine from before `reserved` passes no fourth argument (it reads
+	 * 0); an allocation holds at least what it asked for. */
+	if (reserved < bytes)
+		reserved = bytes;
 	key.ptr = ptr;
+	old = bpf_map_lookup_elem(&allocs, &key);
+	if (old) {
+		/* Its free was never seen: without this its bytes stay live. */
+		val = *old;
+		pool_release(key.pid, &val);
+		c = cnt();
+		if (c)
+			c->missed_frees++;
+	}
 	val.bytes = bytes;
 	val.reserved = reserved;
 	val.pool = pool;
 	if (bpf_map_update_elem(&allocs, &key, &val, BPF_ANY)) {
-		/* Still counted live (the engine counts it); its free will then
-		 * show up as unknown. */
+		/* Not tracked, so not counted live either: its free will show
+		 * up as unknown, like that of an allocation made before the
+		 * attach, and the pool's figures stay consistent. */
 		c = cnt();
 		if (c)
 			c->alloc_table_full++;
+		emit_alloc(EV_ALLOC, pool, ptr, bytes, reserved, pool_get(key.pid, pool), 0);
+		return 0;
 	}
 	pv = pool_get(key.pid, pool);
 	if (pv) {
@@ -754,18 +783,16 @@ SEC("usdt")
 int BPF_USDT(free_prog, __u32 pool, __u64 ptr, __u64 bytes)
 {
 	struct alloc_key key = {};
-	struct alloc_val *val;
-	struct pool_val *pv = 0;
+	struct alloc_val *found, val;
+	struct pool_val *pv;
 	struct counters *c;
-	__u64 freed, unreserved;
-	__u32 p;
 
 	key.pid = traced_tgid();
 	if (!key.pid)
 		return 0;
 	key.ptr = ptr;
-	val = bpf_map_lookup_elem(&allocs, &key);
-	if (!val) {
+	found = bpf_map_lookup_elem(&allocs, &key);
+	if (!found) {
 		/* Allocated before we attached, or never: do not guess its size. */
 		c = cnt();
 		if (c)
@@ -773,17 +800,10 @@ int BPF_USDT(free_prog, __u32 pool, __u64 ptr, __u64 bytes)
 		emit_alloc(EV_FREE, pool, ptr, bytes, 0, 0, 1);
 		return 0;
 	}
-	freed = val->bytes;
-	unreserved = val->reserved;
-	p = val->pool;
+	val = *found;
 	bpf_map_delete_elem(&allocs, &key);
-	pv = pool_get(key.pid, p);
-	if (pv) {
-		__sync_fetch_and_add(&pv->live_bytes, -freed);
-		__sync_fetch_and_add(&pv->reserved_bytes, -unreserved);
-		__sync_fetch_and_add(&pv->frees, 1);
-	}
-	emit_alloc(EV_FREE, p, ptr, freed, unreserved, pv, 0);
+	pv = pool_release(key.pid, &val);
+	emit_alloc(EV_FREE, val.pool, ptr, val.bytes, val.reserved, pv, 0);
 	return 0;
 }
 

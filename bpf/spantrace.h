@@ -114,6 +114,9 @@ struct counters {
 	 * or any unmatched end before every probe was armed: spans that began
 	 * before the tracer attached. Not engine errors (see span_end). */
 	__u64 orphan_ends;
+	/* An allocation of a pointer still on record: the old one's free was
+	 * never seen; its bytes were taken out of its pool then. */
+	__u64 missed_frees;
 };
 
 

@@ -76,6 +76,8 @@ void pool_note_alloc(enum pool_id pool, uint64_t handle, size_t bytes, size_t re
 {
 	if ((unsigned)pool >= POOL_COUNT)
 		return;
+	if (reserved < bytes)  /* nothing holds less than it was given */
+		reserved = bytes;
 	count_alloc(pool, bytes, reserved);
 	announce_alloc(pool, handle, bytes, reserved);
 }
@@ -84,6 +86,8 @@ void pool_note_free(enum pool_id pool, uint64_t handle, size_t bytes, size_t res
 {
 	if ((unsigned)pool >= POOL_COUNT)
 		return;
+	if (reserved < bytes)  /* as pool_note_alloc */
+		reserved = bytes;
 	count_free(pool, bytes, reserved);
 	announce_free(pool, handle, bytes);
 }

@@ -411,6 +411,9 @@ static void render_losses(struct outbuf *b, const struct prom_snapshot *s)
 			"Span begins deeper than the kernel's per-thread stack.", c->stack_overflow);
 	render_counter1(b, "spantrace_unknown_frees_total",
 			"Frees of pointers never seen allocated.", c->unknown_frees);
+	render_counter1(b, "spantrace_missed_frees_total",
+			"Allocations replaced by a new one at the same pointer before their free was seen.",
+			c->missed_frees);
 	render_counter1(b, "spantrace_alloc_table_full_total",
 			"Allocations not tracked because the kernel's table was full.", c->alloc_table_full);
 	render_counter1(b, "spantrace_kernel_records_truncated_total",

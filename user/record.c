@@ -505,6 +505,7 @@ static json_object *summary_json(struct recorder *r, const struct session *s, co
 	json_object_object_add(j, "orphan_ends", json_object_new_int64((int64_t)c->orphan_ends));
 	json_object_object_add(j, "stack_overflow", json_object_new_int64((int64_t)c->stack_overflow));
 	json_object_object_add(j, "unknown_frees", json_object_new_int64((int64_t)c->unknown_frees));
+	json_object_object_add(j, "missed_frees", json_object_new_int64((int64_t)c->missed_frees));
 	json_object_object_add(j, "alloc_table_full", json_object_new_int64((int64_t)c->alloc_table_full));
 	json_object_object_add(j, "kernels_truncated", json_object_new_int64((int64_t)c->kernels_truncated));
 	json_object_object_add(j, "pools", pools_json(s));

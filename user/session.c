@@ -262,8 +262,10 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 		{ sk->progs.token_begin_prog, "token_begin", 0 },
 		{ sk->progs.span_begin_prog, "span_begin", 0 },
 		{ sk->progs.op_begin_prog, "op_begin", 1 },
-		{ sk->progs.alloc_prog, "alloc", 0 },
+		/* Frees before allocs, for the same reason: an alloc whose
+		 * free went unseen would stay live. */
 		{ sk->progs.free_prog, "free", 0 },
+		{ sk->progs.alloc_prog, "alloc", 0 },
 		{ sk->progs.kv_usage_prog, "kv_usage", 0 },
 		{ sk->progs.cl_batch_prog, "cl_batch", 1 },
 	};
@@ -403,6 +405,7 @@ int session_read_counters(const struct session *s, struct counters *out)
 		out->stack_overflow += per[c].stack_overflow;
 		out->orphan_ends += per[c].orphan_ends;
 		out->unknown_frees += per[c].unknown_frees;
+		out->missed_frees += per[c].missed_frees;
 		out->alloc_table_full += per[c].alloc_table_full;
 		out->kernels_truncated += per[c].kernels_truncated;
 		out->counters_invalid += per[c].counters_invalid;

@@ -18,17 +18,18 @@ ensure_demo_model() {
 		fail "cannot make $DEMO_MODEL"
 }
 
-# build_probestorm: compiles tests/helpers/probestorm.c against this build's
-# libinfer.so into $TMP/probestorm.
-build_probestorm() {
+# build_helper NAME: compiles tests/helpers/NAME.c against this build's
+# libinfer.so into $TMP/NAME.
+build_helper() {
 	command -v gcc >/dev/null || skip "gcc is not installed"
 	local san=
 	# A sanitizer build of libinfer needs the ASan runtime loaded first.
 	ldd "$LIBINFER" | grep -q libasan && san="-fsanitize=address,undefined"
-	gcc -O2 -std=gnu11 -Wall -Wextra -D_GNU_SOURCE $san -I"$ROOT/inference" "$HELPERS/probestorm.c" \
-		-L"$BUILD" -linfer -Wl,-rpath,"$(dirname "$LIBINFER")" -o "$TMP/probestorm" ||
-		fail "cannot compile probestorm"
+	gcc -O2 -std=gnu11 -Wall -Wextra -D_GNU_SOURCE $san -I"$ROOT/inference" "$HELPERS/$1.c" \
+		-L"$BUILD" -linfer -Wl,-rpath,"$(dirname "$LIBINFER")" -o "$TMP/$1" ||
+		fail "cannot compile $1"
 }
+build_probestorm() { build_helper probestorm; }
 
 # jsonl_check FILE: every line is one whole JSON object (a torn last line
 # fails too); prints the number of lines.
