@@ -28,11 +28,18 @@ echo "== spantrace top -p PID of a serving engine (attached live, no restart) ==
 feed() { for i in $(seq 1 2000); do echo "Once upon a time there was request $i"; sleep 0.05; done; }
 feed | "$B/infer" "$MODEL" -z "$TOK" -n 64 --serve >/dev/null 2>"$OUT/serve.err" &
 engine=$!
-trap 'kill $engine 2>/dev/null; wait $engine 2>/dev/null' EXIT
+# Stop the engine on the way out, keeping the script's own exit status: the
+# feeder then dies of SIGPIPE, and under set -e that status from `wait`
+# would end the script with 141.
+stop_engine() { local rc=$?; kill $engine 2>/dev/null; wait $engine 2>/dev/null || true; exit $rc; }
+trap stop_engine EXIT
 sleep 1
 if [ -t 0 ] && [ -t 1 ]; then
 	echo "(q quits, e expands layers, h for help)"; sleep 1
 	"$B/spantrace" top -d 1 -p "$engine"
 else
-	timeout 12 "$B/spantrace" top -b -d 3 -p "$engine" || true
+	# 12 s of frames; timeout's 124 is the expected end, anything else a failure
+	rc=0
+	timeout -s INT 12 "$B/spantrace" top -b -d 3 -p "$engine" || rc=$?
+	[ "$rc" = 0 ] || [ "$rc" = 124 ] || exit "$rc"
 fi

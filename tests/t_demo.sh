@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# t_demo.sh - `make demo`'s script (tools/demo.sh) without a terminal: it
+# exits 0, its record run's summary counts the tokens the engine counted,
+# and `top -b` on the serving engine prints frames with forward rows.
+source "$(dirname "$0")/lib.sh"
+need_bpf
+[ -r "$DEMO_MODEL" ] && [ -r "$DEMO_TOK" ] || fail "no demo model (make models first)"
+command -v jq >/dev/null || skip "jq not installed"
+
+rc=0
+BUILD=$BUILD timeout 120 "$ROOT/tools/demo.sh" </dev/null >"$TMP/out" 2>"$TMP/err" || rc=$?
+assert_eq "demo exit status" 0 "$rc"
+D=$BUILD/demo
+for f in trace.jsonl ops.csv metrics.jsonl summary.json engine-stats.json; do
+	[ -s "$D/$f" ] || fail "demo did not write $D/$f"
+done
+assert_eq "record summary tokens = engine's" "$(jq .tokens "$D/engine-stats.json")" \
+	"$(jq .tokens_generated "$D/summary.json")"
+assert_eq "record dropped nothing" 0 "$(jq .loss.dropped "$D/summary.json")"
+frames=$(grep -c '^spantrace top' "$TMP/out")
+assert_le "top frames printed" 2 "$frames"
+grep -Eq '^- forward +[1-9]' "$TMP/out" || fail "no forward row with a count in top's frames: $(tail -n 20 "$TMP/out")"
+ok "top's frames show forward spans"
