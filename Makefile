@@ -1,13 +1,21 @@
 # spantrace - an eBPF tracer for inference engines, and the engine it traces.
 #
 #   make            build everything into build/
-#   make demo       install missing Debian packages, build, make the demo model,
-#                   run the engine under the tracer
-#   make test       install, build, run every test (tests/run.sh)
-#   make bench      install, build, print the speed ratios (tools/bench.sh)
+#   make check      build, make the test models, run every test (no apt-get)
+#   make test       install missing packages (deps), then `make check`
+#   make demo       deps, build, make the demo model, run the engine under the tracer
+#   make bench      deps, build, print the speed ratios (tools/bench.sh)
 #   make fuzz       libFuzzer targets for a fixed budget each
+#   make deps       install missing Debian packages (needs root)
 #
 # Knobs: NO_PROBES=1 compiles the probes out; SANITIZE=1 builds with ASan+UBSan.
+#
+# Layout: inference/ (the engine) -> libinfer.so, infer, mkmodel;
+# bpf/*.bpf.c -> build/bpf/*.bpf.o -> build/*.skel.h; user/*/*.c (the tracer,
+# by role) -> libspantrace.a + user/commands/main.c -> spantrace.
+
+# A recipe that fails leaves no half-written target behind.
+.DELETE_ON_ERROR:
 
 # A sanitizer build gets its own directory: objects don't record their flags.
 ifeq ($(SANITIZE),1)
@@ -17,11 +25,24 @@ BUILD      ?= build
 CC         ?= gcc
 CLANG      ?= clang
 BPFTOOL    ?= bpftool
-ARCH       := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
+
+# The BPF target architecture (bpf_tracing.h's __TARGET_ARCH_*) and the
+# multiarch include directory of the build machine (asm/ headers for BPF).
+MACHINE    := $(shell uname -m)
+ARCH       := $(or $(patsubst x86_64,x86,$(filter x86_64,$(MACHINE))), \
+                   $(patsubst aarch64,arm64,$(filter aarch64,$(MACHINE))), \
+                   $(patsubst ppc64le,powerpc,$(filter ppc64le,$(MACHINE))), \
+                   $(patsubst s390x,s390,$(filter s390x,$(MACHINE))), \
+                   $(patsubst riscv64,riscv,$(filter riscv64,$(MACHINE))), \
+                   $(patsubst loongarch64,loongarch,$(filter loongarch64,$(MACHINE))), \
+                   $(MACHINE))
+MULTIARCH  := $(shell $(CC) -print-multiarch 2>/dev/null || $(CC) -dumpmachine)
 
 WARN       := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wformat=2
 CFLAGS     ?= -O2 -g
 CFLAGS     += -std=gnu11 $(WARN) -D_GNU_SOURCE -Iinference -I$(BUILD)
+# Every object records the headers it read (build/**/*.d, included below).
+DEPFLAGS    = -MMD -MP
 LDFLAGS    ?=
 
 ifeq ($(SANITIZE),1)
@@ -30,31 +51,33 @@ CFLAGS     += $(SAN_FLAGS)
 LDFLAGS    += $(SAN_FLAGS)
 endif
 
-# The engine: -mno-red-zone because an optimized uprobe turns the 5-byte probe
-# nop into a call, which writes below %rsp (see inference/probes.h).
-# Frame pointers: `spantrace profile` walks user stacks with them.
+# ---- the engine ----
+# -mno-red-zone because an optimized uprobe turns the 5-byte probe nop into a
+# call, which writes below %rsp (see inference/probes.h). Frame pointers:
+# `spantrace profile` walks user stacks with them.
 ENGINE_CFLAGS := $(CFLAGS) -fPIC -mno-red-zone -fopenmp -fno-omit-frame-pointer
 ifeq ($(NO_PROBES),1)
 ENGINE_CFLAGS += -DINFER_NO_PROBES
 endif
 ENGINE_LIBS   := -lOpenCL -lm -fopenmp -lpthread
-
 ENGINE_MAINS  := inference/main.c inference/mkmodel.c
 ENGINE_SRCS   := $(filter-out $(ENGINE_MAINS),$(wildcard inference/*.c))
-ENGINE_OBJS   := $(patsubst inference/%.c,$(BUILD)/inference/%.o,$(ENGINE_SRCS)) \
-                 $(BUILD)/inference/cl_source.o
+ENGINE_OBJS   := $(patsubst %.c,$(BUILD)/%.o,$(ENGINE_SRCS)) $(BUILD)/inference/cl_source.o
 CL_SOURCES    := $(sort $(wildcard inference/kernels/*.cl))
 
+# ---- BPF ----
 BPF_SRCS      := $(wildcard bpf/*.bpf.c)
 BPF_OBJS      := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
 BPF_SKELS     := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 BPF_CFLAGS    := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall \
-                 -I$(BUILD) -Ibpf -Iinference -I/usr/include/$(shell uname -m)-linux-gnu
+                 -I$(BUILD) -Ibpf -Iinference -I/usr/include/$(MULTIARCH)
 
+# ---- the tracer ----
 USER_CFLAGS   := $(CFLAGS) -Iuser -Ibpf -DINFER_PROBE_NAMES_ONLY
-USER_SRCS     := $(wildcard user/*.c)
-USER_OBJS     := $(patsubst user/%.c,$(BUILD)/user/%.o,$(USER_SRCS))
-USER_LIB_OBJS := $(filter-out $(BUILD)/user/main.o,$(USER_OBJS))
+USER_SRCS     := $(wildcard user/*/*.c)
+USER_OBJS     := $(patsubst %.c,$(BUILD)/%.o,$(USER_SRCS))
+USER_MAIN_OBJ := $(BUILD)/user/commands/main.o
+USER_LIB_OBJS := $(filter-out $(USER_MAIN_OBJ),$(USER_OBJS))
 USER_LIBS     := -lbpf -lelf -lz -ljson-c -lncursesw -lmicrohttpd -lm -lpthread
 
 UNIT_SRCS     := $(wildcard tests/unit/*.c)
@@ -63,7 +86,7 @@ UNIT_BINS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 DEMO_MODEL    := $(BUILD)/models/demo15M.bin
 DEMO_TOK      := $(BUILD)/models/demo_tokenizer.bin
 
-.PHONY: all deps demo test bench fuzz soak clean models
+.PHONY: all deps check demo test bench fuzz soak clean models
 # Keep the BPF objects and skeletons: as intermediates make would delete them
 # and rebuild every user object on the next run.
 .SECONDARY: $(BPF_OBJS) $(BPF_SKELS)
@@ -86,66 +109,77 @@ deps:
 	fi
 
 # ---- the engine ----
-$(BUILD)/inference/%.o: inference/%.c $(wildcard inference/*.h) | $(BUILD)/inference
-	$(CC) $(ENGINE_CFLAGS) -c $< -o $@
+$(BUILD)/inference/%.o: inference/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ENGINE_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/kernels.cl: $(CL_SOURCES) | $(BUILD)
+$(BUILD)/kernels.cl: $(CL_SOURCES)
+	@mkdir -p $(@D)
 	cat $(CL_SOURCES) > $@
 
 # The kernels are embedded as one NUL-terminated string, infer_cl_source.
-$(BUILD)/inference/cl_source.o: $(BUILD)/kernels.cl | $(BUILD)/inference
+$(BUILD)/inference/cl_source.o: $(BUILD)/kernels.cl
+	@mkdir -p $(@D)
 	printf '\t.section .rodata\n\t.globl infer_cl_source\n\t.type infer_cl_source,@object\ninfer_cl_source:\n\t.incbin "%s"\n\t.byte 0\n\t.size infer_cl_source,.-infer_cl_source\n\t.section .note.GNU-stack,"",@progbits\n' $< > $(BUILD)/inference/cl_source.S
 	$(CC) -c $(BUILD)/inference/cl_source.S -o $@
 
 $(BUILD)/libinfer.so: $(ENGINE_OBJS)
 	$(CC) -shared -o $@ $^ $(LDFLAGS) $(ENGINE_LIBS)
 
+# The programs link the library from their own directory.
+LINK_ENGINE_PROGRAM = $(CC) $(ENGINE_CFLAGS) $(DEPFLAGS) -MF $@.d -o $@ $< -L$(BUILD) -linfer \
+                      -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -lm
 $(BUILD)/infer: inference/main.c $(BUILD)/libinfer.so
-	$(CC) $(ENGINE_CFLAGS) -o $@ $< -L$(BUILD) -linfer -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -lm
-
+	$(LINK_ENGINE_PROGRAM)
 $(BUILD)/mkmodel: inference/mkmodel.c $(BUILD)/libinfer.so
-	$(CC) $(ENGINE_CFLAGS) -o $@ $< -L$(BUILD) -linfer -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -lm
+	$(LINK_ENGINE_PROGRAM)
 
 # ---- BPF: vmlinux.h -> object -> skeleton ----
-$(BUILD)/vmlinux.h: | $(BUILD)
-	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+$(BUILD)/vmlinux.h:
+	@mkdir -p $(@D)
+	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
 
-$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) inference/probes.h $(BUILD)/vmlinux.h | $(BUILD)/bpf
-	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(BUILD)/vmlinux.h
+	@mkdir -p $(@D)
+	$(CLANG) $(BPF_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/%.skel.h: $(BUILD)/bpf/%.bpf.o
-	$(BPFTOOL) gen skeleton $< > $@.tmp && mv $@.tmp $@
+	$(BPFTOOL) gen skeleton $< > $@
 
-# ---- the tracer: user objects depend on every skeleton ----
-$(BUILD)/user/%.o: user/%.c $(wildcard user/*.h bpf/*.h) inference/probes.h $(BPF_SKELS) | $(BUILD)/user
-	$(CC) $(USER_CFLAGS) -c $< -o $@
+# ---- the tracer: the skeleton exists before any user object is compiled;
+# the .d files make the objects that include it rebuild when it changes ----
+$(BUILD)/user/%.o: user/%.c | $(BPF_SKELS)
+	@mkdir -p $(@D)
+	$(CC) $(USER_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/libspantrace.a: $(USER_LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/spantrace: $(BUILD)/user/main.o $(BUILD)/libspantrace.a
+$(BUILD)/spantrace: $(USER_MAIN_OBJ) $(BUILD)/libspantrace.a
 	$(CC) -o $@ $^ $(LDFLAGS) $(USER_LIBS)
 
 # ---- unit tests link the tracer's library and the engine ----
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libspantrace.a $(BUILD)/libinfer.so | $(BUILD)/tests
-	$(CC) $(USER_CFLAGS) -Itests/unit -o $@ $< $(BUILD)/libspantrace.a -L$(BUILD) -linfer \
-	    -Wl,-rpath,'$$ORIGIN/..' $(LDFLAGS) $(USER_LIBS)
-
-$(BUILD) $(BUILD)/inference $(BUILD)/bpf $(BUILD)/user $(BUILD)/tests $(BUILD)/models:
-	mkdir -p $@
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libspantrace.a $(BUILD)/libinfer.so
+	@mkdir -p $(@D)
+	$(CC) $(USER_CFLAGS) $(DEPFLAGS) -MF $@.d -Itests/unit -o $@ $< $(BUILD)/libspantrace.a \
+	    -L$(BUILD) -linfer -Wl,-rpath,'$$ORIGIN/..' $(LDFLAGS) $(USER_LIBS)
 
 # ---- models: deterministic, made here ----
-$(DEMO_MODEL): $(BUILD)/mkmodel | $(BUILD)/models
+$(DEMO_MODEL): $(BUILD)/mkmodel
+	@mkdir -p $(@D)
 	$(BUILD)/mkmodel $@ --shape stories15M --seed 1 --tokenizer $(DEMO_TOK)
 models: $(DEMO_MODEL)
+
+# ---- running things ----
+check: all models
+	$(if $(filter 1,$(SANITIZE)),. tools/sanitize.env &&) BUILD=$(abspath $(BUILD)) tests/run.sh
+
+test: deps
+	$(MAKE) check
 
 demo: deps
 	$(MAKE) all models
 	tools/demo.sh
-
-test: deps
-	$(MAKE) all models
-	$(if $(filter 1,$(SANITIZE)),. tools/sanitize.env &&) BUILD=$(abspath $(BUILD)) tests/run.sh
 
 bench: deps
 	$(MAKE) all models
@@ -161,3 +195,7 @@ soak: deps
 
 clean:
 	rm -rf $(BUILD)
+
+DEPS := $(ENGINE_OBJS:.o=.d) $(BPF_OBJS:.o=.d) $(USER_OBJS:.o=.d) $(UNIT_BINS:=.d) \
+        $(BUILD)/infer.d $(BUILD)/mkmodel.d
+-include $(DEPS)

@@ -2,12 +2,12 @@
  * The input is NUL-separated words: words that look like SPANTRACE_X=V go to
  * envp, the rest to argv (argv[0] first). Every word is also tried as a SIZE.
  * fuzz-cflags: -DINFER_PROBE_NAMES_ONLY
- * fuzz-sources: user/daemon_config.c user/httpd.c user/numparse.c
+ * fuzz-sources: user/commands/daemon_config.c user/output/httpd.c user/core/numparse.c
  * fuzz-libs: -lmicrohttpd
  */
 #include "fuzz_common.h"
-#include "daemon_config.h"
-#include "numparse.h"
+#include "commands/daemon_config.h"
+#include "core/numparse.h"
 
 #define MAX_WORDS 64
 

@@ -4,13 +4,13 @@
  * file). Libraries named by the input are opened only if they are regular
  * files outside /dev, /proc and /sys (see fuzz_safe_open.h).
  * fuzz-cflags: -DINFER_PROBE_NAMES_ONLY
- * fuzz-sources: user/stapsdt.c user/symbols.c
+ * fuzz-sources: user/core/stapsdt.c user/analysis/symbols.c
  * fuzz-libs: -lelf -Wl,--wrap=open
  */
 #include "fuzz_common.h"
 #include "fuzz_safe_open.h"
-#include "stapsdt.h"
-#include "symbols.h"
+#include "core/stapsdt.h"
+#include "analysis/symbols.h"
 
 #define FAKE_PID 999999999
 

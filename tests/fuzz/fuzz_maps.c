@@ -4,13 +4,13 @@
  * Paths in the input are opened only if they are regular files outside
  * /dev, /proc and /sys (see fuzz_safe_open.h).
  * fuzz-cflags: -DINFER_PROBE_NAMES_ONLY
- * fuzz-sources: user/symbols.c user/stapsdt.c user/numparse.c
+ * fuzz-sources: user/analysis/symbols.c user/core/stapsdt.c user/core/numparse.c
  * fuzz-libs: -lelf -Wl,--wrap=open
  */
 #include "fuzz_common.h"
 #include "fuzz_safe_open.h"
-#include "../../user/target.c"
-#include "symbols.h"
+#include "../../user/core/target.c"
+#include "analysis/symbols.h"
 
 /* No such process: only the given file supplies the maps. */
 #define FAKE_PID 999999999

@@ -2,12 +2,12 @@
  * and -p PID text (parse_pid in user/target.c, included for it). The input's
  * first byte picks the list's maximum length (0..PERF_COUNTERS_MAX).
  * fuzz-cflags: -DINFER_PROBE_NAMES_ONLY
- * fuzz-sources: user/perfev.c user/stapsdt.c user/numparse.c
+ * fuzz-sources: user/analysis/perfev.c user/core/stapsdt.c user/core/numparse.c
  * fuzz-libs: -lbpf -lelf
  */
 #include "fuzz_common.h"
-#include "perfev.h"
-#include "../../user/target.c"
+#include "analysis/perfev.h"
+#include "../../user/core/target.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

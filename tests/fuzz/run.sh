@@ -63,7 +63,7 @@ build_target() {
 	libs=$(header_field "$src" fuzz-libs)
 	cflags=$(header_field "$src" fuzz-cflags)
 	if [ ! -x "$bin" ]; then stale=1; fi
-	for dep in "$src" "$FUZZ_DIR"/*.h $srcs inference/*.h user/*.h; do
+	for dep in "$src" "$FUZZ_DIR"/*.h $srcs inference/*.h user/*/*.h bpf/*.h; do
 		[ "$dep" -nt "$bin" ] && stale=1
 	done
 	[ $stale = 1 ] || return 0

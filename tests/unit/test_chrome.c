@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "chrome.h"
+#include "output/chrome.h"
 
 static int failures;
 #define CHECK(cond, ...) do { if (!(cond)) { failures++; \

@@ -1,7 +1,7 @@
 /* test_daemon_config.c - daemon flags and SPANTRACE_* variables: defaults,
  * precedence (flag beats variable), validation errors and listen
  * addresses. */
-#include "daemon_config.h"
+#include "commands/daemon_config.h"
 #include "check.h"
 
 #include <arpa/inet.h>

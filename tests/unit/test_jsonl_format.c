@@ -11,8 +11,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "export.h"
-#include "outbuf.h"
+#include "output/export.h"
+#include "output/outbuf.h"
 #include "spantrace.h"
 
 static int failures;

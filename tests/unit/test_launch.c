@@ -2,7 +2,7 @@
  * checks, a held child that runs only once released (and never when
  * abandoned), output redirection, exec failure, "is it gone" for a pid and
  * for a command, and the SIGTERM stop of a command still running. */
-#include "launch.h"
+#include "core/launch.h"
 
 #include <errno.h>
 #include <fcntl.h>

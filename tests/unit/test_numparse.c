@@ -1,7 +1,7 @@
 /* test_numparse.c - the number rules every flag, variable and config value
  * follows: whole string, digits first, finite, in range, and no change to
  * *out on error. */
-#include "numparse.h"
+#include "core/numparse.h"
 #include "check.h"
 
 #include <stdint.h>

@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "perfev.h"
+#include "analysis/perfev.h"
 
 static int failures;
 #define CHECK(cond, ...) do { if (!(cond)) { failures++; \

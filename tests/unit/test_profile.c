@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "profile.h"
+#include "analysis/profile.h"
 
 static int failures;
 #define CHECK(cond, ...) do { if (!(cond)) { failures++; \

@@ -2,8 +2,8 @@
  * cumulative buckets, one HELP/TYPE per family, stable sorted output.
  * With PROM_SAMPLE_OUT=PATH it also writes the rendered sample there, so
  * tests/t_prom_format.sh can run promtool on it. */
-#include "httpd.h"
-#include "prom.h"
+#include "output/httpd.h"
+#include "output/prom.h"
 
 #include <arpa/inet.h>
 #include <inttypes.h>

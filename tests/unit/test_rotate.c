@@ -1,7 +1,7 @@
 /* test_rotate.c - rotating JSONL: per-file cap, total cap, retention,
  * whole lines only, drops counted, earlier runs' files counted, SIGHUP
  * reopen, bad directories, and a failing write cut back (RLIMIT_FSIZE). */
-#include "rotate.h"
+#include "output/rotate.h"
 
 #include <dirent.h>
 #include <signal.h>

@@ -1,6 +1,6 @@
 /* test_stats.c - the statistics module against a sorted-array oracle.
  * Prints each check; exits non-zero on the first failure. */
-#include "stats.h"
+#include "analysis/stats.h"
 
 #include <inttypes.h>
 #include <math.h>

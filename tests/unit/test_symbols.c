@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "symbols.h"
+#include "analysis/symbols.h"
 
 static int failures;
 #define CHECK(cond, ...) do { if (!(cond)) { failures++; \

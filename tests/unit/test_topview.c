@@ -4,8 +4,8 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "topview.h"
-#include "stats.h"
+#include "top/topview.h"
+#include "analysis/stats.h"
 
 #include <curses.h> /* key codes */
 #include <inttypes.h>

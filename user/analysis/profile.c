@@ -1,0 +1,171 @@
+/* profile.c - sample and counter aggregation for profile mode (see profile.h). */
+#include "analysis/profile.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define FRAME_NAME_MAX 256
+
+int profile_samples_init(ProfileSamples *ps)
+{
+	memset(ps, 0, sizeof(*ps));
+	ps->folded = folded_new();
+	ps->sym = sym_new();
+	if (!ps->folded || !ps->sym) {
+		profile_samples_free(ps);
+		return -1;
+	}
+	return 0;
+}
+
+void profile_samples_free(ProfileSamples *ps)
+{
+	folded_free(ps->folded);
+	sym_free(ps->sym);
+	ps->folded = NULL;
+	ps->sym = NULL;
+}
+
+/* Frames up to the first zero address (stack maps pad with zeros). */
+static size_t stack_len(const __u64 *ips, size_t n)
+{
+	size_t len = 0;
+	while (ips && len < n && len < PROFILE_MAX_FRAMES && ips[len])
+		len++;
+	return len;
+}
+
+int profile_samples_add(ProfileSamples *ps, pid_t pid, const char *span,
+			const __u64 *kips, size_t nk, const __u64 *uips, size_t nu,
+			uint64_t count)
+{
+	size_t klen = stack_len(kips, nk), ulen = stack_len(uips, nu);
+	/* One buffer holds every name; frames[] points into it. */
+	char *names = malloc((klen + ulen + 1) * FRAME_NAME_MAX);
+	const char **frames = malloc((klen + ulen + 1) * sizeof(*frames));
+	if (!names || !frames) {
+		free(names);
+		free(frames);
+		return -1;
+	}
+	size_t n = 0;
+	for (size_t i = 0; i < klen; i++, n++) {
+		char *buf = names + n * FRAME_NAME_MAX;
+		sym_kernel(ps->sym, kips[i], buf, FRAME_NAME_MAX - sizeof(PROFILE_KERNEL_SUFFIX));
+		strcat(buf, PROFILE_KERNEL_SUFFIX);
+		frames[n] = buf;
+	}
+	for (size_t i = 0; i < ulen; i++, n++) {
+		char *buf = names + n * FRAME_NAME_MAX;
+		sym_user(ps->sym, pid, uips[i], buf, FRAME_NAME_MAX);
+		frames[n] = buf;
+	}
+	int rc = folded_add(ps->folded, span ? span : PROFILE_NO_SPAN, frames, n, count);
+	free(names);
+	free(frames);
+	if (rc)
+		return -1;
+	ps->samples += count;
+	if (!span)
+		ps->no_span += count;
+	if (!uips)
+		ps->no_user_stack += count;
+	return 0;
+}
+
+void profile_counters_init(ProfileCounters *pc, const char *const *names, unsigned n)
+{
+	memset(pc, 0, sizeof(*pc));
+	pc->ncounters = n < PERF_COUNTERS_MAX ? n : PERF_COUNTERS_MAX;
+	for (unsigned i = 0; i < pc->ncounters; i++)
+		pc->names[i] = names[i];
+}
+
+void profile_counters_add(ProfileCounters *pc, const struct span_event *ev)
+{
+	if (ev->kind >= SPAN_KIND_COUNT)
+		return;
+	SpanCounterTotals *t = &pc->kinds[ev->kind];
+	t->spans++;
+	if (pc->ncounters == 0 || ev->ncounters < pc->ncounters)
+		return;
+	t->measured++;
+	for (unsigned i = 0; i < pc->ncounters; i++)
+		t->sum[i] += ev->counters[i];
+}
+
+static double mean_of(const SpanCounterTotals *t, unsigned i)
+{
+	return t->measured ? (double)t->sum[i] / (double)t->measured : 0.0;
+}
+
+int profile_counters_write(const ProfileCounters *pc, FILE *out)
+{
+	fprintf(out, "%-12s %10s %10s", "span", "spans", "measured");
+	for (unsigned i = 0; i < pc->ncounters; i++)
+		fprintf(out, " %18s %14s", pc->names[i], "mean");
+	fputc('\n', out);
+	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++) {
+		const SpanCounterTotals *t = &pc->kinds[k];
+		if (!t->spans)
+			continue;
+		fprintf(out, "%-12s %10llu %10llu", span_kind_name(k),
+			(unsigned long long)t->spans, (unsigned long long)t->measured);
+		for (unsigned i = 0; i < pc->ncounters; i++)
+			fprintf(out, " %18llu %14.1f", (unsigned long long)t->sum[i], mean_of(t, i));
+		fputc('\n', out);
+	}
+	return ferror(out) ? -1 : 0;
+}
+
+/* Adds key -> value to obj; frees value and fails if either fails. */
+static int put(json_object *obj, const char *key, json_object *value)
+{
+	if (!value || json_object_object_add(obj, key, value)) {
+		json_object_put(value);
+		return -1;
+	}
+	return 0;
+}
+
+static json_object *counter_json(const SpanCounterTotals *t, unsigned i)
+{
+	json_object *c = json_object_new_object();
+	if (c && (put(c, "total", json_object_new_uint64(t->sum[i])) ||
+		  put(c, "mean", json_object_new_double(mean_of(t, i))))) {
+		json_object_put(c);
+		return NULL;
+	}
+	return c;
+}
+
+static json_object *kind_json(const ProfileCounters *pc, const SpanCounterTotals *t)
+{
+	json_object *o = json_object_new_object();
+	if (!o || put(o, "spans", json_object_new_uint64(t->spans)) ||
+	    put(o, "measured", json_object_new_uint64(t->measured)))
+		goto fail;
+	for (unsigned i = 0; i < pc->ncounters; i++)
+		if (put(o, pc->names[i], counter_json(t, i)))
+			goto fail;
+	return o;
+fail:
+	json_object_put(o);
+	return NULL;
+}
+
+json_object *profile_counters_json(const ProfileCounters *pc)
+{
+	json_object *all = json_object_new_object();
+	if (!all)
+		return NULL;
+	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++) {
+		if (!pc->kinds[k].spans)
+			continue;
+		if (put(all, span_kind_name(k), kind_json(pc, &pc->kinds[k]))) {
+			json_object_put(all);
+			return NULL;
+		}
+	}
+	return all;
+}

@@ -1,0 +1,71 @@
+/* profile.h - what `spantrace profile` (and `record --perf`) aggregate:
+ * span-tagged CPU samples into folded stacks, and per-span perf counter
+ * deltas into totals and means. The command itself (session, attach, the
+ * sampling program) is wired on top of these.
+ *
+ * Samples: a stack pair as BPF stack maps store it (innermost first, kernel
+ * stack above the user stack) becomes "span;user outer..inner;kernel
+ * outer..inner" with kernel frames suffixed "_[k]" (flamegraph.pl colours
+ * those as kernel). Samples outside any span are rooted at "[no span]".
+ *
+ * Counters: a span whose event carries ncounters == 0 while counters are on
+ * had no valid delta (the thread changed CPU; see perfev.h) and is counted
+ * as unmeasured, never averaged in as zero. */
+#ifndef SPANTRACE_PROFILE_H
+#define SPANTRACE_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <linux/types.h>
+#include <json-c/json.h>
+
+#include "output/folded.h"
+#include "spantrace.h"
+#include "analysis/symbols.h"
+
+#define PROFILE_NO_SPAN "[no span]"
+#define PROFILE_KERNEL_SUFFIX "_[k]"
+#define PROFILE_MAX_FRAMES 127   /* PERF_MAX_STACK_DEPTH's default */
+
+typedef struct {
+	Folded *folded;
+	Symbolizer *sym;
+	uint64_t samples;
+	uint64_t no_span;        /* samples outside every span */
+	uint64_t no_user_stack;  /* stack id missing (e.g. -EFAULT, map full) */
+} ProfileSamples;
+
+int profile_samples_init(ProfileSamples *ps);   /* -1 on allocation failure */
+void profile_samples_free(ProfileSamples *ps);
+
+/* Adds count samples of pid. span NULL = outside every span. kips/uips are
+ * innermost first; a zero address ends a stack early (stack map padding).
+ * uips NULL counts a missing user stack. -1 on allocation failure. */
+int profile_samples_add(ProfileSamples *ps, pid_t pid, const char *span,
+			const __u64 *kips, size_t nk, const __u64 *uips, size_t nu,
+			uint64_t count);
+
+typedef struct {
+	uint64_t spans;      /* spans seen */
+	uint64_t measured;   /* spans with a valid counter delta */
+	uint64_t sum[PERF_COUNTERS_MAX];
+} SpanCounterTotals;
+
+typedef struct {
+	unsigned ncounters;
+	const char *names[PERF_COUNTERS_MAX];  /* not owned */
+	SpanCounterTotals kinds[SPAN_KIND_COUNT];
+} ProfileCounters;
+
+void profile_counters_init(ProfileCounters *pc, const char *const *names, unsigned n);
+void profile_counters_add(ProfileCounters *pc, const struct span_event *ev);
+/* Table: one row per span kind seen, total and mean per counter. */
+int profile_counters_write(const ProfileCounters *pc, FILE *out);
+/* {"<span>":{"spans":N,"measured":N,"<counter>":{"total":N,"mean":X}}},
+ * NULL on allocation failure. */
+json_object *profile_counters_json(const ProfileCounters *pc);
+
+
+#endif

@@ -1,0 +1,270 @@
+/* stats.c - histograms, distributions and rolling windows (see stats.h). */
+#include "analysis/stats.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SUB_COUNT (1u << HIST_SUB_BITS)
+
+/* ---- bucket geometry ----
+ * v < SUB_COUNT: bucket v (exact). Otherwise, with m = index of v's top bit
+ * and shift = m - HIST_SUB_BITS, the bucket is (shift + 1) * SUB_COUNT plus
+ * the HIST_SUB_BITS bits just below the top one; it spans 2^shift values. */
+static inline unsigned bucket_of(uint64_t v)
+{
+	if (v < SUB_COUNT)
+		return (unsigned)v;
+	unsigned shift = (unsigned)(63 - __builtin_clzll(v)) - HIST_SUB_BITS;
+	return ((shift + 1) << HIST_SUB_BITS) + (unsigned)((v >> shift) & (SUB_COUNT - 1));
+}
+
+static inline uint64_t bucket_low(unsigned b)
+{
+	if (b < SUB_COUNT)
+		return b;
+	unsigned shift = (b >> HIST_SUB_BITS) - 1;
+	return ((uint64_t)SUB_COUNT + (b & (SUB_COUNT - 1))) << shift;
+}
+
+static inline uint64_t bucket_high(unsigned b)
+{
+	if (b < SUB_COUNT)
+		return b;
+	unsigned shift = (b >> HIST_SUB_BITS) - 1;
+	return bucket_low(b) + ((UINT64_C(1) << shift) - 1);
+}
+
+/* The midpoint keeps the read-back error within half a bucket. */
+static inline uint64_t bucket_mid(unsigned b)
+{
+	uint64_t lo = bucket_low(b);
+	return lo + (bucket_high(b) - lo) / 2;
+}
+
+/* ---- Hist ---- */
+
+void hist_reset(Hist *h)
+{
+	memset(h, 0, sizeof(*h));
+}
+
+void hist_add(Hist *h, uint64_t v)
+{
+	/* min is 0 while empty, so an empty Hist reads as all zeros. */
+	if (h->count == 0 || v < h->min)
+		h->min = v;
+	if (v > h->max)
+		h->max = v;
+	h->count++;
+	h->sum += v;
+	h->buckets[bucket_of(v)]++;
+}
+
+void hist_merge(Hist *into, const Hist *from)
+{
+	if (from->count == 0)
+		return;
+	if (into->count == 0 || from->min < into->min)
+		into->min = from->min;
+	if (from->max > into->max)
+		into->max = from->max;
+	into->count += from->count;
+	into->sum += from->sum;
+	/* Only the buckets between from's min and max can be non-zero. */
+	unsigned lo = bucket_of(from->min), hi = bucket_of(from->max);
+	for (unsigned b = lo; b <= hi; b++)
+		into->buckets[b] += from->buckets[b];
+}
+
+/* 1-based nearest rank ceil(q*n), within [1, n]. The small slack keeps
+ * products like 0.07*100 = 7.000000000000001 from rounding up a rank. */
+static uint64_t nearest_rank(double q, uint64_t n)
+{
+	double r = ceil(q * (double)n - 1e-9);
+	if (!(r >= 1.0)) /* also catches NaN */
+		return 1;
+	if (r >= (double)n)
+		return n;
+	return (uint64_t)r;
+}
+
+uint64_t hist_quantile(const Hist *h, double q)
+{
+	if (h->count == 0)
+		return 0;
+	uint64_t rank = nearest_rank(q, h->count);
+	if (rank == 1)
+		return h->min;
+	if (rank == h->count)
+		return h->max;
+	unsigned lo = bucket_of(h->min), hi = bucket_of(h->max);
+	uint64_t seen = 0;
+	for (unsigned b = lo; b <= hi; b++) {
+		seen += h->buckets[b];
+		if (seen >= rank) {
+			uint64_t v = bucket_mid(b);
+			return v < h->min ? h->min : v > h->max ? h->max : v;
+		}
+	}
+	return h->max; /* unreachable while buckets agree with count */
+}
+
+double hist_mean(const Hist *h)
+{
+	return h->count ? (double)h->sum / (double)h->count : 0.0;
+}
+
+uint64_t hist_count_le(const Hist *h, uint64_t bound)
+{
+	if (h->count == 0 || bound < h->min)
+		return 0;
+	if (bound >= h->max)
+		return h->count;
+	/* Whole buckets only: a bucket straddling bound is left out, so the
+	 * result is exact at bucket edges and never over-counts. */
+	uint64_t n = 0;
+	unsigned lo = bucket_of(h->min), last = bucket_of(bound);
+	for (unsigned b = lo; b < last; b++)
+		n += h->buckets[b];
+	if (bucket_high(last) <= bound)
+		n += h->buckets[last];
+	return n;
+}
+
+/* ---- Dist ---- */
+
+int dist_init(Dist *d, size_t cap)
+{
+	memset(d, 0, sizeof(*d));
+	hist_reset(&d->hist);
+	if (cap > 0) {
+		d->samples = malloc(cap * sizeof(*d->samples));
+		if (!d->samples)
+			return -1;
+	}
+	d->cap = cap;
+	d->sorted = 1;
+	return 0;
+}
+
+void dist_free(Dist *d)
+{
+	free(d->samples);
+	d->samples = NULL;
+	d->nsamples = d->cap = 0;
+}
+
+void dist_add(Dist *d, uint64_t v)
+{
+	hist_add(&d->hist, v);
+	if (d->nsamples < d->cap) {
+		d->samples[d->nsamples++] = v;
+		d->sorted = 0;
+	}
+}
+
+int dist_is_exact(const Dist *d)
+{
+	return d->hist.count <= d->cap;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+uint64_t dist_quantile(Dist *d, double q)
+{
+	if (!dist_is_exact(d))
+		return hist_quantile(&d->hist, q);
+	if (!d->sorted) {
+		qsort(d->samples, d->nsamples, sizeof(*d->samples), cmp_u64);
+		d->sorted = 1;
+	}
+	return quantile_sorted(d->samples, d->nsamples, q);
+}
+
+/* ---- Window ---- */
+
+#define SLOT_EMPTY UINT64_MAX
+
+int window_init(Window *w, unsigned nslots, uint64_t slot_ns)
+{
+	memset(w, 0, sizeof(*w));
+	if (nslots == 0 || slot_ns == 0)
+		return -1;
+	w->slots = malloc((size_t)nslots * sizeof(*w->slots));
+	w->slot_start = malloc((size_t)nslots * sizeof(*w->slot_start));
+	if (!w->slots || !w->slot_start) {
+		window_free(w);
+		return -1;
+	}
+	w->nslots = nslots;
+	w->slot_ns = slot_ns;
+	window_reset(w);
+	return 0;
+}
+
+void window_free(Window *w)
+{
+	free(w->slots);
+	free(w->slot_start);
+	w->slots = NULL;
+	w->slot_start = NULL;
+	w->nslots = 0;
+}
+
+void window_reset(Window *w)
+{
+	for (unsigned i = 0; i < w->nslots; i++) {
+		hist_reset(&w->slots[i]);
+		w->slot_start[i] = SLOT_EMPTY;
+	}
+}
+
+void window_add(Window *w, uint64_t now_ns, uint64_t v)
+{
+	uint64_t interval = now_ns / w->slot_ns;
+	unsigned s = (unsigned)(interval % w->nslots);
+	if (w->slot_start[s] != interval) {
+		/* A slot already holding a later interval means this value is
+		 * older than the window: it no longer belongs in it. */
+		if (w->slot_start[s] != SLOT_EMPTY && w->slot_start[s] > interval)
+			return;
+		hist_reset(&w->slots[s]);
+		w->slot_start[s] = interval;
+	}
+	hist_add(&w->slots[s], v);
+}
+
+void window_snapshot(Window *w, uint64_t now_ns, Hist *out)
+{
+	uint64_t interval = now_ns / w->slot_ns;
+	for (unsigned i = 0; i < w->nslots; i++) {
+		uint64_t start = w->slot_start[i];
+		if (start == SLOT_EMPTY)
+			continue;
+		if (start + w->nslots <= interval) { /* expired: clear it now */
+			hist_reset(&w->slots[i]);
+			w->slot_start[i] = SLOT_EMPTY;
+			continue;
+		}
+		hist_merge(out, &w->slots[i]);
+	}
+}
+
+uint64_t window_span_ns(const Window *w, uint64_t now_ns)
+{
+	return (uint64_t)(w->nslots - 1) * w->slot_ns + now_ns % w->slot_ns;
+}
+
+/* ---- exact oracle ---- */
+
+uint64_t quantile_sorted(const uint64_t *sorted, size_t n, double q)
+{
+	if (n == 0)
+		return 0;
+	return sorted[nearest_rank(q, n) - 1];
+}

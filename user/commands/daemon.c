@@ -1,0 +1,634 @@
+/* daemon.c - `spantrace daemon`: attach once to every process of a binary,
+ * let the kernel aggregate (histograms, pools, KV), read the maps every
+ * interval into a snapshot that /metrics renders, and stream only spans at
+ * or above a threshold into rotating JSONL files.
+ *
+ * Threads: the main thread owns the session, the maps and the rotator; the
+ * HTTP thread only renders the latest snapshot, swapped under `lock`. */
+#include "commands/commands.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "commands/daemon_config.h"
+#include "output/export.h"
+#include "output/httpd.h"
+#include "output/outbuf.h"
+#include "output/prom.h"
+#include "output/rotate.h"
+#include "core/session.h"
+#include "core/target.h"
+#include "spantrace.skel.h"
+
+extern char **environ;
+
+#define THRESH_WINDOW 12            /* intervals a percentile threshold looks back over */
+#define DEAD_GRACE_MIN_NS (30ull * 1000000000ull)
+#define DAEMON_RINGBUF_KB 1024      /* only slow spans travel through it */
+#define POLL_MS 100
+
+/* A process seen in the maps. */
+struct proc_track {
+	uint32_t pid;
+	int alive;
+	uint64_t prev_tokens;
+	uint64_t dead_since_ns;     /* 0 while alive */
+	double tokens_per_second;
+};
+
+typedef uint64_t kind_hist[SPAN_KIND_COUNT][AGG_BUCKETS];
+
+struct daemon {
+	struct daemon_config cfg;
+	struct target target;
+	struct session s;
+	int session_open;
+	struct rotator *rot;
+	struct httpd *http;
+	OutBuf line;                 /* memory only: formats one tail span */
+
+	pthread_mutex_t lock;
+	struct prom_snapshot snap;   /* guarded by lock */
+
+	int ncpu;
+	struct agg_val *percpu;      /* scratch for one per-CPU lookup */
+	struct proc_track *procs;
+	size_t nprocs, procs_cap;
+	uint64_t last_tick_ns, dead_grace_ns;
+
+	/* --slow-pct: per-kind bucket deltas of the last THRESH_WINDOW ticks */
+	kind_hist prev_cum, retired, window[THRESH_WINDOW];
+	unsigned wslot;
+	uint64_t slow_ns[SPAN_KIND_COUNT];
+};
+
+static volatile sig_atomic_t reopen_requested;
+
+static void on_hup(int sig)
+{
+	(void)sig;
+	reopen_requested = 1;
+}
+
+/* ---- tail capture: the ring buffer carries only slow spans ---- */
+
+static int on_event(void *ctx, const void *data, size_t size)
+{
+	struct daemon *d = ctx;
+	if (!d->rot)
+		return 0;
+	d->line.len = d->line.line_start = 0;
+	if (export_jsonl_event(&d->line, data, size) < 0 || !d->line.len)
+		return 0;
+	rotate_write(d->rot, d->line.buf, d->line.len);  /* a drop is counted there */
+	return 0;
+}
+
+static int line_buffer_init(OutBuf *ob)
+{
+	memset(ob, 0, sizeof(*ob));
+	ob->fd = -1;
+	ob->cap = 2 * OB_LINE_MAX;   /* ob_begin never needs to flush */
+	ob->buf = malloc(ob->cap);
+	return ob->buf ? 0 : -1;
+}
+
+/* ---- thresholds ---- */
+
+static void write_thresholds(struct daemon *d)
+{
+	int fd = session_map_fd(&d->s, "slow_ns");
+	for (__u32 k = 0; k < SPAN_KIND_COUNT; k++)
+		if (fd >= 0 && bpf_map_update_elem(fd, &k, &d->slow_ns[k], BPF_ANY))
+			st_err("cannot set the slow-span threshold: %s", strerror(errno));
+}
+
+static void initial_thresholds(struct daemon *d)
+{
+	/* No directory, or a percentile not measured yet: capture nothing. */
+	uint64_t v = UINT64_MAX;
+	if (d->rot && d->cfg.slow_ms >= 0)
+		v = (uint64_t)llround(d->cfg.slow_ms * 1e6);
+	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
+		d->slow_ns[k] = v;
+}
+
+/* The upper edge of the log2 bucket holding the nearest-rank quantile. Not
+ * interpolated: a tail budget of (1-q) must hold, and at most (1-q) of the
+ * history lies above that edge, while an interpolated estimate inside a
+ * factor-of-two bucket can sit below most of it (t_daemon_tail). */
+static uint64_t log2_quantile(const uint64_t *buckets, uint64_t total, double q)
+{
+	uint64_t rank = (uint64_t)ceil(q * (double)total), cum = 0;
+	if (rank == 0)
+		rank = 1;
+	for (unsigned i = 0; i < AGG_BUCKETS; i++) {
+		cum += buckets[i];
+		if (buckets[i] && cum >= rank)
+			return i + 1 < 64 ? (UINT64_C(2) << i) : UINT64_MAX;
+	}
+	return UINT64_MAX;
+}
+
+/* Samples a window needs before its percentile is trusted: ten beyond it. */
+static uint64_t min_samples(double pct)
+{
+	double n = 10.0 / (1.0 - pct / 100.0);
+	return n < 20 ? 20 : (uint64_t)ceil(n);
+}
+
+static void update_pct_thresholds(struct daemon *d, const struct prom_snapshot *s)
+{
+	kind_hist cum;
+	memcpy(cum, d->retired, sizeof(cum));
+	for (size_t i = 0; i < s->naggs; i++)
+		if (s->aggs[i].kind < SPAN_KIND_COUNT)
+			for (unsigned b = 0; b < AGG_BUCKETS; b++)
+				cum[s->aggs[i].kind][b] += s->aggs[i].buckets[b];
+	uint64_t (*slot)[AGG_BUCKETS] = d->window[d->wslot];
+	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
+		for (unsigned b = 0; b < AGG_BUCKETS; b++)
+			slot[k][b] = cum[k][b] >= d->prev_cum[k][b] ? cum[k][b] - d->prev_cum[k][b] : 0;
+	memcpy(d->prev_cum, cum, sizeof(cum));
+	d->wslot = (d->wslot + 1) % THRESH_WINDOW;
+
+	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++) {
+		uint64_t merged[AGG_BUCKETS] = { 0 }, total = 0;
+		for (unsigned w = 0; w < THRESH_WINDOW; w++)
+			for (unsigned b = 0; b < AGG_BUCKETS; b++) {
+				merged[b] += d->window[w][k][b];
+				total += d->window[w][k][b];
+			}
+		if (total >= min_samples(d->cfg.slow_pct))
+			d->slow_ns[k] = log2_quantile(merged, total, d->cfg.slow_pct / 100.0);
+	}
+	write_thresholds(d);
+}
+
+/* ---- reading the maps ---- */
+
+static void *grow(void *arr, size_t *cap, size_t len, size_t elem)
+{
+	if (len < *cap)
+		return arr;
+	size_t ncap = *cap ? *cap * 2 : 64;
+	void *p = realloc(arr, ncap * elem);
+	if (p)
+		*cap = ncap;
+	return p;
+}
+
+/* One map read into a snapshot array: the array's capacity travels along. */
+struct map_read {
+	struct daemon *d;
+	struct prom_snapshot *s;
+	size_t cap;
+};
+
+static int agg_entry(void *ctx, const void *key, void *value)
+{
+	struct map_read *r = ctx;
+	const struct agg_key *k = key;
+	const struct agg_val *percpu = value;
+	struct prom_agg *arr = grow(r->s->aggs, &r->cap, r->s->naggs, sizeof(*arr));
+
+	if (!arr)
+		return -1;
+	r->s->aggs = arr;
+	struct prom_agg *a = &arr[r->s->naggs++];
+	memset(a, 0, sizeof(*a));
+	a->pid = k->pid;
+	a->kind = k->kind;
+	a->layer = k->layer;
+	for (int c = 0; c < r->d->ncpu; c++) {
+		const struct agg_val *v = &percpu[c];
+		a->count += v->count;
+		a->sum_ns += v->sum_ns;
+		a->errors += v->errors;
+		if (v->max_ns > a->max_ns)
+			a->max_ns = v->max_ns;
+		for (unsigned b = 0; b < AGG_BUCKETS; b++)
+			a->buckets[b] += v->buckets[b];
+	}
+	return 0;
+}
+
+static int pool_entry(void *ctx, const void *key, void *value)
+{
+	struct map_read *r = ctx;
+	const struct pool_key *k = key;
+	const struct pool_val *v = value;
+	struct prom_pool *arr = grow(r->s->pools, &r->cap, r->s->npools, sizeof(*arr));
+
+	if (!arr)
+		return -1;
+	r->s->pools = arr;
+	arr[r->s->npools++] = (struct prom_pool){ k->pid, k->pool, v->live_bytes, v->peak_bytes,
+						  v->allocs, v->frees, v->reserved_bytes };
+	return 0;
+}
+
+static int kv_entry(void *ctx, const void *key, void *value)
+{
+	struct map_read *r = ctx;
+	const struct kv_val *v = value;
+	struct prom_kv *arr = grow(r->s->kvs, &r->cap, r->s->nkvs, sizeof(*arr));
+
+	if (!arr)
+		return -1;
+	r->s->kvs = arr;
+	arr[r->s->nkvs++] = (struct prom_kv){ *(const __u32 *)key, v->used_bytes, v->capacity_bytes };
+	return 0;
+}
+
+static int read_aggs(struct daemon *d, struct prom_snapshot *s)
+{
+	struct map_read r = { d, s, 0 };
+	return session_map_foreach(&d->s, "agg", d->percpu, agg_entry, &r) == -1 ? -1 : 0;
+}
+
+static int read_pools(struct daemon *d, struct prom_snapshot *s)
+{
+	struct map_read r = { d, s, 0 };
+	struct pool_val v;
+	return session_map_foreach(&d->s, "pools", &v, pool_entry, &r) == -1 ? -1 : 0;
+}
+
+static int read_kv(struct daemon *d, struct prom_snapshot *s)
+{
+	struct map_read r = { d, s, 0 };
+	struct kv_val v;
+	return session_map_foreach(&d->s, "kv", &v, kv_entry, &r) == -1 ? -1 : 0;
+}
+
+/* The kernel's own accounting of a map's memory, from /proc/self/fdinfo. */
+static uint64_t map_memlock(int fd)
+{
+	char path[64], line[128];
+	uint64_t bytes = 0;
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "memlock:", 8)) {
+			char *end;
+			unsigned long long v = strtoull(line + 8, &end, 10);
+			if (end != line + 8)
+				bytes = v;
+		}
+	fclose(f);
+	return bytes;
+}
+
+static int read_map_memory(struct daemon *d, struct prom_snapshot *s)
+{
+	struct bpf_map *m;
+	size_t cap = 0;
+	bpf_object__for_each_map(m, d->s.skel->obj) {
+		struct prom_map_mem *arr = grow(s->maps, &cap, s->nmaps, sizeof(*arr));
+		if (!arr)
+			return -1;
+		s->maps = arr;
+		arr[s->nmaps++] = (struct prom_map_mem){ bpf_map__name(m), map_memlock(bpf_map__fd(m)) };
+	}
+	return 0;
+}
+
+/* ---- processes: throughput, and forgetting the dead ---- */
+
+static struct proc_track *track(struct daemon *d, uint32_t pid)
+{
+	for (size_t i = 0; i < d->nprocs; i++)
+		if (d->procs[i].pid == pid)
+			return &d->procs[i];
+	struct proc_track *arr = grow(d->procs, &d->procs_cap, d->nprocs, sizeof(*arr));
+	if (!arr)
+		return NULL;
+	d->procs = arr;
+	arr[d->nprocs] = (struct proc_track){ .pid = pid, .alive = 1 };
+	return &arr[d->nprocs++];
+}
+
+static int pid_alive(uint32_t pid)
+{
+	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+static void note_pid(struct daemon *d, uint32_t pid)
+{
+	size_t before = d->nprocs;
+	if (!track(d, pid))
+		st_err("out of memory tracking pid %u", pid);
+	else if (d->nprocs > before)
+		st_info("daemon: new process %u", pid);
+}
+
+static uint64_t tokens_of(const struct prom_snapshot *s, uint32_t pid)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < s->naggs; i++)
+		if (s->aggs[i].pid == pid && s->aggs[i].kind == AGG_KIND_TOKEN)
+			for (unsigned b = 0; b < AGG_BUCKETS; b++)
+				n += s->aggs[i].buckets[b];
+	return n;
+}
+
+/* Removes a long-dead process's entries from the maps and the snapshot;
+ * its span buckets stay in `retired` so percentile windows do not jump. */
+static void forget_pid(struct daemon *d, struct prom_snapshot *s, uint32_t pid)
+{
+	int agg_fd = session_map_fd(&d->s, "agg"), pool_fd = session_map_fd(&d->s, "pools");
+	int kv_fd = session_map_fd(&d->s, "kv");
+	size_t w = 0;
+	for (size_t i = 0; i < s->naggs; i++) {
+		struct prom_agg *a = &s->aggs[i];
+		if (a->pid != pid) {
+			s->aggs[w++] = *a;
+			continue;
+		}
+		struct agg_key k = { .pid = pid, .kind = a->kind, .layer = a->layer };
+		bpf_map_delete_elem(agg_fd, &k);
+		if (a->kind < SPAN_KIND_COUNT)
+			for (unsigned b = 0; b < AGG_BUCKETS; b++)
+				d->retired[a->kind][b] += a->buckets[b];
+	}
+	s->naggs = w;
+	w = 0;
+	for (size_t i = 0; i < s->npools; i++) {
+		if (s->pools[i].pid != pid) {
+			s->pools[w++] = s->pools[i];
+			continue;
+		}
+		struct pool_key k = { .pid = pid, .pool = s->pools[i].pool };
+		bpf_map_delete_elem(pool_fd, &k);
+	}
+	s->npools = w;
+	w = 0;
+	for (size_t i = 0; i < s->nkvs; i++)
+		if (s->kvs[i].pid != pid)
+			s->kvs[w++] = s->kvs[i];
+	s->nkvs = w;
+	__u32 k = pid;
+	bpf_map_delete_elem(kv_fd, &k);
+	st_info("daemon: process %u exited; its series are gone from /metrics", pid);
+}
+
+static int update_procs(struct daemon *d, struct prom_snapshot *s, uint64_t now, double dt)
+{
+	for (size_t i = 0; i < s->naggs; i++)
+		note_pid(d, s->aggs[i].pid);
+	for (size_t i = 0; i < s->npools; i++)
+		note_pid(d, s->pools[i].pid);
+	for (size_t i = 0; i < s->nkvs; i++)
+		note_pid(d, s->kvs[i].pid);
+
+	size_t w = 0;
+	for (size_t i = 0; i < d->nprocs; i++) {
+		struct proc_track *p = &d->procs[i];
+		uint64_t tokens = tokens_of(s, p->pid);
+		p->tokens_per_second = dt > 0 && tokens >= p->prev_tokens ? (tokens - p->prev_tokens) / dt : 0;
+		p->prev_tokens = tokens;
+		p->alive = pid_alive(p->pid);
+		if (p->alive)
+			p->dead_since_ns = 0;
+		else if (!p->dead_since_ns)
+			p->dead_since_ns = now;
+		if (!p->alive && now - p->dead_since_ns >= d->dead_grace_ns) {
+			forget_pid(d, s, p->pid);
+			continue;
+		}
+		d->procs[w++] = *p;
+	}
+	d->nprocs = w;
+
+	size_t alive = 0;
+	for (size_t i = 0; i < d->nprocs; i++)
+		alive += d->procs[i].alive;
+	s->procs = calloc(alive ? alive : 1, sizeof(*s->procs));
+	if (!s->procs)
+		return -1;
+	for (size_t i = 0; i < d->nprocs; i++)
+		if (d->procs[i].alive)
+			s->procs[s->nprocs++] = (struct prom_proc){ d->procs[i].pid, d->procs[i].tokens_per_second };
+	return 0;
+}
+
+/* ---- one interval ---- */
+
+static void fill_tail(struct daemon *d, struct prom_snapshot *s)
+{
+	struct rotate_stats rs;
+	s->has_tail = d->rot != NULL;
+	if (!d->rot)
+		return;
+	rotate_get_stats(d->rot, &rs);
+	s->tail = (struct prom_tail){ rs.lines_written, rs.lines_dropped, rs.bytes_written,
+				      rs.files_deleted, rs.disk_bytes, { 0 } };
+	memcpy(s->tail.slow_ns, d->slow_ns, sizeof(d->slow_ns));
+}
+
+static void publish(struct daemon *d, struct prom_snapshot *fresh)
+{
+	pthread_mutex_lock(&d->lock);
+	struct prom_snapshot old = d->snap;
+	d->snap = *fresh;
+	pthread_mutex_unlock(&d->lock);
+	prom_snapshot_free(&old);
+}
+
+static void tick(struct daemon *d, uint64_t now)
+{
+	struct prom_snapshot s = { .binary = d->target.shown };
+	double dt = d->last_tick_ns ? (now - d->last_tick_ns) / 1e9 : 0;
+	d->last_tick_ns = now;
+
+	if (read_aggs(d, &s) || read_pools(d, &s) || read_kv(d, &s) || read_map_memory(d, &s) ||
+	    update_procs(d, &s, now, dt)) {
+		st_err("out of memory reading the maps; keeping the previous snapshot");
+		prom_snapshot_free(&s);
+		return;
+	}
+	session_read_counters(&d->s, &s.counters);
+	memcpy(s.ringbuf_delivered, d->s.delivered, sizeof(s.ringbuf_delivered));
+	if (d->rot && d->cfg.slow_ms < 0)
+		update_pct_thresholds(d, &s);
+	fill_tail(d, &s);
+	publish(d, &s);
+}
+
+static int render_metrics(void *ctx, char **body, size_t *len)
+{
+	struct daemon *d = ctx;
+	pthread_mutex_lock(&d->lock);
+	int rc = prom_render(&d->snap, body, len);
+	pthread_mutex_unlock(&d->lock);
+	return rc;
+}
+
+/* ---- setup and teardown ---- */
+
+static void describe_listen(const struct httpd *h, const struct listen_addr *a, char *out, size_t len)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	if (a->ss.ss_family == AF_INET6) {
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)&a->ss)->sin6_addr, host, sizeof(host));
+		snprintf(out, len, "[%s]:%u", host, httpd_port(h));
+	} else {
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)&a->ss)->sin_addr, host, sizeof(host));
+		snprintf(out, len, "%s:%u", host, httpd_port(h));
+	}
+}
+
+static int start(struct daemon *d, char *err, size_t errlen)
+{
+	const struct daemon_config *c = &d->cfg;
+	int rc = c->pid > 0 ? target_from_pid(c->pid, &d->target, err, errlen)
+			    : target_from_program(c->binary, 0, &d->target, err, errlen);
+	if (rc)
+		return -1;
+	if (c->jsonl_dir) {
+		struct rotate_opts ro = { c->jsonl_dir, "spantrace", c->file_max_bytes, c->total_max_bytes,
+					  c->retain_files };
+		if (!(d->rot = rotate_open(&ro, err, errlen)))
+			return -1;
+	}
+	d->ncpu = libbpf_num_possible_cpus();
+	if (d->ncpu <= 0 || !(d->percpu = calloc((size_t)d->ncpu, sizeof(*d->percpu))) ||
+	    line_buffer_init(&d->line)) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	/* Bind before loading BPF: a port in use is the commonest mistake. */
+	if (!(d->http = httpd_start(&c->listen, render_metrics, d, err, errlen)))
+		return -1;
+	struct session_opts so = {
+		.pid_filter = c->pid > 0 ? (uint32_t)c->pid : 0,
+		.level = c->detail ? LEVEL_DETAIL : LEVEL_COARSE,
+		.stream_mode = STREAM_TAIL,
+		.ringbuf_kb = DAEMON_RINGBUF_KB,
+	};
+	if (session_open(&d->s, &so, on_event, d, err, errlen))
+		return -1;
+	d->session_open = 1;
+	initial_thresholds(d);
+	write_thresholds(d);  /* before attaching: the map starts at 0 = stream all */
+	return session_attach(&d->s, d->target.elf, c->pid > 0 ? c->pid : -1, err, errlen);
+}
+
+static void stop(struct daemon *d)
+{
+	httpd_stop(d->http);   /* no scrape may run while the snapshot goes */
+	d->http = NULL;
+	if (d->session_open) {
+		session_detach(&d->s);
+		session_drain(&d->s);  /* the last slow spans reach the files */
+	}
+	if (d->rot && rotate_flush(d->rot))
+		st_err("flushing the JSONL files: %s", strerror(errno));
+	prom_snapshot_free(&d->snap);
+	if (d->session_open)
+		session_close(&d->s);
+	rotate_close(d->rot);
+	free(d->line.buf);
+	free(d->percpu);
+	free(d->procs);
+	pthread_mutex_destroy(&d->lock);
+}
+
+static void run(struct daemon *d)
+{
+	uint64_t interval = (uint64_t)(d->cfg.interval_secs * 1e9), next = 0;
+	while (!session_stop_requested) {
+		int rc = session_poll(&d->s, POLL_MS);
+		/* The ring buffer wakes us only past a quarter full; slow spans
+		 * are rare, so also take whatever is waiting each round. */
+		if (rc >= 0)
+			rc = session_drain(&d->s);
+		if (rc < 0 && rc != -EINTR) {
+			st_err("reading the ring buffer: %s", strerror(-rc));
+			break;
+		}
+		if (reopen_requested) {
+			reopen_requested = 0;
+			if (d->rot && rotate_reopen(d->rot))
+				st_err("SIGHUP: cannot reopen the JSONL file: %s", strerror(errno));
+			else if (d->rot)
+				st_info("SIGHUP: now writing %s", rotate_current_path(d->rot));
+		}
+		uint64_t now = mono_now_ns();
+		if (now >= next) {
+			tick(d, now);
+			next = now + interval;
+		}
+	}
+}
+
+static void final_report(struct daemon *d)
+{
+	struct counters c;
+	struct rotate_stats rs = { 0 };
+	session_read_counters(&d->s, &c);
+	if (d->rot)
+		rotate_get_stats(d->rot, &rs);
+	st_info("daemon stopped: %" PRIu64 " slow spans written, %" PRIu64 " dropped by the disk caps, "
+		"%" PRIu64 " lost in the ring buffer",
+		rs.lines_written, rs.lines_dropped, (uint64_t)c.dropped[EV_SPAN]);
+}
+
+int cmd_daemon(int argc, char **argv)
+{
+	struct daemon *d = calloc(1, sizeof(*d));
+	char err[512] = "";
+	int rc = 1;
+
+	if (!d) {
+		st_err("out of memory");
+		return 1;
+	}
+	pthread_mutex_init(&d->lock, NULL);
+	switch (daemon_config_parse(&d->cfg, argc, argv, environ, err, sizeof(err))) {
+	case DAEMON_CONFIG_HELP:
+		fputs(daemon_config_usage, stdout);
+		rc = 0;
+		goto out;
+	case DAEMON_CONFIG_ERROR:
+		st_err("%s", err);
+		rc = 2;
+		goto out;
+	}
+	st_verbose = d->cfg.verbose;
+	d->dead_grace_ns = (uint64_t)(3 * d->cfg.interval_secs * 1e9);
+	if (d->dead_grace_ns < DEAD_GRACE_MIN_NS)
+		d->dead_grace_ns = DEAD_GRACE_MIN_NS;
+	if (session_check_caps(err, sizeof(err)) || start(d, err, sizeof(err))) {
+		st_err("%s", err);
+		goto out;
+	}
+	struct sigaction sa = { .sa_handler = on_hup };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGHUP, &sa, NULL);
+	session_install_signals();
+	char where[80];
+	describe_listen(d->http, &d->cfg.listen, where, sizeof(where));
+	st_info("daemon: tracing %s%s, metrics at http://%s/metrics%s%s", d->target.shown,
+		d->cfg.pid > 0 ? " (one pid)" : " (all processes)", where,
+		d->rot ? ", slow spans to " : "", d->rot ? rotate_current_path(d->rot) : "");
+	run(d);
+	final_report(d);
+	rc = 0;
+out:
+	stop(d);
+	free(d);
+	return rc;
+}

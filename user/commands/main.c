@@ -1,0 +1,45 @@
+/* main.c - `spantrace COMMAND [ARGS...]`: dispatches to the subcommands.
+ * A new command is one line in `commands` plus its cmd_NAME(argc, argv). */
+#include <stdio.h>
+#include <string.h>
+#include "commands/commands.h"
+#include "analysis/profile.h"
+
+struct command {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+};
+
+static const struct command commands[] = {
+	{ "record", cmd_record, "trace a process, a command or a binary to JSONL/CSV/metrics" },
+	{ "list", cmd_list, "list the infer USDT probes of a binary or a process" },
+	{ "top", cmd_top, "live view: span rates and latency percentiles of a traced engine" },
+	{ "profile", cmd_profile, "CPU samples and perf counters per span: flame graph input, counter totals, Chrome trace" },
+	{ "daemon", cmd_daemon, "always-on: Prometheus metrics and slow-span JSONL for every process of a binary" },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: spantrace COMMAND [OPTIONS...]   (spantrace COMMAND --help for more)\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].fn(argc - 1, argv + 1);
+	fprintf(stderr, "spantrace: error: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}

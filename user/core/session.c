@@ -1,0 +1,453 @@
+/* session.c - libbpf lifecycle, signals and logging shared by the commands. */
+#include "core/session.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <linux/capability.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "spantrace.skel.h"
+
+#ifndef CAP_PERFMON
+#define CAP_PERFMON 38
+#endif
+#ifndef CAP_BPF
+#define CAP_BPF 39
+#endif
+
+/* 2 MiB: ~0.4 s of detail-level events at 500 tok/s against a 50 ms poll.
+ * The data pages are mapped twice (for wrap-around), so this is ~4 MB of RSS. */
+#define DEFAULT_RINGBUF_KB 2048
+
+volatile sig_atomic_t session_stop_requested;
+int st_verbose;
+
+/* ---- logging ---- */
+static void vlog(const char *prefix, const char *fmt, va_list ap)
+{
+	fprintf(stderr, "spantrace: %s", prefix);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+void st_err(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vlog("error: ", fmt, ap);
+	va_end(ap);
+}
+
+void st_info(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vlog("", fmt, ap);
+	va_end(ap);
+}
+
+void st_debug(const char *fmt, ...)
+{
+	va_list ap;
+	if (!st_verbose)
+		return;
+	va_start(ap, fmt);
+	vlog("debug: ", fmt, ap);
+	va_end(ap);
+}
+
+static int libbpf_print(enum libbpf_print_level lvl, const char *fmt, va_list ap)
+{
+	if (lvl == LIBBPF_DEBUG && st_verbose < 2)
+		return 0;
+	if (lvl == LIBBPF_INFO && !st_verbose)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+uint64_t mono_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* ---- signals ---- */
+static void on_stop_signal(int sig)
+{
+	(void)sig;
+	session_stop_requested = 1;
+}
+
+int session_install_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop_signal;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGINT, &sa, NULL) || sigaction(SIGTERM, &sa, NULL))
+		return -1;
+	/* A closed output pipe must surface as EPIPE on write, not kill us. */
+	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
+
+/* ---- privileges ---- */
+int session_check_caps(char *err, size_t errlen)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct data[2];
+	int bpf, perfmon, sysadmin;
+
+	memset(data, 0, sizeof(data));
+	if (syscall(SYS_capget, &hdr, data)) {
+		snprintf(err, errlen, "cannot read capabilities: %s", strerror(errno));
+		return -1;
+	}
+#define HAS_CAP(c) ((data[(c) / 32].effective >> ((c) % 32)) & 1)
+	bpf = HAS_CAP(CAP_BPF);
+	perfmon = HAS_CAP(CAP_PERFMON);
+	sysadmin = HAS_CAP(CAP_SYS_ADMIN);
+#undef HAS_CAP
+	if (sysadmin || (bpf && perfmon))
+		return 0;
+	snprintf(err, errlen, "insufficient privileges: need CAP_BPF and CAP_PERFMON (missing%s%s); run as root",
+		 bpf ? "" : " CAP_BPF", perfmon ? "" : " CAP_PERFMON");
+	return -1;
+}
+
+/* ---- lifecycle ---- */
+static unsigned ringbuf_size(unsigned kb)
+{
+	unsigned long want = (unsigned long)(kb ? kb : DEFAULT_RINGBUF_KB) * 1024;
+	unsigned long size = (unsigned long)sysconf(_SC_PAGESIZE);
+
+	/* The kernel needs a power-of-two number of pages. */
+	while (size < want && size < (1ul << 30))
+		size <<= 1;
+	return (unsigned)size;
+}
+
+static int ring_cb(void *ctx, void *data, size_t size)
+{
+	struct session *s = ctx;
+	const struct event_header *h = data;
+	int rc;
+
+	if (size < sizeof(*h))
+		return 0;
+	if (h->type < EV_TYPE_COUNT)
+		s->delivered[h->type]++;
+	rc = s->fn ? s->fn(s->ctx, data, size) : 0;
+	if (rc && !s->cb_error)
+		s->cb_error = rc;
+	return rc;
+}
+
+/* The profile maps cost nothing unless profiling: one entry each then. */
+static int size_profile_maps(struct session *s, const struct session_opts *o,
+			     char *err, size_t errlen)
+{
+	unsigned counters = o->perf_ncounters ? o->perf_ncpus * o->perf_ncounters : 1;
+
+	if (o->perf_ncounters > PERF_COUNTERS_MAX || counters == 0) {
+		snprintf(err, errlen, "invalid perf counter setup (%u counters, %u CPUs)",
+			 o->perf_ncounters, o->perf_ncpus);
+		return -1;
+	}
+	if (bpf_map__set_max_entries(s->skel->maps.perf_counters, counters) ||
+	    bpf_map__set_max_entries(s->skel->maps.thread_counters,
+				     o->perf_ncounters ? bpf_map__max_entries(s->skel->maps.threads) : 1) ||
+	    bpf_map__set_max_entries(s->skel->maps.stacks, o->perf_mode ? PROFILE_STACK_ENTRIES : 1)) {
+		snprintf(err, errlen, "cannot size the profile maps");
+		return -1;
+	}
+	/* The sampling program is only verified and loaded when it is used. */
+	bpf_program__set_autoload(s->skel->progs.profile_sample, o->perf_mode != 0);
+	return 0;
+}
+
+int session_open(struct session *s, const struct session_opts *o, session_event_fn fn,
+		 void *ctx, char *err, size_t errlen)
+{
+	struct bpf_program *prog;
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	s->fn = fn;
+	s->ctx = ctx;
+	s->level = o->level;
+	libbpf_set_print(libbpf_print);
+	s->skel = spantrace_bpf__open();
+	if (!s->skel) {
+		snprintf(err, errlen, "cannot open the BPF object: %s", strerror(errno));
+		return -1;
+	}
+	s->skel->rodata->target_tgid = o->pid_filter;
+	s->skel->rodata->level = o->level;
+	s->skel->rodata->min_dur_ns = o->min_dur_ns;
+	s->skel->rodata->perf_mode = o->perf_mode;
+	s->skel->rodata->perf_ncounters = o->perf_ncounters;
+	s->skel->rodata->stream_mode = o->stream_mode;
+	s->ringbuf_bytes = ringbuf_size(o->ringbuf_kb);
+	/* Wake the reader once a quarter of the buffer is waiting. */
+	s->skel->rodata->wakeup_bytes = s->ringbuf_bytes / 4;
+	if (bpf_map__set_max_entries(s->skel->maps.rb, s->ringbuf_bytes)) {
+		snprintf(err, errlen, "cannot size the ring buffer to %u bytes", s->ringbuf_bytes);
+		goto fail;
+	}
+	if (size_profile_maps(s, o, err, errlen))
+		goto fail;
+	/* Probes are attached by session_attach, for the level's probe names. */
+	bpf_object__for_each_program(prog, s->skel->obj)
+		bpf_program__set_autoattach(prog, false);
+	rc = spantrace_bpf__load(s->skel);
+	if (rc) {
+		snprintf(err, errlen, "cannot load the BPF programs: %s (run with -v for the verifier log)",
+			 strerror(-rc));
+		goto fail;
+	}
+	/* Loading parsed the kernel's BTF (several MB, freed by libbpf); give
+	 * those pages back so a long session's RSS is what it really uses. */
+	malloc_trim(0);
+	s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.rb), ring_cb, s, NULL);
+	if (!s->rb) {
+		snprintf(err, errlen, "cannot set up the ring buffer: %s", strerror(errno));
+		goto fail;
+	}
+	return 0;
+fail:
+	spantrace_bpf__destroy(s->skel);
+	s->skel = NULL;
+	return -1;
+}
+
+static int add_link(struct session *s, struct bpf_link *link)
+{
+	struct bpf_link **nl = realloc(s->links, (s->nlinks + 1) * sizeof(*nl));
+
+	if (!nl) {
+		bpf_link__destroy(link);
+		return -1;
+	}
+	s->links = nl;
+	s->links[s->nlinks++] = link;
+	return 0;
+}
+
+
+int session_attach(struct session *s, const char *elf, pid_t pid, char *err, size_t errlen)
+{
+	struct spantrace_bpf *sk = s->skel;
+	struct {
+		struct bpf_program *prog;
+		const char *probe;
+		int detail_only;
+	} table[] = {
+		/* Every end before any begin: a begin seen while its end is
+		 * not yet armed would stay open on the span stack for good. */
+		{ sk->progs.request_end_prog, "request_end", 0 },
+		{ sk->progs.token_end_prog, "token_end", 0 },
+		{ sk->progs.span_end_prog, "span_end", 0 },
+		{ sk->progs.op_end_prog, "op_end", 1 },
+		{ sk->progs.request_begin_prog, "request_begin", 0 },
+		{ sk->progs.token_begin_prog, "token_begin", 0 },
+		{ sk->progs.span_begin_prog, "span_begin", 0 },
+		{ sk->progs.op_begin_prog, "op_begin", 1 },
+		/* Frees before allocs, for the same reason: an alloc whose
+		 * free went unseen would stay live. */
+		{ sk->progs.free_prog, "free", 0 },
+		{ sk->progs.alloc_prog, "alloc", 0 },
+		{ sk->progs.kv_usage_prog, "kv_usage", 0 },
+		{ sk->progs.cl_batch_prog, "cl_batch", 1 },
+	};
+	uint64_t t0 = mono_now_ns();
+	struct bpf_link *link;
+
+	/* The exit cleanup once per session. */
+	if (s->nlinks == 0) {
+		link = bpf_program__attach(sk->progs.handle_exit);
+		if (!link || add_link(s, link)) {
+			snprintf(err, errlen, "cannot attach sched_process_exit: %s", strerror(errno));
+			return -1;
+		}
+	}
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		if (table[i].detail_only && s->level != LEVEL_DETAIL)
+			continue; /* unattached sites stay nops */
+		link = bpf_program__attach_usdt(table[i].prog, pid, elf, INFER_PROVIDER, table[i].probe, NULL);
+		if (!link) {
+			int e = errno;
+			/* A binary may lack some probes (e.g. no OpenCL); only a
+			 * missing span_begin means it is not our engine. */
+			if (e == ENOENT && strcmp(table[i].probe, "span_begin")) {
+				st_debug("%s has no infer:%s probe", elf, table[i].probe);
+				continue;
+			}
+			snprintf(err, errlen, "cannot attach infer:%s in %s%s: %s", table[i].probe, elf,
+				 pid > 0 ? "" : " (all processes)", strerror(e));
+			return -1;
+		}
+		if (add_link(s, link)) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+	}
+	s->attach_ns = mono_now_ns() - t0;
+	s->skel->bss->armed = 1; /* see span_orphan() in the BPF program */
+	return 0;
+}
+
+int session_attach_sampler(struct session *s, const int *fds, unsigned nfds,
+			   char *err, size_t errlen)
+{
+	for (unsigned cpu = 0; cpu < nfds; cpu++) {
+		struct bpf_link *link;
+		if (fds[cpu] < 0)
+			continue;
+		link = bpf_program__attach_perf_event(s->skel->progs.profile_sample, fds[cpu]);
+		if (!link) {
+			snprintf(err, errlen, "cannot attach the sampler on CPU %u: %s", cpu, strerror(errno));
+			return -1;
+		}
+		if (add_link(s, link)) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int session_read_stack(const struct session *s, int32_t id, __u64 *ips)
+{
+	if (id < 0)
+		return -1;
+	memset(ips, 0, PROFILE_STACK_DEPTH * sizeof(*ips));
+	return bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.stacks), &id, ips) ? -1 : 0;
+}
+
+int session_poll(struct session *s, int timeout_ms)
+{
+	int n = ring_buffer__poll(s->rb, timeout_ms);
+
+	/* Submits rarely wake us (BPF_RB_NO_WAKEUP): a timed-out poll reads anyway. */
+	if (n == 0)
+		n = ring_buffer__consume(s->rb);
+	if (s->cb_error)
+		return s->cb_error;
+	if (n == -EINTR)
+		return 0;
+	return n;
+}
+
+int session_drain(struct session *s)
+{
+	int n = ring_buffer__consume(s->rb);
+
+	if (s->cb_error)
+		return s->cb_error;
+	return n;
+}
+
+void session_detach(struct session *s)
+{
+	/* Each uprobe removal waits for a grace period (~100 ms here) and the
+	 * kernel serializes them, so this takes ~0.1 s per probe site.
+	 * Reverse attach order: begins go before ends, so open spans can close. */
+	if (s->skel && s->skel->bss)
+		s->skel->bss->armed = 0;
+	for (size_t i = s->nlinks; i-- > 0;)
+		bpf_link__destroy(s->links[i]);
+	free(s->links);
+	s->links = NULL;
+	s->nlinks = 0;
+}
+
+void session_close(struct session *s)
+{
+	session_detach(s);
+	ring_buffer__free(s->rb);
+	s->rb = NULL;
+	spantrace_bpf__destroy(s->skel);
+	s->skel = NULL;
+}
+
+int session_read_counters(const struct session *s, struct counters *out)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	struct counters *per;
+	__u32 zero = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (ncpu <= 0)
+		return -1;
+	per = calloc(ncpu, sizeof(*per));
+	if (!per)
+		return -1;
+	if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.counters), &zero, per)) {
+		free(per);
+		return -1;
+	}
+	for (int c = 0; c < ncpu; c++) {
+		for (int t = 0; t < EV_TYPE_COUNT; t++) {
+			out->fired[t] += per[c].fired[t];
+			out->dropped[t] += per[c].dropped[t];
+		}
+		out->span_errors += per[c].span_errors;
+		out->stack_overflow += per[c].stack_overflow;
+		out->orphan_ends += per[c].orphan_ends;
+		out->unknown_frees += per[c].unknown_frees;
+		out->missed_frees += per[c].missed_frees;
+		out->alloc_table_full += per[c].alloc_table_full;
+		out->kernels_truncated += per[c].kernels_truncated;
+		out->counters_invalid += per[c].counters_invalid;
+		out->stack_errors += per[c].stack_errors;
+	}
+	free(per);
+	return 0;
+}
+
+uint64_t session_delivered_total(const struct session *s)
+{
+	uint64_t n = 0;
+	for (int t = 0; t < EV_TYPE_COUNT; t++)
+		n += s->delivered[t];
+	return n;
+}
+
+int session_map_fd(const struct session *s, const char *name)
+{
+	struct bpf_map *m = bpf_object__find_map_by_name(s->skel->obj, name);
+	return m ? bpf_map__fd(m) : -1;
+}
+
+int session_map_foreach(const struct session *s, const char *name, void *value,
+			session_map_fn fn, void *ctx)
+{
+	struct bpf_map *m = bpf_object__find_map_by_name(s->skel->obj, name);
+	unsigned char key[64], next[64];
+	void *prev = NULL;
+	int fd, rc;
+
+	if (!m || bpf_map__key_size(m) > sizeof(key))
+		return -1;
+	fd = bpf_map__fd(m);
+	while (bpf_map_get_next_key(fd, prev, next) == 0) {
+		memcpy(key, next, bpf_map__key_size(m));
+		prev = key;
+		if (bpf_map_lookup_elem(fd, key, value))
+			continue; /* deleted meanwhile */
+		rc = fn(ctx, key, value);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}

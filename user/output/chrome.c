@@ -1,0 +1,521 @@
+/* chrome.c - streaming Chrome trace event JSON writer (see chrome.h). */
+#include "output/chrome.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "output/export.h"
+
+/* A thread's spans are written once its outermost span ends; a thread whose
+ * outermost end never comes (lost event) is flushed at this many. */
+#define PENDING_FLUSH_AT 65536
+
+typedef struct {
+	__u32 pid, tid;
+	struct span_event *spans;
+	size_t n, cap;
+} PendingThread;
+
+typedef struct {
+	__u32 pid, tid; /* tid 0: a process-name entry */
+} NamedTrack;
+
+typedef struct {
+	char *key, *value;
+} MetaEntry;
+
+struct ChromeWriter {
+	FILE *f;
+	uint64_t max_events, written, truncated, metadata;
+	int truncation_warned;
+	int64_t device_offset_ns;
+	const char *const *counter_names;
+	unsigned ncounter_names;
+	PendingThread *threads;
+	size_t nthreads, threads_cap;
+	NamedTrack *named;
+	size_t nnamed, named_cap;
+	MetaEntry *meta;
+	size_t nmeta;
+};
+
+/* ---- low-level output ---- */
+
+static void put_json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+/* ns as microseconds with exactly three decimals: no float rounding. */
+static void put_us(FILE *f, uint64_t ns)
+{
+	fprintf(f, "%" PRIu64 ".%03u", ns / 1000, (unsigned)(ns % 1000));
+}
+
+/* Starts one traceEvents element; 0 if it should be skipped (cap reached).
+ * Metadata is exempt from the cap so every written track keeps its name. */
+static int begin_event(ChromeWriter *cw, int is_metadata)
+{
+	if (!is_metadata && cw->written >= cw->max_events) {
+		cw->truncated++;
+		if (!cw->truncation_warned) {
+			fprintf(stderr, "spantrace: chrome trace reached --max-events %" PRIu64
+				"; further events are dropped and counted in otherData.truncated\n",
+				cw->max_events);
+			cw->truncation_warned = 1;
+		}
+		return 0;
+	}
+	if (cw->written + cw->metadata > 0)
+		fputs(",\n", cw->f);
+	if (is_metadata)
+		cw->metadata++;
+	else
+		cw->written++;
+	return 1;
+}
+
+static int track_named(ChromeWriter *cw, __u32 pid, __u32 tid)
+{
+	for (size_t i = 0; i < cw->nnamed; i++)
+		if (cw->named[i].pid == pid && cw->named[i].tid == tid)
+			return 1;
+	return 0;
+}
+
+static int remember_track(ChromeWriter *cw, __u32 pid, __u32 tid)
+{
+	if (cw->nnamed == cw->named_cap) {
+		size_t cap = cw->named_cap ? cw->named_cap * 2 : 16;
+		NamedTrack *n = realloc(cw->named, cap * sizeof(*n));
+		if (!n)
+			return -1;
+		cw->named = n;
+		cw->named_cap = cap;
+	}
+	cw->named[cw->nnamed++] = (NamedTrack){ pid, tid };
+	return 0;
+}
+
+static void write_name_metadata(ChromeWriter *cw, const char *what, __u32 pid,
+				__u32 tid, const char *name)
+{
+	begin_event(cw, 1);
+	fprintf(cw->f, "{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":",
+		what, pid, tid);
+	put_json_string(cw->f, name);
+	fputs("}}", cw->f);
+}
+
+/* comm of /proc/PID[/task/TID], or "" when gone or unreadable. */
+static void read_comm(__u32 pid, __u32 tid, char *buf, size_t len)
+{
+	char path[64];
+	if (tid)
+		snprintf(path, sizeof(path), "/proc/%u/task/%u/comm", pid, tid);
+	else
+		snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+	buf[0] = '\0';
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return;
+	if (fgets(buf, (int)len, f))
+		buf[strcspn(buf, "\n")] = '\0';
+	fclose(f);
+}
+
+int chrome_process_name(ChromeWriter *cw, __u32 pid, const char *name)
+{
+	if (track_named(cw, pid, 0))
+		return 0;
+	if (remember_track(cw, pid, 0))
+		return -1;
+	write_name_metadata(cw, "process_name", pid, 0, name);
+	return 0;
+}
+
+int chrome_thread_name(ChromeWriter *cw, __u32 pid, __u32 tid, const char *name)
+{
+	if (tid == 0 || track_named(cw, pid, tid))
+		return 0;
+	if (remember_track(cw, pid, tid))
+		return -1;
+	write_name_metadata(cw, "thread_name", pid, tid, name);
+	return 0;
+}
+
+/* Names the process and thread from /proc the first time they are seen. */
+static int ensure_named(ChromeWriter *cw, __u32 pid, __u32 tid)
+{
+	char comm[64], name[96];
+	if (!track_named(cw, pid, 0)) {
+		read_comm(pid, 0, comm, sizeof(comm));
+		if (comm[0])
+			snprintf(name, sizeof(name), "%s (%u)", comm, pid);
+		else
+			snprintf(name, sizeof(name), "pid %u", pid);
+		if (chrome_process_name(cw, pid, name))
+			return -1;
+	}
+	if (tid && !track_named(cw, pid, tid)) {
+		read_comm(pid, tid, comm, sizeof(comm));
+		if (comm[0])
+			snprintf(name, sizeof(name), "%s (%u)", comm, tid);
+		else
+			snprintf(name, sizeof(name), "tid %u", tid);
+		if (chrome_thread_name(cw, pid, tid, name))
+			return -1;
+	}
+	return 0;
+}
+
+/* ---- open / configure ---- */
+
+ChromeWriter *chrome_open(const char *path, uint64_t max_events, char *err, size_t errlen)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0640);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+		return NULL;
+	}
+	ChromeWriter *cw = calloc(1, sizeof(*cw));
+	FILE *f = cw ? fdopen(fd, "w") : NULL;
+	if (!f) {
+		snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno ? errno : ENOMEM));
+		free(cw);
+		close(fd);
+		return NULL;
+	}
+	cw->f = f;
+	cw->max_events = max_events ? max_events : CHROME_DEFAULT_MAX_EVENTS;
+	fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", f);
+	return cw;
+}
+
+void chrome_set_counter_names(ChromeWriter *cw, const char *const *names, unsigned n)
+{
+	cw->counter_names = names;
+	cw->ncounter_names = n;
+}
+
+void chrome_set_device_offset(ChromeWriter *cw, int64_t offset_ns)
+{
+	cw->device_offset_ns = offset_ns;
+}
+
+static int64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t chrome_measure_raw_offset(void)
+{
+	/* The raw read is bracketed by two monotonic reads; the narrowest
+	 * bracket gives the least uncertain offset. */
+	int64_t best_offset = 0, best_width = INT64_MAX;
+	for (int i = 0; i < 16; i++) {
+		int64_t before = clock_ns(CLOCK_MONOTONIC);
+		int64_t raw = clock_ns(CLOCK_MONOTONIC_RAW);
+		int64_t after = clock_ns(CLOCK_MONOTONIC);
+		if (after - before < best_width) {
+			best_width = after - before;
+			best_offset = before + (after - before) / 2 - raw;
+		}
+	}
+	return best_offset;
+}
+
+int chrome_add_meta(ChromeWriter *cw, const char *key, const char *value)
+{
+	MetaEntry *m = realloc(cw->meta, (cw->nmeta + 1) * sizeof(*m));
+	if (!m)
+		return -1;
+	cw->meta = m;
+	char *k = strdup(key), *v = strdup(value);
+	if (!k || !v) {
+		free(k);
+		free(v);
+		return -1;
+	}
+	cw->meta[cw->nmeta++] = (MetaEntry){ k, v };
+	return 0;
+}
+
+/* ---- spans: held per thread until the outermost one ends ---- */
+
+static PendingThread *pending_thread(ChromeWriter *cw, __u32 pid, __u32 tid)
+{
+	for (size_t i = 0; i < cw->nthreads; i++)
+		if (cw->threads[i].pid == pid && cw->threads[i].tid == tid)
+			return &cw->threads[i];
+	if (cw->nthreads == cw->threads_cap) {
+		size_t cap = cw->threads_cap ? cw->threads_cap * 2 : 8;
+		PendingThread *t = realloc(cw->threads, cap * sizeof(*t));
+		if (!t)
+			return NULL;
+		cw->threads = t;
+		cw->threads_cap = cap;
+	}
+	PendingThread *t = &cw->threads[cw->nthreads++];
+	*t = (PendingThread){ .pid = pid, .tid = tid };
+	return t;
+}
+
+/* Begin time ascending; on ties the longer (the parent) first. */
+static int span_order(const void *a, const void *b)
+{
+	const struct span_event *x = a, *y = b;
+	if (x->h.ts_ns != y->h.ts_ns)
+		return x->h.ts_ns < y->h.ts_ns ? -1 : 1;
+	if (x->dur_ns != y->dur_ns)
+		return x->dur_ns > y->dur_ns ? -1 : 1;
+	return x->depth < y->depth ? -1 : x->depth > y->depth;
+}
+
+static void write_span(ChromeWriter *cw, const struct span_event *ev)
+{
+	if (!begin_event(cw, 0))
+		return;
+	FILE *f = cw->f;
+	fprintf(f, "{\"ph\":\"X\",\"cat\":\"span\",\"name\":\"%s\",\"pid\":%u,\"tid\":%u,\"ts\":",
+		span_kind_name(ev->kind), ev->h.pid, ev->h.tid);
+	put_us(f, ev->h.ts_ns);
+	fputs(",\"dur\":", f);
+	put_us(f, ev->dur_ns);
+	fprintf(f, ",\"args\":{\"layer\":%d,\"req\":%llu,\"pos\":%u,\"depth\":%u",
+		ev->layer, (unsigned long long)ev->req, ev->pos, ev->depth);
+	if (ev->flags & SPAN_F_MISMATCH)
+		fputs(",\"mismatch\":true", f);
+	unsigned n = ev->ncounters < PERF_COUNTERS_MAX ? ev->ncounters : PERF_COUNTERS_MAX;
+	if (n) {
+		fputs(",\"counters\":{", f);
+		for (unsigned i = 0; i < n; i++) {
+			char fallback[24];
+			const char *name = fallback;
+			if (i < cw->ncounter_names)
+				name = cw->counter_names[i];
+			else
+				snprintf(fallback, sizeof(fallback), "counter%u", i);
+			if (i)
+				fputc(',', f);
+			put_json_string(f, name);
+			fprintf(f, ":%llu", (unsigned long long)ev->counters[i]);
+		}
+		fputc('}', f);
+	}
+	fputs("}}", f);
+}
+
+static void flush_thread(ChromeWriter *cw, PendingThread *t)
+{
+	qsort(t->spans, t->n, sizeof(*t->spans), span_order);
+	for (size_t i = 0; i < t->n; i++)
+		write_span(cw, &t->spans[i]);
+	t->n = 0;
+}
+
+int chrome_span(ChromeWriter *cw, const struct span_event *ev)
+{
+	if (ensure_named(cw, ev->h.pid, ev->h.tid))
+		return -1;
+	PendingThread *t = pending_thread(cw, ev->h.pid, ev->h.tid);
+	if (!t)
+		return -1;
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 64;
+		struct span_event *s = realloc(t->spans, cap * sizeof(*s));
+		if (!s)
+			return -1;
+		t->spans = s;
+		t->cap = cap;
+	}
+	t->spans[t->n++] = *ev;
+	if (ev->depth == 0 || t->n >= PENDING_FLUSH_AT)
+		flush_thread(cw, t);
+	return 0;
+}
+
+/* ---- kernels, tokens, counters ---- */
+
+static uint64_t device_to_host(const ChromeWriter *cw, uint64_t device_ns)
+{
+	int64_t host = (int64_t)device_ns + cw->device_offset_ns;
+	return host > 0 ? (uint64_t)host : 0;
+}
+
+int chrome_kernel(ChromeWriter *cw, const struct kernel_event *ev)
+{
+	__u32 tid = CHROME_QUEUE_TID_BASE + ev->queue;
+	if (ensure_named(cw, ev->h.pid, 0))
+		return -1;
+	if (!track_named(cw, ev->h.pid, tid)) {
+		char name[48];
+		snprintf(name, sizeof(name), "OpenCL queue %u", ev->queue);
+		if (chrome_thread_name(cw, ev->h.pid, tid, name))
+			return -1;
+	}
+	if (!begin_event(cw, 0))
+		return 0;
+	uint64_t dur = ev->end_ns > ev->start_ns ? ev->end_ns - ev->start_ns : 0;
+	uint64_t wait = ev->start_ns > ev->submit_ns ? ev->start_ns - ev->submit_ns : 0;
+	fprintf(cw->f, "{\"ph\":\"X\",\"cat\":\"opencl\",\"name\":\"%s\",\"pid\":%u,\"tid\":%u,\"ts\":",
+		cl_kernel_name(ev->kernel_id), ev->h.pid, tid);
+	put_us(cw->f, device_to_host(cw, ev->start_ns));
+	fputs(",\"dur\":", cw->f);
+	put_us(cw->f, dur);
+	fprintf(cw->f, ",\"args\":{\"layer\":%d,\"req\":%llu,\"pos\":%u,\"index\":%u,"
+		"\"submit_to_start_ns\":%llu,\"host_tid\":%u}}",
+		ev->layer, (unsigned long long)ev->req, ev->pos, ev->index,
+		(unsigned long long)wait, ev->h.tid);
+	return 0;
+}
+
+int chrome_token(ChromeWriter *cw, const struct token_event *ev)
+{
+	if (ensure_named(cw, ev->h.pid, ev->h.tid))
+		return -1;
+	if (!begin_event(cw, 0))
+		return 0;
+	fprintf(cw->f, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"token\",\"name\":\"token\",\"pid\":%u,\"tid\":%u,\"ts\":",
+		ev->h.pid, ev->h.tid);
+	put_us(cw->f, ev->h.ts_ns + ev->dur_ns);
+	fprintf(cw->f, ",\"args\":{\"req\":%llu,\"pos\":%u,\"token_in\":%u,\"token_out\":%u,\"dur_ns\":%llu}}",
+		(unsigned long long)ev->req, ev->pos, ev->token_in, ev->token_out,
+		(unsigned long long)ev->dur_ns);
+	return 0;
+}
+
+int chrome_counter(ChromeWriter *cw, __u32 pid, __u64 ts_ns, const char *name,
+		   const char *series, uint64_t value)
+{
+	if (ensure_named(cw, pid, 0))
+		return -1;
+	if (!begin_event(cw, 0))
+		return 0;
+	fputs("{\"ph\":\"C\",\"name\":", cw->f);
+	put_json_string(cw->f, name);
+	fprintf(cw->f, ",\"pid\":%u,\"ts\":", pid);
+	put_us(cw->f, ts_ns);
+	fputs(",\"args\":{", cw->f);
+	put_json_string(cw->f, series);
+	fprintf(cw->f, ":%" PRIu64 "}}", value);
+	return 0;
+}
+
+int chrome_kv(ChromeWriter *cw, const struct kv_event *ev)
+{
+	return chrome_counter(cw, ev->h.pid, ev->h.ts_ns, "kv_cache bytes", "used",
+			      ev->used_bytes);
+}
+
+int chrome_alloc(ChromeWriter *cw, const struct alloc_event *ev)
+{
+	/* A free of a pointer allocated before attach carries no pool state. */
+	if (ev->unknown)
+		return 0;
+	char name[48];
+	snprintf(name, sizeof(name), "live bytes %s", pool_name(ev->pool));
+	return chrome_counter(cw, ev->h.pid, ev->h.ts_ns, name, "bytes", ev->live_bytes);
+}
+
+int chrome_write_record(ChromeWriter *cw, const void *data, size_t size)
+{
+	const struct event_header *h = data;
+	/* A short record of a known type is corrupt: say so. */
+	if (size < sizeof(*h) || size < event_record_size(h->type))
+		return -1;
+	switch (h->type) {
+	case EV_SPAN: return chrome_span(cw, data);
+	case EV_TOKEN: return chrome_token(cw, data);
+	case EV_KERNEL: return chrome_kernel(cw, data);
+	case EV_KV: return chrome_kv(cw, data);
+	case EV_ALLOC:
+	case EV_FREE: return chrome_alloc(cw, data);
+	default:
+		return 0;
+	}
+}
+
+uint64_t chrome_events_written(const ChromeWriter *cw)
+{
+	return cw->written;
+}
+
+uint64_t chrome_events_truncated(const ChromeWriter *cw)
+{
+	return cw->truncated;
+}
+
+/* ---- close ---- */
+
+static void write_other_data(ChromeWriter *cw)
+{
+	FILE *f = cw->f;
+	fprintf(f, "\n],\n\"otherData\":{\"tool\":\"spantrace\",\"clock\":\"CLOCK_MONOTONIC\","
+		"\"device_clock\":\"host CLOCK_MONOTONIC_RAW + device_offset_ns\","
+		"\"device_offset_ns\":%" PRId64 ",\"max_events\":%" PRIu64
+		",\"events\":%" PRIu64 ",\"truncated\":%" PRIu64,
+		cw->device_offset_ns, cw->max_events, cw->written, cw->truncated);
+	for (size_t i = 0; i < cw->nmeta; i++) {
+		fputc(',', f);
+		put_json_string(f, cw->meta[i].key);
+		fputc(':', f);
+		put_json_string(f, cw->meta[i].value);
+	}
+	fputs("}}\n", f);
+}
+
+static void free_writer(ChromeWriter *cw)
+{
+	for (size_t i = 0; i < cw->nthreads; i++)
+		free(cw->threads[i].spans);
+	for (size_t i = 0; i < cw->nmeta; i++) {
+		free(cw->meta[i].key);
+		free(cw->meta[i].value);
+	}
+	free(cw->threads);
+	free(cw->named);
+	free(cw->meta);
+	free(cw);
+}
+
+int chrome_close(ChromeWriter *cw, char *err, size_t errlen)
+{
+	if (!cw)
+		return 0;
+	for (size_t i = 0; i < cw->nthreads; i++)
+		flush_thread(cw, &cw->threads[i]);
+	write_other_data(cw);
+	int failed = ferror(cw->f);
+	int saved = errno;
+	if (fclose(cw->f) != 0) {
+		failed = 1;
+		saved = errno;
+	}
+	if (cw->truncated)
+		fprintf(stderr, "spantrace: chrome trace truncated: %" PRIu64
+			" events dropped after --max-events %" PRIu64 "\n",
+			cw->truncated, cw->max_events);
+	free_writer(cw);
+	if (failed) {
+		snprintf(err, errlen, "writing the chrome trace failed: %s", strerror(saved));
+		return -1;
+	}
+	return 0;
+}
