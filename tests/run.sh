@@ -11,6 +11,16 @@ TEST_TIMEOUT=${TEST_TIMEOUT:-300}
 logdir=$BUILD/test-logs
 mkdir -p "$logdir"
 
+# Setup a fresh machine lacks: perf's SDT events (t_profile_perf, t_load_coexist)
+# need tracefs, which Debian does not always mount.
+if [ "$(id -u)" = 0 ] && [ -d /sys/kernel/tracing ] && ! mountpoint -q /sys/kernel/tracing; then
+	if mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null; then
+		echo "setup: mounted tracefs at /sys/kernel/tracing"
+	else
+		echo "setup: cannot mount tracefs at /sys/kernel/tracing; the perf tests will say so"
+	fi
+fi
+
 tests=()
 for t in "$BUILD"/tests/test_* tests/t_*.sh; do
 	[ -x "$t" ] || continue
