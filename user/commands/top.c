@@ -61,7 +61,7 @@ static const char top_doc[] =
 	"        watch a running engine, refreshing every 2 seconds\n"
 	"  spantrace top -b -d 1 -n 5 --binary build/infer > frames.txt\n"
 	"        five one-second text frames over every engine process\n"
-	"  spantrace top -b --level coarse -- build/infer model.bin -n 64 -b cpu\n"
+	"  spantrace top -b --level coarse -- build/infer model.bin --ids -n 64 -b cpu\n"
 	"        a frame a second until the command exits, then a final frame\n"
 	"\n"
 	"Batch mode ends when the target exits (after a final frame), after -n frames, or on "
