@@ -63,7 +63,7 @@ static void check_provider(void)
 static void check_symbols(void)
 {
 	char line[PATH_MAX + 64], name[128];
-	Symbolizer *s = sym_new();
+	struct symbolizer *s = sym_new();
 	struct stat st;
 
 	FUZZ_CHECK(s != NULL);

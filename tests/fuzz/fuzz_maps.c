@@ -15,7 +15,7 @@
 /* No such process: only the given file supplies the maps. */
 #define FAKE_PID 999999999
 
-static void check_lookup(Symbolizer *s, uint64_t addr)
+static void check_lookup(struct symbolizer *s, uint64_t addr)
 {
 	char name[128];
 	enum sym_result r;
@@ -27,7 +27,7 @@ static void check_lookup(Symbolizer *s, uint64_t addr)
 }
 
 /* maps_path and parse_pid on each line; lookups at each line's start. */
-static void walk_lines(Symbolizer *s, char *text)
+static void walk_lines(struct symbolizer *s, char *text)
 {
 	char *save = NULL;
 
@@ -51,7 +51,7 @@ static void walk_lines(Symbolizer *s, char *text)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char path[64], *text;
-	Symbolizer *s = sym_new();
+	struct symbolizer *s = sym_new();
 	int fd = fuzz_memfd(data, size);
 
 	FUZZ_CHECK(s != NULL);

@@ -11,7 +11,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	const PerfEventDesc *out[PERF_COUNTERS_MAX];
+	const struct perf_event_desc *out[PERF_COUNTERS_MAX];
 	unsigned max, n = 12345;
 	char err[256], *list;
 	pid_t pid;

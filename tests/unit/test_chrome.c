@@ -32,7 +32,7 @@ static struct span_event span(__u32 tid, __u64 ts, __u64 dur, __u32 kind, int la
 /* One forward pass as the kernel emits it: every span at its end, so the
  * children come before their parents. The first child of each span begins
  * at the same nanosecond as its parent (the tie the writer must order). */
-static int emit_forward(ChromeWriter *cw, __u32 tid, __u64 t0, int *count)
+static int emit_forward(struct chrome_writer *cw, __u32 tid, __u64 t0, int *count)
 {
 	__u64 layer_len = 1000, op_len = 300;
 	for (int l = 0; l < LAYERS; l++) {
@@ -99,7 +99,7 @@ static void test_full(const char *dir)
 {
 	char path[512], err[256];
 	snprintf(path, sizeof(path), "%s/trace.json", dir);
-	ChromeWriter *cw = chrome_open(path, 0, err, sizeof(err));
+	struct chrome_writer *cw = chrome_open(path, 0, err, sizeof(err));
 	CHECK(cw, "open: %s", err);
 	if (!cw)
 		return;
@@ -194,7 +194,7 @@ static void test_truncation(const char *dir)
 {
 	char path[512], err[256];
 	snprintf(path, sizeof(path), "%s/small.json", dir);
-	ChromeWriter *cw = chrome_open(path, 10, err, sizeof(err));
+	struct chrome_writer *cw = chrome_open(path, 10, err, sizeof(err));
 	CHECK(cw, "open: %s", err);
 	if (!cw)
 		return;
@@ -227,7 +227,7 @@ static void test_nofollow(const char *dir)
 	if (f)
 		fclose(f);
 	CHECK(symlink(target, link) == 0, "symlink");
-	ChromeWriter *cw = chrome_open(link, 0, err, sizeof(err));
+	struct chrome_writer *cw = chrome_open(link, 0, err, sizeof(err));
 	CHECK(!cw && strstr(err, "link.json"), "opened through a symlink");
 	if (cw)
 		chrome_close(cw, err, sizeof(err));

@@ -11,7 +11,7 @@ static int failures;
 	fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
 	fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
 
-static char *write_to_string(const Folded *fd, int top, size_t top_n)
+static char *write_to_string(const struct folded *fd, int top, size_t top_n)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -29,7 +29,7 @@ static char *write_to_string(const Folded *fd, int top, size_t top_n)
 
 int main(void)
 {
-	Folded *fd = folded_new();
+	struct folded *fd = folded_new();
 	if (!fd)
 		return 1;
 	/* Stacks arrive innermost first, as bpf_get_stackid stores them. */
@@ -56,7 +56,7 @@ int main(void)
 	CHECK(text && !strcmp(text, expect), "folded output:\n%s\nexpected:\n%s", text ? text : "(null)", expect);
 	free(text);
 
-	FoldedTop top[4];
+	struct folded_top_entry top[4];
 	uint64_t total = 0;
 	int n = folded_top(fd, "attention", top, 4, &total);
 	CHECK(n == 2 && total == 6, "attention top n=%d total=%llu", n, (unsigned long long)total);

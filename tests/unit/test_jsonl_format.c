@@ -44,7 +44,7 @@ static char *slurp(const char *path)
 /* Renders one event to a temp file and parses the single line back. */
 static json_object *render(const void *ev, size_t size, char *tmpl)
 {
-	OutBuf ob;
+	struct outbuf ob;
 	char err[256], *text;
 	json_object *j;
 
@@ -153,7 +153,7 @@ static void test_others(char *path)
 
 static void test_escape(char *path)
 {
-	OutBuf ob;
+	struct outbuf ob;
 	char err[256], *text;
 	json_object *j, *v;
 	const char *nasty = "a\"b\\c\n\x01\x7f/é";
@@ -178,7 +178,7 @@ static void test_csv(char *path)
 {
 	struct span_event e = { .h = { EV_SPAN, 1, 77, 0, 1000 } };
 	struct export_clock clk = { 0, 0 };
-	OutBuf ob;
+	struct outbuf ob;
 	char err[256], *text;
 	int commas = 0;
 
@@ -201,7 +201,7 @@ static void test_csv(char *path)
 static void test_enospc(void)
 {
 	struct span_event e = { .h = { EV_SPAN, 1, 2, 0, 3 } };
-	OutBuf ob;
+	struct outbuf ob;
 	char err[256], msg[512];
 	int rc = 0;
 
@@ -222,7 +222,7 @@ static int bench(long n)
 {
 	struct span_event e = { .h = { EV_SPAN, 4242, 4243, 1, 1000000000000ull } };
 	struct timespec a, b;
-	OutBuf ob;
+	struct outbuf ob;
 	char err[256];
 	double secs;
 

@@ -19,7 +19,7 @@ static int failures;
 
 static void test_parse(void)
 {
-	const PerfEventDesc *ev[PERF_COUNTERS_MAX];
+	const struct perf_event_desc *ev[PERF_COUNTERS_MAX];
 	unsigned n;
 	char err[512];
 	CHECK(perfev_parse_list("task-clock,cycles", ev, PERF_COUNTERS_MAX, &n, err, sizeof(err)) == 0 &&
@@ -39,7 +39,7 @@ static void test_parse(void)
 
 static void test_counters(void)
 {
-	PerfCounters pc;
+	struct perf_counters pc;
 	char err[512];
 	/* cycles is dropped here (no PMU in this VM) or kept on real hardware. */
 	if (perfev_counters_open(&pc, "page-faults,cycles,context-switches", err, sizeof(err))) {
@@ -90,7 +90,7 @@ static void test_counters(void)
 
 static void test_sampler(void)
 {
-	PerfSampler ps;
+	struct perf_sampler ps;
 	char err[512];
 	CHECK(perfev_sampler_open(&ps, 0, err, sizeof(err)) == -1 && strstr(err, "-F 0"), "hz 0");
 	CHECK(perfev_sampler_open(&ps, 100000000, err, sizeof(err)) == -1, "hz too high");

@@ -31,7 +31,7 @@ __attribute__((noinline)) int profile_test_outer(int x)
 	return acc;
 }
 
-static char *folded_text(const Folded *fd)
+static char *folded_text(const struct folded *fd)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -45,7 +45,7 @@ static char *folded_text(const Folded *fd)
 
 static void test_samples(void)
 {
-	ProfileSamples ps;
+	struct profile_samples ps;
 	if (profile_samples_init(&ps)) {
 		CHECK(0, "init");
 		return;
@@ -81,7 +81,7 @@ static void test_samples(void)
 static void test_counters(void)
 {
 	static const char *const names[] = { "task-clock", "page-faults" };
-	ProfileCounters pc;
+	struct profile_counters pc;
 	profile_counters_init(&pc, names, 2);
 	struct span_event ev = { .kind = SPAN_FFN, .ncounters = 2, .counters = { 10, 20 } };
 	profile_counters_add(&pc, &ev);
@@ -94,7 +94,7 @@ static void test_counters(void)
 	ev.kind = SPAN_KIND_COUNT + 5;
 	profile_counters_add(&pc, &ev);
 
-	const SpanCounterTotals *t = &pc.kinds[SPAN_FFN];
+	const struct span_counter_totals *t = &pc.kinds[SPAN_FFN];
 	CHECK(t->spans == 3 && t->measured == 2 && t->sum[0] == 40 && t->sum[1] == 60,
 	      "ffn totals spans=%llu measured=%llu", (unsigned long long)t->spans,
 	      (unsigned long long)t->measured);

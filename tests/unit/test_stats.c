@@ -88,20 +88,20 @@ static void test_quantile_sorted(void)
 	CHECK(quantile_sorted(b, 100, 0.99) == 99, "q0.99 of 1..100");
 }
 
-/* Every shape: Dist exact under its cap, Hist (and Dist past its cap) within
+/* Every shape: struct dist exact under its cap, struct hist (and struct dist past its cap) within
  * the relative error bound, min/max/mean exact. */
 static void test_against_oracle(void)
 {
 	enum { N = 20000, CAP = 5000 };
 	uint64_t *vals = malloc(N * sizeof(*vals));
 	uint64_t *sorted = malloc(N * sizeof(*sorted));
-	Hist *h = malloc(sizeof(*h));
+	struct hist *h = malloc(sizeof(*h));
 	if (!vals || !sorted || !h) {
 		CHECK(0, "out of memory");
 		return;
 	}
 	for (int s = 0; s < SHAPE_COUNT; s++) {
-		Dist exact, capped;
+		struct dist exact, capped;
 		CHECK(dist_init(&exact, N) == 0, "dist_init");
 		CHECK(dist_init(&capped, CAP) == 0, "dist_init");
 		hist_reset(h);
@@ -144,7 +144,7 @@ static void test_against_oracle(void)
 
 static void test_edges(void)
 {
-	Hist h;
+	struct hist h;
 	printf("edges: empty, one value, zero, 2^64-1, bucket boundaries\n");
 	hist_reset(&h);
 	CHECK(hist_quantile(&h, 0.5) == 0 && hist_mean(&h) == 0 && hist_count_le(&h, 100) == 0, "empty hist");
@@ -172,7 +172,7 @@ static void test_edges(void)
 			CHECK(within_bound(got, vs[k]), "2^%d%+d: got %" PRIu64, bit, k - 1, got);
 		}
 	}
-	Dist d;
+	struct dist d;
 	CHECK(dist_init(&d, 0) == 0, "dist cap 0");
 	CHECK(dist_quantile(&d, 0.5) == 0 && dist_is_exact(&d), "empty dist");
 	dist_add(&d, 77);
@@ -188,7 +188,7 @@ static void test_count_le(void)
 {
 	enum { N = 10000 };
 	uint64_t *v = malloc(N * sizeof(*v));
-	Hist *h = malloc(sizeof(*h));
+	struct hist *h = malloc(sizeof(*h));
 	if (!v || !h) {
 		CHECK(0, "out of memory");
 		return;
@@ -227,7 +227,7 @@ static void test_count_le(void)
 
 static void test_merge(void)
 {
-	Hist *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b)), *all = malloc(sizeof(*all));
+	struct hist *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b)), *all = malloc(sizeof(*all));
 	if (!a || !b || !all) {
 		CHECK(0, "out of memory");
 		return;
@@ -243,7 +243,7 @@ static void test_merge(void)
 		hist_add(all, x);
 		hist_add(all, y);
 	}
-	Hist *empty = malloc(sizeof(*empty));
+	struct hist *empty = malloc(sizeof(*empty));
 	if (!empty) {
 		CHECK(0, "out of memory");
 		return;
@@ -266,8 +266,8 @@ static void test_merge(void)
 static void test_window(void)
 {
 	const uint64_t S = 1000000000ull; /* 1 s slots */
-	Window w;
-	Hist *snap = malloc(sizeof(*snap));
+	struct window w;
+	struct hist *snap = malloc(sizeof(*snap));
 	if (!snap) {
 		CHECK(0, "out of memory");
 		return;
@@ -300,7 +300,7 @@ static void test_window(void)
 	window_snapshot(&w, 100 * S, snap);
 	CHECK(snap->count == 0, "all expired after idle");
 	/* snapshot merges into out without resetting it: two windows combine */
-	Window w2;
+	struct window w2;
 	CHECK(window_init(&w2, 5, S) == 0, "window_init 2");
 	window_add(&w, 100 * S, 10);
 	window_add(&w2, 100 * S, 20);
@@ -328,7 +328,7 @@ static void bench_hist_add(void)
 {
 	enum { N = 1 << 16, ROUNDS = 300 };
 	uint64_t *v = malloc(N * sizeof(*v));
-	Hist *h = malloc(sizeof(*h));
+	struct hist *h = malloc(sizeof(*h));
 	if (!v || !h) {
 		CHECK(0, "out of memory");
 		return;

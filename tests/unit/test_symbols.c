@@ -37,7 +37,7 @@ __attribute__((noinline)) static int symbols_test_static(int x)
 	return acc;
 }
 
-static void expect_user(Symbolizer *s, uint64_t addr, const char *want_substr, enum sym_result want)
+static void expect_user(struct symbolizer *s, uint64_t addr, const char *want_substr, enum sym_result want)
 {
 	char name[256];
 	enum sym_result r = sym_user(s, getpid(), addr, name, sizeof(name));
@@ -62,7 +62,7 @@ static int copy_file(const char *from, const char *to)
 }
 
 /* dlopen a copy of libbz2 from "dir with space", delete it, symbolize. */
-static void test_deleted_library(Symbolizer *s, const char *dir)
+static void test_deleted_library(struct symbolizer *s, const char *dir)
 {
 	static const char *const candidates[] = {
 		"/usr/lib/x86_64-linux-gnu/libbz2.so.1.0", "/lib/x86_64-linux-gnu/libbz2.so.1.0",
@@ -111,7 +111,7 @@ static void test_synthetic_maps(const char *dir)
 	fputs("garbage line\n", f);
 	fclose(f);
 
-	Symbolizer *s = sym_new();
+	struct symbolizer *s = sym_new();
 	const pid_t fake = 0x7ffffff0;
 	CHECK(s && sym_load_maps_file(s, fake, path) == 0, "load synthetic maps");
 	char name[256];
@@ -129,7 +129,7 @@ static void test_synthetic_maps(const char *dir)
 	unlink(path);
 }
 
-static void test_kernel(Symbolizer *s)
+static void test_kernel(struct symbolizer *s)
 {
 	if (!sym_kernel_available(s)) {
 		printf("note: /proc/kallsyms has no addresses here (not root or kptr_restrict); kernel case not run\n");
@@ -151,7 +151,7 @@ int main(void)
 		perror("mkdtemp");
 		return 1;
 	}
-	Symbolizer *s = sym_new();
+	struct symbolizer *s = sym_new();
 	if (!s)
 		return 1;
 	CHECK(sym_load_pid(s, getpid()) == 0, "read own maps");

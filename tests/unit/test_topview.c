@@ -66,7 +66,7 @@ static int within_bound(uint64_t got, uint64_t want)
 					    : (double)diff <= (double)want / (1u << HIST_SUB_BITS);
 }
 
-static void span(TopView *tv, uint64_t ts, uint64_t dur, unsigned kind, int layer)
+static void span(struct topview *tv, uint64_t ts, uint64_t dur, unsigned kind, int layer)
 {
 	struct span_event ev;
 	memset(&ev, 0, sizeof(ev));
@@ -82,7 +82,7 @@ static void span(TopView *tv, uint64_t ts, uint64_t dur, unsigned kind, int laye
 	s->v[s->n++] = dur;
 }
 
-static void kernel(TopView *tv, uint64_t ts, unsigned id, uint64_t dur)
+static void kernel(struct topview *tv, uint64_t ts, unsigned id, uint64_t dur)
 {
 	struct kernel_event ev;
 	memset(&ev, 0, sizeof(ev));
@@ -99,7 +99,7 @@ static void kernel(TopView *tv, uint64_t ts, unsigned id, uint64_t dur)
 }
 
 /* NTOKENS tokens over 5 s from T0: forward > embed, layers > phases, ... */
-static void feed(TopView *tv)
+static void feed(struct topview *tv)
 {
 	uint64_t t = T0;
 	for (int i = 0; i < NTOKENS; i++, t += 25000000) {
@@ -140,7 +140,7 @@ static void feed(TopView *tv)
 	}
 }
 
-static int row(const TopView *tv, const char *name, struct topview_row *r)
+static int row(const struct topview *tv, const char *name, struct topview_row *r)
 {
 	long i = topview_find_row(tv, name);
 	CHECK(i >= 0, "row '%s' is visible", name);
@@ -151,7 +151,7 @@ static int row(const TopView *tv, const char *name, struct topview_row *r)
 
 /* A row against the values it should hold: counts exact, max exact, mean
  * exact to rounding, percentiles within the histogram's bound. */
-static void check_row(const TopView *tv, const char *name, uint64_t *sorted, size_t n)
+static void check_row(const struct topview *tv, const char *name, uint64_t *sorted, size_t n)
 {
 	struct topview_row r;
 	if (row(tv, name, &r) != 0)
@@ -182,7 +182,7 @@ static uint64_t sum_of(const struct series *s)
 
 static uint64_t *scratch;
 
-static void test_rows(TopView *tv)
+static void test_rows(struct topview *tv)
 {
 	struct series *sel[NLAYERS];
 	size_t n;
@@ -225,7 +225,7 @@ static void test_rows(TopView *tv)
 	CHECK(topview_find_row(tv, "layer 0") < 0, "layer N rows hidden while aggregated");
 }
 
-static void test_split_layers(TopView *tv)
+static void test_split_layers(struct topview *tv)
 {
 	printf("keys: l splits the aggregate into layer rows; Enter expands layer 1\n");
 	size_t before = topview_nrows(tv);
@@ -251,7 +251,7 @@ static void test_split_layers(TopView *tv)
 	CHECK(topview_nrows(tv) == before, "l merges back: %zu rows", topview_nrows(tv));
 }
 
-static void test_keys(TopView *tv)
+static void test_keys(struct topview *tv)
 {
 	printf("keys: move, expand/collapse, sort, help, pause, quit, resize\n");
 	topview_key(tv, 'g');
@@ -311,7 +311,7 @@ static void test_keys(TopView *tv)
 	CHECK(topview_key(tv, 'q') == TOPVIEW_KEY_QUIT, "q quits");
 }
 
-static void test_pause_reset_expiry(TopView *tv)
+static void test_pause_reset_expiry(struct topview *tv)
 {
 	struct topview_row r;
 	printf("pause freezes numbers; r resets the window; values expire\n");
@@ -344,7 +344,7 @@ static void test_pause_reset_expiry(TopView *tv)
 		CHECK(r.wcount == 0 && r.count == NTOKENS + 2, "r empties the window only");
 }
 
-static char *render(TopView *tv, int width)
+static char *render(struct topview *tv, int width)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -368,7 +368,7 @@ static void check_widths(const char *text, int width)
 	CHECK(longest <= width, "longest line %d <= %d", longest, width);
 }
 
-static void test_render(TopView *tv)
+static void test_render(struct topview *tv)
 {
 	printf("render: text frame at 80 and 60 columns, drops and memory in the header\n");
 	struct alloc_event a;
@@ -474,7 +474,7 @@ static void test_render(TopView *tv)
 int main(void)
 {
 	scratch = malloc(sizeof(uint64_t) * NTOKENS * 4 * NLAYERS * 2);
-	TopView *tv = topview_new(SEC, TOPVIEW_DEFAULT_SLOTS, T0);
+	struct topview *tv = topview_new(SEC, TOPVIEW_DEFAULT_SLOTS, T0);
 	if (!scratch || !tv) {
 		printf("out of memory\n");
 		return 1;

@@ -11,7 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static const PerfEventDesc known_events[] = {
+static const struct perf_event_desc known_events[] = {
 	{ "task-clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK, 0 },
 	{ "cpu-clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, 0 },
 	{ "page-faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS, 0 },
@@ -28,7 +28,7 @@ static const PerfEventDesc known_events[] = {
 	{ "ref-cycles", PERF_TYPE_HARDWARE, PERF_COUNT_HW_REF_CPU_CYCLES, 1 },
 };
 
-const PerfEventDesc *perfev_lookup(const char *name)
+const struct perf_event_desc *perfev_lookup(const char *name)
 {
 	for (size_t i = 0; i < sizeof(known_events) / sizeof(known_events[0]); i++)
 		if (!strcmp(known_events[i].name, name))
@@ -45,7 +45,7 @@ static void known_names(char *buf, size_t len)
 					 known_events[i].name);
 }
 
-int perfev_parse_list(const char *list, const PerfEventDesc **out, unsigned max,
+int perfev_parse_list(const char *list, const struct perf_event_desc **out, unsigned max,
 		      unsigned *n, char *err, size_t errlen)
 {
 	*n = 0;
@@ -60,7 +60,7 @@ int perfev_parse_list(const char *list, const PerfEventDesc **out, unsigned max,
 		}
 		memcpy(name, p, len);
 		name[len] = '\0';
-		const PerfEventDesc *d = perfev_lookup(name);
+		const struct perf_event_desc *d = perfev_lookup(name);
 		if (!d) {
 			char known[512];
 			known_names(known, sizeof(known));
@@ -144,7 +144,7 @@ static void close_fds(int *fds, size_t n)
 			close(fds[i]);
 }
 
-static void counter_attr(struct perf_event_attr *attr, const PerfEventDesc *d)
+static void counter_attr(struct perf_event_attr *attr, const struct perf_event_desc *d)
 {
 	memset(attr, 0, sizeof(*attr));
 	attr->size = sizeof(*attr);
@@ -158,7 +158,7 @@ static int missing_pmu(int e)
 	return e == ENOENT || e == EOPNOTSUPP || e == ENODEV;
 }
 
-static void note_dropped(PerfCounters *pc, const char *name)
+static void note_dropped(struct perf_counters *pc, const char *name)
 {
 	size_t len = strlen(pc->dropped);
 	snprintf(pc->dropped + len, sizeof(pc->dropped) - len, "%s%s", len ? "," : "", name);
@@ -166,7 +166,7 @@ static void note_dropped(PerfCounters *pc, const char *name)
 
 /* Decides which events this machine supports by opening each on the first
  * online CPU; keeps the supported ones in pc->events. */
-static int probe_support(PerfCounters *pc, const PerfEventDesc **wanted, unsigned n,
+static int probe_support(struct perf_counters *pc, const struct perf_event_desc **wanted, unsigned n,
 			 int cpu, char *err, size_t errlen)
 {
 	for (unsigned i = 0; i < n; i++) {
@@ -192,9 +192,9 @@ static int probe_support(PerfCounters *pc, const PerfEventDesc **wanted, unsigne
 	return 0;
 }
 
-int perfev_counters_open(PerfCounters *pc, const char *list, char *err, size_t errlen)
+int perfev_counters_open(struct perf_counters *pc, const char *list, char *err, size_t errlen)
 {
-	const PerfEventDesc *wanted[PERF_COUNTERS_MAX];
+	const struct perf_event_desc *wanted[PERF_COUNTERS_MAX];
 	unsigned n;
 	memset(pc, 0, sizeof(*pc));
 	if (perfev_parse_list(list ? list : PERFEV_DEFAULT_EVENTS, wanted, PERF_COUNTERS_MAX, &n,
@@ -237,7 +237,7 @@ int perfev_counters_open(PerfCounters *pc, const char *list, char *err, size_t e
 	return rc;
 }
 
-int perfev_counters_install(const PerfCounters *pc, int map_fd, char *err, size_t errlen)
+int perfev_counters_install(const struct perf_counters *pc, int map_fd, char *err, size_t errlen)
 {
 	struct bpf_map_info info;
 	__u32 len = sizeof(info);
@@ -272,7 +272,7 @@ __u64 perfev_scale(__u64 counter, __u64 enabled, __u64 running)
 	return (__u64)((unsigned __int128)counter * enabled / running);
 }
 
-int perfev_counters_read(const PerfCounters *pc, unsigned i, __u64 *value)
+int perfev_counters_read(const struct perf_counters *pc, unsigned i, __u64 *value)
 {
 	*value = 0;
 	if (i >= pc->ncounters)
@@ -289,7 +289,7 @@ int perfev_counters_read(const PerfCounters *pc, unsigned i, __u64 *value)
 	return 0;
 }
 
-void perfev_counters_close(PerfCounters *pc)
+void perfev_counters_close(struct perf_counters *pc)
 {
 	close_fds(pc->fds, (size_t)pc->ncpus * pc->ncounters);
 	free(pc->fds);
@@ -312,7 +312,7 @@ static unsigned max_sample_rate(void)
 	return v ? (unsigned)v : 100000;
 }
 
-int perfev_sampler_open(PerfSampler *ps, unsigned hz, char *err, size_t errlen)
+int perfev_sampler_open(struct perf_sampler *ps, unsigned hz, char *err, size_t errlen)
 {
 	memset(ps, 0, sizeof(*ps));
 	unsigned max = max_sample_rate();
@@ -356,7 +356,7 @@ int perfev_sampler_open(PerfSampler *ps, unsigned hz, char *err, size_t errlen)
 	return rc;
 }
 
-void perfev_sampler_close(PerfSampler *ps)
+void perfev_sampler_close(struct perf_sampler *ps)
 {
 	close_fds(ps->fds, ps->ncpus);
 	free(ps->fds);

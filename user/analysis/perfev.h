@@ -27,52 +27,52 @@
 #define PERFEV_DEFAULT_EVENTS "task-clock,page-faults,context-switches,cpu-migrations"
 #define PERFEV_DEFAULT_HZ 99
 
-typedef struct {
+struct perf_event_desc {
 	const char *name;
 	__u32 type;        /* PERF_TYPE_* */
 	__u64 config;
 	int hardware;      /* needs a hardware PMU */
-} PerfEventDesc;
+};
 
 /* NULL for an unknown name. */
-const PerfEventDesc *perfev_lookup(const char *name);
+const struct perf_event_desc *perfev_lookup(const char *name);
 
 /* Parses "a,b,c" (no empty names, no duplicates, at most max). -1 with a
  * one-line message naming the offending entry. */
-int perfev_parse_list(const char *list, const PerfEventDesc **out, unsigned max,
+int perfev_parse_list(const char *list, const struct perf_event_desc **out, unsigned max,
 		      unsigned *n, char *err, size_t errlen);
 
-typedef struct {
+struct perf_counters {
 	unsigned ncpus;        /* possible CPUs */
 	unsigned ncounters;    /* events opened (unsupported ones dropped) */
-	const PerfEventDesc *events[PERF_COUNTERS_MAX];
+	const struct perf_event_desc *events[PERF_COUNTERS_MAX];
 	const char *names[PERF_COUNTERS_MAX]; /* events[i]->name, for output */
 	int *fds;              /* [cpu * ncounters + i]; -1 for offline CPUs */
 	char dropped[128];     /* comma-separated unsupported events, or "" */
-} PerfCounters;
+};
 
 /* Opens list (NULL: PERFEV_DEFAULT_EVENTS) on every online CPU. Unsupported
  * hardware events are dropped with a warning on stderr; ncounters may then
  * be 0. -1 with err for bad lists, permissions, or other failures. */
-int perfev_counters_open(PerfCounters *pc, const char *list, char *err, size_t errlen);
+int perfev_counters_open(struct perf_counters *pc, const char *list, char *err, size_t errlen);
 /* Writes the fds into a PERF_EVENT_ARRAY map with the layout above. */
-int perfev_counters_install(const PerfCounters *pc, int map_fd, char *err, size_t errlen);
+int perfev_counters_install(const struct perf_counters *pc, int map_fd, char *err, size_t errlen);
 /* The scaled value (multiplexing: value * enabled / running) of counter i
  * summed over CPUs, read from userspace; -1 on error. */
-int perfev_counters_read(const PerfCounters *pc, unsigned i, __u64 *value);
-void perfev_counters_close(PerfCounters *pc);
+int perfev_counters_read(const struct perf_counters *pc, unsigned i, __u64 *value);
+void perfev_counters_close(struct perf_counters *pc);
 
-typedef struct {
+struct perf_sampler {
 	unsigned ncpus;        /* possible CPUs */
 	unsigned hz;
 	int *fds;              /* [cpu]; -1 for offline CPUs */
-} PerfSampler;
+};
 
 /* Opens a cpu-clock sampling event at hz (frequency mode) on every online
  * CPU, for bpf_program__attach_perf_event. hz must be 1..the kernel's
  * perf_event_max_sample_rate. */
-int perfev_sampler_open(PerfSampler *ps, unsigned hz, char *err, size_t errlen);
-void perfev_sampler_close(PerfSampler *ps);
+int perfev_sampler_open(struct perf_sampler *ps, unsigned hz, char *err, size_t errlen);
+void perfev_sampler_close(struct perf_sampler *ps);
 
 /* Scales a raw count by enabled/running time (what BPF must do too). */
 __u64 perfev_scale(__u64 counter, __u64 enabled, __u64 running);

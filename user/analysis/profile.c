@@ -6,7 +6,7 @@
 
 #define FRAME_NAME_MAX 256
 
-int profile_samples_init(ProfileSamples *ps)
+int profile_samples_init(struct profile_samples *ps)
 {
 	memset(ps, 0, sizeof(*ps));
 	ps->folded = folded_new();
@@ -18,7 +18,7 @@ int profile_samples_init(ProfileSamples *ps)
 	return 0;
 }
 
-void profile_samples_free(ProfileSamples *ps)
+void profile_samples_free(struct profile_samples *ps)
 {
 	folded_free(ps->folded);
 	sym_free(ps->sym);
@@ -35,7 +35,7 @@ static size_t stack_len(const __u64 *ips, size_t n)
 	return len;
 }
 
-int profile_samples_add(ProfileSamples *ps, pid_t pid, const char *span,
+int profile_samples_add(struct profile_samples *ps, pid_t pid, const char *span,
 			const __u64 *kips, size_t nk, const __u64 *uips, size_t nu,
 			uint64_t count)
 {
@@ -73,7 +73,7 @@ int profile_samples_add(ProfileSamples *ps, pid_t pid, const char *span,
 	return 0;
 }
 
-void profile_counters_init(ProfileCounters *pc, const char *const *names, unsigned n)
+void profile_counters_init(struct profile_counters *pc, const char *const *names, unsigned n)
 {
 	memset(pc, 0, sizeof(*pc));
 	pc->ncounters = n < PERF_COUNTERS_MAX ? n : PERF_COUNTERS_MAX;
@@ -81,11 +81,11 @@ void profile_counters_init(ProfileCounters *pc, const char *const *names, unsign
 		pc->names[i] = names[i];
 }
 
-void profile_counters_add(ProfileCounters *pc, const struct span_event *ev)
+void profile_counters_add(struct profile_counters *pc, const struct span_event *ev)
 {
 	if (ev->kind >= SPAN_KIND_COUNT)
 		return;
-	SpanCounterTotals *t = &pc->kinds[ev->kind];
+	struct span_counter_totals *t = &pc->kinds[ev->kind];
 	t->spans++;
 	if (pc->ncounters == 0 || ev->ncounters < pc->ncounters)
 		return;
@@ -94,19 +94,19 @@ void profile_counters_add(ProfileCounters *pc, const struct span_event *ev)
 		t->sum[i] += ev->counters[i];
 }
 
-static double mean_of(const SpanCounterTotals *t, unsigned i)
+static double mean_of(const struct span_counter_totals *t, unsigned i)
 {
 	return t->measured ? (double)t->sum[i] / (double)t->measured : 0.0;
 }
 
-int profile_counters_write(const ProfileCounters *pc, FILE *out)
+int profile_counters_write(const struct profile_counters *pc, FILE *out)
 {
 	fprintf(out, "%-12s %10s %10s", "span", "spans", "measured");
 	for (unsigned i = 0; i < pc->ncounters; i++)
 		fprintf(out, " %18s %14s", pc->names[i], "mean");
 	fputc('\n', out);
 	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++) {
-		const SpanCounterTotals *t = &pc->kinds[k];
+		const struct span_counter_totals *t = &pc->kinds[k];
 		if (!t->spans)
 			continue;
 		fprintf(out, "%-12s %10llu %10llu", span_kind_name(k),
@@ -128,7 +128,7 @@ static int put(json_object *obj, const char *key, json_object *value)
 	return 0;
 }
 
-static json_object *counter_json(const SpanCounterTotals *t, unsigned i)
+static json_object *counter_json(const struct span_counter_totals *t, unsigned i)
 {
 	json_object *c = json_object_new_object();
 	if (c && (put(c, "total", json_object_new_uint64(t->sum[i])) ||
@@ -139,7 +139,7 @@ static json_object *counter_json(const SpanCounterTotals *t, unsigned i)
 	return c;
 }
 
-static json_object *kind_json(const ProfileCounters *pc, const SpanCounterTotals *t)
+static json_object *kind_json(const struct profile_counters *pc, const struct span_counter_totals *t)
 {
 	json_object *o = json_object_new_object();
 	if (!o || put(o, "spans", json_object_new_uint64(t->spans)) ||
@@ -154,7 +154,7 @@ fail:
 	return NULL;
 }
 
-json_object *profile_counters_json(const ProfileCounters *pc)
+json_object *profile_counters_json(const struct profile_counters *pc)
 {
 	json_object *all = json_object_new_object();
 	if (!all)

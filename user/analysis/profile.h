@@ -29,43 +29,43 @@
 #define PROFILE_KERNEL_SUFFIX "_[k]"
 #define PROFILE_MAX_FRAMES 127   /* PERF_MAX_STACK_DEPTH's default */
 
-typedef struct {
-	Folded *folded;
-	Symbolizer *sym;
+struct profile_samples {
+	struct folded *folded;
+	struct symbolizer *sym;
 	uint64_t samples;
 	uint64_t no_span;        /* samples outside every span */
 	uint64_t no_user_stack;  /* stack id missing (e.g. -EFAULT, map full) */
-} ProfileSamples;
+};
 
-int profile_samples_init(ProfileSamples *ps);   /* -1 on allocation failure */
-void profile_samples_free(ProfileSamples *ps);
+int profile_samples_init(struct profile_samples *ps);   /* -1 on allocation failure */
+void profile_samples_free(struct profile_samples *ps);
 
 /* Adds count samples of pid. span NULL = outside every span. kips/uips are
  * innermost first; a zero address ends a stack early (stack map padding).
  * uips NULL counts a missing user stack. -1 on allocation failure. */
-int profile_samples_add(ProfileSamples *ps, pid_t pid, const char *span,
+int profile_samples_add(struct profile_samples *ps, pid_t pid, const char *span,
 			const __u64 *kips, size_t nk, const __u64 *uips, size_t nu,
 			uint64_t count);
 
-typedef struct {
+struct span_counter_totals {
 	uint64_t spans;      /* spans seen */
 	uint64_t measured;   /* spans with a valid counter delta */
 	uint64_t sum[PERF_COUNTERS_MAX];
-} SpanCounterTotals;
+};
 
-typedef struct {
+struct profile_counters {
 	unsigned ncounters;
 	const char *names[PERF_COUNTERS_MAX];  /* not owned */
-	SpanCounterTotals kinds[SPAN_KIND_COUNT];
-} ProfileCounters;
+	struct span_counter_totals kinds[SPAN_KIND_COUNT];
+};
 
-void profile_counters_init(ProfileCounters *pc, const char *const *names, unsigned n);
-void profile_counters_add(ProfileCounters *pc, const struct span_event *ev);
+void profile_counters_init(struct profile_counters *pc, const char *const *names, unsigned n);
+void profile_counters_add(struct profile_counters *pc, const struct span_event *ev);
 /* Table: one row per span kind seen, total and mean per counter. */
-int profile_counters_write(const ProfileCounters *pc, FILE *out);
+int profile_counters_write(const struct profile_counters *pc, FILE *out);
 /* {"<span>":{"spans":N,"measured":N,"<counter>":{"total":N,"mean":X}}},
  * NULL on allocation failure. */
-json_object *profile_counters_json(const ProfileCounters *pc);
+json_object *profile_counters_json(const struct profile_counters *pc);
 
 
 #endif

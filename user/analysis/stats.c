@@ -42,16 +42,16 @@ static inline uint64_t bucket_mid(unsigned b)
 	return lo + (bucket_high(b) - lo) / 2;
 }
 
-/* ---- Hist ---- */
+/* ---- struct hist ---- */
 
-void hist_reset(Hist *h)
+void hist_reset(struct hist *h)
 {
 	memset(h, 0, sizeof(*h));
 }
 
-void hist_add(Hist *h, uint64_t v)
+void hist_add(struct hist *h, uint64_t v)
 {
-	/* min is 0 while empty, so an empty Hist reads as all zeros. */
+	/* min is 0 while empty, so an empty struct hist reads as all zeros. */
 	if (h->count == 0 || v < h->min)
 		h->min = v;
 	if (v > h->max)
@@ -61,7 +61,7 @@ void hist_add(Hist *h, uint64_t v)
 	h->buckets[bucket_of(v)]++;
 }
 
-void hist_merge(Hist *into, const Hist *from)
+void hist_merge(struct hist *into, const struct hist *from)
 {
 	if (from->count == 0)
 		return;
@@ -89,7 +89,7 @@ static uint64_t nearest_rank(double q, uint64_t n)
 	return (uint64_t)r;
 }
 
-uint64_t hist_quantile(const Hist *h, double q)
+uint64_t hist_quantile(const struct hist *h, double q)
 {
 	if (h->count == 0)
 		return 0;
@@ -110,12 +110,12 @@ uint64_t hist_quantile(const Hist *h, double q)
 	return h->max; /* unreachable while buckets agree with count */
 }
 
-double hist_mean(const Hist *h)
+double hist_mean(const struct hist *h)
 {
 	return h->count ? (double)h->sum / (double)h->count : 0.0;
 }
 
-uint64_t hist_count_le(const Hist *h, uint64_t bound)
+uint64_t hist_count_le(const struct hist *h, uint64_t bound)
 {
 	if (h->count == 0 || bound < h->min)
 		return 0;
@@ -132,9 +132,9 @@ uint64_t hist_count_le(const Hist *h, uint64_t bound)
 	return n;
 }
 
-/* ---- Dist ---- */
+/* ---- struct dist ---- */
 
-int dist_init(Dist *d, size_t cap)
+int dist_init(struct dist *d, size_t cap)
 {
 	memset(d, 0, sizeof(*d));
 	hist_reset(&d->hist);
@@ -148,14 +148,14 @@ int dist_init(Dist *d, size_t cap)
 	return 0;
 }
 
-void dist_free(Dist *d)
+void dist_free(struct dist *d)
 {
 	free(d->samples);
 	d->samples = NULL;
 	d->nsamples = d->cap = 0;
 }
 
-void dist_add(Dist *d, uint64_t v)
+void dist_add(struct dist *d, uint64_t v)
 {
 	hist_add(&d->hist, v);
 	if (d->nsamples < d->cap) {
@@ -164,7 +164,7 @@ void dist_add(Dist *d, uint64_t v)
 	}
 }
 
-int dist_is_exact(const Dist *d)
+int dist_is_exact(const struct dist *d)
 {
 	return d->hist.count <= d->cap;
 }
@@ -175,7 +175,7 @@ static int cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-uint64_t dist_quantile(Dist *d, double q)
+uint64_t dist_quantile(struct dist *d, double q)
 {
 	if (!dist_is_exact(d))
 		return hist_quantile(&d->hist, q);
@@ -186,11 +186,11 @@ uint64_t dist_quantile(Dist *d, double q)
 	return quantile_sorted(d->samples, d->nsamples, q);
 }
 
-/* ---- Window ---- */
+/* ---- struct window ---- */
 
 #define SLOT_EMPTY UINT64_MAX
 
-int window_init(Window *w, unsigned nslots, uint64_t slot_ns)
+int window_init(struct window *w, unsigned nslots, uint64_t slot_ns)
 {
 	memset(w, 0, sizeof(*w));
 	if (nslots == 0 || slot_ns == 0)
@@ -207,7 +207,7 @@ int window_init(Window *w, unsigned nslots, uint64_t slot_ns)
 	return 0;
 }
 
-void window_free(Window *w)
+void window_free(struct window *w)
 {
 	free(w->slots);
 	free(w->slot_start);
@@ -216,7 +216,7 @@ void window_free(Window *w)
 	w->nslots = 0;
 }
 
-void window_reset(Window *w)
+void window_reset(struct window *w)
 {
 	for (unsigned i = 0; i < w->nslots; i++) {
 		hist_reset(&w->slots[i]);
@@ -224,7 +224,7 @@ void window_reset(Window *w)
 	}
 }
 
-void window_add(Window *w, uint64_t now_ns, uint64_t v)
+void window_add(struct window *w, uint64_t now_ns, uint64_t v)
 {
 	uint64_t interval = now_ns / w->slot_ns;
 	unsigned s = (unsigned)(interval % w->nslots);
@@ -239,7 +239,7 @@ void window_add(Window *w, uint64_t now_ns, uint64_t v)
 	hist_add(&w->slots[s], v);
 }
 
-void window_snapshot(Window *w, uint64_t now_ns, Hist *out)
+void window_snapshot(struct window *w, uint64_t now_ns, struct hist *out)
 {
 	uint64_t interval = now_ns / w->slot_ns;
 	for (unsigned i = 0; i < w->nslots; i++) {
@@ -255,7 +255,7 @@ void window_snapshot(Window *w, uint64_t now_ns, Hist *out)
 	}
 }
 
-uint64_t window_span_ns(const Window *w, uint64_t now_ns)
+uint64_t window_span_ns(const struct window *w, uint64_t now_ns)
 {
 	return (uint64_t)(w->nslots - 1) * w->slot_ns + now_ns % w->slot_ns;
 }

@@ -23,64 +23,64 @@
  * often than this: junk addresses from a broken unwind must stay cheap. */
 #define MISS_RELOAD_INTERVAL_NS 100000000ull
 
-typedef struct {
+struct sym {
 	uint64_t addr, size;
 	const char *name;   /* into one of the file's string tables */
 	int rank;           /* lower wins among aliases at one address */
-} Sym;
+};
 
-typedef struct {
+struct load_seg {
 	uint64_t vaddr, offset, filesz;
-} LoadSeg;
+};
 
-typedef struct SymFile {
+struct sym_file {
 	dev_t dev;
 	ino_t ino;
 	char *base;           /* basename for fallbacks */
-	Sym *syms;
+	struct sym *syms;
 	size_t nsyms;
-	LoadSeg *segs;
+	struct load_seg *segs;
 	size_t nsegs;
 	char *strtabs[2];     /* copies of .strtab / .dynstr */
-	struct SymFile *next;
-} SymFile;
+	struct sym_file *next;
+};
 
-typedef struct {
+struct sym_map {
 	uint64_t start, end, pgoff;
-	SymFile *file;        /* NULL for anonymous and [pseudo] mappings */
+	struct sym_file *file;        /* NULL for anonymous and [pseudo] mappings */
 	char *name;           /* path or [vdso] etc. */
-} SymMap;
+};
 
-typedef struct SymProc {
+struct sym_proc {
 	pid_t pid;
-	SymMap *maps;
+	struct sym_map *maps;
 	size_t nmaps;
 	uint64_t miss_reload_ns;  /* last re-read caused by a miss */
-	struct SymProc *next;
-} SymProc;
+	struct sym_proc *next;
+};
 
-typedef struct {
+struct ksym {
 	uint64_t addr;
 	size_t name_off;
-} KSym;
+};
 
-struct Symbolizer {
-	SymFile *files;
-	SymProc *procs;
-	KSym *ksyms;
+struct symbolizer {
+	struct sym_file *files;
+	struct sym_proc *procs;
+	struct ksym *ksyms;
 	size_t nksyms;
 	char *knames;
 	int kernel_loaded, kernel_ok;
 };
 
-Symbolizer *sym_new(void)
+struct symbolizer *sym_new(void)
 {
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return NULL;
-	return calloc(1, sizeof(Symbolizer));
+	return calloc(1, sizeof(struct symbolizer));
 }
 
-static void free_file(SymFile *f)
+static void free_file(struct sym_file *f)
 {
 	free(f->base);
 	free(f->syms);
@@ -90,7 +90,7 @@ static void free_file(SymFile *f)
 	free(f);
 }
 
-static void clear_maps(SymProc *p)
+static void clear_maps(struct sym_proc *p)
 {
 	for (size_t i = 0; i < p->nmaps; i++)
 		free(p->maps[i].name);
@@ -99,23 +99,23 @@ static void clear_maps(SymProc *p)
 	p->nmaps = 0;
 }
 
-static void free_proc(SymProc *p)
+static void free_proc(struct sym_proc *p)
 {
 	clear_maps(p);
 	free(p);
 }
 
-void sym_free(Symbolizer *s)
+void sym_free(struct symbolizer *s)
 {
 	if (!s)
 		return;
 	while (s->files) {
-		SymFile *next = s->files->next;
+		struct sym_file *next = s->files->next;
 		free_file(s->files);
 		s->files = next;
 	}
 	while (s->procs) {
-		SymProc *next = s->procs->next;
+		struct sym_proc *next = s->procs->next;
 		free_proc(s->procs);
 		s->procs = next;
 	}
@@ -128,7 +128,7 @@ void sym_free(Symbolizer *s)
 
 static int sym_by_addr(const void *a, const void *b)
 {
-	const Sym *x = a, *y = b;
+	const struct sym *x = a, *y = b;
 	if (x->addr != y->addr)
 		return x->addr < y->addr ? -1 : 1;
 	return x->rank - y->rank;
@@ -140,7 +140,7 @@ static int binding_rank(int bind)
 	return bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2;
 }
 
-static int append_syms(SymFile *f, Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, int which)
+static int append_syms(struct sym_file *f, Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, int which)
 {
 	Elf_Data *data = elf_getdata(scn, NULL);
 	Elf_Scn *str_scn = elf_getscn(elf, sh->sh_link);
@@ -149,7 +149,7 @@ static int append_syms(SymFile *f, Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, 
 		return 0;
 	size_t n = sh->sh_size / sh->sh_entsize;
 	char *strtab = malloc(str->d_size + 1);
-	Sym *syms = realloc(f->syms, (f->nsyms + n) * sizeof(*syms) + 1);
+	struct sym *syms = realloc(f->syms, (f->nsyms + n) * sizeof(*syms) + 1);
 	if (!strtab || !syms) {
 		free(strtab);
 		if (syms)
@@ -168,7 +168,7 @@ static int append_syms(SymFile *f, Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, 
 		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || es.st_shndx == SHN_UNDEF ||
 		    es.st_value == 0 || es.st_name >= str->d_size || strtab[es.st_name] == '\0')
 			continue; /* an unnamed symbol would print as an empty frame */
-		f->syms[f->nsyms++] = (Sym){ .addr = es.st_value, .size = es.st_size,
+		f->syms[f->nsyms++] = (struct sym){ .addr = es.st_value, .size = es.st_size,
 					     .name = strtab + es.st_name,
 					     .rank = binding_rank(GELF_ST_BIND(es.st_info)) };
 	}
@@ -176,7 +176,7 @@ static int append_syms(SymFile *f, Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, 
 }
 
 /* Sorts and keeps the best-ranked name per address. */
-static void dedupe_syms(SymFile *f)
+static void dedupe_syms(struct sym_file *f)
 {
 	/* a file without symbols has syms == NULL, which qsort must not get */
 	if (f->nsyms < 2)
@@ -189,7 +189,7 @@ static void dedupe_syms(SymFile *f)
 	f->nsyms = out;
 }
 
-static int load_segments(SymFile *f, Elf *elf)
+static int load_segments(struct sym_file *f, Elf *elf)
 {
 	size_t n;
 	if (elf_getphdrnum(elf, &n))
@@ -200,14 +200,14 @@ static int load_segments(SymFile *f, Elf *elf)
 	for (size_t i = 0; i < n; i++) {
 		GElf_Phdr ph;
 		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD)
-			f->segs[f->nsegs++] = (LoadSeg){ ph.p_vaddr, ph.p_offset, ph.p_filesz };
+			f->segs[f->nsegs++] = (struct load_seg){ ph.p_vaddr, ph.p_offset, ph.p_filesz };
 	}
 	return 0;
 }
 
 /* Loads symbols and load segments; a file that is not ELF keeps neither,
  * which only means its addresses get the file+offset fallback. */
-static int load_elf(SymFile *f, int fd)
+static int load_elf(struct sym_file *f, int fd)
 {
 	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!elf)
@@ -232,7 +232,7 @@ static int load_elf(SymFile *f, int fd)
 }
 
 /* Opens a mapped file the way that survives deletion and namespaces. */
-static int open_mapped(pid_t pid, const SymMap *m, const char *path)
+static int open_mapped(pid_t pid, const struct sym_map *m, const char *path)
 {
 	char p[MAPS_LINE_MAX + 64];
 	snprintf(p, sizeof(p), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, m->start, m->end);
@@ -254,13 +254,13 @@ static const char *basename_of(const char *path)
 
 /* The cached file for (dev, ino), loading it on first sight. NULL only on
  * allocation failure; an unopenable file is cached without symbols. */
-static SymFile *get_file(Symbolizer *s, pid_t pid, const SymMap *m, dev_t dev, ino_t ino,
+static struct sym_file *get_file(struct symbolizer *s, pid_t pid, const struct sym_map *m, dev_t dev, ino_t ino,
 			 const char *path)
 {
-	for (SymFile *f = s->files; f; f = f->next)
+	for (struct sym_file *f = s->files; f; f = f->next)
 		if (f->dev == dev && f->ino == ino)
 			return f;
-	SymFile *f = calloc(1, sizeof(*f));
+	struct sym_file *f = calloc(1, sizeof(*f));
 	if (!f || !(f->base = strdup(basename_of(path)))) {
 		free(f);
 		return NULL;
@@ -292,7 +292,7 @@ static void skip_line(FILE *fp)
 }
 
 /* Parses one line; 1 = an executable mapping in *m, 0 = skip, -1 = ENOMEM. */
-static int parse_maps_line(Symbolizer *s, pid_t pid, char *line, SymMap *m)
+static int parse_maps_line(struct symbolizer *s, pid_t pid, char *line, struct sym_map *m)
 {
 	uint64_t start, end, pgoff;
 	unsigned major, minor;
@@ -310,7 +310,7 @@ static int parse_maps_line(Symbolizer *s, pid_t pid, char *line, SymMap *m)
 	static const char deleted[] = " (deleted)";
 	if (len > sizeof(deleted) - 1 && !strcmp(path + len - (sizeof(deleted) - 1), deleted))
 		path[len - (sizeof(deleted) - 1)] = '\0';
-	*m = (SymMap){ .start = start, .end = end, .pgoff = pgoff };
+	*m = (struct sym_map){ .start = start, .end = end, .pgoff = pgoff };
 	m->name = strdup(path[0] ? path : "[anon]");
 	if (!m->name)
 		return -1;
@@ -324,15 +324,15 @@ static int parse_maps_line(Symbolizer *s, pid_t pid, char *line, SymMap *m)
 	return 1;
 }
 
-static SymProc *find_proc(Symbolizer *s, pid_t pid)
+static struct sym_proc *find_proc(struct symbolizer *s, pid_t pid)
 {
-	for (SymProc *p = s->procs; p; p = p->next)
+	for (struct sym_proc *p = s->procs; p; p = p->next)
 		if (p->pid == pid)
 			return p;
 	return NULL;
 }
 
-static int read_maps(Symbolizer *s, SymProc *p, const char *path)
+static int read_maps(struct symbolizer *s, struct sym_proc *p, const char *path)
 {
 	FILE *fp = fopen(path, "re");
 	if (!fp)
@@ -347,7 +347,7 @@ static int read_maps(Symbolizer *s, SymProc *p, const char *path)
 		}
 		if (p->nmaps == cap) {
 			cap = cap ? cap * 2 : 32;
-			SymMap *maps = realloc(p->maps, cap * sizeof(*maps));
+			struct sym_map *maps = realloc(p->maps, cap * sizeof(*maps));
 			if (!maps) {
 				rc = -1;
 				break;
@@ -368,9 +368,9 @@ static int read_maps(Symbolizer *s, SymProc *p, const char *path)
 /* Replaces p's maps with path's; on failure the old maps stay (a process
  * that exited keeps the maps read while it lived). An exited but unreaped
  * process (a zombie) has an empty maps file: that counts as a failure. */
-static int reload_maps(Symbolizer *s, SymProc *p, const char *path)
+static int reload_maps(struct symbolizer *s, struct sym_proc *p, const char *path)
 {
-	SymProc fresh = { .pid = p->pid };
+	struct sym_proc fresh = { .pid = p->pid };
 	if (read_maps(s, &fresh, path) || (fresh.nmaps == 0 && p->nmaps > 0)) {
 		clear_maps(&fresh);
 		return -1;
@@ -386,9 +386,9 @@ static void proc_maps_path(pid_t pid, char *buf, size_t len)
 	snprintf(buf, len, "/proc/%d/maps", (int)pid);
 }
 
-int sym_load_maps_file(Symbolizer *s, pid_t pid, const char *maps_path)
+int sym_load_maps_file(struct symbolizer *s, pid_t pid, const char *maps_path)
 {
-	SymProc *p = find_proc(s, pid);
+	struct sym_proc *p = find_proc(s, pid);
 	if (!p) {
 		p = calloc(1, sizeof(*p));
 		if (!p)
@@ -401,18 +401,18 @@ int sym_load_maps_file(Symbolizer *s, pid_t pid, const char *maps_path)
 	return reload_maps(s, p, maps_path);
 }
 
-int sym_load_pid(Symbolizer *s, pid_t pid)
+int sym_load_pid(struct symbolizer *s, pid_t pid)
 {
 	char path[64];
 	proc_maps_path(pid, path, sizeof(path));
 	return sym_load_maps_file(s, pid, path);
 }
 
-void sym_forget_pid(Symbolizer *s, pid_t pid)
+void sym_forget_pid(struct symbolizer *s, pid_t pid)
 {
-	for (SymProc **pp = &s->procs; *pp; pp = &(*pp)->next) {
+	for (struct sym_proc **pp = &s->procs; *pp; pp = &(*pp)->next) {
 		if ((*pp)->pid == pid) {
-			SymProc *p = *pp;
+			struct sym_proc *p = *pp;
 			*pp = p->next;
 			free_proc(p);
 			return;
@@ -429,7 +429,7 @@ static uint64_t monotonic_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static const SymMap *find_map(const SymProc *p, uint64_t addr)
+static const struct sym_map *find_map(const struct sym_proc *p, uint64_t addr)
 {
 	for (size_t i = 0; i < p->nmaps; i++)
 		if (addr >= p->maps[i].start && addr < p->maps[i].end)
@@ -437,10 +437,10 @@ static const SymMap *find_map(const SymProc *p, uint64_t addr)
 	return NULL;
 }
 
-static uint64_t file_vaddr(const SymFile *f, uint64_t file_off)
+static uint64_t file_vaddr(const struct sym_file *f, uint64_t file_off)
 {
 	for (size_t i = 0; i < f->nsegs; i++) {
-		const LoadSeg *g = &f->segs[i];
+		const struct load_seg *g = &f->segs[i];
 		if (file_off >= g->offset && file_off < g->offset + g->filesz)
 			return file_off - g->offset + g->vaddr;
 	}
@@ -449,7 +449,7 @@ static uint64_t file_vaddr(const SymFile *f, uint64_t file_off)
 
 /* The last symbol at or below vaddr, if vaddr is within its size (symbols
  * without a size, common in assembly, extend to the next one). */
-static const Sym *find_sym(const SymFile *f, uint64_t vaddr)
+static const struct sym *find_sym(const struct sym_file *f, uint64_t vaddr)
 {
 	size_t lo = 0, hi = f->nsyms;
 	while (lo < hi) {
@@ -461,21 +461,21 @@ static const Sym *find_sym(const SymFile *f, uint64_t vaddr)
 	}
 	if (lo == 0)
 		return NULL;
-	const Sym *sym = &f->syms[lo - 1];
+	const struct sym *sym = &f->syms[lo - 1];
 	if (sym->size && vaddr >= sym->addr + sym->size)
 		return NULL;
 	return sym;
 }
 
-enum sym_result sym_user(Symbolizer *s, pid_t pid, uint64_t addr, char *buf, size_t len)
+enum sym_result sym_user(struct symbolizer *s, pid_t pid, uint64_t addr, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s", UNKNOWN);
 	if (!find_proc(s, pid))
 		sym_load_pid(s, pid); /* unreadable maps leave an empty entry */
-	SymProc *p = find_proc(s, pid);
+	struct sym_proc *p = find_proc(s, pid);
 	if (!p)
 		return SYM_ERROR;
-	const SymMap *m = find_map(p, addr);
+	const struct sym_map *m = find_map(p, addr);
 	uint64_t now = monotonic_ns();
 	if (!m && now - p->miss_reload_ns >= MISS_RELOAD_INTERVAL_NS) {
 		p->miss_reload_ns = now;
@@ -492,7 +492,7 @@ enum sym_result sym_user(Symbolizer *s, pid_t pid, uint64_t addr, char *buf, siz
 		return SYM_FALLBACK;
 	}
 	uint64_t vaddr = file_vaddr(m->file, file_off);
-	const Sym *sym = find_sym(m->file, vaddr);
+	const struct sym *sym = find_sym(m->file, vaddr);
 	if (!sym) {
 		snprintf(buf, len, "%s+0x%" PRIx64, m->file->base, vaddr);
 		return SYM_FALLBACK;
@@ -505,11 +505,11 @@ enum sym_result sym_user(Symbolizer *s, pid_t pid, uint64_t addr, char *buf, siz
 
 static int ksym_by_addr(const void *a, const void *b)
 {
-	const KSym *x = a, *y = b;
+	const struct ksym *x = a, *y = b;
 	return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-static int add_ksym(Symbolizer *s, size_t *cap, size_t *names_len, size_t *names_cap,
+static int add_ksym(struct symbolizer *s, size_t *cap, size_t *names_len, size_t *names_cap,
 		    uint64_t addr, const char *name)
 {
 	size_t need = strlen(name) + 1;
@@ -525,19 +525,19 @@ static int add_ksym(Symbolizer *s, size_t *cap, size_t *names_len, size_t *names
 	}
 	if (s->nksyms == *cap) {
 		size_t ncap = *cap ? *cap * 2 : 1 << 16;
-		KSym *k = realloc(s->ksyms, ncap * sizeof(*k));
+		struct ksym *k = realloc(s->ksyms, ncap * sizeof(*k));
 		if (!k)
 			return -1;
 		s->ksyms = k;
 		*cap = ncap;
 	}
 	memcpy(s->knames + *names_len, name, need);
-	s->ksyms[s->nksyms++] = (KSym){ addr, *names_len };
+	s->ksyms[s->nksyms++] = (struct ksym){ addr, *names_len };
 	*names_len += need;
 	return 0;
 }
 
-static void load_kallsyms(Symbolizer *s)
+static void load_kallsyms(struct symbolizer *s)
 {
 	s->kernel_loaded = 1;
 	FILE *fp = fopen("/proc/kallsyms", "re");
@@ -566,14 +566,14 @@ static void load_kallsyms(Symbolizer *s)
 	s->kernel_ok = nonzero && s->nksyms > 0;
 }
 
-int sym_kernel_available(Symbolizer *s)
+int sym_kernel_available(struct symbolizer *s)
 {
 	if (!s->kernel_loaded)
 		load_kallsyms(s);
 	return s->kernel_ok;
 }
 
-enum sym_result sym_kernel(Symbolizer *s, uint64_t addr, char *buf, size_t len)
+enum sym_result sym_kernel(struct symbolizer *s, uint64_t addr, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s", UNKNOWN);
 	if (!sym_kernel_available(s))
@@ -593,7 +593,7 @@ enum sym_result sym_kernel(Symbolizer *s, uint64_t addr, char *buf, size_t len)
 	return SYM_FOUND;
 }
 
-uint64_t sym_kernel_lookup_name(Symbolizer *s, const char *name)
+uint64_t sym_kernel_lookup_name(struct symbolizer *s, const char *name)
 {
 	if (!sym_kernel_available(s))
 		return 0;

@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-typedef struct Symbolizer Symbolizer;
+struct symbolizer;
 
 enum sym_result {
 	SYM_ERROR = -1,    /* allocation failure; buf holds "[unknown]" */
@@ -28,25 +28,25 @@ enum sym_result {
 	SYM_FOUND = 1,     /* buf holds the function name */
 };
 
-Symbolizer *sym_new(void);   /* NULL on allocation failure */
-void sym_free(Symbolizer *s);
+struct symbolizer *sym_new(void);   /* NULL on allocation failure */
+void sym_free(struct symbolizer *s);
 
 /* Reads /proc/PID/maps now (replacing what was known). -1 if unreadable. */
-int sym_load_pid(Symbolizer *s, pid_t pid);
+int sym_load_pid(struct symbolizer *s, pid_t pid);
 /* Reads maps for pid from another file (a saved copy, or a test's). */
-int sym_load_maps_file(Symbolizer *s, pid_t pid, const char *maps_path);
+int sym_load_maps_file(struct symbolizer *s, pid_t pid, const char *maps_path);
 /* Forgets a process's maps (after exec, or when its pid may be reused). */
-void sym_forget_pid(Symbolizer *s, pid_t pid);
+void sym_forget_pid(struct symbolizer *s, pid_t pid);
 
 /* Function containing a user address of pid; the name goes to buf. */
-enum sym_result sym_user(Symbolizer *s, pid_t pid, uint64_t addr, char *buf, size_t len);
+enum sym_result sym_user(struct symbolizer *s, pid_t pid, uint64_t addr, char *buf, size_t len);
 
 /* Function containing a kernel address (kallsyms read on first use). */
-enum sym_result sym_kernel(Symbolizer *s, uint64_t addr, char *buf, size_t len);
+enum sym_result sym_kernel(struct symbolizer *s, uint64_t addr, char *buf, size_t len);
 /* Whether kallsyms gave real addresses (root, or kptr_restrict off). */
-int sym_kernel_available(Symbolizer *s);
+int sym_kernel_available(struct symbolizer *s);
 
 /* Address of a kernel symbol by name, 0 if unknown (for tests). */
-uint64_t sym_kernel_lookup_name(Symbolizer *s, const char *name);
+uint64_t sym_kernel_lookup_name(struct symbolizer *s, const char *name);
 
 #endif

@@ -55,7 +55,7 @@ struct daemon {
 	int session_open;
 	struct rotator *rot;
 	struct httpd *http;
-	OutBuf line;                 /* memory only: formats one tail span */
+	struct outbuf line;                 /* memory only: formats one tail span */
 
 	pthread_mutex_t lock;
 	struct prom_snapshot snap;   /* guarded by lock */
@@ -94,7 +94,7 @@ static int on_event(void *ctx, const void *data, size_t size)
 	return 0;
 }
 
-static int line_buffer_init(OutBuf *ob)
+static int line_buffer_init(struct outbuf *ob)
 {
 	memset(ob, 0, sizeof(*ob));
 	ob->fd = -1;

@@ -41,13 +41,13 @@ struct profile_opts {
 	int quiet;
 };
 
-/* What the run has seen, beyond ProfileSamples/ProfileCounters. */
+/* What the run has seen, beyond struct profile_samples/struct profile_counters. */
 struct profiler {
 	const struct session *s;
-	ProfileSamples samples;
-	ProfileCounters counters;
-	ChromeWriter *chrome;
-	OutBuf spans;
+	struct profile_samples samples;
+	struct profile_counters counters;
+	struct chrome_writer *chrome;
+	struct outbuf spans;
 	int spans_failed;
 	uint64_t inherited;            /* samples attributed via proc_span */
 	uint64_t alloc_failed;
@@ -259,7 +259,7 @@ static json_object *loss_json(const struct session *s, const struct counters *c)
 
 static json_object *summary_json(const struct profile_opts *o, const struct profiler *p,
 				 const struct session *s, const struct counters *c,
-				 const PerfCounters *pc, const struct launch *l, double wall_s)
+				 const struct perf_counters *pc, const struct launch *l, double wall_s)
 {
 	json_object *j = json_object_new_object(), *names = json_object_new_array();
 	char how[128];
@@ -305,7 +305,7 @@ static int write_samples(const struct profile_opts *o, const struct profiler *p,
 }
 
 static int write_outputs(const struct profile_opts *o, struct profiler *p, const struct session *s,
-			 const struct counters *c, const PerfCounters *pc, const struct launch *l,
+			 const struct counters *c, const struct perf_counters *pc, const struct launch *l,
 			 double wall_s, char *err, size_t errlen)
 {
 	int rc = 0;
@@ -367,7 +367,7 @@ static const char *run_loop(const struct profile_opts *o, struct session *s, str
 	}
 }
 
-static int profiler_init(struct profiler *p, const struct profile_opts *o, const PerfCounters *pc,
+static int profiler_init(struct profiler *p, const struct profile_opts *o, const struct perf_counters *pc,
 			 char *err, size_t errlen)
 {
 	char path[4096];
@@ -406,7 +406,7 @@ static void profiler_free(struct profiler *p)
 
 /* Opens the perf events and the session and attaches everything. */
 static int start(const struct profile_opts *o, struct session *s, struct launch *l,
-		 PerfCounters *pc, PerfSampler *ps, struct profiler *p, int *session_ok,
+		 struct perf_counters *pc, struct perf_sampler *ps, struct profiler *p, int *session_ok,
 		 char *err, size_t errlen)
 {
 	struct session_opts so = {
@@ -434,8 +434,8 @@ static int start(const struct profile_opts *o, struct session *s, struct launch 
 
 static int profile_main(struct profile_opts *o)
 {
-	PerfCounters pc = { 0 };
-	PerfSampler ps = { 0 };
+	struct perf_counters pc = { 0 };
+	struct perf_sampler ps = { 0 };
 	struct session s = { 0 };
 	struct profiler p;
 	struct launch l;

@@ -59,21 +59,21 @@ struct pid_stats {
 
 struct recorder {
 	const struct record_opts *o;
-	OutBuf jsonl, csv, metrics;
+	struct outbuf jsonl, csv, metrics;
 	int have_jsonl, have_csv, have_metrics;
 	struct export_clock clk;
-	Dist spans[SPAN_KIND_COUNT];
-	Dist kernels[KERNEL_COUNT];
-	Dist tokens, requests;
+	struct dist spans[SPAN_KIND_COUNT];
+	struct dist kernels[KERNEL_COUNT];
+	struct dist tokens, requests;
 	uint64_t device_busy_ns, mismatched;
 	uint64_t ntokens, first_token_ns, last_token_end_ns;
 	uint64_t interval_events, interval_tokens;
 	struct pid_stats *pids[MAX_PIDS];
 	size_t npids;
-	OutBuf *failed;           /* the output that failed to write */
-	PerfCounters pc;          /* --perf */
-	ProfileCounters perf_totals;
-	ChromeWriter *chrome;     /* --chrome */
+	struct outbuf *failed;           /* the output that failed to write */
+	struct perf_counters pc;          /* --perf */
+	struct profile_counters perf_totals;
+	struct chrome_writer *chrome;     /* --chrome */
 	int chrome_failed;
 };
 
@@ -203,7 +203,7 @@ static uint64_t wall_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void metric_begin(OutBuf *ob, uint64_t ts_ms, const char *metric)
+static void metric_begin(struct outbuf *ob, uint64_t ts_ms, const char *metric)
 {
 	ob_lit(ob, "{\"ts_ms\":");
 	ob_u64(ob, ts_ms);
@@ -212,7 +212,7 @@ static void metric_begin(OutBuf *ob, uint64_t ts_ms, const char *metric)
 	ob_lit(ob, "\",\"value\":");
 }
 
-static int metric_simple(OutBuf *ob, uint64_t ts_ms, const char *metric, double value, int64_t pid)
+static int metric_simple(struct outbuf *ob, uint64_t ts_ms, const char *metric, double value, int64_t pid)
 {
 	if (ob_begin(ob))
 		return -1;
@@ -228,7 +228,7 @@ static int metric_simple(OutBuf *ob, uint64_t ts_ms, const char *metric, double 
 	return 0;
 }
 
-static int metrics_for_pid(OutBuf *ob, uint64_t ts_ms, struct pid_stats *p, double secs)
+static int metrics_for_pid(struct outbuf *ob, uint64_t ts_ms, struct pid_stats *p, double secs)
 {
 	for (int k = 0; k < SPAN_KIND_COUNT; k++)
 		for (int l = 0; l < LAYER_SLOTS; l++) {
@@ -281,7 +281,7 @@ fail:
 /* ---- loss accounting ---- */
 static int write_drops(struct recorder *r, const struct session *s, const struct counters *c)
 {
-	OutBuf *ob = &r->jsonl;
+	struct outbuf *ob = &r->jsonl;
 
 	if (!r->have_jsonl)
 		return 0;
@@ -314,7 +314,7 @@ fail:
 
 /* ---- session line and summary (json-c: rare, and strings need escaping) ---- */
 /* Names of the span records' "counters" entries, in order. */
-static json_object *perf_names_json(const PerfCounters *pc)
+static json_object *perf_names_json(const struct perf_counters *pc)
 {
 	json_object *a = json_object_new_array();
 	for (unsigned i = 0; a && i < pc->ncounters; i++)
@@ -361,7 +361,7 @@ static json_object *session_json(const struct recorder *r, const struct record_o
 	return j;
 }
 
-static json_object *dist_json(Dist *d, uint64_t count_in_kernel, int with_kernel_count)
+static json_object *dist_json(struct dist *d, uint64_t count_in_kernel, int with_kernel_count)
 {
 	json_object *j = json_object_new_object();
 	uint64_t n = d->hist.count;
@@ -520,7 +520,7 @@ static json_object *summary_json(struct recorder *r, const struct session *s, co
 
 static int write_json_file(const char *path, json_object *j, char *err, size_t errlen)
 {
-	OutBuf ob;
+	struct outbuf ob;
 	const char *text = json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
 
 	if (ob_open(&ob, path, err, errlen))
@@ -704,7 +704,7 @@ static int open_outputs(struct recorder *r, char *err, size_t errlen)
 	}
 	if (o->summary) {
 		/* Fail now, not after the run, when the summary cannot be written. */
-		OutBuf probe;
+		struct outbuf probe;
 		if (ob_open(&probe, o->summary, err, errlen))
 			return -1;
 		ob_close(&probe);
@@ -751,7 +751,7 @@ static void recorder_free(struct recorder *r)
 	dist_free(&r->requests);
 	for (size_t i = 0; i < r->npids; i++)
 		free(r->pids[i]);
-	OutBuf *obs[] = { &r->jsonl, &r->csv, &r->metrics };
+	struct outbuf *obs[] = { &r->jsonl, &r->csv, &r->metrics };
 	for (int i = 0; i < 3; i++) {
 		ob_close(obs[i]);
 		free(obs[i]->path);
@@ -766,7 +766,7 @@ static void recorder_free(struct recorder *r)
  * at the end still decides the summary's stop_reason. */
 static void flush_outputs(struct recorder *r)
 {
-	OutBuf *obs[] = { &r->jsonl, &r->csv, &r->metrics };
+	struct outbuf *obs[] = { &r->jsonl, &r->csv, &r->metrics };
 	for (int i = 0; i < 3 && !r->failed; i++)
 		if (obs[i]->buf && ob_flush(obs[i]))
 			r->failed = obs[i];
@@ -796,7 +796,7 @@ static int finish(struct recorder *r, struct session *s, const struct counters *
 	if (r->o->summary && write_json_file(r->o->summary, sum, err, errlen))
 		rc = -1;
 	json_object_put(sum);
-	OutBuf *obs[] = { &r->jsonl, &r->csv, &r->metrics };
+	struct outbuf *obs[] = { &r->jsonl, &r->csv, &r->metrics };
 	for (int i = 0; i < 3; i++)
 		if (obs[i]->buf && ob_close(obs[i]) && !r->failed)
 			r->failed = obs[i];

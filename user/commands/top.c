@@ -35,7 +35,7 @@ struct top_opts {
 struct top_run {
 	struct session *s;
 	struct launch *l;
-	TopView *tv;
+	struct topview *tv;
 	uint64_t stop_at_ns;     /* interactive -n: stop here; 0 = never */
 };
 

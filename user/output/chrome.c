@@ -15,32 +15,32 @@
  * outermost end never comes (lost event) is flushed at this many. */
 #define PENDING_FLUSH_AT 65536
 
-typedef struct {
+struct pending_thread {
 	__u32 pid, tid;
 	struct span_event *spans;
 	size_t n, cap;
-} PendingThread;
+};
 
-typedef struct {
+struct named_track {
 	__u32 pid, tid; /* tid 0: a process-name entry */
-} NamedTrack;
+};
 
-typedef struct {
+struct meta_entry {
 	char *key, *value;
-} MetaEntry;
+};
 
-struct ChromeWriter {
+struct chrome_writer {
 	FILE *f;
 	uint64_t max_events, written, truncated, metadata;
 	int truncation_warned;
 	int64_t device_offset_ns;
 	const char *const *counter_names;
 	unsigned ncounter_names;
-	PendingThread *threads;
+	struct pending_thread *threads;
 	size_t nthreads, threads_cap;
-	NamedTrack *named;
+	struct named_track *named;
 	size_t nnamed, named_cap;
-	MetaEntry *meta;
+	struct meta_entry *meta;
 	size_t nmeta;
 };
 
@@ -68,7 +68,7 @@ static void put_us(FILE *f, uint64_t ns)
 
 /* Starts one traceEvents element; 0 if it should be skipped (cap reached).
  * Metadata is exempt from the cap so every written track keeps its name. */
-static int begin_event(ChromeWriter *cw, int is_metadata)
+static int begin_event(struct chrome_writer *cw, int is_metadata)
 {
 	if (!is_metadata && cw->written >= cw->max_events) {
 		cw->truncated++;
@@ -89,7 +89,7 @@ static int begin_event(ChromeWriter *cw, int is_metadata)
 	return 1;
 }
 
-static int track_named(ChromeWriter *cw, __u32 pid, __u32 tid)
+static int track_named(struct chrome_writer *cw, __u32 pid, __u32 tid)
 {
 	for (size_t i = 0; i < cw->nnamed; i++)
 		if (cw->named[i].pid == pid && cw->named[i].tid == tid)
@@ -97,21 +97,21 @@ static int track_named(ChromeWriter *cw, __u32 pid, __u32 tid)
 	return 0;
 }
 
-static int remember_track(ChromeWriter *cw, __u32 pid, __u32 tid)
+static int remember_track(struct chrome_writer *cw, __u32 pid, __u32 tid)
 {
 	if (cw->nnamed == cw->named_cap) {
 		size_t cap = cw->named_cap ? cw->named_cap * 2 : 16;
-		NamedTrack *n = realloc(cw->named, cap * sizeof(*n));
+		struct named_track *n = realloc(cw->named, cap * sizeof(*n));
 		if (!n)
 			return -1;
 		cw->named = n;
 		cw->named_cap = cap;
 	}
-	cw->named[cw->nnamed++] = (NamedTrack){ pid, tid };
+	cw->named[cw->nnamed++] = (struct named_track){ pid, tid };
 	return 0;
 }
 
-static void write_name_metadata(ChromeWriter *cw, const char *what, __u32 pid,
+static void write_name_metadata(struct chrome_writer *cw, const char *what, __u32 pid,
 				__u32 tid, const char *name)
 {
 	begin_event(cw, 1);
@@ -138,7 +138,7 @@ static void read_comm(__u32 pid, __u32 tid, char *buf, size_t len)
 	fclose(f);
 }
 
-int chrome_process_name(ChromeWriter *cw, __u32 pid, const char *name)
+int chrome_process_name(struct chrome_writer *cw, __u32 pid, const char *name)
 {
 	if (track_named(cw, pid, 0))
 		return 0;
@@ -148,7 +148,7 @@ int chrome_process_name(ChromeWriter *cw, __u32 pid, const char *name)
 	return 0;
 }
 
-int chrome_thread_name(ChromeWriter *cw, __u32 pid, __u32 tid, const char *name)
+int chrome_thread_name(struct chrome_writer *cw, __u32 pid, __u32 tid, const char *name)
 {
 	if (tid == 0 || track_named(cw, pid, tid))
 		return 0;
@@ -159,7 +159,7 @@ int chrome_thread_name(ChromeWriter *cw, __u32 pid, __u32 tid, const char *name)
 }
 
 /* Names the process and thread from /proc the first time they are seen. */
-static int ensure_named(ChromeWriter *cw, __u32 pid, __u32 tid)
+static int ensure_named(struct chrome_writer *cw, __u32 pid, __u32 tid)
 {
 	char comm[64], name[96];
 	if (!track_named(cw, pid, 0)) {
@@ -185,14 +185,14 @@ static int ensure_named(ChromeWriter *cw, __u32 pid, __u32 tid)
 
 /* ---- open / configure ---- */
 
-ChromeWriter *chrome_open(const char *path, uint64_t max_events, char *err, size_t errlen)
+struct chrome_writer *chrome_open(const char *path, uint64_t max_events, char *err, size_t errlen)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0640);
 	if (fd < 0) {
 		snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
 		return NULL;
 	}
-	ChromeWriter *cw = calloc(1, sizeof(*cw));
+	struct chrome_writer *cw = calloc(1, sizeof(*cw));
 	FILE *f = cw ? fdopen(fd, "w") : NULL;
 	if (!f) {
 		snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno ? errno : ENOMEM));
@@ -206,13 +206,13 @@ ChromeWriter *chrome_open(const char *path, uint64_t max_events, char *err, size
 	return cw;
 }
 
-void chrome_set_counter_names(ChromeWriter *cw, const char *const *names, unsigned n)
+void chrome_set_counter_names(struct chrome_writer *cw, const char *const *names, unsigned n)
 {
 	cw->counter_names = names;
 	cw->ncounter_names = n;
 }
 
-void chrome_set_device_offset(ChromeWriter *cw, int64_t offset_ns)
+void chrome_set_device_offset(struct chrome_writer *cw, int64_t offset_ns)
 {
 	cw->device_offset_ns = offset_ns;
 }
@@ -241,9 +241,9 @@ int64_t chrome_measure_raw_offset(void)
 	return best_offset;
 }
 
-int chrome_add_meta(ChromeWriter *cw, const char *key, const char *value)
+int chrome_add_meta(struct chrome_writer *cw, const char *key, const char *value)
 {
-	MetaEntry *m = realloc(cw->meta, (cw->nmeta + 1) * sizeof(*m));
+	struct meta_entry *m = realloc(cw->meta, (cw->nmeta + 1) * sizeof(*m));
 	if (!m)
 		return -1;
 	cw->meta = m;
@@ -253,27 +253,27 @@ int chrome_add_meta(ChromeWriter *cw, const char *key, const char *value)
 		free(v);
 		return -1;
 	}
-	cw->meta[cw->nmeta++] = (MetaEntry){ k, v };
+	cw->meta[cw->nmeta++] = (struct meta_entry){ k, v };
 	return 0;
 }
 
 /* ---- spans: held per thread until the outermost one ends ---- */
 
-static PendingThread *pending_thread(ChromeWriter *cw, __u32 pid, __u32 tid)
+static struct pending_thread *pending_thread(struct chrome_writer *cw, __u32 pid, __u32 tid)
 {
 	for (size_t i = 0; i < cw->nthreads; i++)
 		if (cw->threads[i].pid == pid && cw->threads[i].tid == tid)
 			return &cw->threads[i];
 	if (cw->nthreads == cw->threads_cap) {
 		size_t cap = cw->threads_cap ? cw->threads_cap * 2 : 8;
-		PendingThread *t = realloc(cw->threads, cap * sizeof(*t));
+		struct pending_thread *t = realloc(cw->threads, cap * sizeof(*t));
 		if (!t)
 			return NULL;
 		cw->threads = t;
 		cw->threads_cap = cap;
 	}
-	PendingThread *t = &cw->threads[cw->nthreads++];
-	*t = (PendingThread){ .pid = pid, .tid = tid };
+	struct pending_thread *t = &cw->threads[cw->nthreads++];
+	*t = (struct pending_thread){ .pid = pid, .tid = tid };
 	return t;
 }
 
@@ -288,7 +288,7 @@ static int span_order(const void *a, const void *b)
 	return x->depth < y->depth ? -1 : x->depth > y->depth;
 }
 
-static void write_span(ChromeWriter *cw, const struct span_event *ev)
+static void write_span(struct chrome_writer *cw, const struct span_event *ev)
 {
 	if (!begin_event(cw, 0))
 		return;
@@ -322,7 +322,7 @@ static void write_span(ChromeWriter *cw, const struct span_event *ev)
 	fputs("}}", f);
 }
 
-static void flush_thread(ChromeWriter *cw, PendingThread *t)
+static void flush_thread(struct chrome_writer *cw, struct pending_thread *t)
 {
 	qsort(t->spans, t->n, sizeof(*t->spans), span_order);
 	for (size_t i = 0; i < t->n; i++)
@@ -330,11 +330,11 @@ static void flush_thread(ChromeWriter *cw, PendingThread *t)
 	t->n = 0;
 }
 
-int chrome_span(ChromeWriter *cw, const struct span_event *ev)
+int chrome_span(struct chrome_writer *cw, const struct span_event *ev)
 {
 	if (ensure_named(cw, ev->h.pid, ev->h.tid))
 		return -1;
-	PendingThread *t = pending_thread(cw, ev->h.pid, ev->h.tid);
+	struct pending_thread *t = pending_thread(cw, ev->h.pid, ev->h.tid);
 	if (!t)
 		return -1;
 	if (t->n == t->cap) {
@@ -353,13 +353,13 @@ int chrome_span(ChromeWriter *cw, const struct span_event *ev)
 
 /* ---- kernels, tokens, counters ---- */
 
-static uint64_t device_to_host(const ChromeWriter *cw, uint64_t device_ns)
+static uint64_t device_to_host(const struct chrome_writer *cw, uint64_t device_ns)
 {
 	int64_t host = (int64_t)device_ns + cw->device_offset_ns;
 	return host > 0 ? (uint64_t)host : 0;
 }
 
-int chrome_kernel(ChromeWriter *cw, const struct kernel_event *ev)
+int chrome_kernel(struct chrome_writer *cw, const struct kernel_event *ev)
 {
 	__u32 tid = CHROME_QUEUE_TID_BASE + ev->queue;
 	if (ensure_named(cw, ev->h.pid, 0))
@@ -386,7 +386,7 @@ int chrome_kernel(ChromeWriter *cw, const struct kernel_event *ev)
 	return 0;
 }
 
-int chrome_token(ChromeWriter *cw, const struct token_event *ev)
+int chrome_token(struct chrome_writer *cw, const struct token_event *ev)
 {
 	if (ensure_named(cw, ev->h.pid, ev->h.tid))
 		return -1;
@@ -401,7 +401,7 @@ int chrome_token(ChromeWriter *cw, const struct token_event *ev)
 	return 0;
 }
 
-int chrome_counter(ChromeWriter *cw, __u32 pid, __u64 ts_ns, const char *name,
+int chrome_counter(struct chrome_writer *cw, __u32 pid, __u64 ts_ns, const char *name,
 		   const char *series, uint64_t value)
 {
 	if (ensure_named(cw, pid, 0))
@@ -418,13 +418,13 @@ int chrome_counter(ChromeWriter *cw, __u32 pid, __u64 ts_ns, const char *name,
 	return 0;
 }
 
-int chrome_kv(ChromeWriter *cw, const struct kv_event *ev)
+int chrome_kv(struct chrome_writer *cw, const struct kv_event *ev)
 {
 	return chrome_counter(cw, ev->h.pid, ev->h.ts_ns, "kv_cache bytes", "used",
 			      ev->used_bytes);
 }
 
-int chrome_alloc(ChromeWriter *cw, const struct alloc_event *ev)
+int chrome_alloc(struct chrome_writer *cw, const struct alloc_event *ev)
 {
 	/* A free of a pointer allocated before attach carries no pool state. */
 	if (ev->unknown)
@@ -434,7 +434,7 @@ int chrome_alloc(ChromeWriter *cw, const struct alloc_event *ev)
 	return chrome_counter(cw, ev->h.pid, ev->h.ts_ns, name, "bytes", ev->live_bytes);
 }
 
-int chrome_write_record(ChromeWriter *cw, const void *data, size_t size)
+int chrome_write_record(struct chrome_writer *cw, const void *data, size_t size)
 {
 	const struct event_header *h = data;
 	/* A short record of a known type is corrupt: say so. */
@@ -452,19 +452,19 @@ int chrome_write_record(ChromeWriter *cw, const void *data, size_t size)
 	}
 }
 
-uint64_t chrome_events_written(const ChromeWriter *cw)
+uint64_t chrome_events_written(const struct chrome_writer *cw)
 {
 	return cw->written;
 }
 
-uint64_t chrome_events_truncated(const ChromeWriter *cw)
+uint64_t chrome_events_truncated(const struct chrome_writer *cw)
 {
 	return cw->truncated;
 }
 
 /* ---- close ---- */
 
-static void write_other_data(ChromeWriter *cw)
+static void write_other_data(struct chrome_writer *cw)
 {
 	FILE *f = cw->f;
 	fprintf(f, "\n],\n\"otherData\":{\"tool\":\"spantrace\",\"clock\":\"CLOCK_MONOTONIC\","
@@ -481,7 +481,7 @@ static void write_other_data(ChromeWriter *cw)
 	fputs("}}\n", f);
 }
 
-static void free_writer(ChromeWriter *cw)
+static void free_writer(struct chrome_writer *cw)
 {
 	for (size_t i = 0; i < cw->nthreads; i++)
 		free(cw->threads[i].spans);
@@ -495,7 +495,7 @@ static void free_writer(ChromeWriter *cw)
 	free(cw);
 }
 
-int chrome_close(ChromeWriter *cw, char *err, size_t errlen)
+int chrome_close(struct chrome_writer *cw, char *err, size_t errlen)
 {
 	if (!cw)
 		return 0;

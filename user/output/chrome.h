@@ -33,20 +33,20 @@
 #define CHROME_QUEUE_TID_BASE 1000000u
 #define CHROME_DEFAULT_MAX_EVENTS 1000000u
 
-typedef struct ChromeWriter ChromeWriter;
+struct chrome_writer;
 
 /* Creates path (O_NOFOLLOW, mode 0640, truncating). max_events 0 means
  * CHROME_DEFAULT_MAX_EVENTS. NULL with a message in err on failure. */
-ChromeWriter *chrome_open(const char *path, uint64_t max_events,
+struct chrome_writer *chrome_open(const char *path, uint64_t max_events,
 			  char *err, size_t errlen);
 
 /* Names for span_event.counters[0..n) (perf counters), shown in span args.
  * The strings must outlive the writer. */
-void chrome_set_counter_names(ChromeWriter *cw, const char *const *names,
+void chrome_set_counter_names(struct chrome_writer *cw, const char *const *names,
 			      unsigned n);
 
 /* host_ns = device_ns + offset_ns for kernel timestamps. */
-void chrome_set_device_offset(ChromeWriter *cw, int64_t offset_ns);
+void chrome_set_device_offset(struct chrome_writer *cw, int64_t offset_ns);
 
 /* CLOCK_MONOTONIC - CLOCK_MONOTONIC_RAW now, the offset for a device whose
  * profiling clock is the host's monotonic raw clock (PoCL's CPU device).
@@ -54,31 +54,31 @@ void chrome_set_device_offset(ChromeWriter *cw, int64_t offset_ns);
 int64_t chrome_measure_raw_offset(void);
 
 /* Free-form key/value for otherData (e.g. the command line). */
-int chrome_add_meta(ChromeWriter *cw, const char *key, const char *value);
+int chrome_add_meta(struct chrome_writer *cw, const char *key, const char *value);
 
 /* Explicit names; otherwise names come from /proc (comm) or "pid N". */
-int chrome_process_name(ChromeWriter *cw, __u32 pid, const char *name);
-int chrome_thread_name(ChromeWriter *cw, __u32 pid, __u32 tid, const char *name);
+int chrome_process_name(struct chrome_writer *cw, __u32 pid, const char *name);
+int chrome_thread_name(struct chrome_writer *cw, __u32 pid, __u32 tid, const char *name);
 
-int chrome_span(ChromeWriter *cw, const struct span_event *ev);
-int chrome_kernel(ChromeWriter *cw, const struct kernel_event *ev);
-int chrome_token(ChromeWriter *cw, const struct token_event *ev);
-int chrome_kv(ChromeWriter *cw, const struct kv_event *ev);
-int chrome_alloc(ChromeWriter *cw, const struct alloc_event *ev);
+int chrome_span(struct chrome_writer *cw, const struct span_event *ev);
+int chrome_kernel(struct chrome_writer *cw, const struct kernel_event *ev);
+int chrome_token(struct chrome_writer *cw, const struct token_event *ev);
+int chrome_kv(struct chrome_writer *cw, const struct kv_event *ev);
+int chrome_alloc(struct chrome_writer *cw, const struct alloc_event *ev);
 /* A generic counter track `name` with one series `series`. */
-int chrome_counter(ChromeWriter *cw, __u32 pid, __u64 ts_ns, const char *name,
+int chrome_counter(struct chrome_writer *cw, __u32 pid, __u64 ts_ns, const char *name,
 		   const char *series, uint64_t value);
 
 /* Dispatches one ring buffer record by its header type (spans, tokens,
  * kernels, kv, alloc/free; other types are ignored). -1 for a record too
  * short for its type, or on allocation failure. */
-int chrome_write_record(ChromeWriter *cw, const void *data, size_t size);
+int chrome_write_record(struct chrome_writer *cw, const void *data, size_t size);
 
-uint64_t chrome_events_written(const ChromeWriter *cw);
-uint64_t chrome_events_truncated(const ChromeWriter *cw);
+uint64_t chrome_events_written(const struct chrome_writer *cw);
+uint64_t chrome_events_truncated(const struct chrome_writer *cw);
 
 /* Flushes held spans, writes otherData, closes the file and frees cw
  * (also on error). 0 on success, -1 with err set if any write failed. */
-int chrome_close(ChromeWriter *cw, char *err, size_t errlen);
+int chrome_close(struct chrome_writer *cw, char *err, size_t errlen);
 
 #endif

@@ -53,7 +53,7 @@ void export_clock_init(struct export_clock *c)
 	c->raw_to_wall = wall - clock_ns(CLOCK_MONOTONIC_RAW);
 }
 
-static void header_fields(OutBuf *ob, const struct event_header *h)
+static void header_fields(struct outbuf *ob, const struct event_header *h)
 {
 	ob_lit(ob, "{\"type\":\"");
 	ob_lit(ob, event_type_name(h->type));
@@ -67,7 +67,7 @@ static void header_fields(OutBuf *ob, const struct event_header *h)
 	ob_u64(ob, h->cpu);
 }
 
-static void span_fields(OutBuf *ob, const struct span_event *e)
+static void span_fields(struct outbuf *ob, const struct span_event *e)
 {
 	ob_key(ob, "dur_ns");
 	ob_u64(ob, e->dur_ns);
@@ -108,7 +108,7 @@ static void span_fields(OutBuf *ob, const struct span_event *e)
 	}
 }
 
-static void kernel_fields(OutBuf *ob, const struct kernel_event *e)
+static void kernel_fields(struct outbuf *ob, const struct kernel_event *e)
 {
 	ob_lit(ob, ",\"name\":\"");
 	ob_lit(ob, cl_kernel_name(e->kernel_id));
@@ -137,7 +137,7 @@ static void kernel_fields(OutBuf *ob, const struct kernel_event *e)
 	ob_u64(ob, e->pos);
 }
 
-static void alloc_fields(OutBuf *ob, const struct alloc_event *e)
+static void alloc_fields(struct outbuf *ob, const struct alloc_event *e)
 {
 	ob_lit(ob, ",\"pool\":\"");
 	ob_lit(ob, pool_name(e->pool));
@@ -185,7 +185,7 @@ int event_record_whole(const void *data, size_t size)
 	return need && size >= need;
 }
 
-int export_jsonl_event(OutBuf *ob, const void *data, size_t size)
+int export_jsonl_event(struct outbuf *ob, const void *data, size_t size)
 {
 	const struct event_header *h = data;
 
@@ -235,12 +235,12 @@ int export_jsonl_event(OutBuf *ob, const void *data, size_t size)
 }
 
 /* timestamp as epoch seconds with microseconds */
-static void csv_time(OutBuf *ob, int64_t wall_ns)
+static void csv_time(struct outbuf *ob, int64_t wall_ns)
 {
 	ob_fixed(ob, wall_ns > 0 ? (uint64_t)wall_ns / 1000 : 0, 6);
 }
 
-int export_csv_event(OutBuf *ob, const void *data, size_t size, const struct export_clock *clk,
+int export_csv_event(struct outbuf *ob, const void *data, size_t size, const struct export_clock *clk,
 		     uint64_t live_bytes)
 {
 	const struct event_header *h = data;

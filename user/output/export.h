@@ -19,12 +19,12 @@ void export_clock_init(struct export_clock *c);
 
 /* One JSONL line for a ring buffer record; 0, or -1 on a write error. Unknown
  * or short records are skipped (return 0). */
-int export_jsonl_event(OutBuf *ob, const void *data, size_t size);
+int export_jsonl_event(struct outbuf *ob, const void *data, size_t size);
 
 #define CSV_HEADER "timestamp,device,worker,duration_ms,token,layer,operation,success,memory_used_mb,error"
 /* One CSV row for a span or kernel record (others are skipped);
  * live_bytes is the process's current live memory. */
-int export_csv_event(OutBuf *ob, const void *data, size_t size, const struct export_clock *clk,
+int export_csv_event(struct outbuf *ob, const void *data, size_t size, const struct export_clock *clk,
 		     uint64_t live_bytes);
 
 /* Human name of an event type, as in the "type" field. */

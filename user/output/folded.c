@@ -6,15 +6,15 @@
 
 #define NO_STACK_LEAF "[unknown]"
 
-typedef struct {
+struct folded_line {
 	char *line;        /* "span;outer;...;inner", sanitized */
 	size_t span_len;   /* bytes of the span name at the start of line */
 	size_t leaf_off;   /* offset of the innermost frame, 0 if no frames */
 	uint64_t count;
-} Entry;
+};
 
-struct Folded {
-	Entry *slots;      /* open addressing; line == NULL is empty */
+struct folded {
+	struct folded_line *slots;      /* open addressing; line == NULL is empty */
 	size_t cap, used;
 	uint64_t total;
 };
@@ -27,9 +27,9 @@ static uint64_t hash_str(const char *s)
 	return h;
 }
 
-Folded *folded_new(void)
+struct folded *folded_new(void)
 {
-	Folded *fd = calloc(1, sizeof(*fd));
+	struct folded *fd = calloc(1, sizeof(*fd));
 	if (!fd)
 		return NULL;
 	fd->cap = 256;
@@ -41,7 +41,7 @@ Folded *folded_new(void)
 	return fd;
 }
 
-void folded_free(Folded *fd)
+void folded_free(struct folded *fd)
 {
 	if (!fd)
 		return;
@@ -51,7 +51,7 @@ void folded_free(Folded *fd)
 	free(fd);
 }
 
-static Entry *find_slot(Entry *slots, size_t cap, const char *line)
+static struct folded_line *find_slot(struct folded_line *slots, size_t cap, const char *line)
 {
 	size_t i = hash_str(line) & (cap - 1);
 	while (slots[i].line && strcmp(slots[i].line, line))
@@ -59,10 +59,10 @@ static Entry *find_slot(Entry *slots, size_t cap, const char *line)
 	return &slots[i];
 }
 
-static int grow(Folded *fd)
+static int grow(struct folded *fd)
 {
 	size_t cap = fd->cap * 2;
-	Entry *slots = calloc(cap, sizeof(*slots));
+	struct folded_line *slots = calloc(cap, sizeof(*slots));
 	if (!slots)
 		return -1;
 	for (size_t i = 0; i < fd->cap; i++)
@@ -107,7 +107,7 @@ static char *build_line(const char *span, const char *const *frames, size_t nfra
 	return line;
 }
 
-int folded_add(Folded *fd, const char *span, const char *const *frames,
+int folded_add(struct folded *fd, const char *span, const char *const *frames,
 	       size_t nframes, uint64_t count)
 {
 	size_t span_len, leaf_off;
@@ -118,11 +118,11 @@ int folded_add(Folded *fd, const char *span, const char *const *frames,
 		free(line);
 		return -1;
 	}
-	Entry *e = find_slot(fd->slots, fd->cap, line);
+	struct folded_line *e = find_slot(fd->slots, fd->cap, line);
 	if (e->line) {
 		free(line);
 	} else {
-		*e = (Entry){ .line = line, .span_len = span_len, .leaf_off = leaf_off };
+		*e = (struct folded_line){ .line = line, .span_len = span_len, .leaf_off = leaf_off };
 		fd->used++;
 	}
 	e->count += count;
@@ -130,20 +130,20 @@ int folded_add(Folded *fd, const char *span, const char *const *frames,
 	return 0;
 }
 
-uint64_t folded_total(const Folded *fd)
+uint64_t folded_total(const struct folded *fd)
 {
 	return fd->total;
 }
 
-size_t folded_stacks(const Folded *fd)
+size_t folded_stacks(const struct folded *fd)
 {
 	return fd->used;
 }
 
 /* The occupied slots as an array of pointers (caller frees). */
-static const Entry **entries(const Folded *fd)
+static const struct folded_line **entries(const struct folded *fd)
 {
-	const Entry **v = malloc((fd->used ? fd->used : 1) * sizeof(*v));
+	const struct folded_line **v = malloc((fd->used ? fd->used : 1) * sizeof(*v));
 	if (!v)
 		return NULL;
 	size_t n = 0;
@@ -155,12 +155,12 @@ static const Entry **entries(const Folded *fd)
 
 static int by_line(const void *a, const void *b)
 {
-	return strcmp((*(const Entry *const *)a)->line, (*(const Entry *const *)b)->line);
+	return strcmp((*(const struct folded_line *const *)a)->line, (*(const struct folded_line *const *)b)->line);
 }
 
-int folded_write(const Folded *fd, FILE *out)
+int folded_write(const struct folded *fd, FILE *out)
 {
-	const Entry **v = entries(fd);
+	const struct folded_line **v = entries(fd);
 	if (!v)
 		return -1;
 	qsort(v, fd->used, sizeof(*v), by_line);
@@ -170,30 +170,30 @@ int folded_write(const Folded *fd, FILE *out)
 	return ferror(out) ? -1 : 0;
 }
 
-static int same_span(const Entry *e, const char *span, size_t span_len)
+static int same_span(const struct folded_line *e, const char *span, size_t span_len)
 {
 	return e->span_len == span_len && !memcmp(e->line, span, span_len);
 }
 
-static const char *leaf_of(const Entry *e)
+static const char *leaf_of(const struct folded_line *e)
 {
 	return e->leaf_off ? e->line + e->leaf_off : NO_STACK_LEAF;
 }
 
 static int by_function(const void *a, const void *b)
 {
-	return strcmp(((const FoldedTop *)a)->function, ((const FoldedTop *)b)->function);
+	return strcmp(((const struct folded_top_entry *)a)->function, ((const struct folded_top_entry *)b)->function);
 }
 
 static int by_self_desc(const void *a, const void *b)
 {
-	const FoldedTop *x = a, *y = b;
+	const struct folded_top_entry *x = a, *y = b;
 	if (x->self != y->self)
 		return x->self > y->self ? -1 : 1;
 	return strcmp(x->function, y->function);
 }
 
-void folded_top_free(FoldedTop *top, size_t n)
+void folded_top_free(struct folded_top_entry *top, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		free(top[i].function);
@@ -201,11 +201,11 @@ void folded_top_free(FoldedTop *top, size_t n)
 
 /* Self counts per innermost frame of one span, merged by name. The span
  * name is compared after the same sanitizing folded_add applies. */
-int folded_top(const Folded *fd, const char *span, FoldedTop *out, size_t max,
+int folded_top(const struct folded *fd, const char *span, struct folded_top_entry *out, size_t max,
 	       uint64_t *span_total)
 {
 	char *key = malloc(strlen(span) + 1);
-	FoldedTop *all = malloc((fd->used ? fd->used : 1) * sizeof(*all));
+	struct folded_top_entry *all = malloc((fd->used ? fd->used : 1) * sizeof(*all));
 	if (!key || !all) {
 		free(key);
 		free(all);
@@ -214,10 +214,10 @@ int folded_top(const Folded *fd, const char *span, FoldedTop *out, size_t max,
 	size_t key_len = (size_t)(append_name(key, span) - key), n = 0;
 	uint64_t total = 0;
 	for (size_t i = 0; i < fd->cap; i++) {
-		const Entry *e = &fd->slots[i];
+		const struct folded_line *e = &fd->slots[i];
 		if (!e->line || !same_span(e, key, key_len))
 			continue;
-		all[n++] = (FoldedTop){ .function = (char *)leaf_of(e), .self = e->count };
+		all[n++] = (struct folded_top_entry){ .function = (char *)leaf_of(e), .self = e->count };
 		total += e->count;
 	}
 	free(key);
@@ -246,24 +246,24 @@ int folded_top(const Folded *fd, const char *span, FoldedTop *out, size_t max,
 	return (int)k;
 }
 
-typedef struct {
+struct span_samples {
 	char *name;
 	uint64_t samples;
-} SpanTotal;
+};
 
 static int by_samples_desc(const void *a, const void *b)
 {
-	const SpanTotal *x = a, *y = b;
+	const struct span_samples *x = a, *y = b;
 	if (x->samples != y->samples)
 		return x->samples > y->samples ? -1 : 1;
 	return strcmp(x->name, y->name);
 }
 
 /* Distinct spans with their sample counts, most samples first. */
-static SpanTotal *span_totals(const Folded *fd, size_t *count)
+static struct span_samples *span_totals(const struct folded *fd, size_t *count)
 {
-	const Entry **v = entries(fd);
-	SpanTotal *spans = calloc(fd->used ? fd->used : 1, sizeof(*spans));
+	const struct folded_line **v = entries(fd);
+	struct span_samples *spans = calloc(fd->used ? fd->used : 1, sizeof(*spans));
 	if (!v || !spans) {
 		free(v);
 		free(spans);
@@ -292,11 +292,11 @@ static SpanTotal *span_totals(const Folded *fd, size_t *count)
 	return spans;
 }
 
-int folded_write_top(const Folded *fd, FILE *out, size_t top_n)
+int folded_write_top(const struct folded *fd, FILE *out, size_t top_n)
 {
 	size_t nspans;
-	SpanTotal *spans = span_totals(fd, &nspans);
-	FoldedTop *top = calloc(top_n ? top_n : 1, sizeof(*top));
+	struct span_samples *spans = span_totals(fd, &nspans);
+	struct folded_top_entry *top = calloc(top_n ? top_n : 1, sizeof(*top));
 	int rc = spans && top ? 0 : -1;
 	for (size_t s = 0; rc == 0 && s < nspans; s++) {
 		uint64_t total;

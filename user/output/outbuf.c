@@ -10,7 +10,7 @@
 
 #define OB_CAP (1u << 20)
 
-int ob_open(OutBuf *ob, const char *path, char *err, size_t errlen)
+int ob_open(struct outbuf *ob, const char *path, char *err, size_t errlen)
 {
 	memset(ob, 0, sizeof(*ob));
 	ob->path = strdup(path);
@@ -41,7 +41,7 @@ fail:
 }
 
 /* Writes buf[0..upto); on failure cuts the file back to its last whole line. */
-static int write_out(OutBuf *ob, size_t upto)
+static int write_out(struct outbuf *ob, size_t upto)
 {
 	size_t off = 0;
 
@@ -69,7 +69,7 @@ static int write_out(OutBuf *ob, size_t upto)
 	return 0;
 }
 
-int ob_flush(OutBuf *ob)
+int ob_flush(struct outbuf *ob)
 {
 	if (ob->error)
 		return -1;
@@ -77,7 +77,7 @@ int ob_flush(OutBuf *ob)
 	return write_out(ob, ob->line_start);
 }
 
-int ob_close(OutBuf *ob)
+int ob_close(struct outbuf *ob)
 {
 	int rc = 0;
 
@@ -96,12 +96,12 @@ int ob_close(OutBuf *ob)
 	return rc;
 }
 
-void ob_strerror(const OutBuf *ob, char *out, size_t len)
+void ob_strerror(const struct outbuf *ob, char *out, size_t len)
 {
 	snprintf(out, len, "writing %s: %s", ob->path ? ob->path : "?", strerror(ob->error));
 }
 
-int ob_begin(OutBuf *ob)
+int ob_begin(struct outbuf *ob)
 {
 	if (ob->error)
 		return -1;
@@ -111,21 +111,21 @@ int ob_begin(OutBuf *ob)
 	return 0;
 }
 
-void ob_end(OutBuf *ob)
+void ob_end(struct outbuf *ob)
 {
 	ob->buf[ob->len++] = '\n';
 	ob->line_start = ob->len;
 	ob->lines++;
 }
 
-void ob_lit(OutBuf *ob, const char *s)
+void ob_lit(struct outbuf *ob, const char *s)
 {
 	size_t n = strlen(s);
 	memcpy(ob->buf + ob->len, s, n);
 	ob->len += n;
 }
 
-void ob_u64(OutBuf *ob, uint64_t v)
+void ob_u64(struct outbuf *ob, uint64_t v)
 {
 	char tmp[24];
 	int i = sizeof(tmp);
@@ -138,7 +138,7 @@ void ob_u64(OutBuf *ob, uint64_t v)
 	ob->len += sizeof(tmp) - i;
 }
 
-void ob_s64(OutBuf *ob, int64_t v)
+void ob_s64(struct outbuf *ob, int64_t v)
 {
 	if (v < 0) {
 		ob->buf[ob->len++] = '-';
@@ -149,7 +149,7 @@ void ob_s64(OutBuf *ob, int64_t v)
 }
 
 /* Writes v / 10^decimals with exactly `decimals` digits after the point. */
-void ob_fixed(OutBuf *ob, uint64_t v, unsigned decimals)
+void ob_fixed(struct outbuf *ob, uint64_t v, unsigned decimals)
 {
 	uint64_t scale = 1;
 	char tmp[24];
@@ -164,14 +164,14 @@ void ob_fixed(OutBuf *ob, uint64_t v, unsigned decimals)
 	ob_lit(ob, tmp);
 }
 
-void ob_double(OutBuf *ob, double v)
+void ob_double(struct outbuf *ob, double v)
 {
 	int n = snprintf(ob->buf + ob->len, 32, "%.6g", v);
 	if (n > 0 && n < 32)
 		ob->len += n;
 }
 
-void ob_jstr(OutBuf *ob, const char *s, size_t maxlen)
+void ob_jstr(struct outbuf *ob, const char *s, size_t maxlen)
 {
 	static const char hex[] = "0123456789abcdef";
 	size_t room = OB_LINE_MAX / 8;  /* keep one field well inside a line */
@@ -195,7 +195,7 @@ void ob_jstr(OutBuf *ob, const char *s, size_t maxlen)
 	ob->buf[ob->len++] = '"';
 }
 
-void ob_key(OutBuf *ob, const char *key)
+void ob_key(struct outbuf *ob, const char *key)
 {
 	ob->buf[ob->len++] = ',';
 	ob->buf[ob->len++] = '"';
@@ -204,7 +204,7 @@ void ob_key(OutBuf *ob, const char *key)
 	ob->buf[ob->len++] = ':';
 }
 
-int ob_put_line(OutBuf *ob, const char *text)
+int ob_put_line(struct outbuf *ob, const char *text)
 {
 	size_t n = strlen(text);
 

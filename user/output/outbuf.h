@@ -16,7 +16,7 @@
 
 #define OB_LINE_MAX 4096   /* no record is longer than this */
 
-typedef struct {
+struct outbuf {
 	int fd;
 	int own_fd;           /* close on ob_close */
 	char *path;           /* for error messages */
@@ -26,33 +26,33 @@ typedef struct {
 	uint64_t written;     /* bytes of whole lines on disk */
 	uint64_t lines;
 	int error;            /* errno of the first failure, 0 if none */
-} OutBuf;
+};
 
 /* Creates path (O_CREAT|O_TRUNC|O_NOFOLLOW, mode 0640), or wraps stdout for
  * "-". 0, or -1 with a message in err. */
-int ob_open(OutBuf *ob, const char *path, char *err, size_t errlen);
+int ob_open(struct outbuf *ob, const char *path, char *err, size_t errlen);
 /* Writes what is buffered; -1 (and ob->error set) on failure. */
-int ob_flush(OutBuf *ob);
+int ob_flush(struct outbuf *ob);
 /* Flushes and closes; -1 if anything failed at any point. */
-int ob_close(OutBuf *ob);
+int ob_close(struct outbuf *ob);
 /* "path: reason" for the first error. */
-void ob_strerror(const OutBuf *ob, char *out, size_t len);
+void ob_strerror(const struct outbuf *ob, char *out, size_t len);
 
 /* Start a line: guarantees OB_LINE_MAX bytes of room. 0 or -1 on error. */
-int ob_begin(OutBuf *ob);
+int ob_begin(struct outbuf *ob);
 /* Finish the line with '\n'. */
-void ob_end(OutBuf *ob);
+void ob_end(struct outbuf *ob);
 
-void ob_lit(OutBuf *ob, const char *s);          /* raw text, no escaping */
-void ob_u64(OutBuf *ob, uint64_t v);
-void ob_s64(OutBuf *ob, int64_t v);
-void ob_fixed(OutBuf *ob, uint64_t v, unsigned decimals_of_1e9); /* v/1e9 etc */
-void ob_double(OutBuf *ob, double v);
+void ob_lit(struct outbuf *ob, const char *s);          /* raw text, no escaping */
+void ob_u64(struct outbuf *ob, uint64_t v);
+void ob_s64(struct outbuf *ob, int64_t v);
+void ob_fixed(struct outbuf *ob, uint64_t v, unsigned decimals_of_1e9); /* v/1e9 etc */
+void ob_double(struct outbuf *ob, double v);
 /* A JSON string, escaped, at most maxlen bytes of s. */
-void ob_jstr(OutBuf *ob, const char *s, size_t maxlen);
+void ob_jstr(struct outbuf *ob, const char *s, size_t maxlen);
 /* Convenience: ,"key": */
-void ob_key(OutBuf *ob, const char *key);
+void ob_key(struct outbuf *ob, const char *key);
 /* A whole line of pre-rendered JSON (from json-c). */
-int ob_put_line(OutBuf *ob, const char *text);
+int ob_put_line(struct outbuf *ob, const char *text);
 
 #endif

@@ -15,13 +15,13 @@
 #include <string.h>
 
 /* ---- a growable output buffer; the first failure sticks ---- */
-struct outbuf {
+struct textbuf {
 	char *data;
 	size_t len, cap;
 	int failed;
 };
 
-static void out_reserve(struct outbuf *b, size_t more)
+static void out_reserve(struct textbuf *b, size_t more)
 {
 	if (b->failed || b->len + more + 1 <= b->cap)
 		return;
@@ -38,7 +38,7 @@ static void out_reserve(struct outbuf *b, size_t more)
 }
 
 __attribute__((format(printf, 2, 3)))
-static void out_printf(struct outbuf *b, const char *fmt, ...)
+static void out_printf(struct textbuf *b, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -159,12 +159,12 @@ static void labels_add_proc(struct labels *l, const struct prom_snapshot *s, uin
 
 /* ---- family headers and samples ---- */
 
-static void family(struct outbuf *b, const char *name, const char *type, const char *help)
+static void family(struct textbuf *b, const char *name, const char *type, const char *help)
 {
 	out_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void sample_u64(struct outbuf *b, const char *name, const struct labels *l, uint64_t v)
+static void sample_u64(struct textbuf *b, const char *name, const struct labels *l, uint64_t v)
 {
 	if (l && l->len)
 		out_printf(b, "%s{%s} %" PRIu64 "\n", name, l->text, v);
@@ -172,7 +172,7 @@ static void sample_u64(struct outbuf *b, const char *name, const struct labels *
 		out_printf(b, "%s %" PRIu64 "\n", name, v);
 }
 
-static void sample_double(struct outbuf *b, const char *name, const struct labels *l, double v)
+static void sample_double(struct textbuf *b, const char *name, const struct labels *l, double v)
 {
 	char num[40];
 	fmt_double(num, sizeof(num), v);
@@ -230,7 +230,7 @@ static void agg_labels(struct labels *l, const struct prom_snapshot *s, const st
 	labels_add_proc(l, s, a->pid);
 }
 
-static void histogram_series(struct outbuf *b, const char *name, const struct labels *l,
+static void histogram_series(struct textbuf *b, const char *name, const struct labels *l,
 			     const struct prom_agg *a)
 {
 	char le[40];
@@ -250,7 +250,7 @@ static void histogram_series(struct outbuf *b, const char *name, const struct la
 	out_printf(b, "%s_count{%s} %" PRIu64 "\n", name, l->text, cum);
 }
 
-static void render_histograms(struct outbuf *b, const struct prom_snapshot *s, enum agg_class c)
+static void render_histograms(struct textbuf *b, const struct prom_snapshot *s, enum agg_class c)
 {
 	struct labels l;
 	family(b, class_info[c].hist, "histogram", class_info[c].hist_help);
@@ -262,7 +262,7 @@ static void render_histograms(struct outbuf *b, const struct prom_snapshot *s, e
 	}
 }
 
-static void render_span_extras(struct outbuf *b, const struct prom_snapshot *s)
+static void render_span_extras(struct textbuf *b, const struct prom_snapshot *s)
 {
 	struct labels l;
 	family(b, "spantrace_span_max_seconds", "gauge",
@@ -285,7 +285,7 @@ static void render_span_extras(struct outbuf *b, const struct prom_snapshot *s)
 
 /* Convenience counters for rate(): the same totals as the token and
  * request histograms' _count. */
-static void render_class_counter(struct outbuf *b, const struct prom_snapshot *s,
+static void render_class_counter(struct textbuf *b, const struct prom_snapshot *s,
 				 enum agg_class c, const char *name, const char *help)
 {
 	struct labels l;
@@ -303,7 +303,7 @@ static void render_class_counter(struct outbuf *b, const struct prom_snapshot *s
 
 /* ---- pools, KV cache, processes ---- */
 
-static void render_pools(struct outbuf *b, const struct prom_snapshot *s)
+static void render_pools(struct textbuf *b, const struct prom_snapshot *s)
 {
 	static const struct {
 		const char *name, *type, *help;
@@ -336,7 +336,7 @@ static void render_pools(struct outbuf *b, const struct prom_snapshot *s)
 	}
 }
 
-static void render_kv(struct outbuf *b, const struct prom_snapshot *s)
+static void render_kv(struct textbuf *b, const struct prom_snapshot *s)
 {
 	struct labels l;
 	family(b, "spantrace_kv_cache_used_bytes", "gauge", "KV cache bytes in use (last kv_usage probe).");
@@ -353,7 +353,7 @@ static void render_kv(struct outbuf *b, const struct prom_snapshot *s)
 	}
 }
 
-static void render_procs(struct outbuf *b, const struct prom_snapshot *s)
+static void render_procs(struct textbuf *b, const struct prom_snapshot *s)
 {
 	struct labels l;
 	family(b, "spantrace_tokens_per_second", "gauge",
@@ -375,7 +375,7 @@ static const char *const event_names[EV_TYPE_COUNT] = {
 	[EV_KERNEL] = "kernel", [EV_SAMPLE] = "sample",
 };
 
-static void render_event_family(struct outbuf *b, const char *name, const char *help,
+static void render_event_family(struct textbuf *b, const char *name, const char *help,
 				const __u64 *per_type)
 {
 	struct labels l;
@@ -387,13 +387,13 @@ static void render_event_family(struct outbuf *b, const char *name, const char *
 	}
 }
 
-static void render_counter1(struct outbuf *b, const char *name, const char *help, uint64_t v)
+static void render_counter1(struct textbuf *b, const char *name, const char *help, uint64_t v)
 {
 	family(b, name, "counter", help);
 	sample_u64(b, name, NULL, v);
 }
 
-static void render_losses(struct outbuf *b, const struct prom_snapshot *s)
+static void render_losses(struct textbuf *b, const struct prom_snapshot *s)
 {
 	const struct counters *c = &s->counters;
 	render_event_family(b, "spantrace_events_fired_total",
@@ -421,7 +421,7 @@ static void render_losses(struct outbuf *b, const struct prom_snapshot *s)
 			c->kernels_truncated);
 }
 
-static void render_tail(struct outbuf *b, const struct prom_snapshot *s)
+static void render_tail(struct textbuf *b, const struct prom_snapshot *s)
 {
 	const struct prom_tail *t = &s->tail;
 	struct labels l;
@@ -448,7 +448,7 @@ static void render_tail(struct outbuf *b, const struct prom_snapshot *s)
 	}
 }
 
-static void render_maps(struct outbuf *b, const struct prom_snapshot *s)
+static void render_maps(struct textbuf *b, const struct prom_snapshot *s)
 {
 	struct labels l;
 	family(b, "spantrace_bpf_map_bytes", "gauge", "Memory the tracer's BPF maps take, by map.");
@@ -515,7 +515,7 @@ static void snapshot_sort(struct prom_snapshot *s)
 
 int prom_render(struct prom_snapshot *s, char **out, size_t *len)
 {
-	struct outbuf b = { 0 };
+	struct textbuf b = { 0 };
 	struct labels l;
 
 	snapshot_sort(s);

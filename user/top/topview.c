@@ -17,7 +17,7 @@
 /* One line of the table: a window plus totals, and its numbers after the
  * last refresh. Aggregate rows have no window of their own. */
 struct tv_row {
-	Window win;            /* slots == NULL until the first value */
+	struct window win;            /* slots == NULL until the first value */
 	uint64_t count, last, last_ts;
 	int expanded;
 	struct topview_row st; /* numbers of the last refresh */
@@ -55,7 +55,7 @@ struct tv_pid {
 	int kv_seen;
 };
 
-struct TopView {
+struct topview {
 	uint64_t slot_ns;
 	unsigned nslots;
 	uint64_t start_ns, base_ns, now_ns, prev_refresh_ns;
@@ -88,7 +88,7 @@ struct TopView {
 	struct tv_node sel_node;
 	enum topview_sort sort;
 	int paused, help, page;
-	Hist *scratch;
+	struct hist *scratch;
 };
 
 /* ---- small helpers ---- */
@@ -104,7 +104,7 @@ static void row_free(struct tv_row *r)
 		window_free(&r->win);
 }
 
-static void row_add(TopView *tv, struct tv_row *r, uint64_t t, uint64_t v)
+static void row_add(struct topview *tv, struct tv_row *r, uint64_t t, uint64_t v)
 {
 	if (!r->win.slots && window_init(&r->win, tv->nslots, tv->slot_ns) != 0)
 		tv->oom++; /* totals still count; the window is missing */
@@ -115,7 +115,7 @@ static void row_add(TopView *tv, struct tv_row *r, uint64_t t, uint64_t v)
 	r->last_ts = t;
 }
 
-static struct tv_pid *pid_slot(TopView *tv, __u32 pid)
+static struct tv_pid *pid_slot(struct topview *tv, __u32 pid)
 {
 	for (unsigned i = 0; i < tv->npids; i++)
 		if (tv->pids[i].pid == pid)
@@ -132,11 +132,11 @@ static struct tv_pid *pid_slot(TopView *tv, __u32 pid)
 
 /* ---- lifecycle ---- */
 
-TopView *topview_new(uint64_t refresh_ns, unsigned nslots, uint64_t start_ns)
+struct topview *topview_new(uint64_t refresh_ns, unsigned nslots, uint64_t start_ns)
 {
 	if (refresh_ns == 0 || nslots == 0)
 		return NULL;
-	TopView *tv = calloc(1, sizeof(*tv));
+	struct topview *tv = calloc(1, sizeof(*tv));
 	if (!tv)
 		return NULL;
 	tv->scratch = malloc(sizeof(*tv->scratch));
@@ -154,7 +154,7 @@ TopView *topview_new(uint64_t refresh_ns, unsigned nslots, uint64_t start_ns)
 	return tv;
 }
 
-void topview_free(TopView *tv)
+void topview_free(struct topview *tv)
 {
 	if (!tv)
 		return;
@@ -175,7 +175,7 @@ void topview_free(TopView *tv)
 	free(tv);
 }
 
-int topview_set_target(TopView *tv, const char *binary, const char *level)
+int topview_set_target(struct topview *tv, const char *binary, const char *level)
 {
 	char *b = binary ? strdup(binary) : NULL;
 	char *l = level ? strdup(level) : NULL;
@@ -191,12 +191,12 @@ int topview_set_target(TopView *tv, const char *binary, const char *level)
 	return 0;
 }
 
-void topview_set_drops(TopView *tv, uint64_t dropped)
+void topview_set_drops(struct topview *tv, uint64_t dropped)
 {
 	tv->dropped = dropped;
 }
 
-void topview_set_ended(TopView *tv, int ended)
+void topview_set_ended(struct topview *tv, int ended)
 {
 	tv->ended = ended;
 }
@@ -204,7 +204,7 @@ void topview_set_ended(TopView *tv, int ended)
 /* ---- ingest ---- */
 
 /* Grows the layer table to hold layer; NULL when it can't. */
-static struct tv_layer *layer_at(TopView *tv, int layer)
+static struct tv_layer *layer_at(struct topview *tv, int layer)
 {
 	if (layer < 0 || layer >= TOPVIEW_MAX_LAYERS)
 		return NULL;
@@ -222,13 +222,13 @@ static struct tv_layer *layer_at(TopView *tv, int layer)
 	return &tv->layers[layer];
 }
 
-static void note_pid(TopView *tv, const struct event_header *h)
+static void note_pid(struct topview *tv, const struct event_header *h)
 {
 	tv->events++;
 	pid_slot(tv, h->pid);
 }
 
-void topview_on_span(TopView *tv, const struct span_event *ev)
+void topview_on_span(struct topview *tv, const struct span_event *ev)
 {
 	note_pid(tv, &ev->h);
 	if (ev->kind >= SPAN_KIND_COUNT) {
@@ -251,7 +251,7 @@ void topview_on_span(TopView *tv, const struct span_event *ev)
 	row_add(tv, row, ev->h.ts_ns + ev->dur_ns, ev->dur_ns);
 }
 
-void topview_on_token(TopView *tv, const struct token_event *ev)
+void topview_on_token(struct topview *tv, const struct token_event *ev)
 {
 	note_pid(tv, &ev->h);
 	if (!tv->have_token || ev->h.ts_ns < tv->first_token_ns)
@@ -262,13 +262,13 @@ void topview_on_token(TopView *tv, const struct token_event *ev)
 	row_add(tv, &tv->token, ev->h.ts_ns + ev->dur_ns, ev->dur_ns);
 }
 
-void topview_on_request(TopView *tv, const struct request_event *ev)
+void topview_on_request(struct topview *tv, const struct request_event *ev)
 {
 	note_pid(tv, &ev->h);
 	row_add(tv, &tv->request, ev->h.ts_ns + ev->dur_ns, ev->dur_ns);
 }
 
-void topview_on_kernel(TopView *tv, const struct kernel_event *ev)
+void topview_on_kernel(struct topview *tv, const struct kernel_event *ev)
 {
 	note_pid(tv, &ev->h);
 	if (ev->kernel_id >= KERNEL_COUNT || ev->end_ns < ev->start_ns) {
@@ -280,7 +280,7 @@ void topview_on_kernel(TopView *tv, const struct kernel_event *ev)
 	row_add(tv, &tv->kernel[ev->kernel_id], ev->h.ts_ns, ev->end_ns - ev->start_ns);
 }
 
-static void on_pool_event(TopView *tv, const struct alloc_event *ev)
+static void on_pool_event(struct topview *tv, const struct alloc_event *ev)
 {
 	note_pid(tv, &ev->h);
 	if (ev->pool >= POOL_COUNT) {
@@ -298,13 +298,13 @@ static void on_pool_event(TopView *tv, const struct alloc_event *ev)
 	}
 }
 
-void topview_on_alloc(TopView *tv, const struct alloc_event *ev)
+void topview_on_alloc(struct topview *tv, const struct alloc_event *ev)
 {
 	tv->allocs++;
 	on_pool_event(tv, ev);
 }
 
-void topview_on_free(TopView *tv, const struct alloc_event *ev)
+void topview_on_free(struct topview *tv, const struct alloc_event *ev)
 {
 	tv->frees++;
 	if (ev->unknown)
@@ -312,7 +312,7 @@ void topview_on_free(TopView *tv, const struct alloc_event *ev)
 	on_pool_event(tv, ev);
 }
 
-void topview_on_kv(TopView *tv, const struct kv_event *ev)
+void topview_on_kv(struct topview *tv, const struct kv_event *ev)
 {
 	note_pid(tv, &ev->h);
 	struct tv_pid *p = pid_slot(tv, ev->h.pid);
@@ -325,7 +325,7 @@ void topview_on_kv(TopView *tv, const struct kv_event *ev)
 
 int topview_on_record(void *ctx, const void *data, size_t size)
 {
-	TopView *tv = ctx;
+	struct topview *tv = ctx;
 	const struct event_header *h = data;
 	if (size >= sizeof(*h) && h->type == EV_SAMPLE) {
 		tv->events++; /* profile-mode samples: nothing for top to show */
@@ -375,7 +375,7 @@ int topview_read_rss(__u32 pid, uint64_t *bytes)
 	return 0;
 }
 
-int topview_poll_proc(TopView *tv)
+int topview_poll_proc(struct topview *tv)
 {
 	int gone = 0;
 	for (unsigned i = 0; i < tv->npids; i++) {
@@ -390,15 +390,15 @@ int topview_poll_proc(TopView *tv)
 
 /* The time the window covers now, shortened to the time since start/reset
  * so early rates are not diluted by time nobody watched. */
-static double window_seconds_since(const TopView *tv, uint64_t now, uint64_t since)
+static double window_seconds_since(const struct topview *tv, uint64_t now, uint64_t since)
 {
-	Window geometry = { .nslots = tv->nslots, .slot_ns = tv->slot_ns };
+	struct window geometry = { .nslots = tv->nslots, .slot_ns = tv->slot_ns };
 	uint64_t span = window_span_ns(&geometry, now);
 	uint64_t watched = now > since ? now - since : 0;
 	return (double)u64_min(span, watched) / 1e9;
 }
 
-static double window_seconds(const TopView *tv, uint64_t now)
+static double window_seconds(const struct topview *tv, uint64_t now)
 {
 	return window_seconds_since(tv, now, tv->base_ns);
 }
@@ -406,7 +406,7 @@ static double window_seconds(const TopView *tv, uint64_t now)
 /* tok/s now: tokens in the window over the window's time since generation
  * began; average: all tokens over first token begin .. last token end (the
  * engine's own tok/s for one run). */
-static void compute_token_rates(TopView *tv, uint64_t now)
+static void compute_token_rates(struct topview *tv, uint64_t now)
 {
 	tv->tok_now = tv->tok_avg = 0;
 	if (!tv->have_token)
@@ -420,7 +420,7 @@ static void compute_token_rates(TopView *tv, uint64_t now)
 		tv->tok_avg = (double)tv->token.count * 1e9 / (double)busy;
 }
 
-static void stats_from_hist(struct tv_row *r, const Hist *h, double secs)
+static void stats_from_hist(struct tv_row *r, const struct hist *h, double secs)
 {
 	r->st.wcount = h->count;
 	r->st.rate = secs > 0 ? (double)h->count / secs : 0.0;
@@ -435,7 +435,7 @@ static void stats_from_hist(struct tv_row *r, const Hist *h, double secs)
 	r->wsum = h->sum;
 }
 
-static void refresh_leaf(TopView *tv, struct tv_row *r, uint64_t now, double secs)
+static void refresh_leaf(struct topview *tv, struct tv_row *r, uint64_t now, double secs)
 {
 	hist_reset(tv->scratch);
 	if (r->win.slots)
@@ -445,7 +445,7 @@ static void refresh_leaf(TopView *tv, struct tv_row *r, uint64_t now, double sec
 
 /* An aggregate row: the merge of its members' windows, their summed
  * counts, and the last value of the member that ended last. */
-static void refresh_aggregate(TopView *tv, struct tv_row *agg, struct tv_row **members,
+static void refresh_aggregate(struct topview *tv, struct tv_row *agg, struct tv_row **members,
 			      size_t n, uint64_t now, double secs)
 {
 	hist_reset(tv->scratch);
@@ -468,7 +468,7 @@ static void set_share(struct tv_row *r, uint64_t forward_sum)
 	r->st.share = forward_sum ? (double)r->wsum / (double)forward_sum : -1.0;
 }
 
-static void compute_rows(TopView *tv, uint64_t now)
+static void compute_rows(struct topview *tv, uint64_t now)
 {
 	double secs = window_seconds(tv, now);
 	struct tv_row *members[TOPVIEW_MAX_LAYERS > KERNEL_COUNT ? TOPVIEW_MAX_LAYERS : KERNEL_COUNT];
@@ -505,9 +505,9 @@ static void compute_rows(TopView *tv, uint64_t now)
 	compute_token_rates(tv, now);
 }
 
-static void layout(TopView *tv);
+static void layout(struct topview *tv);
 
-void topview_refresh(TopView *tv, uint64_t now_ns)
+void topview_refresh(struct topview *tv, uint64_t now_ns)
 {
 	if (tv->paused)
 		return;
@@ -523,7 +523,7 @@ void topview_refresh(TopView *tv, uint64_t now_ns)
 
 /* ---- layout: the visible tree ---- */
 
-static struct tv_row *node_row(TopView *tv, const struct tv_node *n)
+static struct tv_row *node_row(struct topview *tv, const struct tv_node *n)
 {
 	switch (n->type) {
 	case N_REQUEST: return &tv->request;
@@ -550,7 +550,7 @@ static int node_equal(const struct tv_node *a, const struct tv_node *b)
 	return a->type == b->type && a->kind == b->kind && a->layer == b->layer;
 }
 
-static int layer_has_data(const TopView *tv, unsigned l)
+static int layer_has_data(const struct topview *tv, unsigned l)
 {
 	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
 		if (tv->layers[l].kind[k].count)
@@ -558,7 +558,7 @@ static int layer_has_data(const TopView *tv, unsigned l)
 	return 0;
 }
 
-static unsigned layers_with_data(const TopView *tv)
+static unsigned layers_with_data(const struct topview *tv)
 {
 	unsigned n = 0;
 	for (unsigned l = 0; l < tv->nlayers; l++)
@@ -566,7 +566,7 @@ static unsigned layers_with_data(const TopView *tv)
 	return n;
 }
 
-static int any_span(const TopView *tv)
+static int any_span(const struct topview *tv)
 {
 	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
 		if (tv->none[k].count)
@@ -574,7 +574,7 @@ static int any_span(const TopView *tv)
 	return layers_with_data(tv) > 0;
 }
 
-static void node_name(const TopView *tv, const struct tv_node *n, char *buf, size_t size)
+static void node_name(const struct topview *tv, const struct tv_node *n, char *buf, size_t size)
 {
 	switch (n->type) {
 	case N_REQUEST: snprintf(buf, size, "request"); break;
@@ -602,7 +602,7 @@ static size_t push_kid(struct kid *kids, size_t n, uint8_t type, unsigned kind, 
 	return n + 1;
 }
 
-static size_t children_of(const TopView *tv, const struct tv_node *parent, struct kid *kids)
+static size_t children_of(const struct topview *tv, const struct tv_node *parent, struct kid *kids)
 {
 	size_t n = 0;
 	if (!parent) {
@@ -676,7 +676,7 @@ static int cmp_kid(const void *a, const void *b)
 	return (x->order > y->order) - (x->order < y->order);
 }
 
-static int vis_push(TopView *tv, const struct tv_node *n)
+static int vis_push(struct topview *tv, const struct tv_node *n)
 {
 	if (tv->nvis == tv->cap_vis) {
 		size_t cap = tv->cap_vis ? tv->cap_vis * 2 : 64;
@@ -694,7 +694,7 @@ static int vis_push(TopView *tv, const struct tv_node *n)
 	return 0;
 }
 
-static void emit(TopView *tv, const struct tv_node *parent, int depth)
+static void emit(struct topview *tv, const struct tv_node *parent, int depth)
 {
 	struct kid kids[MAX_KIDS];
 	size_t n = children_of(tv, parent, kids);
@@ -712,7 +712,7 @@ static void emit(TopView *tv, const struct tv_node *parent, int depth)
 }
 
 /* Rebuilds the visible rows and keeps the selection on the same row. */
-static void layout(TopView *tv)
+static void layout(struct topview *tv)
 {
 	int had = tv->nvis > 0;
 	tv->nvis = 0;
@@ -733,17 +733,17 @@ static void layout(TopView *tv)
 
 /* ---- rows ---- */
 
-size_t topview_nrows(const TopView *tv)
+size_t topview_nrows(const struct topview *tv)
 {
 	return tv->nvis;
 }
 
-int topview_row_at(const TopView *tv, size_t i, struct topview_row *out)
+int topview_row_at(const struct topview *tv, size_t i, struct topview_row *out)
 {
 	if (i >= tv->nvis)
 		return -1;
 	const struct tv_vis *v = &tv->vis[i];
-	const struct tv_row *r = node_row((TopView *)tv, &v->node);
+	const struct tv_row *r = node_row((struct topview *)tv, &v->node);
 	*out = r->st;
 	out->name = v->name;
 	out->depth = v->node.depth;
@@ -752,7 +752,7 @@ int topview_row_at(const TopView *tv, size_t i, struct topview_row *out)
 	return 0;
 }
 
-long topview_find_row(const TopView *tv, const char *name)
+long topview_find_row(const struct topview *tv, const char *name)
 {
 	for (size_t i = 0; i < tv->nvis; i++)
 		if (strcmp(tv->vis[i].name, name) == 0)
@@ -760,39 +760,39 @@ long topview_find_row(const TopView *tv, const char *name)
 	return -1;
 }
 
-size_t topview_selected(const TopView *tv)
+size_t topview_selected(const struct topview *tv)
 {
 	return tv->sel;
 }
 
-enum topview_sort topview_sort_column(const TopView *tv)
+enum topview_sort topview_sort_column(const struct topview *tv)
 {
 	return tv->sort;
 }
 
-int topview_paused(const TopView *tv)
+int topview_paused(const struct topview *tv)
 {
 	return tv->paused;
 }
 
-int topview_help_shown(const TopView *tv)
+int topview_help_shown(const struct topview *tv)
 {
 	return tv->help;
 }
 
-void topview_set_page(TopView *tv, int rows)
+void topview_set_page(struct topview *tv, int rows)
 {
 	tv->page = rows > 1 ? rows : 1;
 }
 
-uint64_t topview_slot_ns(const TopView *tv)
+uint64_t topview_slot_ns(const struct topview *tv)
 {
 	return tv->slot_ns;
 }
 
 /* ---- keys ---- */
 
-static void select_row(TopView *tv, long i)
+static void select_row(struct topview *tv, long i)
 {
 	if (tv->nvis == 0)
 		return;
@@ -804,7 +804,7 @@ static void select_row(TopView *tv, long i)
 	tv->sel_node = tv->vis[i].node;
 }
 
-static int set_expanded(TopView *tv, int want)
+static int set_expanded(struct topview *tv, int want)
 {
 	if (tv->nvis == 0 || !node_expandable(&tv->vis[tv->sel].node))
 		return 0;
@@ -814,7 +814,7 @@ static int set_expanded(TopView *tv, int want)
 	return 1;
 }
 
-static void reset_windows(TopView *tv)
+static void reset_windows(struct topview *tv)
 {
 	struct tv_row *fixed[] = { &tv->request, &tv->token };
 	for (size_t i = 0; i < 2; i++)
@@ -835,7 +835,7 @@ static void reset_windows(TopView *tv)
 	layout(tv);
 }
 
-enum topview_key_result topview_key(TopView *tv, int ch)
+enum topview_key_result topview_key(struct topview *tv, int ch)
 {
 	if (ch == 'q' || ch == 'Q')
 		return TOPVIEW_KEY_QUIT;
@@ -1020,7 +1020,7 @@ static void put(char *buf, size_t size, int width, int *pos, const char *fmt, ..
 		*pos = (int)(limit - 1);
 }
 
-void topview_format_columns(const TopView *tv, char *buf, size_t size, int width)
+void topview_format_columns(const struct topview *tv, char *buf, size_t size, int width)
 {
 	int shown[NCOLS], pos = 0;
 	width = effective_width(width);
@@ -1036,7 +1036,7 @@ void topview_format_columns(const TopView *tv, char *buf, size_t size, int width
 	}
 }
 
-void topview_format_row(const TopView *tv, size_t i, char *buf, size_t size, int width)
+void topview_format_row(const struct topview *tv, size_t i, char *buf, size_t size, int width)
 {
 	struct topview_row r;
 	int shown[NCOLS], pos = 0;
@@ -1074,14 +1074,14 @@ void topview_format_row(const TopView *tv, size_t i, char *buf, size_t size, int
 			put(buf, size, width, &pos, " %*s", columns[c].width, cell[c]);
 }
 
-int topview_header_count(const TopView *tv)
+int topview_header_count(const struct topview *tv)
 {
 	int problems = tv->span_errors || tv->bad_events || tv->oom || tv->pids_untracked ||
 		       tv->unknown_frees;
 	return 5 + problems;
 }
 
-static void format_identity(const TopView *tv, char *buf, size_t size, int width)
+static void format_identity(const struct topview *tv, char *buf, size_t size, int width)
 {
 	int pos = 0;
 	/* states first: a long binary path must not push them off screen */
@@ -1102,7 +1102,7 @@ static void format_identity(const TopView *tv, char *buf, size_t size, int width
 	    (double)tv->nslots * (double)tv->slot_ns / 1e9);
 }
 
-static void format_throughput(const TopView *tv, char *buf, size_t size, int width)
+static void format_throughput(const struct topview *tv, char *buf, size_t size, int width)
 {
 	int pos = 0;
 	char cur[16], avg[16], evs[16], toks[16], reqs[16];
@@ -1129,7 +1129,7 @@ static void format_throughput(const TopView *tv, char *buf, size_t size, int wid
 
 /* Pools used so far (a pool never used, e.g. device on the CPU backend, is
  * left out), summed over pids, in pool order. Returns how many. */
-static unsigned used_pools(const TopView *tv, unsigned ids[POOL_COUNT],
+static unsigned used_pools(const struct topview *tv, unsigned ids[POOL_COUNT],
 			   uint64_t sums[POOL_COUNT][3])
 {
 	unsigned n = 0;
@@ -1154,7 +1154,7 @@ static unsigned used_pools(const TopView *tv, unsigned ids[POOL_COUNT],
 /* Two lines, two pools each, so four pools fit 80 columns. */
 #define POOLS_PER_LINE 2
 
-static void format_pools(const TopView *tv, int line, char *buf, size_t size, int width)
+static void format_pools(const struct topview *tv, int line, char *buf, size_t size, int width)
 {
 	unsigned ids[POOL_COUNT], n;
 	uint64_t sums[POOL_COUNT][3];
@@ -1179,7 +1179,7 @@ static void format_pools(const TopView *tv, int line, char *buf, size_t size, in
 	}
 }
 
-static void format_kv_rss(const TopView *tv, char *buf, size_t size, int width)
+static void format_kv_rss(const struct topview *tv, char *buf, size_t size, int width)
 {
 	int pos = 0, kv_seen = 0, rss_ok = 0;
 	uint64_t used = 0, cap = 0, rss = 0;
@@ -1212,7 +1212,7 @@ static void format_kv_rss(const TopView *tv, char *buf, size_t size, int width)
 	put(buf, size, width, &pos, "  allocs %" PRIu64 "  frees %" PRIu64, tv->allocs, tv->frees);
 }
 
-static void format_problems(const TopView *tv, char *buf, size_t size, int width)
+static void format_problems(const struct topview *tv, char *buf, size_t size, int width)
 {
 	int pos = 0;
 	put(buf, size, width, &pos, "problems:");
@@ -1228,7 +1228,7 @@ static void format_problems(const TopView *tv, char *buf, size_t size, int width
 		put(buf, size, width, &pos, " out of memory %" PRIu64, tv->oom);
 }
 
-void topview_format_header(const TopView *tv, int i, char *buf, size_t size, int width, int *alert)
+void topview_format_header(const struct topview *tv, int i, char *buf, size_t size, int width, int *alert)
 {
 	width = effective_width(width);
 	buf[0] = '\0';
@@ -1252,7 +1252,7 @@ void topview_format_header(const TopView *tv, int i, char *buf, size_t size, int
 	}
 }
 
-int topview_render_text(const TopView *tv, FILE *out, int width)
+int topview_render_text(const struct topview *tv, FILE *out, int width)
 {
 	char line[TOPVIEW_LINE_MAX];
 	int alert;

@@ -12,7 +12,7 @@
  *
  * Wiring `spantrace top` (what session.c's owner needs to write):
  *
- *     TopView *tv = topview_new(refresh_ns, TOPVIEW_DEFAULT_SLOTS, now_ns());
+ *     struct topview *tv = topview_new(refresh_ns, TOPVIEW_DEFAULT_SLOTS, now_ns());
  *     topview_set_target(tv, binary_path, "detail");
  *     session_open(&s, &opts, topview_on_record, tv, err, sizeof err);
  *     // poll(ctx, timeout_ms): session_poll(&s, timeout_ms); session_drain(&s);
@@ -50,42 +50,42 @@
 #define TOPVIEW_MAX_PIDS 16     /* pids tracked for the header and RSS */
 #define TOPVIEW_LINE_MAX 512    /* longest formatted line, NUL included */
 
-typedef struct TopView TopView;
+struct topview;
 
 /* A window of nslots slots of refresh_ns each (TOPVIEW_DEFAULT_SLOTS slots
  * of the refresh interval: a 1 s refresh shows the last ~10 s). NULL on
  * allocation failure or zero arguments. */
-TopView *topview_new(uint64_t refresh_ns, unsigned nslots, uint64_t start_ns);
-void topview_free(TopView *tv);
+struct topview *topview_new(uint64_t refresh_ns, unsigned nslots, uint64_t start_ns);
+void topview_free(struct topview *tv);
 
 /* Header facts; strings are copied. level: "coarse" or "detail". */
-int topview_set_target(TopView *tv, const char *binary, const char *level);
+int topview_set_target(struct topview *tv, const char *binary, const char *level);
 /* Sum of counters.dropped[] over types and CPUs; non-zero is flagged. */
-void topview_set_drops(TopView *tv, uint64_t dropped);
+void topview_set_drops(struct topview *tv, uint64_t dropped);
 /* Say the traced program has gone (shown in the header). */
-void topview_set_ended(TopView *tv, int ended);
+void topview_set_ended(struct topview *tv, int ended);
 
 /* ---- 1. ingest ---- */
-void topview_on_span(TopView *tv, const struct span_event *ev);
-void topview_on_token(TopView *tv, const struct token_event *ev);
-void topview_on_request(TopView *tv, const struct request_event *ev);
-void topview_on_kernel(TopView *tv, const struct kernel_event *ev);
-void topview_on_alloc(TopView *tv, const struct alloc_event *ev);
-void topview_on_free(TopView *tv, const struct alloc_event *ev);
-void topview_on_kv(TopView *tv, const struct kv_event *ev);
+void topview_on_span(struct topview *tv, const struct span_event *ev);
+void topview_on_token(struct topview *tv, const struct token_event *ev);
+void topview_on_request(struct topview *tv, const struct request_event *ev);
+void topview_on_kernel(struct topview *tv, const struct kernel_event *ev);
+void topview_on_alloc(struct topview *tv, const struct alloc_event *ev);
+void topview_on_free(struct topview *tv, const struct alloc_event *ev);
+void topview_on_kv(struct topview *tv, const struct kv_event *ev);
 /* One ring-buffer record of any type (a session_event_fn: ctx is the
- * TopView). Records too short for their type, or of an unknown type, are
+ * struct topview). Records too short for their type, or of an unknown type, are
  * counted as bad events. Always returns 0. */
 int topview_on_record(void *tv, const void *data, size_t size);
 
 /* Reads /proc/PID/statm of every pid seen; the header shows the summed RSS.
  * Returns how many pids could not be read (gone). */
-int topview_poll_proc(TopView *tv);
+int topview_poll_proc(struct topview *tv);
 /* RSS of one process in bytes from /proc/PID/statm; -1 if unreadable. */
 int topview_read_rss(__u32 pid, uint64_t *bytes);
 
 /* ---- 2. refresh ---- */
-void topview_refresh(TopView *tv, uint64_t now_ns);
+void topview_refresh(struct topview *tv, uint64_t now_ns);
 
 /* ---- keys (pure: only view state changes) ----
  * q quit; Up/Down or k/j move, PgUp/PgDn, Home/End (g/G); Enter or e expand
@@ -98,7 +98,7 @@ enum topview_key_result {
 	TOPVIEW_KEY_REDRAW,
 	TOPVIEW_KEY_QUIT,
 };
-enum topview_key_result topview_key(TopView *tv, int ch);
+enum topview_key_result topview_key(struct topview *tv, int ch);
 
 /* ---- rows: the same lines both renderers draw ---- */
 enum topview_sort {
@@ -128,34 +128,34 @@ struct topview_row {
 	double share;          /* of forward time in the window; < 0: none */
 };
 
-size_t topview_nrows(const TopView *tv);
+size_t topview_nrows(const struct topview *tv);
 /* 0 and *out filled for a visible row, -1 past the end. name stays valid
  * until the next refresh or key. */
-int topview_row_at(const TopView *tv, size_t i, struct topview_row *out);
+int topview_row_at(const struct topview *tv, size_t i, struct topview_row *out);
 /* Finds a visible row by its displayed name (trimmed); -1 if none. */
-long topview_find_row(const TopView *tv, const char *name);
-size_t topview_selected(const TopView *tv);
-enum topview_sort topview_sort_column(const TopView *tv);
-int topview_paused(const TopView *tv);
-int topview_help_shown(const TopView *tv);
+long topview_find_row(const struct topview *tv, const char *name);
+size_t topview_selected(const struct topview *tv);
+enum topview_sort topview_sort_column(const struct topview *tv);
+int topview_paused(const struct topview *tv);
+int topview_help_shown(const struct topview *tv);
 /* Rows the screen shows at once (curses sets it; PgUp/PgDn move that many). */
-void topview_set_page(TopView *tv, int rows);
+void topview_set_page(struct topview *tv, int rows);
 /* The refresh interval (= one window slot). */
-uint64_t topview_slot_ns(const TopView *tv);
+uint64_t topview_slot_ns(const struct topview *tv);
 
 /* Formatted lines of `width` columns at most (no newline). Header line i,
  * 0 <= i < topview_header_count(); *alert is set when the line reports a
  * problem (drops, errors) and should stand out. */
-int topview_header_count(const TopView *tv);
-void topview_format_header(const TopView *tv, int i, char *buf, size_t size, int width, int *alert);
-void topview_format_columns(const TopView *tv, char *buf, size_t size, int width);
-void topview_format_row(const TopView *tv, size_t i, char *buf, size_t size, int width);
+int topview_header_count(const struct topview *tv);
+void topview_format_header(const struct topview *tv, int i, char *buf, size_t size, int width, int *alert);
+void topview_format_columns(const struct topview *tv, char *buf, size_t size, int width);
+void topview_format_row(const struct topview *tv, size_t i, char *buf, size_t size, int width);
 /* Help text lines (NULL-terminated). */
 extern const char *const topview_help_lines[];
 
 /* ---- 3. render ---- */
 /* The whole view as plain text, like one frame of `top -b`. width 0: 80. */
-int topview_render_text(const TopView *tv, FILE *out, int width);
+int topview_render_text(const struct topview *tv, FILE *out, int width);
 
 /* Feeds events into the view for at most timeout_ms. Returns 0 to go on, 1
  * when the traced program has gone, < 0 (-errno) to stop with an error. */
@@ -164,11 +164,11 @@ typedef int (*topview_poll_fn)(void *ctx, int timeout_ms);
 /* Batch mode: every refresh interval polls, refreshes and prints a frame,
  * iterations times (0: until the poll says the target ended or SIGINT).
  * Returns 0, or the poll's negative error. */
-int topview_run_batch(TopView *tv, FILE *out, topview_poll_fn poll, void *ctx,
+int topview_run_batch(struct topview *tv, FILE *out, topview_poll_fn poll, void *ctx,
 		      int iterations, int width);
 /* The interactive view until q, SIGINT or SIGTERM; the terminal is restored
  * on every exit path. Returns 0, or the poll's negative error, or -1 if the
  * terminal could not be set up. */
-int topview_run_curses(TopView *tv, topview_poll_fn poll, void *ctx);
+int topview_run_curses(struct topview *tv, topview_poll_fn poll, void *ctx);
 
 #endif

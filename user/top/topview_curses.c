@@ -56,7 +56,7 @@ static int ms_until(uint64_t due, uint64_t now, int cap_ms)
 }
 
 /* A poll that has reported the end is not called again; time still passes. */
-static int poll_events(TopView *tv, topview_poll_fn poll, void *ctx, int *ended, int timeout_ms)
+static int poll_events(struct topview *tv, topview_poll_fn poll, void *ctx, int *ended, int timeout_ms)
 {
 	if (*ended) {
 		struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };
@@ -77,7 +77,7 @@ static int poll_events(TopView *tv, topview_poll_fn poll, void *ctx, int *ended,
 
 /* ---- batch ---- */
 
-static int batch_frame(TopView *tv, FILE *out, int width)
+static int batch_frame(struct topview *tv, FILE *out, int width)
 {
 	uint64_t now = mono_ns();
 	topview_poll_proc(tv);
@@ -88,7 +88,7 @@ static int batch_frame(TopView *tv, FILE *out, int width)
 	return fflush(out) == 0 ? 0 : -EIO;
 }
 
-int topview_run_batch(TopView *tv, FILE *out, topview_poll_fn poll, void *ctx,
+int topview_run_batch(struct topview *tv, FILE *out, topview_poll_fn poll, void *ctx,
 		      int iterations, int width)
 {
 	struct saved_signals saved;
@@ -150,7 +150,7 @@ static void draw_help(void)
 		mvaddnstr(y0 + 1 + i, x0 + 2, topview_help_lines[i], wide - 4);
 }
 
-static void draw(TopView *tv, struct screen *scr)
+static void draw(struct topview *tv, struct screen *scr)
 {
 	char line[TOPVIEW_LINE_MAX];
 	int width = COLS, alert, y = 0;
@@ -238,7 +238,7 @@ static SCREEN *screen_open(struct screen *scr)
 	return s;
 }
 
-int topview_run_curses(TopView *tv, topview_poll_fn poll, void *ctx)
+int topview_run_curses(struct topview *tv, topview_poll_fn poll, void *ctx)
 {
 	struct screen scr;
 	struct saved_signals saved;
