@@ -69,7 +69,7 @@ CL_SOURCES    := $(sort $(wildcard inference/kernels/*.cl))
 BPF_SRCS      := $(wildcard bpf/*.bpf.c)
 BPF_OBJS      := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
 BPF_SKELS     := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
-BPF_CFLAGS    := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Wall \
+BPF_CFLAGS    := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall \
                  -I$(BUILD) -Ibpf -Iinference -I/usr/include/$(MULTIARCH)
 
 # ---- the tracer ----

@@ -11,7 +11,9 @@
  * ends swallowed.
  *
  * Every matched duration also goes into the always-on aggregation maps (agg,
- * pools, kv) that the daemon and top read without streaming anything.
+ * pools, kv) that the daemon and the record summary read without streaming
+ * anything. agg keeps hist.h's log-linear buckets, the one histogram
+ * definition userspace shares.
  *
  * Ring buffer: events are submitted without waking the consumer (a wakeup per
  * event costs microseconds); only when the unread data passes wakeup_bytes is
@@ -23,6 +25,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/usdt.bpf.h>
 #include "spantrace.h"
+#include "maps.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -40,7 +43,7 @@ __u32 armed = 0;
 /* ---- maps ---- */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4 * 1024 * 1024); /* --ringbuf-kb overrides */
+	__uint(max_entries, 4096); /* sized before load: 2 MiB, or --ringbuf-kb */
 } rb SEC(".maps");
 
 struct {
@@ -124,9 +127,12 @@ struct {
 	__type(value, struct alloc_val);
 } allocs SEC(".maps");
 
+/* No preallocation: an entry is 4 KB, and a process uses 10 (coarse) to
+ * ~200 (detail, OpenCL) of them. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, AGG_MAX_ENTRIES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct agg_key);
 	__type(value, struct agg_val);
 } agg SEC(".maps");
@@ -193,6 +199,10 @@ static __always_inline struct counters *cnt(void)
 	return bpf_map_lookup_elem(&counters, &zero);
 }
 
+/* counters.field += n on this CPU. */
+#define COUNT_N(field, n) do { struct counters *c__ = cnt(); if (c__) c__->field += (n); } while (0)
+#define COUNT(field) COUNT_N(field, 1)
+
 /* Returns the tgid when this process is traced, 0 when it is filtered out. */
 static __always_inline __u32 traced_tgid(void)
 {
@@ -215,16 +225,14 @@ static __always_inline void fill_header(struct event_header *h, __u32 type, __u6
 /* Reserves an event of `type`, counting it as fired (and dropped on failure). */
 static __always_inline void *reserve(__u32 type, __u64 size)
 {
-	struct counters *c = cnt();
 	void *e;
 
 	if (type >= EV_TYPE_COUNT)
 		return 0;
-	if (c)
-		c->fired[type]++;
+	COUNT(fired[type]);
 	e = bpf_ringbuf_reserve(&rb, size, 0);
-	if (!e && c)
-		c->dropped[type]++;
+	if (!e)
+		COUNT(dropped[type]);
 	return e;
 }
 
@@ -235,50 +243,29 @@ static __always_inline void submit(void *e)
 	bpf_ringbuf_submit(e, avail > wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
-static __always_inline __u32 log2_bucket(__u64 v)
-{
-	__u32 r = 0, shift;
-
-	shift = (v > 0xFFFFFFFFULL) << 5; v >>= shift; r |= shift;
-	shift = (v > 0xFFFF) << 4; v >>= shift; r |= shift;
-	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
-	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
-	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
-	r |= (v >> 1);
-	return r < AGG_BUCKETS ? r : AGG_BUCKETS - 1;
-}
-
+/* One duration into its histogram; CPUs share the entry. */
 static __always_inline void agg_add(__u32 pid, __u32 kind, __s32 layer, __u64 dur, int error)
 {
 	struct agg_key key = { .pid = pid, .kind = kind, .layer = layer };
-	struct agg_val *v = bpf_map_lookup_elem(&agg, &key);
-	__u32 b;
+	struct agg_val *v = lookup_or_init(&agg, &key, &zero_agg);
+	__u32 b = hist_bucket(dur);
 
 	if (!v) {
-		bpf_map_update_elem(&agg, &key, &zero_agg, BPF_NOEXIST);
-		v = bpf_map_lookup_elem(&agg, &key);
-		if (!v)
-			return;
+		COUNT(agg_table_full);
+		return;
 	}
-	v->count++;
-	v->sum_ns += dur;
-	if (dur > v->max_ns)
-		v->max_ns = dur;
+	__sync_fetch_and_add(&v->count, 1);
+	__sync_fetch_and_add(&v->sum_ns, dur);
+	atomic_max(&v->max_ns, dur);
 	if (error)
-		v->errors++;
-	b = log2_bucket(dur);
-	if (b < AGG_BUCKETS)
-		v->buckets[b]++;
+		__sync_fetch_and_add(&v->errors, 1);
+	if (b < HIST_BUCKETS)
+		__sync_fetch_and_add(&v->buckets[b], 1);
 }
 
 static __always_inline struct thread_state *thread_get(__u32 tid, int create)
 {
-	struct thread_state *st = bpf_map_lookup_elem(&threads, &tid);
-
-	if (st || !create)
-		return st;
-	bpf_map_update_elem(&threads, &tid, &zero_thread, BPF_NOEXIST);
-	return bpf_map_lookup_elem(&threads, &tid);
+	return create ? lookup_or_init(&threads, &tid, &zero_thread) : bpf_map_lookup_elem(&threads, &tid);
 }
 
 /* ---- profile mode: counters and the process's current span ---- */
@@ -297,12 +284,9 @@ static __always_inline int counter_read(__u32 cpu, __u32 i, __u64 *out)
 static __always_inline struct frame_counters *frame_counters_get(__u32 d, int create)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct thread_counters *tc = bpf_map_lookup_elem(&thread_counters, &tid);
+	struct thread_counters *tc = create ? lookup_or_init(&thread_counters, &tid, &zero_thread_counters)
+					   : bpf_map_lookup_elem(&thread_counters, &tid);
 
-	if (!tc && create) {
-		bpf_map_update_elem(&thread_counters, &tid, &zero_thread_counters, BPF_NOEXIST);
-		tc = bpf_map_lookup_elem(&thread_counters, &tid);
-	}
 	return tc ? &tc->f[d & (SPAN_STACK_DEPTH - 1)] : 0;
 }
 
@@ -331,7 +315,6 @@ static __always_inline void counters_end(__u32 d, struct span_event *e)
 	struct frame_counters *f = frame_counters_get(d, 0);
 	__u32 cpu = bpf_get_smp_processor_id();
 	__u64 now;
-	struct counters *c;
 
 	if (f && f->valid && f->cpu == cpu) {
 		f->valid = 0; /* the frame is closed */
@@ -349,9 +332,7 @@ static __always_inline void counters_end(__u32 d, struct span_event *e)
 			return;
 		__builtin_memset(e->counters, 0, sizeof(e->counters));
 	}
-	c = cnt();
-	if (c)
-		c->counters_invalid++;
+	COUNT(counters_invalid);
 }
 
 static const struct proc_span no_proc_span = { .kind = SPAN_KIND_COUNT, .layer = LAYER_NONE };
@@ -375,7 +356,6 @@ static __always_inline int span_begin(__u32 kind, __s32 layer)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct thread_state *st;
-	struct counters *c;
 	__u32 d;
 
 	if (!traced_tgid())
@@ -386,9 +366,7 @@ static __always_inline int span_begin(__u32 kind, __s32 layer)
 	d = st->depth;
 	if (d >= SPAN_STACK_DEPTH) {
 		st->overflow++;
-		c = cnt();
-		if (c)
-			c->stack_overflow++;
+		COUNT(stack_overflow);
 		return 0;
 	}
 	st->stack[d & (SPAN_STACK_DEPTH - 1)].kind = kind;
@@ -407,9 +385,7 @@ static __always_inline int span_begin(__u32 kind, __s32 layer)
 
 static __always_inline void span_error(void)
 {
-	struct counters *c = cnt();
-	if (c)
-		c->span_errors++;
+	COUNT(span_errors);
 }
 
 /* An end whose begin was never seen. Ends are attached before begins, so
@@ -419,15 +395,12 @@ static __always_inline void span_error(void)
  * nesting error; before arming, begins may still be unattached. */
 static __always_inline void span_orphan(__u32 depth)
 {
-	struct counters *c;
 
 	if (depth && armed) {
 		span_error();
 		return;
 	}
-	c = cnt();
-	if (c)
-		c->orphan_ends++;
+	COUNT(orphan_ends);
 }
 
 static __always_inline int stream_span(__u32 kind, __u64 dur)
@@ -515,9 +488,7 @@ static __always_inline int span_end(__u64 now, __u32 kind, __s32 layer, __u32 fl
 		if (st->stack[i].kind == kind && st->stack[i].layer == layer) {
 			/* d frames above it were never closed: each is an error. */
 			if (d) {
-				struct counters *c = cnt();
-				if (c)
-					c->span_errors += d;
+				COUNT_N(span_errors, d);
 				flags |= SPAN_F_MISMATCH;
 			}
 			emit_span(st, pid, i, now, flags);
@@ -683,12 +654,8 @@ int BPF_USDT(request_end_prog, __u64 req, __u32 generated_tokens)
 static __always_inline struct pool_val *pool_get(__u32 pid, __u32 pool)
 {
 	struct pool_key key = { .pid = pid, .pool = pool };
-	struct pool_val *v = bpf_map_lookup_elem(&pools, &key);
 
-	if (v)
-		return v;
-	bpf_map_update_elem(&pools, &key, &zero_pool, BPF_NOEXIST);
-	return bpf_map_lookup_elem(&pools, &key);
+	return lookup_or_init(&pools, &key, &zero_pool);
 }
 
 static __always_inline void emit_alloc(__u32 type, __u32 pool, __u64 ptr, __u64 bytes,
@@ -732,7 +699,6 @@ int BPF_USDT(alloc_prog, __u32 pool, __u64 ptr, __u64 bytes, __u64 reserved)
 	struct alloc_key key = {};
 	struct alloc_val val = {}, *old;
 	struct pool_val *pv;
-	struct counters *c;
 	__u64 live, held;
 
 	key.pid = traced_tgid();
@@ -748,9 +714,7 @@ int BPF_USDT(alloc_prog, __u32 pool, __u64 ptr, __u64 bytes, __u64 reserved)
 		/* Its free was never seen: without this its bytes stay live. */
 		val = *old;
 		pool_release(key.pid, &val);
-		c = cnt();
-		if (c)
-			c->missed_frees++;
+		COUNT(missed_frees);
 	}
 	val.bytes = bytes;
 	val.reserved = reserved;
@@ -759,9 +723,7 @@ int BPF_USDT(alloc_prog, __u32 pool, __u64 ptr, __u64 bytes, __u64 reserved)
 		/* Not tracked, so not counted live either: its free will show
 		 * up as unknown, like that of an allocation made before the
 		 * attach, and the pool's figures stay consistent. */
-		c = cnt();
-		if (c)
-			c->alloc_table_full++;
+		COUNT(alloc_table_full);
 		emit_alloc(EV_ALLOC, pool, ptr, bytes, reserved, pool_get(key.pid, pool), 0);
 		return 0;
 	}
@@ -785,7 +747,6 @@ int BPF_USDT(free_prog, __u32 pool, __u64 ptr, __u64 bytes)
 	struct alloc_key key = {};
 	struct alloc_val *found, val;
 	struct pool_val *pv;
-	struct counters *c;
 
 	key.pid = traced_tgid();
 	if (!key.pid)
@@ -794,9 +755,7 @@ int BPF_USDT(free_prog, __u32 pool, __u64 ptr, __u64 bytes)
 	found = bpf_map_lookup_elem(&allocs, &key);
 	if (!found) {
 		/* Allocated before we attached, or never: do not guess its size. */
-		c = cnt();
-		if (c)
-			c->unknown_frees++;
+		COUNT(unknown_frees);
 		emit_alloc(EV_FREE, pool, ptr, bytes, 0, 0, 1);
 		return 0;
 	}
@@ -879,7 +838,6 @@ int BPF_USDT(cl_batch_prog, __u64 records, __u32 count)
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct batch_ctx bc = {};
 	struct thread_state *st;
-	struct counters *c;
 	__u32 n = count;
 
 	bc.pid = traced_tgid();
@@ -893,9 +851,7 @@ int BPF_USDT(cl_batch_prog, __u64 records, __u32 count)
 		bc.pos = st->pos;
 	}
 	if (n > CL_BATCH_MAX) {
-		c = cnt();
-		if (c)
-			c->kernels_truncated += n - CL_BATCH_MAX;
+		COUNT_N(kernels_truncated, n - CL_BATCH_MAX);
 		n = CL_BATCH_MAX;
 	}
 	bpf_loop(n, emit_kernel_record, &bc, 0);
@@ -911,7 +867,6 @@ int profile_sample(struct bpf_perf_event_data *ctx)
 	struct thread_state *st;
 	struct proc_span *ps;
 	struct sample_event *e;
-	struct counters *c;
 	__u32 d;
 
 	if (tid == 0)
@@ -952,9 +907,7 @@ int profile_sample(struct bpf_perf_event_data *ctx)
 	/* A user thread interrupted in user mode has no kernel stack (-EFAULT):
 	 * that is not an error, a missing user stack is. */
 	if (e->ustack_id < 0 || (e->kstack_id < 0 && e->kstack_id != -14)) {
-		c = cnt();
-		if (c)
-			c->stack_errors++;
+		COUNT(stack_errors);
 	}
 	submit(e);
 	return 0;

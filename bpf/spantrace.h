@@ -4,6 +4,7 @@
 #define SPANTRACE_H
 
 #include "probes.h"
+#include "hist.h"
 
 #define SPAN_STACK_DEPTH 16   /* per-thread nesting the kernel tracks */
 #define PERF_COUNTERS_MAX 4   /* span-attributed perf counters (profile mode) */
@@ -117,14 +118,16 @@ struct counters {
 	/* An allocation of a pointer still on record: the old one's free was
 	 * never seen; its bytes were taken out of its pool then. */
 	__u64 missed_frees;
+	/* Durations not aggregated because `agg` was full. */
+	__u64 agg_table_full;
 };
 
 
 /* ---- in-kernel aggregation (always on; the daemon reads only these) ----
- * Map `agg` (BPF_MAP_TYPE_PERCPU_HASH, key struct agg_key, value struct
- * agg_val; userspace sums the CPUs). Bucket i counts durations d with
- * 2^i <= d < 2^(i+1) ns (bucket 0 also takes d = 0); the last bucket is open. */
-#define AGG_BUCKETS 40
+ * Map `agg` (BPF_MAP_TYPE_HASH without preallocation, key struct agg_key,
+ * value struct agg_val): one histogram (hist.h) per process, span kind and
+ * layer. CPUs share an entry and add to it atomically, so its memory does
+ * not grow with the CPU count; a full table counts counters.agg_table_full. */
 #define AGG_MAX_ENTRIES 8192
 #define AGG_KIND_TOKEN   64          /* token_begin..token_end */
 #define AGG_KIND_REQUEST 65          /* request_begin..request_end */
@@ -142,7 +145,7 @@ struct agg_val {
 	__u64 sum_ns;
 	__u64 max_ns;
 	__u64 errors;   /* mismatched ends of this kind */
-	__u64 buckets[AGG_BUCKETS];
+	__u64 buckets[HIST_BUCKETS];
 };
 
 /* Map `pools` (BPF_MAP_TYPE_HASH, key struct pool_key, value struct pool_val). */

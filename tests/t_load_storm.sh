@@ -7,8 +7,10 @@
 # summary) == the engine's own probe-call counts, delivered + dropped ==
 # fired per event type, the JSONL holds exactly the delivered events, the
 # last drops record says how many were lost, and the in-kernel aggregation
-# still counts every span. Then the real engine at detail level on the
-# stories15M-shaped demo model with the default ring buffer loses nothing.
+# still counts every span. A storm over more (pid, kind, layer) series than
+# the kernel's histogram table holds counts every span it could not
+# aggregate. Then the real engine at detail level on the stories15M-shaped
+# demo model with the default ring buffer loses nothing.
 source "$(dirname "$0")/lib.sh"
 source "$ROOT/tests/helpers/fault_lib.sh"
 need_bpf
@@ -59,6 +61,23 @@ for n in forward rope; do
 		"$(jq ".spans.$n.count_in_kernel" "$s")"
 done
 assert_eq "span errors" 0 "$(jq .span_errors "$s")"
+
+# More series than the histogram table holds (8192): rope spans over 9000
+# layers. Every span is either in a histogram or counted as not aggregated.
+d=$TMP/full
+mkdir -p "$d"
+"$SPANTRACE" record -q -o /dev/null --summary "$d/s.json" -- \
+	"$TMP/probestorm" 18000 --layers 9000 --stats "$d/e.json" 2>"$d/rec.err" ||
+	fail "record over the full table failed: $(tail -n 3 "$d/rec.err")"
+full=$(jq .agg_table_full "$d/s.json")
+assert_le "durations the full table could not aggregate (else this proves nothing)" 1 "$full"
+# The request ends last, when the table is already full: its duration is
+# the one not aggregated besides the ropes'.
+assert_eq "rope spans + the request: aggregated + not aggregated == the engine's" \
+	"$(( $(jq .spans.rope.count "$d/e.json") + $(jq .requests "$d/e.json") ))" \
+	"$(( $(jq .spans.rope.count_in_kernel "$d/s.json") + full ))"
+assert_eq "forward spans, aggregated before the table filled" "$(jq .spans.forward.count "$d/e.json")" \
+	"$(jq .spans.forward.count_in_kernel "$d/s.json")"
 
 # The real engine, detail level, default ring buffer: nothing lost.
 ensure_demo_model

@@ -5,9 +5,10 @@
  * around a forward span (span_begin/end) around a rope op (op_begin/end),
  * i.e. three matched events a tracer streams. One request wraps the loop.
  * --stats writes the engine's exact probe-call counts, the ground truth the
- * tracer's fired/delivered/dropped must add up to.
+ * tracer's fired/delivered/dropped must add up to. --layers N cycles the
+ * rope op through layers 0..N-1, so the tracer aggregates N series of it.
  *
- * usage: probestorm ITERATIONS [--stats FILE]
+ * usage: probestorm ITERATIONS [--layers N] [--stats FILE]
  * Built by the tests themselves:
  *   gcc -O2 -Iinference tests/helpers/probestorm.c -Lbuild -linfer -Wl,-rpath,build */
 #include <errno.h>
@@ -29,7 +30,7 @@ static int parse_iterations(const char *s, uint64_t *out)
 	return 0;
 }
 
-static void storm(uint64_t iterations)
+static void storm(uint64_t iterations, uint64_t layers)
 {
 	const uint64_t req = 1;
 
@@ -38,8 +39,8 @@ static void storm(uint64_t iterations)
 		uint32_t pos = (uint32_t)i;
 		trace_token_begin(req, pos, pos & 511);
 		trace_span_begin(SPAN_FORWARD, LAYER_NONE);
-		trace_span_begin(SPAN_ROPE, 0);
-		trace_span_end(SPAN_ROPE, 0);
+		trace_span_begin(SPAN_ROPE, (int)(i % layers));
+		trace_span_end(SPAN_ROPE, (int)(i % layers));
 		trace_span_end(SPAN_FORWARD, LAYER_NONE);
 		trace_token_end(req, pos, (pos + 1) & 511);
 	}
@@ -48,23 +49,27 @@ static void storm(uint64_t iterations)
 
 int main(int argc, char **argv)
 {
-	uint64_t iterations;
+	uint64_t iterations, layers = 1;
 	const char *stats = NULL;
 
-	if (argc == 4 && !strcmp(argv[2], "--stats"))
-		stats = argv[3];
-	else if (argc != 2) {
-		fprintf(stderr, "usage: probestorm ITERATIONS [--stats FILE]\n");
+	if (argc < 2 || parse_iterations(argv[1], &iterations)) {
+		fprintf(stderr, "usage: probestorm ITERATIONS [--layers N] [--stats FILE]\n");
 		return 2;
 	}
-	if (parse_iterations(argv[1], &iterations)) {
-		fprintf(stderr, "probestorm: bad ITERATIONS '%s' (a positive integer)\n", argv[1]);
-		return 2;
+	for (int i = 2; i < argc; i++) {
+		if (!strcmp(argv[i], "--stats") && i + 1 < argc)
+			stats = argv[++i];
+		else if (!strcmp(argv[i], "--layers") && i + 1 < argc && !parse_iterations(argv[i + 1], &layers))
+			i++;
+		else {
+			fprintf(stderr, "probestorm: bad argument '%s'\n", argv[i]);
+			return 2;
+		}
 	}
 	if (stats)
 		trace_stats_enable();
 	uint64_t t0 = trace_now_ns();
-	storm(iterations);
+	storm(iterations, layers);
 	uint64_t wall = trace_now_ns() - t0;
 	if (stats) {
 		InferError err;

@@ -31,9 +31,11 @@ static void test_escape(void)
 
 static void test_bounds(void)
 {
-	CHECK(prom_bucket_le_seconds(0) == 1e-9, "bucket 0 bound");
-	CHECK(prom_bucket_le_seconds(9) == 1023e-9, "bucket 9 bound");
-	for (unsigned i = 1; i + 1 < AGG_BUCKETS; i++)
+	CHECK(prom_bucket_le_seconds(0) == 0, "bucket 0 holds 0 ns");
+	CHECK(prom_bucket_le_seconds(7) == 7e-9, "bucket 7 holds 7 ns");
+	CHECK(prom_bucket_le_seconds(hist_bucket(1023)) == 1023e-9, "1023 ns ends a bucket");
+	CHECK(prom_bucket_le_seconds(hist_bucket(1100)) == 1151e-9, "1100 ns: bucket 1024..1151");
+	for (unsigned i = 1; i < HIST_BUCKETS; i++)
 		CHECK(prom_bucket_le_seconds(i) > prom_bucket_le_seconds(i - 1), "bounds increase at %u", i);
 }
 
@@ -46,22 +48,22 @@ static void fill_sample(struct prom_snapshot *s)
 	static struct prom_proc procs[2];
 	static struct prom_map_mem maps[2] = { { "pools", 4096 }, { "agg", 1 << 20 } };
 	memset(aggs, 0, sizeof(aggs));
-	aggs[0] = (struct prom_agg){ .pid = 200, .kind = SPAN_QKV, .layer = 1, .count = 3, .sum_ns = 3000 };
-	aggs[0].buckets[9] = 3;               /* 512..1023 ns */
+	aggs[0] = (struct prom_agg){ .pid = 200, .kind = SPAN_QKV, .layer = 1, .count = 3, .sum_ns = 1800 };
+	aggs[0].buckets[hist_bucket(600)] = 3;
 	aggs[1] = (struct prom_agg){ .pid = 100, .kind = SPAN_QKV, .layer = 0, .count = 4,
 				     .sum_ns = 1500000001, .max_ns = 1500000000, .errors = 2 };
-	aggs[1].buckets[0] = 1;
-	aggs[1].buckets[10] = 2;
-	aggs[1].buckets[AGG_BUCKETS - 1] = 1; /* open-ended: only in +Inf */
+	aggs[1].buckets[hist_bucket(0)] = 1;
+	aggs[1].buckets[hist_bucket(1100)] = 2;
+	aggs[1].buckets[hist_bucket(1500000000)] = 1;
 	aggs[2] = (struct prom_agg){ .pid = 100, .kind = AGG_KIND_TOKEN, .layer = LAYER_NONE,
 				     .count = 7, .sum_ns = 21000000 };
-	aggs[2].buckets[21] = 7;
+	aggs[2].buckets[hist_bucket(3000000)] = 7;
 	aggs[3] = (struct prom_agg){ .pid = 100, .kind = AGG_KIND_KERNEL_BASE + KERNEL_MATVEC,
 				     .layer = 2, .count = 1, .sum_ns = 5000 };
-	aggs[3].buckets[12] = 1;
+	aggs[3].buckets[hist_bucket(5000)] = 1;
 	aggs[4] = (struct prom_agg){ .pid = 100, .kind = SPAN_FORWARD, .layer = LAYER_NONE,
 				     .count = 1, .sum_ns = 2000000 };
-	aggs[4].buckets[20] = 1;
+	aggs[4].buckets[hist_bucket(2000000)] = 1;
 	pools[0] = (struct prom_pool){ .pid = 200, .pool = POOL_WEIGHTS, .live_bytes = 10, .peak_bytes = 20 };
 	pools[1] = (struct prom_pool){ .pid = 100, .pool = POOL_KV_CACHE, .live_bytes = 30,
 				       .peak_bytes = 40, .allocs = 5, .frees = 4, .reserved_bytes = 36 };
@@ -160,9 +162,13 @@ static void test_render(void)
 #define BIN "binary=\"/opt/my \\\"infer\\\"\\\\bin\""
 	const char *expect[] = {
 		"spantrace_up{" BIN "} 1",
-		"spantrace_span_duration_seconds_bucket{span=\"qkv\",layer=\"0\",pid=\"100\"," BIN ",le=\"1e-09\"} 1",
+		"spantrace_span_duration_seconds_bucket{span=\"qkv\",layer=\"0\",pid=\"100\"," BIN ",le=\"0\"} 1",
 		"spantrace_span_duration_seconds_bucket{span=\"qkv\",layer=\"0\",pid=\"100\"," BIN ",le=\"1.023e-06\"} 1",
-		"spantrace_span_duration_seconds_bucket{span=\"qkv\",layer=\"0\",pid=\"100\"," BIN ",le=\"2.047e-06\"} 3",
+		"spantrace_span_duration_seconds_bucket{span=\"qkv\",layer=\"0\",pid=\"100\"," BIN ",le=\"1.151e-06\"} 3",
+		"spantrace_span_duration_seconds_bucket{span=\"qkv\",layer=\"1\",pid=\"200\"," BIN ",le=\"1.476395007\"} 3",
+		"spantrace_span_duration_seconds_bucket{span=\"qkv\",layer=\"1\",pid=\"200\"," BIN ",le=\"1.610612735\"} 3",
+		"spantrace_span_duration_seconds_bucket{span=\"forward\",layer=\"none\",pid=\"100\"," BIN ",le=\"0.001966079\"} 0",
+		"spantrace_span_duration_seconds_bucket{span=\"forward\",layer=\"none\",pid=\"100\"," BIN ",le=\"0.002097151\"} 1",
 		"spantrace_span_duration_seconds_bucket{span=\"qkv\",layer=\"0\",pid=\"100\"," BIN ",le=\"+Inf\"} 4",
 		"spantrace_span_duration_seconds_sum{span=\"qkv\",layer=\"0\",pid=\"100\"," BIN "} 1.500000001",
 		"spantrace_span_duration_seconds_count{span=\"qkv\",layer=\"0\",pid=\"100\"," BIN "} 4",
@@ -189,8 +195,16 @@ static void test_render(void)
 	for (size_t i = 0; i < sizeof(expect) / sizeof(expect[0]); i++)
 		CHECK(has_line(a, expect[i]), "missing line: %s", expect[i]);
 	CHECK(!strstr(a, "spantrace_tail_threshold_seconds{span=\"forward\""), "threshold off must not show");
+	/* A kind's series share their edges: every bucket from 0 ns up to the one
+	 * holding 1.5 s, for both processes, plus +Inf. */
+	int qkv_edges = (int)hist_bucket(1500000000) + 1 + 1;
 	CHECK(count_lines_starting(a, "spantrace_span_duration_seconds_bucket{span=\"qkv\",layer=\"0\"")
-		      == AGG_BUCKETS, "one bucket line per finite bound plus +Inf");
+		      == qkv_edges, "qkv layer 0: %d bucket lines", qkv_edges);
+	CHECK(count_lines_starting(a, "spantrace_span_duration_seconds_bucket{span=\"qkv\",layer=\"1\"")
+		      == qkv_edges, "qkv layer 1 has the same edges as layer 0");
+	/* One value: its bucket, the edge below it, +Inf. */
+	CHECK(count_lines_starting(a, "spantrace_span_duration_seconds_bucket{span=\"forward\"") == 3,
+	      "forward: 3 bucket lines");
 
 	/* Sorted: pid 100's series precede pid 200's. */
 	const char *p100 = strstr(a, "spantrace_span_duration_seconds_bucket{span=\"qkv\",layer=\"0\",pid=\"100\"");

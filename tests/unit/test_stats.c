@@ -317,6 +317,123 @@ static void test_window(void)
 	free(snap);
 }
 
+/* Prometheus' bucketQuantile over (le, cumulative count) pairs, the last
+ * one +Inf: what histogram_quantile() computes for one series. */
+static double promql_quantile(const double *le, const double *cum, int n, double q)
+{
+	double rank = q * cum[n - 1], start = 0, count, r;
+	int b = 0;
+
+	while (b < n - 1 && cum[b] < rank)
+		b++;
+	if (b == n - 1)
+		return le[n - 2];
+	count = cum[b];
+	r = rank;
+	if (b > 0) {
+		start = le[b - 1];
+		count -= cum[b - 1];
+		r -= cum[b - 1];
+	}
+	return start + (le[b] - start) * (r / count);
+}
+
+/* The buckets prom.c exposes for one series: from the edge below the first
+ * non-empty bucket to the last one, then +Inf. */
+static int exposed(const struct hist *h, double *le, double *cum)
+{
+	int first = -1, last = -1, n = 0;
+	double c = 0;
+
+	for (int b = 0; b < (int)HIST_BUCKETS; b++)
+		if (h->buckets[b]) {
+			first = first < 0 ? b : first;
+			last = b;
+		}
+	for (int b = 0; b <= last; b++) {
+		c += (double)h->buckets[b];
+		if (b >= first - 1) {
+			le[n] = (double)hist_bucket_high((unsigned)b);
+			cum[n++] = c;
+		}
+	}
+	le[n] = INFINITY;
+	cum[n++] = c;
+	return n;
+}
+
+/* hist_quantile reads what PromQL reads from the exposed buckets, within
+ * 1 ns (it interpolates over the bucket's integers) once both are kept
+ * within the exact min and max. */
+static void test_promql_agreement(void)
+{
+	static double le[HIST_BUCKETS + 2], cum[HIST_BUCKETS + 2];
+	struct hist *h = malloc(sizeof(*h));
+	int worst_shape = -1;
+	double worst = 0;
+
+	if (!h) {
+		CHECK(0, "out of memory");
+		return;
+	}
+	printf("promql: hist_quantile = histogram_quantile over the exposed buckets, +-1 ns\n");
+	for (int s = 0; s < SHAPE_COUNT; s++) {
+		if (s == HUGE_VALUES)
+			continue; /* doubles cannot tell 1 ns apart near 2^64 */
+		for (int n = 1; n <= 4096; n *= 8) {
+			hist_reset(h);
+			for (int i = 0; i < n; i++)
+				hist_add(h, draw((enum shape)s));
+			int ne = exposed(h, le, cum);
+			for (size_t i = 1; i < NQ; i++) { /* q = 0 has no rank for PromQL */
+				double p = promql_quantile(le, cum, ne, qs[i]);
+				p = p < (double)h->min ? (double)h->min : p > (double)h->max ? (double)h->max : p;
+				double d = fabs((double)hist_quantile(h, qs[i]) - p);
+				if (d > worst) {
+					worst = d;
+					worst_shape = s;
+				}
+				CHECK(d <= 1.0 + 1e-9 * p, "%s n=%d q%.3f: hist %" PRIu64 " vs promql %.1f",
+				      shape_names[s], n, qs[i], hist_quantile(h, qs[i]), p);
+			}
+		}
+	}
+	printf("  largest difference %.3f ns (%s)\n", worst, worst_shape >= 0 ? shape_names[worst_shape] : "-");
+	free(h);
+}
+
+/* hist_load keeps the kernel's counts; hist_quantile_edge bounds the tail. */
+static void test_load_and_edge(void)
+{
+	struct hist *h = malloc(sizeof(*h)), *k = malloc(sizeof(*k));
+
+	if (!h || !k) {
+		CHECK(0, "out of memory");
+		return;
+	}
+	printf("load/edge: kernel counts read back alike; at most (1-q) at or above the edge\n");
+	hist_reset(h);
+	for (int i = 0; i < 1000; i++)
+		hist_add(h, draw(LOGNORMAL));
+	hist_load(k, h->buckets, h->sum, h->max);
+	CHECK(k->count == h->count && k->sum == h->sum && k->max == h->max, "count/sum/max kept");
+	CHECK(k->min <= h->min && hist_bucket(k->min) == hist_bucket(h->min), "min: its bucket's lowest value");
+	for (size_t i = 0; i < NQ; i++)
+		CHECK(within_bound(hist_quantile(k, qs[i]), hist_quantile(h, qs[i])), "loaded q%.3f", qs[i]);
+	hist_load(k, h->buckets, h->sum, 0);
+	CHECK(hist_bucket(k->max) == hist_bucket(h->max), "unknown max: the last bucket's highest value");
+	for (double q = 0.5; q < 1; q += 0.05) {
+		uint64_t edge = hist_quantile_edge(h, q), at_or_above = h->count - hist_count_le(h, edge - 1);
+		CHECK(at_or_above <= h->count - (uint64_t)ceil(q * h->count - 1e-9),
+		      "q%.2f: %" PRIu64 " at or above edge %" PRIu64, q, at_or_above, edge);
+		CHECK(hist_count_le(h, edge - 1) == h->count - at_or_above, "edge - 1 ends a bucket");
+	}
+	hist_reset(k);
+	CHECK(hist_quantile_edge(k, 0.9) == UINT64_MAX, "empty: nothing is slow");
+	free(h);
+	free(k);
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -355,6 +472,8 @@ int main(void)
 	test_count_le();
 	test_merge();
 	test_window();
+	test_promql_agreement();
+	test_load_and_edge();
 	bench_hist_add();
 	if (failures) {
 		printf("%d check(s) failed\n", failures);

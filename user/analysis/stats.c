@@ -5,43 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SUB_COUNT (1u << HIST_SUB_BITS)
-
-/* ---- bucket geometry ----
- * v < SUB_COUNT: bucket v (exact). Otherwise, with m = index of v's top bit
- * and shift = m - HIST_SUB_BITS, the bucket is (shift + 1) * SUB_COUNT plus
- * the HIST_SUB_BITS bits just below the top one; it spans 2^shift values. */
-static inline unsigned bucket_of(uint64_t v)
-{
-	if (v < SUB_COUNT)
-		return (unsigned)v;
-	unsigned shift = (unsigned)(63 - __builtin_clzll(v)) - HIST_SUB_BITS;
-	return ((shift + 1) << HIST_SUB_BITS) + (unsigned)((v >> shift) & (SUB_COUNT - 1));
-}
-
-static inline uint64_t bucket_low(unsigned b)
-{
-	if (b < SUB_COUNT)
-		return b;
-	unsigned shift = (b >> HIST_SUB_BITS) - 1;
-	return ((uint64_t)SUB_COUNT + (b & (SUB_COUNT - 1))) << shift;
-}
-
-static inline uint64_t bucket_high(unsigned b)
-{
-	if (b < SUB_COUNT)
-		return b;
-	unsigned shift = (b >> HIST_SUB_BITS) - 1;
-	return bucket_low(b) + ((UINT64_C(1) << shift) - 1);
-}
-
-/* The midpoint keeps the read-back error within half a bucket. */
-static inline uint64_t bucket_mid(unsigned b)
-{
-	uint64_t lo = bucket_low(b);
-	return lo + (bucket_high(b) - lo) / 2;
-}
-
 /* ---- struct hist ---- */
 
 void hist_reset(struct hist *h)
@@ -58,7 +21,7 @@ void hist_add(struct hist *h, uint64_t v)
 		h->max = v;
 	h->count++;
 	h->sum += v;
-	h->buckets[bucket_of(v)]++;
+	h->buckets[hist_bucket(v)]++;
 }
 
 void hist_merge(struct hist *into, const struct hist *from)
@@ -72,9 +35,31 @@ void hist_merge(struct hist *into, const struct hist *from)
 	into->count += from->count;
 	into->sum += from->sum;
 	/* Only the buckets between from's min and max can be non-zero. */
-	unsigned lo = bucket_of(from->min), hi = bucket_of(from->max);
+	unsigned lo = hist_bucket(from->min), hi = hist_bucket(from->max);
 	for (unsigned b = lo; b <= hi; b++)
 		into->buckets[b] += from->buckets[b];
+}
+
+void hist_load(struct hist *h, const __u64 buckets[HIST_BUCKETS], uint64_t sum, uint64_t max)
+{
+	int first = -1, last = -1;
+
+	hist_reset(h);
+	for (unsigned b = 0; b < HIST_BUCKETS; b++) {
+		h->buckets[b] = buckets[b];
+		h->count += buckets[b];
+		if (buckets[b]) {
+			first = first < 0 ? (int)b : first;
+			last = (int)b;
+		}
+	}
+	if (!h->count)
+		return;
+	h->sum = sum;
+	h->min = hist_bucket_low((unsigned)first);
+	/* A max that is not in the last bucket (unknown, or read while the
+	 * kernel was between its adds) becomes that bucket's highest value. */
+	h->max = hist_bucket((uint64_t)max) == (unsigned)last ? max : hist_bucket_high((unsigned)last);
 }
 
 /* 1-based nearest rank ceil(q*n), within [1, n]. The small slack keeps
@@ -89,25 +74,57 @@ static uint64_t nearest_rank(double q, uint64_t n)
 	return (uint64_t)r;
 }
 
+/* The first bucket whose cumulative count reaches rank (a real number, as
+ * PromQL uses it); *before gets the count below that bucket. */
+static unsigned bucket_at_rank(const struct hist *h, double rank, uint64_t *before)
+{
+	unsigned lo = hist_bucket(h->min), hi = hist_bucket(h->max);
+	uint64_t cum = 0;
+
+	for (unsigned b = lo; b < hi; b++) {
+		if ((double)(cum + h->buckets[b]) >= rank && h->buckets[b]) {
+			*before = cum;
+			return b;
+		}
+		cum += h->buckets[b];
+	}
+	*before = cum;
+	return hi;
+}
+
+/* histogram_quantile's interpolation, over the integers the bucket holds:
+ * from its lowest value to its highest, in proportion to the rank's place
+ * among its counts. PromQL starts at the previous bucket's `le` instead,
+ * one nanosecond lower, which would make even the exact buckets inexact. */
 uint64_t hist_quantile(const struct hist *h, double q)
 {
+	uint64_t before;
+	double rank, lower, upper, v;
+	unsigned b;
+
 	if (h->count == 0)
 		return 0;
-	uint64_t rank = nearest_rank(q, h->count);
-	if (rank == 1)
+	rank = (q > 0 ? (q < 1 ? q : 1) : 0) * (double)h->count;
+	b = bucket_at_rank(h, rank, &before);
+	lower = (double)hist_bucket_low(b);
+	upper = (double)hist_bucket_high(b);
+	v = h->buckets[b] ? lower + (upper - lower) * (rank - (double)before) / (double)h->buckets[b] : upper;
+	if (v <= (double)h->min)
 		return h->min;
-	if (rank == h->count)
+	if (v >= (double)h->max)
 		return h->max;
-	unsigned lo = bucket_of(h->min), hi = bucket_of(h->max);
-	uint64_t seen = 0;
-	for (unsigned b = lo; b <= hi; b++) {
-		seen += h->buckets[b];
-		if (seen >= rank) {
-			uint64_t v = bucket_mid(b);
-			return v < h->min ? h->min : v > h->max ? h->max : v;
-		}
-	}
-	return h->max; /* unreachable while buckets agree with count */
+	return (uint64_t)v;
+}
+
+uint64_t hist_quantile_edge(const struct hist *h, double q)
+{
+	uint64_t before;
+	unsigned b;
+
+	if (h->count == 0)
+		return UINT64_MAX;
+	b = bucket_at_rank(h, (double)nearest_rank(q, h->count), &before);
+	return b + 1 < HIST_BUCKETS ? hist_bucket_low(b + 1) : UINT64_MAX;
 }
 
 double hist_mean(const struct hist *h)
@@ -124,10 +141,10 @@ uint64_t hist_count_le(const struct hist *h, uint64_t bound)
 	/* Whole buckets only: a bucket straddling bound is left out, so the
 	 * result is exact at bucket edges and never over-counts. */
 	uint64_t n = 0;
-	unsigned lo = bucket_of(h->min), last = bucket_of(bound);
+	unsigned lo = hist_bucket(h->min), last = hist_bucket(bound);
 	for (unsigned b = lo; b < last; b++)
 		n += h->buckets[b];
-	if (bucket_high(last) <= bound)
+	if (hist_bucket_high(last) <= bound)
 		n += h->buckets[last];
 	return n;
 }

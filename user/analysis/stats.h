@@ -1,34 +1,46 @@
 /* stats.h - the one statistics module: histograms, percentiles, rolling
- * windows. The record summary, the top view and the Prometheus endpoint all
- * use it, so a p95 means the same thing everywhere.
+ * windows. The record summary and metrics stream, the top view, the daemon's
+ * thresholds and the Prometheus buckets all use it, over the bucket
+ * geometry of bpf/hist.h that the kernel's aggregation uses too, so a p95
+ * means the same thing everywhere.
  *
- * Percentiles are nearest-rank: the value at sorted index ceil(q*n)-1, the
- * same definition the engine's --stats uses. */
+ * Exact percentiles are nearest-rank: the value at sorted index ceil(q*n)-1,
+ * the same definition the engine's --stats uses. Percentiles read from a
+ * histogram are computed as PromQL's histogram_quantile() computes them
+ * (rank q*n, linear inside the bucket that holds it; here over the bucket's
+ * integers, so at most 1 ns apart), then kept within the exact min and max:
+ * they lie in the bucket of the nearest-rank value, so within 12.5% of it
+ * (hist.h). */
 #ifndef SPANTRACE_STATS_H
 #define SPANTRACE_STATS_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <linux/types.h>
+#include "hist.h"
 
-/* ---- log-linear histogram of u64 values (ns) ----
- * Values below 2^HIST_SUB_BITS are exact; above, each power of two is split
- * into 2^HIST_SUB_BITS sub-buckets, so a quantile read back is within
- * 2^-HIST_SUB_BITS relative of a value in that bucket. Fixed size, no malloc. */
-#define HIST_SUB_BITS 7
-#define HIST_BUCKETS ((64 - HIST_SUB_BITS + 1) << HIST_SUB_BITS)
-
+/* ---- a histogram of u64 values (ns) in hist.h's buckets ----
+ * Fixed size (4 KB), no malloc. */
 struct hist {
 	uint64_t count, sum, min, max;
-	uint32_t buckets[HIST_BUCKETS];
+	__u64 buckets[HIST_BUCKETS];   /* the kernel's type: loaded as is */
 };
 
 void hist_reset(struct hist *h);
 void hist_add(struct hist *h, uint64_t v);
 void hist_merge(struct hist *into, const struct hist *from);
-/* Nearest-rank quantile (q in [0,1]); 0 when empty. Exact for the min and max. */
+/* Loads counts the kernel kept (struct agg_val): min becomes the lowest
+ * value of the first non-empty bucket, and max, if it is not in the last
+ * non-empty bucket (0 = unknown), that bucket's highest value. */
+void hist_load(struct hist *h, const __u64 buckets[HIST_BUCKETS], uint64_t sum, uint64_t max);
+/* The q-quantile (q in [0,1]) as above; 0 when empty. Exact at q = 0 and 1. */
 uint64_t hist_quantile(const struct hist *h, double q);
+/* The exclusive upper edge of the bucket holding the nearest-rank
+ * q-quantile: at most a (1-q) share of the values is at or above it. */
+uint64_t hist_quantile_edge(const struct hist *h, double q);
 double hist_mean(const struct hist *h);
-/* Count of values <= bound (for Prometheus `le` buckets). */
+/* Count of values <= bound: exact when bound is a bucket's last value,
+ * never more than the truth otherwise (for Prometheus `le` buckets). */
 uint64_t hist_count_le(const struct hist *h, uint64_t bound);
 
 /* ---- a distribution: exact samples up to a cap, a histogram always ----
@@ -56,8 +68,8 @@ int dist_is_exact(const struct dist *d);
  * Time is split into intervals of slot_ns; adding at time t goes into t's
  * slot, and slots older than the window are cleared as time moves on. */
 struct window {
-	struct hist *slots;         /* [nslots] */
-	uint64_t *slot_start; /* interval index each slot holds */
+	struct hist *slots;       /* [nslots] */
+	uint64_t *slot_start;     /* interval index each slot holds */
 	unsigned nslots;
 	uint64_t slot_ns;
 };

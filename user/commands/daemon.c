@@ -17,18 +17,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 
 #include "commands/daemon_config.h"
 #include "output/export.h"
 #include "output/httpd.h"
 #include "output/outbuf.h"
+#include "analysis/stats.h"
 #include "output/prom.h"
 #include "output/rotate.h"
+#include "core/maps.h"
 #include "core/session.h"
 #include "core/target.h"
-#include "spantrace.skel.h"
 
 extern char **environ;
 
@@ -46,7 +45,10 @@ struct proc_track {
 	double tokens_per_second;
 };
 
-typedef uint64_t kind_hist[SPAN_KIND_COUNT][AGG_BUCKETS];
+/* Bucket counts (hist.h) per span kind. */
+struct kind_counts {
+	__u64 b[SPAN_KIND_COUNT][HIST_BUCKETS];
+};
 
 struct daemon {
 	struct daemon_config cfg;
@@ -60,14 +62,13 @@ struct daemon {
 	pthread_mutex_t lock;
 	struct prom_snapshot snap;   /* guarded by lock */
 
-	int ncpu;
-	struct agg_val *percpu;      /* scratch for one per-CPU lookup */
 	struct proc_track *procs;
 	size_t nprocs, procs_cap;
 	uint64_t last_tick_ns, dead_grace_ns;
 
 	/* --slow-pct: per-kind bucket deltas of the last THRESH_WINDOW ticks */
-	kind_hist prev_cum, retired, window[THRESH_WINDOW];
+	struct kind_counts cum, prev_cum, retired, window[THRESH_WINDOW];
+	struct hist merged;          /* scratch: one kind over the window */
 	unsigned wslot;
 	uint64_t slow_ns[SPAN_KIND_COUNT];
 };
@@ -107,10 +108,8 @@ static int line_buffer_init(struct outbuf *ob)
 
 static void write_thresholds(struct daemon *d)
 {
-	int fd = session_map_fd(&d->s, "slow_ns");
-	for (__u32 k = 0; k < SPAN_KIND_COUNT; k++)
-		if (fd >= 0 && bpf_map_update_elem(fd, &k, &d->slow_ns[k], BPF_ANY))
-			st_err("cannot set the slow-span threshold: %s", strerror(errno));
+	if (maps_set_slow_thresholds(&d->s, d->slow_ns))
+		st_err("cannot set the slow-span threshold: %s", strerror(errno));
 }
 
 static void initial_thresholds(struct daemon *d)
@@ -123,23 +122,6 @@ static void initial_thresholds(struct daemon *d)
 		d->slow_ns[k] = v;
 }
 
-/* The upper edge of the log2 bucket holding the nearest-rank quantile. Not
- * interpolated: a tail budget of (1-q) must hold, and at most (1-q) of the
- * history lies above that edge, while an interpolated estimate inside a
- * factor-of-two bucket can sit below most of it (t_daemon_tail). */
-static uint64_t log2_quantile(const uint64_t *buckets, uint64_t total, double q)
-{
-	uint64_t rank = (uint64_t)ceil(q * (double)total), cum = 0;
-	if (rank == 0)
-		rank = 1;
-	for (unsigned i = 0; i < AGG_BUCKETS; i++) {
-		cum += buckets[i];
-		if (buckets[i] && cum >= rank)
-			return i + 1 < 64 ? (UINT64_C(2) << i) : UINT64_MAX;
-	}
-	return UINT64_MAX;
-}
-
 /* Samples a window needs before its percentile is trusted: ten beyond it. */
 static uint64_t min_samples(double pct)
 {
@@ -147,30 +129,34 @@ static uint64_t min_samples(double pct)
 	return n < 20 ? 20 : (uint64_t)ceil(n);
 }
 
+/* The threshold is the upper edge of the bucket that holds the nearest-rank
+ * percentile, not an interpolation: a tail budget of (1-q) must hold, and
+ * at most (1-q) of the window lies at or above that edge (t_daemon_tail). */
 static void update_pct_thresholds(struct daemon *d, const struct prom_snapshot *s)
 {
-	kind_hist cum;
-	memcpy(cum, d->retired, sizeof(cum));
+	struct kind_counts *cum = &d->cum, *slot = &d->window[d->wslot];
+
+	*cum = d->retired;
 	for (size_t i = 0; i < s->naggs; i++)
 		if (s->aggs[i].kind < SPAN_KIND_COUNT)
-			for (unsigned b = 0; b < AGG_BUCKETS; b++)
-				cum[s->aggs[i].kind][b] += s->aggs[i].buckets[b];
-	uint64_t (*slot)[AGG_BUCKETS] = d->window[d->wslot];
+			for (unsigned b = 0; b < HIST_BUCKETS; b++)
+				cum->b[s->aggs[i].kind][b] += s->aggs[i].buckets[b];
 	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
-		for (unsigned b = 0; b < AGG_BUCKETS; b++)
-			slot[k][b] = cum[k][b] >= d->prev_cum[k][b] ? cum[k][b] - d->prev_cum[k][b] : 0;
-	memcpy(d->prev_cum, cum, sizeof(cum));
+		for (unsigned b = 0; b < HIST_BUCKETS; b++)
+			slot->b[k][b] = cum->b[k][b] >= d->prev_cum.b[k][b] ? cum->b[k][b] - d->prev_cum.b[k][b] : 0;
+	d->prev_cum = *cum;
 	d->wslot = (d->wslot + 1) % THRESH_WINDOW;
 
 	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++) {
-		uint64_t merged[AGG_BUCKETS] = { 0 }, total = 0;
-		for (unsigned w = 0; w < THRESH_WINDOW; w++)
-			for (unsigned b = 0; b < AGG_BUCKETS; b++) {
-				merged[b] += d->window[w][k][b];
-				total += d->window[w][k][b];
-			}
-		if (total >= min_samples(d->cfg.slow_pct))
-			d->slow_ns[k] = log2_quantile(merged, total, d->cfg.slow_pct / 100.0);
+		/* the window's counts of kind k, merged into cum's row k */
+		for (unsigned b = 0; b < HIST_BUCKETS; b++) {
+			cum->b[k][b] = 0;
+			for (unsigned w = 0; w < THRESH_WINDOW; w++)
+				cum->b[k][b] += d->window[w].b[k][b];
+		}
+		hist_load(&d->merged, cum->b[k], 0, 0);
+		if (d->merged.count >= min_samples(d->cfg.slow_pct))
+			d->slow_ns[k] = hist_quantile_edge(&d->merged, d->cfg.slow_pct / 100.0);
 	}
 	write_thresholds(d);
 }
@@ -195,39 +181,29 @@ struct map_read {
 	size_t cap;
 };
 
-static int agg_entry(void *ctx, const void *key, void *value)
+static int agg_entry(void *ctx, const struct agg_key *k, const struct agg_val *v)
 {
 	struct map_read *r = ctx;
-	const struct agg_key *k = key;
-	const struct agg_val *percpu = value;
 	struct prom_agg *arr = grow(r->s->aggs, &r->cap, r->s->naggs, sizeof(*arr));
 
 	if (!arr)
 		return -1;
 	r->s->aggs = arr;
 	struct prom_agg *a = &arr[r->s->naggs++];
-	memset(a, 0, sizeof(*a));
 	a->pid = k->pid;
 	a->kind = k->kind;
 	a->layer = k->layer;
-	for (int c = 0; c < r->d->ncpu; c++) {
-		const struct agg_val *v = &percpu[c];
-		a->count += v->count;
-		a->sum_ns += v->sum_ns;
-		a->errors += v->errors;
-		if (v->max_ns > a->max_ns)
-			a->max_ns = v->max_ns;
-		for (unsigned b = 0; b < AGG_BUCKETS; b++)
-			a->buckets[b] += v->buckets[b];
-	}
+	a->count = v->count;
+	a->sum_ns = v->sum_ns;
+	a->max_ns = v->max_ns;
+	a->errors = v->errors;
+	memcpy(a->buckets, v->buckets, sizeof(a->buckets));
 	return 0;
 }
 
-static int pool_entry(void *ctx, const void *key, void *value)
+static int pool_entry(void *ctx, const struct pool_key *k, const struct pool_val *v)
 {
 	struct map_read *r = ctx;
-	const struct pool_key *k = key;
-	const struct pool_val *v = value;
 	struct prom_pool *arr = grow(r->s->pools, &r->cap, r->s->npools, sizeof(*arr));
 
 	if (!arr)
@@ -238,71 +214,35 @@ static int pool_entry(void *ctx, const void *key, void *value)
 	return 0;
 }
 
-static int kv_entry(void *ctx, const void *key, void *value)
+static int kv_entry(void *ctx, __u32 pid, const struct kv_val *v)
 {
 	struct map_read *r = ctx;
-	const struct kv_val *v = value;
 	struct prom_kv *arr = grow(r->s->kvs, &r->cap, r->s->nkvs, sizeof(*arr));
 
 	if (!arr)
 		return -1;
 	r->s->kvs = arr;
-	arr[r->s->nkvs++] = (struct prom_kv){ *(const __u32 *)key, v->used_bytes, v->capacity_bytes };
+	arr[r->s->nkvs++] = (struct prom_kv){ pid, v->used_bytes, v->capacity_bytes };
 	return 0;
 }
 
-static int read_aggs(struct daemon *d, struct prom_snapshot *s)
+static int read_maps(struct daemon *d, struct prom_snapshot *s)
 {
-	struct map_read r = { d, s, 0 };
-	return session_map_foreach(&d->s, "agg", d->percpu, agg_entry, &r) == -1 ? -1 : 0;
+	struct map_read aggs = { d, s, 0 }, pools = { d, s, 0 }, kvs = { d, s, 0 };
+
+	return maps_foreach_agg(&d->s, agg_entry, &aggs) || maps_foreach_pool(&d->s, pool_entry, &pools) ||
+	       maps_foreach_kv(&d->s, kv_entry, &kvs) ? -1 : 0;
 }
 
-static int read_pools(struct daemon *d, struct prom_snapshot *s)
+static void map_memory_entry(void *ctx, const char *name, uint64_t bytes)
 {
-	struct map_read r = { d, s, 0 };
-	struct pool_val v;
-	return session_map_foreach(&d->s, "pools", &v, pool_entry, &r) == -1 ? -1 : 0;
-}
+	struct map_read *r = ctx;
+	struct prom_map_mem *arr = grow(r->s->maps, &r->cap, r->s->nmaps, sizeof(*arr));
 
-static int read_kv(struct daemon *d, struct prom_snapshot *s)
-{
-	struct map_read r = { d, s, 0 };
-	struct kv_val v;
-	return session_map_foreach(&d->s, "kv", &v, kv_entry, &r) == -1 ? -1 : 0;
-}
-
-/* The kernel's own accounting of a map's memory, from /proc/self/fdinfo. */
-static uint64_t map_memlock(int fd)
-{
-	char path[64], line[128];
-	uint64_t bytes = 0;
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, "memlock:", 8)) {
-			char *end;
-			unsigned long long v = strtoull(line + 8, &end, 10);
-			if (end != line + 8)
-				bytes = v;
-		}
-	fclose(f);
-	return bytes;
-}
-
-static int read_map_memory(struct daemon *d, struct prom_snapshot *s)
-{
-	struct bpf_map *m;
-	size_t cap = 0;
-	bpf_object__for_each_map(m, d->s.skel->obj) {
-		struct prom_map_mem *arr = grow(s->maps, &cap, s->nmaps, sizeof(*arr));
-		if (!arr)
-			return -1;
-		s->maps = arr;
-		arr[s->nmaps++] = (struct prom_map_mem){ bpf_map__name(m), map_memlock(bpf_map__fd(m)) };
-	}
-	return 0;
+	if (!arr)
+		return; /* the series is missing from this scrape */
+	r->s->maps = arr;
+	arr[r->s->nmaps++] = (struct prom_map_mem){ name, bytes };
 }
 
 /* ---- processes: throughput, and forgetting the dead ---- */
@@ -339,7 +279,7 @@ static uint64_t tokens_of(const struct prom_snapshot *s, uint32_t pid)
 	uint64_t n = 0;
 	for (size_t i = 0; i < s->naggs; i++)
 		if (s->aggs[i].pid == pid && s->aggs[i].kind == AGG_KIND_TOKEN)
-			for (unsigned b = 0; b < AGG_BUCKETS; b++)
+			for (unsigned b = 0; b < HIST_BUCKETS; b++)
 				n += s->aggs[i].buckets[b];
 	return n;
 }
@@ -348,39 +288,30 @@ static uint64_t tokens_of(const struct prom_snapshot *s, uint32_t pid)
  * its span buckets stay in `retired` so percentile windows do not jump. */
 static void forget_pid(struct daemon *d, struct prom_snapshot *s, uint32_t pid)
 {
-	int agg_fd = session_map_fd(&d->s, "agg"), pool_fd = session_map_fd(&d->s, "pools");
-	int kv_fd = session_map_fd(&d->s, "kv");
 	size_t w = 0;
+
+	maps_forget_pid(&d->s, pid);
 	for (size_t i = 0; i < s->naggs; i++) {
 		struct prom_agg *a = &s->aggs[i];
 		if (a->pid != pid) {
 			s->aggs[w++] = *a;
 			continue;
 		}
-		struct agg_key k = { .pid = pid, .kind = a->kind, .layer = a->layer };
-		bpf_map_delete_elem(agg_fd, &k);
 		if (a->kind < SPAN_KIND_COUNT)
-			for (unsigned b = 0; b < AGG_BUCKETS; b++)
-				d->retired[a->kind][b] += a->buckets[b];
+			for (unsigned b = 0; b < HIST_BUCKETS; b++)
+				d->retired.b[a->kind][b] += a->buckets[b];
 	}
 	s->naggs = w;
 	w = 0;
-	for (size_t i = 0; i < s->npools; i++) {
-		if (s->pools[i].pid != pid) {
+	for (size_t i = 0; i < s->npools; i++)
+		if (s->pools[i].pid != pid)
 			s->pools[w++] = s->pools[i];
-			continue;
-		}
-		struct pool_key k = { .pid = pid, .pool = s->pools[i].pool };
-		bpf_map_delete_elem(pool_fd, &k);
-	}
 	s->npools = w;
 	w = 0;
 	for (size_t i = 0; i < s->nkvs; i++)
 		if (s->kvs[i].pid != pid)
 			s->kvs[w++] = s->kvs[i];
 	s->nkvs = w;
-	__u32 k = pid;
-	bpf_map_delete_elem(kv_fd, &k);
 	st_info("daemon: process %u exited; its series are gone from /metrics", pid);
 }
 
@@ -453,13 +384,15 @@ static void tick(struct daemon *d, uint64_t now)
 	double dt = d->last_tick_ns ? (now - d->last_tick_ns) / 1e9 : 0;
 	d->last_tick_ns = now;
 
-	if (read_aggs(d, &s) || read_pools(d, &s) || read_kv(d, &s) || read_map_memory(d, &s) ||
-	    update_procs(d, &s, now, dt)) {
+	struct map_read mem = { d, &s, 0 };
+
+	maps_foreach_memory(&d->s, map_memory_entry, &mem);
+	if (read_maps(d, &s) || update_procs(d, &s, now, dt)) {
 		st_err("out of memory reading the maps; keeping the previous snapshot");
 		prom_snapshot_free(&s);
 		return;
 	}
-	session_read_counters(&d->s, &s.counters);
+	maps_read_counters(&d->s, &s.counters);
 	memcpy(s.ringbuf_delivered, d->s.delivered, sizeof(s.ringbuf_delivered));
 	if (d->rot && d->cfg.slow_ms < 0)
 		update_pct_thresholds(d, &s);
@@ -503,9 +436,7 @@ static int start(struct daemon *d, char *err, size_t errlen)
 		if (!(d->rot = rotate_open(&ro, err, errlen)))
 			return -1;
 	}
-	d->ncpu = libbpf_num_possible_cpus();
-	if (d->ncpu <= 0 || !(d->percpu = calloc((size_t)d->ncpu, sizeof(*d->percpu))) ||
-	    line_buffer_init(&d->line)) {
+	if (line_buffer_init(&d->line)) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -541,7 +472,6 @@ static void stop(struct daemon *d)
 		session_close(&d->s);
 	rotate_close(d->rot);
 	free(d->line.buf);
-	free(d->percpu);
 	free(d->procs);
 	pthread_mutex_destroy(&d->lock);
 }
@@ -578,7 +508,7 @@ static void final_report(struct daemon *d)
 {
 	struct counters c;
 	struct rotate_stats rs = { 0 };
-	session_read_counters(&d->s, &c);
+	maps_read_counters(&d->s, &c);
 	if (d->rot)
 		rotate_get_stats(d->rot, &rs);
 	st_info("daemon stopped: %" PRIu64 " slow spans written, %" PRIu64 " dropped by the disk caps, "

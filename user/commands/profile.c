@@ -24,6 +24,7 @@
 #include "core/numparse.h"
 #include "output/outbuf.h"
 #include "analysis/perfev.h"
+#include "core/maps.h"
 #include "core/session.h"
 
 #define POLL_MS 50
@@ -86,8 +87,8 @@ static void symbols_for_pid(struct profiler *p, pid_t pid, int engine)
 static void on_sample(struct profiler *p, const struct sample_event *e)
 {
 	const char *span = e->kind < SPAN_KIND_COUNT ? span_kind_name(e->kind) : NULL;
-	int have_k = session_read_stack(p->s, e->kstack_id, p->kips) == 0;
-	int have_u = session_read_stack(p->s, e->ustack_id, p->uips) == 0;
+	int have_k = maps_read_stack(p->s, e->kstack_id, p->kips) == 0;
+	int have_u = maps_read_stack(p->s, e->ustack_id, p->uips) == 0;
 
 	symbols_for_pid(p, (pid_t)e->h.pid, 0);
 	if (e->flags & SAMPLE_F_INHERITED)
@@ -424,7 +425,7 @@ static int start(const struct profile_opts *o, struct session *s, struct launch 
 	*session_ok = 1;
 	p->s = s;
 	if (pc->ncounters &&
-	    perfev_counters_install(pc, session_map_fd(s, "perf_counters"), err, errlen))
+	    perfev_counters_install(pc, maps_perf_counters_fd(s), err, errlen))
 		return -1;
 	if (session_attach(s, l->target.elf, l->target.pid > 0 ? l->target.pid : -1, err, errlen) ||
 	    session_attach_sampler(s, ps->fds, ps->ncpus, err, errlen))
@@ -468,7 +469,7 @@ static int profile_main(struct profile_opts *o)
 	session_detach(&s);
 	session_drain(&s);
 	launch_end(&l);
-	session_read_counters(&s, &c);
+	maps_read_counters(&s, &c);
 	st_debug("stopped: %s", why);
 	if (write_outputs(o, &p, &s, &c, &pc, &l, wall_s, err, sizeof(err)))
 		goto out;

@@ -21,6 +21,7 @@
 #include "core/numparse.h"
 #include "analysis/perfev.h"
 #include "analysis/profile.h"
+#include "core/maps.h"
 #include "core/session.h"
 #include "analysis/stats.h"
 #include "core/target.h"
@@ -381,37 +382,26 @@ static json_object *dist_json(struct dist *d, uint64_t count_in_kernel, int with
 	return j;
 }
 
-static int agg_count_entry(void *ctx, const void *key, void *value)
+static int agg_count_entry(void *ctx, const struct agg_key *k, const struct agg_val *v)
 {
 	uint64_t *span_counts = ctx;
-	const struct agg_key *k = key;
-	const struct agg_val *percpu = value;
 
 	if (k->kind < SPAN_KIND_COUNT)
-		for (int c = 0; c < libbpf_num_possible_cpus(); c++)
-			span_counts[k->kind] += percpu[c].count;
+		span_counts[k->kind] += v->count;
 	return 0;
 }
 
 /* In-kernel span counts per kind (all pids), which include spans below the
- * threshold or lost to drops: the agg map is summed over CPUs. */
+ * threshold or lost to drops. */
 static void agg_counts(const struct session *s, uint64_t *span_counts)
 {
-	int ncpu = libbpf_num_possible_cpus();
-	struct agg_val *vals;
-
 	memset(span_counts, 0, sizeof(uint64_t) * SPAN_KIND_COUNT);
-	if (ncpu <= 0 || !(vals = calloc(ncpu, sizeof(*vals))))
-		return;
-	session_map_foreach(s, "agg", vals, agg_count_entry, span_counts);
-	free(vals);
+	maps_foreach_agg(s, agg_count_entry, span_counts);
 }
 
-static int pool_json_entry(void *ctx, const void *key, void *value)
+static int pool_json_entry(void *ctx, const struct pool_key *k, const struct pool_val *v)
 {
 	json_object *j = ctx, *per_pid, *pj = json_object_new_object();
-	const struct pool_key *k = key;
-	const struct pool_val *v = value;
 	char pidbuf[16];
 
 	snprintf(pidbuf, sizeof(pidbuf), "%u", k->pid);
@@ -433,10 +423,9 @@ static int pool_json_entry(void *ctx, const void *key, void *value)
 static json_object *pools_json(const struct session *s)
 {
 	json_object *j = json_object_new_object();
-	struct pool_val v;
 
 	if (j)
-		session_map_foreach(s, "pools", &v, pool_json_entry, j);
+		maps_foreach_pool(s, pool_json_entry, j);
 	return j;
 }
 
@@ -507,6 +496,7 @@ static json_object *summary_json(struct recorder *r, const struct session *s, co
 	json_object_object_add(j, "unknown_frees", json_object_new_int64((int64_t)c->unknown_frees));
 	json_object_object_add(j, "missed_frees", json_object_new_int64((int64_t)c->missed_frees));
 	json_object_object_add(j, "alloc_table_full", json_object_new_int64((int64_t)c->alloc_table_full));
+	json_object_object_add(j, "agg_table_full", json_object_new_int64((int64_t)c->agg_table_full));
 	json_object_object_add(j, "kernels_truncated", json_object_new_int64((int64_t)c->kernels_truncated));
 	json_object_object_add(j, "pools", pools_json(s));
 	if (r->o->perf) {
@@ -556,7 +546,7 @@ static int tick(struct recorder *r, struct session *s, double secs, uint64_t *la
 	struct counters c;
 	uint64_t dropped;
 
-	session_read_counters(s, &c);
+	maps_read_counters(s, &c);
 	dropped = event_types_sum(c.dropped);
 	status_line(r->o, r, &c, secs, NULL);
 	if (write_metrics(r, secs, &c))
@@ -890,7 +880,7 @@ int cmd_record(int argc, char **argv)
 	if (session_open(&s, &so, on_event, &r, err, sizeof(err)))
 		goto out;
 	session_ok = 1;
-	if (r.pc.ncounters && perfev_counters_install(&r.pc, session_map_fd(&s, "perf_counters"), err, sizeof(err)))
+	if (r.pc.ncounters && perfev_counters_install(&r.pc, maps_perf_counters_fd(&s), err, sizeof(err)))
 		goto out;
 	/* Before attaching: a slow attach must not swallow a Ctrl-C (and a
 	 * background job starts with SIGINT ignored). */
@@ -915,7 +905,7 @@ int cmd_record(int argc, char **argv)
 		session_detach(&s);
 	if (session_drain(&s) < 0 && !r.failed)
 		snprintf(err, sizeof(err), "ring buffer error while draining");
-	session_read_counters(&s, &c);
+	maps_read_counters(&s, &c);
 	/* Interrupted or timed out: the command does not outlive us. */
 	launch_end(&l);
 	describe_stop(&rs, final, sizeof(final));

@@ -14,6 +14,7 @@
 #include <term.h>
 #include "core/launch.h"
 #include "core/numparse.h"
+#include "core/maps.h"
 #include "core/session.h"
 #include "top/topview.h"
 
@@ -127,7 +128,7 @@ static uint64_t dropped_total(const struct session *s)
 {
 	struct counters c;
 
-	if (session_read_counters(s, &c))
+	if (maps_read_counters(s, &c))
 		return 0;
 	return event_types_sum(c.dropped);
 }
@@ -185,7 +186,7 @@ static void report_end(const struct session *s, const struct launch *l, int rc)
 	uint64_t dropped = 0, fired = 0;
 	char how[64];
 
-	if (session_read_counters(s, &c) == 0) {
+	if (maps_read_counters(s, &c) == 0) {
 		dropped = event_types_sum(c.dropped);
 		fired = event_types_sum(c.fired);
 	}

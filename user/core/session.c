@@ -326,14 +326,6 @@ int session_attach_sampler(struct session *s, const int *fds, unsigned nfds,
 	return 0;
 }
 
-int session_read_stack(const struct session *s, int32_t id, __u64 *ips)
-{
-	if (id < 0)
-		return -1;
-	memset(ips, 0, PROFILE_STACK_DEPTH * sizeof(*ips));
-	return bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.stacks), &id, ips) ? -1 : 0;
-}
-
 int session_poll(struct session *s, int timeout_ms)
 {
 	int n = ring_buffer__poll(s->rb, timeout_ms);
@@ -380,74 +372,10 @@ void session_close(struct session *s)
 	s->skel = NULL;
 }
 
-int session_read_counters(const struct session *s, struct counters *out)
-{
-	int ncpu = libbpf_num_possible_cpus();
-	struct counters *per;
-	__u32 zero = 0;
-
-	memset(out, 0, sizeof(*out));
-	if (ncpu <= 0)
-		return -1;
-	per = calloc(ncpu, sizeof(*per));
-	if (!per)
-		return -1;
-	if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.counters), &zero, per)) {
-		free(per);
-		return -1;
-	}
-	for (int c = 0; c < ncpu; c++) {
-		for (int t = 0; t < EV_TYPE_COUNT; t++) {
-			out->fired[t] += per[c].fired[t];
-			out->dropped[t] += per[c].dropped[t];
-		}
-		out->span_errors += per[c].span_errors;
-		out->stack_overflow += per[c].stack_overflow;
-		out->orphan_ends += per[c].orphan_ends;
-		out->unknown_frees += per[c].unknown_frees;
-		out->missed_frees += per[c].missed_frees;
-		out->alloc_table_full += per[c].alloc_table_full;
-		out->kernels_truncated += per[c].kernels_truncated;
-		out->counters_invalid += per[c].counters_invalid;
-		out->stack_errors += per[c].stack_errors;
-	}
-	free(per);
-	return 0;
-}
-
 uint64_t session_delivered_total(const struct session *s)
 {
 	uint64_t n = 0;
 	for (int t = 0; t < EV_TYPE_COUNT; t++)
 		n += s->delivered[t];
 	return n;
-}
-
-int session_map_fd(const struct session *s, const char *name)
-{
-	struct bpf_map *m = bpf_object__find_map_by_name(s->skel->obj, name);
-	return m ? bpf_map__fd(m) : -1;
-}
-
-int session_map_foreach(const struct session *s, const char *name, void *value,
-			session_map_fn fn, void *ctx)
-{
-	struct bpf_map *m = bpf_object__find_map_by_name(s->skel->obj, name);
-	unsigned char key[64], next[64];
-	void *prev = NULL;
-	int fd, rc;
-
-	if (!m || bpf_map__key_size(m) > sizeof(key))
-		return -1;
-	fd = bpf_map__fd(m);
-	while (bpf_map_get_next_key(fd, prev, next) == 0) {
-		memcpy(key, next, bpf_map__key_size(m));
-		prev = key;
-		if (bpf_map_lookup_elem(fd, key, value))
-			continue; /* deleted meanwhile */
-		rc = fn(ctx, key, value);
-		if (rc)
-			return rc;
-	}
-	return 0;
 }

@@ -9,10 +9,10 @@
  *   session_attach(&s, elf_path, pid, err, sizeof err);   // pid -1 = all
  *   while (!session_stop_requested) session_poll(&s, 50);
  *   session_detach(&s); session_drain(&s);               // nothing in flight
- *   session_read_counters(&s, &c);                        // loss accounting
+ *   maps_read_counters(&s, &c);                           // loss accounting
  *   session_close(&s);
- * The maps (agg, pools, kv, slow_ns, counters) are reachable with
- * session_map_fd() for readers that aggregate instead of streaming. */
+ * The maps (agg, pools, kv, slow_ns, counters) are read and written through
+ * core/maps.h, for readers that aggregate instead of streaming. */
 #ifndef SPANTRACE_SESSION_H
 #define SPANTRACE_SESSION_H
 
@@ -76,24 +76,10 @@ void session_close(struct session *s);
 /* Profile mode (session_open with perf_mode set; after session_attach):
  * attaches the sampling program to every per-CPU sampling fd (fds[i] < 0
  * are skipped). The counter fds go in with perfev_counters_install() into
- * session_map_fd(s, "perf_counters"). */
+ * maps_perf_counters_fd(s). */
 int session_attach_sampler(struct session *s, const int *fds, unsigned nfds,
 			   char *err, size_t errlen);
-/* Copies one stack of `stacks` (PROFILE_STACK_DEPTH ips, zero-padded). */
-int session_read_stack(const struct session *s, int32_t id, __u64 *ips);
-
-/* Sums the per-CPU counters. */
-int session_read_counters(const struct session *s, struct counters *out);
 uint64_t session_delivered_total(const struct session *s);
-int session_map_fd(const struct session *s, const char *name);
-/* Calls fn(ctx, key, value) for every entry of map `name`, with the value
- * read into `value` (an array of one value per possible CPU for per-CPU
- * maps). Entries deleted meanwhile are skipped. Returns fn's first non-zero
- * return, -1 for an unknown map, else 0. */
-typedef int (*session_map_fn)(void *ctx, const void *key, void *value);
-int session_map_foreach(const struct session *s, const char *name, void *value,
-			session_map_fn fn, void *ctx);
-
 /* ---- signals: SIGINT/SIGTERM set the flag; SIGPIPE is ignored ---- */
 extern volatile sig_atomic_t session_stop_requested;
 int session_install_signals(void);

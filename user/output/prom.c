@@ -2,8 +2,8 @@
  *
  * Families appear once each with # HELP and # TYPE, series sorted by
  * (pid, kind, layer), so two renders of the same data are byte-identical.
- * Histograms come straight from the kernel's log2 buckets: bucket i holds
- * 2^i <= d < 2^(i+1) ns, so its inclusive `le` bound is 2^(i+1)-1 ns. */
+ * Histograms are the kernel's own log-linear buckets (bpf/hist.h); a
+ * bucket's inclusive `le` is its largest value in ns, in seconds. */
 #include "output/prom.h"
 
 #include <errno.h>
@@ -78,9 +78,9 @@ static void fmt_double(char *dst, size_t len, double v)
 	}
 }
 
-double prom_bucket_le_seconds(unsigned i)
+double prom_bucket_le_seconds(unsigned b)
 {
-	return (double)((UINT64_C(2) << i) - 1) / 1e9;
+	return (double)hist_bucket_high(b) / 1e9;
 }
 
 size_t prom_escape_label(char *dst, size_t dstlen, const char *value)
@@ -230,35 +230,75 @@ static void agg_labels(struct labels *l, const struct prom_snapshot *s, const st
 	labels_add_proc(l, s, a->pid);
 }
 
-static void histogram_series(struct textbuf *b, const char *name, const struct labels *l,
-			     const struct prom_agg *a)
+/* The `le` edges one kind exposes: every bucket from the one just below its
+ * fastest non-empty bucket to its slowest, over all processes and layers.
+ * Every series of a kind then has the same edges, so sums across processes
+ * and layers stay exact, and the edges only ever grow. */
+struct edges {
+	unsigned lo, hi;     /* bucket range; lo > hi: none yet */
+};
+
+#define KIND_SLOTS (AGG_KIND_KERNEL_BASE + KERNEL_COUNT)
+
+static void kind_edges(const struct prom_snapshot *s, struct edges e[KIND_SLOTS])
 {
-	char le[40];
-	uint64_t cum = 0;
-	for (unsigned i = 0; i + 1 < AGG_BUCKETS; i++) {
-		cum += a->buckets[i];
-		fmt_double(le, sizeof(le), prom_bucket_le_seconds(i));
-		out_printf(b, "%s_bucket{%s,le=\"%s\"} %" PRIu64 "\n", name, l->text, le, cum);
+	for (unsigned k = 0; k < KIND_SLOTS; k++)
+		e[k] = (struct edges){ HIST_BUCKETS, 0 };
+	for (size_t i = 0; i < s->naggs; i++) {
+		const struct prom_agg *a = &s->aggs[i];
+		struct edges *k = a->kind < KIND_SLOTS ? &e[a->kind] : NULL;
+		for (unsigned b = 0; k && b < HIST_BUCKETS; b++) {
+			if (!a->buckets[b])
+				continue;
+			if (b < k->lo)
+				k->lo = b;
+			if (b > k->hi)
+				k->hi = b;
+		}
 	}
-	/* The last kernel bucket is open-ended: it only counts toward +Inf.
-	 * _count is the same bucket total, as the format requires. */
-	cum += a->buckets[AGG_BUCKETS - 1];
-	out_printf(b, "%s_bucket{%s,le=\"+Inf\"} %" PRIu64 "\n", name, l->text, cum);
-	char sum[40];
-	fmt_double(sum, sizeof(sum), (double)a->sum_ns / 1e9);
-	out_printf(b, "%s_sum{%s} %s\n", name, l->text, sum);
-	out_printf(b, "%s_count{%s} %" PRIu64 "\n", name, l->text, cum);
+	for (unsigned k = 0; k < KIND_SLOTS; k++) {
+		if (e[k].lo > e[k].hi)
+			continue;
+		if (e[k].lo > 0)
+			e[k].lo--;   /* the lower edge of the fastest bucket */
+		if (e[k].hi == HIST_BUCKETS - 1)
+			e[k].hi--;   /* its `le` is 2^64-1 ns: +Inf says the same */
+	}
 }
 
-static void render_histograms(struct textbuf *b, const struct prom_snapshot *s, enum agg_class c)
+static void histogram_series(struct textbuf *b, const char *name, const struct labels *l,
+			     const struct prom_agg *a, const struct edges *e)
+{
+	char le[40], sum[40];
+	uint64_t cum = 0, total = 0;
+
+	for (unsigned k = 0; k < HIST_BUCKETS; k++)
+		total += a->buckets[k];
+	for (unsigned k = 0; e && k <= e->hi && k < HIST_BUCKETS; k++) {
+		cum += a->buckets[k];
+		if (k < e->lo)
+			continue;
+		fmt_double(le, sizeof(le), prom_bucket_le_seconds(k));
+		out_printf(b, "%s_bucket{%s,le=\"%s\"} %" PRIu64 "\n", name, l->text, le, cum);
+	}
+	/* _count is the +Inf bucket, as the format requires. */
+	out_printf(b, "%s_bucket{%s,le=\"+Inf\"} %" PRIu64 "\n", name, l->text, total);
+	fmt_double(sum, sizeof(sum), (double)a->sum_ns / 1e9);
+	out_printf(b, "%s_sum{%s} %s\n", name, l->text, sum);
+	out_printf(b, "%s_count{%s} %" PRIu64 "\n", name, l->text, total);
+}
+
+static void render_histograms(struct textbuf *b, const struct prom_snapshot *s, enum agg_class c,
+			      const struct edges *e)
 {
 	struct labels l;
 	family(b, class_info[c].hist, "histogram", class_info[c].hist_help);
 	for (size_t i = 0; i < s->naggs; i++) {
-		if (class_of(s->aggs[i].kind) != c)
+		const struct prom_agg *a = &s->aggs[i];
+		if (class_of(a->kind) != c)
 			continue;
-		agg_labels(&l, s, &s->aggs[i]);
-		histogram_series(b, class_info[c].hist, &l, &s->aggs[i]);
+		agg_labels(&l, s, a);
+		histogram_series(b, class_info[c].hist, &l, a, a->kind < KIND_SLOTS ? &e[a->kind] : NULL);
 	}
 }
 
@@ -295,7 +335,7 @@ static void render_class_counter(struct textbuf *b, const struct prom_snapshot *
 			continue;
 		agg_labels(&l, s, &s->aggs[i]);
 		uint64_t total = 0;
-		for (unsigned k = 0; k < AGG_BUCKETS; k++)
+		for (unsigned k = 0; k < HIST_BUCKETS; k++)
 			total += s->aggs[i].buckets[k];
 		sample_u64(b, name, &l, total);
 	}
@@ -416,6 +456,9 @@ static void render_losses(struct textbuf *b, const struct prom_snapshot *s)
 			c->missed_frees);
 	render_counter1(b, "spantrace_alloc_table_full_total",
 			"Allocations not tracked because the kernel's table was full.", c->alloc_table_full);
+	render_counter1(b, "spantrace_agg_table_full_total",
+			"Durations not aggregated because the kernel's histogram table was full.",
+			c->agg_table_full);
 	render_counter1(b, "spantrace_kernel_records_truncated_total",
 			"OpenCL kernel records beyond what one cl_batch probe hit reads.",
 			c->kernels_truncated);
@@ -524,8 +567,16 @@ int prom_render(struct prom_snapshot *s, char **out, size_t *len)
 	labels_add(&l, "binary", s->binary ? s->binary : "");
 	sample_u64(&b, "spantrace_up", &l, 1);
 
+	struct edges *edges = malloc(KIND_SLOTS * sizeof(*edges));
+	if (!edges) {
+		free(b.data);
+		errno = ENOMEM;
+		return -1;
+	}
+	kind_edges(s, edges);
 	for (enum agg_class c = CLASS_SPAN; c < CLASS_NONE; c++)
-		render_histograms(&b, s, c);
+		render_histograms(&b, s, c, edges);
+	free(edges);
 	render_span_extras(&b, s);
 	render_class_counter(&b, s, CLASS_TOKEN, "spantrace_tokens_total", "Tokens decoded.");
 	render_class_counter(&b, s, CLASS_REQUEST, "spantrace_requests_total", "Requests completed.");

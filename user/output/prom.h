@@ -8,14 +8,15 @@
 #include <stdint.h>
 #include "spantrace.h"
 
-/* One row of the `agg` map, summed over CPUs. kind is an enum span_kind,
- * AGG_KIND_TOKEN, AGG_KIND_REQUEST or AGG_KIND_KERNEL_BASE + kernel id. */
+/* One row of the `agg` map. kind is an enum span_kind, AGG_KIND_TOKEN,
+ * AGG_KIND_REQUEST or AGG_KIND_KERNEL_BASE + kernel id; buckets are
+ * hist.h's. */
 struct prom_agg {
 	uint32_t pid;
 	uint32_t kind;
 	int32_t layer;
 	uint64_t count, sum_ns, max_ns, errors;
-	uint64_t buckets[AGG_BUCKETS];
+	__u64 buckets[HIST_BUCKETS];
 };
 
 struct prom_pool {
@@ -68,9 +69,8 @@ int prom_render(struct prom_snapshot *snap, char **out, size_t *len);
  * Returns the length it needed (like snprintf). */
 size_t prom_escape_label(char *dst, size_t dstlen, const char *value);
 
-/* Upper bound, in seconds, of log2 bucket i (0 <= i < AGG_BUCKETS-1):
- * bucket i holds 2^i <= d < 2^(i+1) ns, i.e. d <= 2^(i+1)-1 ns. */
-double prom_bucket_le_seconds(unsigned i);
+/* The `le` of hist.h bucket b in seconds: its largest value, in ns, / 1e9. */
+double prom_bucket_le_seconds(unsigned b);
 
 /* Frees the arrays (not the snapshot struct, not binary/map names). */
 void prom_snapshot_free(struct prom_snapshot *snap);

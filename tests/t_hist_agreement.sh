@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# t_hist_agreement.sh - one engine run, three tracers at once: `record`
+# (summary, exact nearest-rank), `top -b` (its window histogram) and the
+# daemon scraped by a real Prometheus (histogram_quantile over the kernel's
+# buckets). Their p50/p95/p99 of the same spans agree within the histogram's
+# stated bound (README: 12.5%), and the kernel's, top's and PromQL's
+# estimates come from the same buckets. Also counts the daemon's series per
+# process, which must stay under the stated cap.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/daemon_lib.sh"
+need_bpf
+need_daemon_build
+command -v prometheus >/dev/null || skip "prometheus not installed"
+[ -x "$MKMODEL" ] || fail "no $MKMODEL (build first)"
+if [ ! -r "$DEMO_MODEL" ]; then
+	mkdir -p "$(dirname "$DEMO_MODEL")"
+	"$MKMODEL" "$DEMO_MODEL" --shape stories15M --seed 1 --tokenizer "$DEMO_TOK" >/dev/null ||
+		fail "cannot make $DEMO_MODEL"
+fi
+BOUND=${BOUND:-0.125}        # README: relative error of a histogram estimate
+SERIES_CAP=${SERIES_CAP:-400}   # README: daemon series per process at coarse level
+
+# The engine waits on a fifo until every tracer is attached.
+mkfifo "$TMP/in"
+exec 3<>"$TMP/in"
+"$INFER" "$DEMO_MODEL" -z "$DEMO_TOK" -b cpu --serve -n 96 -t 0 --stats "$TMP/stats.json" \
+	<"$TMP/in" >"$TMP/engine.out" 2>"$TMP/engine.err" 3>&- &
+epid=$!
+
+start_daemon --level coarse -p "$epid" 3>&-
+"$SPANTRACE" record -q -p "$epid" --level coarse --summary "$TMP/summary.json" -o "$TMP/run.jsonl" \
+	2>"$TMP/record.err" 3>&- &
+rec=$!
+"$SPANTRACE" top -v -b -d 60 -w 120 -p "$epid" --level coarse >"$TMP/frames" 2>"$TMP/top.err" 3>&- &
+top=$!
+wait_for grep -q '"type":"session"' "$TMP/run.jsonl" || fail "record did not attach: $(cat "$TMP/record.err")"
+wait_for grep -q "attached to" "$TMP/top.err" || fail "top did not attach: $(cat "$TMP/top.err")"
+
+PPORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat > "$TMP/prom.yml" <<YML
+global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: spantrace
+    static_configs:
+      - targets: ['127.0.0.1:$DPORT']
+YML
+prometheus --config.file="$TMP/prom.yml" --storage.tsdb.path="$TMP/tsdb" \
+	--web.listen-address="127.0.0.1:$PPORT" > "$TMP/prometheus.log" 2>&1 3>&- &
+wait_long curl -sf "http://127.0.0.1:$PPORT/-/ready" -o /dev/null || fail "prometheus did not start"
+
+for p in "once upon a time" "the little dog" "a big red ball" "she went home"; do echo "$p" >&3; done
+exec 3>&-
+wait "$epid" || fail "engine exited $?: $(cat "$TMP/engine.err")"
+wait "$rec" || fail "record exited $?: $(cat "$TMP/record.err")"
+wait "$top" || fail "top exited $?: $(cat "$TMP/top.err")"
+forwards=$(jq -r .spans.forward.count "$TMP/stats.json")
+assert_eq "record saw every forward pass" "$forwards" "$(jq -r .spans.forward.count "$TMP/summary.json")"
+
+query() {
+	curl -sf "http://127.0.0.1:$PPORT/api/v1/query" --data-urlencode "query=$1" |
+		jq -r '.data.result[0].value[1] // empty'
+}
+count_q='sum(spantrace_span_duration_seconds_count{span="forward",pid="'$epid'"})'
+scraped() { [ "$(query "$count_q")" = "$forwards" ]; }
+wait_long scraped || fail "Prometheus never saw $forwards forward spans (has '$(query "$count_q")')"
+metrics > "$TMP/m.txt"
+
+# top's last frame: the row's P50/P95/P99 cells (columns 6..8 after the name).
+awk '/^spantrace top/ { n++ } { print > ("'"$TMP"'/frame." n) }' "$TMP/frames"
+last=$(ls "$TMP"/frame.* | sort -t. -k2 -n | tail -1)
+top_ns() {  # ROW COLUMN(1=P50,2=P95,3=P99) -> ns
+	awk -v want="$1" -v col="$2" '{ line = $0; sub(/^ *[-+]? */, "", line)
+		if (index(line, want " ") != 1) next
+		n = split(substr(line, length(want) + 1), f, " ")
+		v = f[4 + col]; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v)
+		m = u == "ns" ? 1 : u == "us" ? 1e3 : u == "ms" ? 1e6 : 1e9
+		printf "%.0f\n", v * m; exit }' "$last"
+}
+
+# within NAME EXACT_NS ESTIMATE_NS: |estimate - exact| <= BOUND * exact, plus
+# 1% for top's 3-digit cells and 2 us for the sessions' own clock reads.
+within() {
+	awk -v e="$2" -v x="$3" -v b="$BOUND" 'BEGIN { d = x - e; if (d < 0) d = -d
+		exit !(d <= b * e + 0.01 * e + 2000) }' ||
+		fail "$1: $3 ns is not within $BOUND of $2 ns"
+	ok "$1: $3 ns vs exact $2 ns ($(awk -v e="$2" -v x="$3" 'BEGIN { printf "%+.2f%%", (x - e) * 100 / e }'))"
+}
+for span in forward layer; do
+	row=$span; [ $span = layer ] && row="layers ($(jq .model.n_layers "$TMP/stats.json"))"
+	col=0
+	for q in 50 95 99; do
+		col=$((col + 1))
+		exact=$(jq -r ".spans.$span.p${q}_ns" "$TMP/summary.json")
+		[ "$(jq -r ".spans.$span.exact" "$TMP/summary.json")" = true ] || fail "summary $span not exact"
+		prom_s=$(query "histogram_quantile(0.$q, sum by (le) (spantrace_span_duration_seconds_bucket{span=\"$span\",pid=\"$epid\"}))")
+		[ -n "$prom_s" ] || fail "no PromQL p$q for $span"
+		prom_ns=$(awk -v s="$prom_s" 'BEGIN { printf "%.0f\n", s * 1e9 }')
+		tns=$(top_ns "$row" $col)
+		[ -n "$tns" ] || fail "no $row row in top's last frame: $(cat "$last")"
+		within "$span p$q PromQL" "$exact" "$prom_ns"
+		within "$span p$q top -b" "$exact" "$tns"
+	done
+done
+
+series=$(grep -c "pid=\"$epid\"" "$TMP/m.txt")
+ok "daemon series for pid $epid: $series"
+assert_le "series per process (coarse)" "$series" "$SERIES_CAP"
+stop_daemon
