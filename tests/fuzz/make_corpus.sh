@@ -11,7 +11,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 rm -rf "$C"
-mkdir -p "$C"/{model,tokenizer,tokenizer_encode,daemon_config,infer_cli,perfev_list,maps,elf}
+mkdir -p "$C"/{model,tokenizer,tokenizer_encode,daemon_config,infer_cli,perfev_list,maps,elf,events}
 
 # -- model: tiny checkpoints of several shapes (D,H,L,NH,NKV,V,S); a negative
 #    vocab means an unshared classifier.
@@ -91,5 +91,28 @@ strip -o "$C/elf/usdt_stripped" "$C/elf/usdt_exe"
 gcc -Os -g0 -shared -fPIC -Wl,-rpath,'$ORIGIN/lib' -o "$C/elf/needs_lib.so" -x c - <<'SRC'
 int f(void) { return 1; }
 SRC
+# -- events: [type][length][bytes] records (fuzz_events.c): one of each type
+#    at its exact size (zeros are valid field values), then all of them in one
+#    input, then a short one
+cat >"$tmp/sizes.c" <<'SRC'
+#include <stdio.h>
+#include <linux/types.h>
+#include "spantrace.h"
+int main(void)
+{
+	printf("1 %zu\n2 %zu\n3 %zu\n4 %zu\n5 %zu\n6 %zu\n7 %zu\n8 %zu\n", sizeof(struct span_event),
+	       sizeof(struct token_event), sizeof(struct request_event), sizeof(struct alloc_event),
+	       sizeof(struct alloc_event), sizeof(struct kv_event), sizeof(struct kernel_event),
+	       sizeof(struct sample_event));
+	return 0;
+}
+SRC
+gcc -DINFER_PROBE_NAMES_ONLY -Ibpf -Iinference -o "$tmp/sizes" "$tmp/sizes.c"
+"$tmp/sizes" | while read -r t n; do
+	printf "\\$(printf %03o "$t")\\$(printf %03o "$n")" >"$C/events/type$t"
+	cat "$C/events/type$t" >>"$C/events/all_types"
+done
+printf '\001\020' >"$C/events/short_span"
+
 find "$C" -type f -size +64k -printf 'make_corpus: large seed %p (%s bytes)\n'
 echo "seeds: $(find "$C" -type f | wc -l) files, $(du -sk "$C" | cut -f1) KiB"

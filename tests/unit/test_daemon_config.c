@@ -29,7 +29,7 @@ static void test_defaults(void)
 	char **argv = ARGV("--binary", "/bin/infer");
 	CHECK(parse(&c, argv, NULL) == DAEMON_CONFIG_OK, "defaults: %s", err);
 	CHECK(!strcmp(c.binary, "/bin/infer"), "binary");
-	CHECK(c.pid == 0 && c.jsonl_dir == NULL && c.detail == 0, "pid/dir/level defaults");
+	CHECK(c.pid == 0 && c.jsonl_dir == NULL && c.common.level == LEVEL_COARSE, "pid/dir/level defaults");
 	CHECK(!strcmp(c.listen.text, "127.0.0.1:9464"), "default listen %s", c.listen.text);
 	struct sockaddr_in *a = (struct sockaddr_in *)&c.listen.ss;
 	CHECK(a->sin_family == AF_INET && ntohs(a->sin_port) == 9464 &&
@@ -65,7 +65,7 @@ static void test_flags_and_env(void)
 	/* -p alone is enough; the level comes from the environment. */
 	char *env_pid[] = { "SPANTRACE_LEVEL=detail", NULL };
 	char **argv3 = ARGV("-p", "7", "-v", "--verbose");
-	CHECK(parse(&c, argv3, env_pid) == DAEMON_CONFIG_OK && c.pid == 7 && !c.binary && c.detail &&
+	CHECK(parse(&c, argv3, env_pid) == DAEMON_CONFIG_OK && c.pid == 7 && !c.binary && c.common.level == LEVEL_DETAIL &&
 	      c.verbose == 2,
 	      "pid only: %s", err);
 

@@ -11,7 +11,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "output/export.h"
+#include "analysis/procs.h"
+#include "output/csv.h"
+#include "output/jsonl.h"
 #include "output/outbuf.h"
 #include "spantrace.h"
 
@@ -49,7 +51,7 @@ static json_object *render(const void *ev, size_t size, char *tmpl)
 	json_object *j;
 
 	CHECK(ob_open(&ob, tmpl, err, sizeof(err)) == 0, "ob_open: %s", err);
-	CHECK(export_jsonl_event(&ob, ev, size) == 0, "export failed");
+	CHECK(jsonl_write_record(&ob, ev, size) == 0, "export failed");
 	CHECK(ob_close(&ob) == 0, "close failed");
 	free(ob.path);
 	text = slurp(tmpl);
@@ -177,19 +179,28 @@ static void test_escape(char *path)
 static void test_csv(char *path)
 {
 	struct span_event e = { .h = { EV_SPAN, 1, 77, 0, 1000 } };
-	struct export_clock clk = { 0, 0 };
+	struct alloc_event a = { .h = { EV_ALLOC, 1, 77, 0, 900 } };
+	struct proc_table procs = { 0 };
+	struct event_sink memory = { &proc_table_handlers, &procs };
 	struct outbuf ob;
+	struct csv_writer w = { &ob, { 0, 0 }, &procs };
+	struct event_sink csv = { &csv_handlers, &w };
 	char err[256], *text;
 	int commas = 0;
 
+	/* the process has 5 MB live when the span ends */
+	a.pool = POOL_WEIGHTS;
+	a.bytes = a.live_bytes = 5000000;
+	event_dispatch(&a, sizeof(a), &memory, 1, NULL);
 	e.dur_ns = 1234567;
 	e.kind = SPAN_QKV;
 	e.layer = 2;
 	e.pos = 9;
 	CHECK(ob_open(&ob, path, err, sizeof(err)) == 0, "open");
-	export_csv_event(&ob, &e, sizeof(e), &clk, 5000000);
+	CHECK(event_dispatch(&e, sizeof(e), &csv, 1, NULL) == 0, "csv row");
 	ob_close(&ob);
 	free(ob.path);
+	proc_table_free(&procs);
 	text = slurp(path);
 	for (char *p = text; p && *p; p++)
 		commas += *p == ',';
@@ -210,7 +221,7 @@ static void test_enospc(void)
 		return;
 	}
 	for (int i = 0; i < 100000 && rc == 0; i++)
-		rc = export_jsonl_event(&ob, &e, sizeof(e));
+		rc = jsonl_write_record(&ob, &e, sizeof(e));
 	CHECK(ob_close(&ob) != 0, "close reports the error");
 	CHECK(ob.error == ENOSPC, "ENOSPC, got %d", ob.error);
 	ob_strerror(&ob, msg, sizeof(msg));
@@ -239,7 +250,7 @@ static int bench(long n)
 	for (long i = 0; i < n; i++) {
 		e.h.ts_ns += 1000;
 		e.pos = (uint32_t)i;
-		if (export_jsonl_event(&ob, &e, sizeof(e)))
+		if (jsonl_write_record(&ob, &e, sizeof(e)))
 			return 1;
 	}
 	ob_close(&ob);

@@ -169,3 +169,11 @@ json_object *profile_counters_json(const struct profile_counters *pc)
 	}
 	return all;
 }
+
+static int on_span(void *ctx, const struct span_event *e)
+{
+	profile_counters_add(ctx, e);
+	return 0;
+}
+
+const struct event_handlers profile_counters_handlers = { .span = on_span };

@@ -22,6 +22,7 @@
 #include <json-c/json.h>
 
 #include "output/folded.h"
+#include "core/events.h"
 #include "spantrace.h"
 #include "analysis/symbols.h"
 
@@ -61,6 +62,8 @@ struct profile_counters {
 
 void profile_counters_init(struct profile_counters *pc, const char *const *names, unsigned n);
 void profile_counters_add(struct profile_counters *pc, const struct span_event *ev);
+/* profile_counters_add as a sink (spans); ctx is the struct profile_counters. */
+extern const struct event_handlers profile_counters_handlers;
 /* Table: one row per span kind seen, total and mean per counter. */
 int profile_counters_write(const struct profile_counters *pc, FILE *out);
 /* {"<span>":{"spans":N,"measured":N,"<counter>":{"total":N,"mean":X}}},

@@ -19,12 +19,14 @@
 #include <unistd.h>
 
 #include "commands/daemon_config.h"
-#include "output/export.h"
+#include "core/runloop.h"
+#include "output/jsonl.h"
 #include "output/httpd.h"
 #include "output/outbuf.h"
 #include "analysis/stats.h"
 #include "output/prom.h"
 #include "output/rotate.h"
+#include "core/grow.h"
 #include "core/maps.h"
 #include "core/session.h"
 #include "core/target.h"
@@ -73,27 +75,23 @@ struct daemon {
 	uint64_t slow_ns[SPAN_KIND_COUNT];
 };
 
-static volatile sig_atomic_t reopen_requested;
-
-static void on_hup(int sig)
-{
-	(void)sig;
-	reopen_requested = 1;
-}
-
 /* ---- tail capture: the ring buffer carries only slow spans ---- */
 
-static int on_event(void *ctx, const void *data, size_t size)
+/* In tail mode the kernel streams only slow spans. */
+static int on_slow_span(void *ctx, const struct span_event *e)
 {
 	struct daemon *d = ctx;
+
 	if (!d->rot)
 		return 0;
 	d->line.len = d->line.line_start = 0;
-	if (export_jsonl_event(&d->line, data, size) < 0 || !d->line.len)
+	if (jsonl_handlers.span(&d->line, e) < 0 || !d->line.len)
 		return 0;
 	rotate_write(d->rot, d->line.buf, d->line.len);  /* a drop is counted there */
 	return 0;
 }
+
+static const struct event_handlers tail_handlers = { .span = on_slow_span };
 
 static int line_buffer_init(struct outbuf *ob)
 {
@@ -163,17 +161,6 @@ static void update_pct_thresholds(struct daemon *d, const struct prom_snapshot *
 
 /* ---- reading the maps ---- */
 
-static void *grow(void *arr, size_t *cap, size_t len, size_t elem)
-{
-	if (len < *cap)
-		return arr;
-	size_t ncap = *cap ? *cap * 2 : 64;
-	void *p = realloc(arr, ncap * elem);
-	if (p)
-		*cap = ncap;
-	return p;
-}
-
 /* One map read into a snapshot array: the array's capacity travels along. */
 struct map_read {
 	struct daemon *d;
@@ -184,12 +171,10 @@ struct map_read {
 static int agg_entry(void *ctx, const struct agg_key *k, const struct agg_val *v)
 {
 	struct map_read *r = ctx;
-	struct prom_agg *arr = grow(r->s->aggs, &r->cap, r->s->naggs, sizeof(*arr));
 
-	if (!arr)
+	if (ARRAY_GROW(r->s->aggs, r->cap, r->s->naggs))
 		return -1;
-	r->s->aggs = arr;
-	struct prom_agg *a = &arr[r->s->naggs++];
+	struct prom_agg *a = &r->s->aggs[r->s->naggs++];
 	a->pid = k->pid;
 	a->kind = k->kind;
 	a->layer = k->layer;
@@ -204,12 +189,10 @@ static int agg_entry(void *ctx, const struct agg_key *k, const struct agg_val *v
 static int pool_entry(void *ctx, const struct pool_key *k, const struct pool_val *v)
 {
 	struct map_read *r = ctx;
-	struct prom_pool *arr = grow(r->s->pools, &r->cap, r->s->npools, sizeof(*arr));
 
-	if (!arr)
+	if (ARRAY_GROW(r->s->pools, r->cap, r->s->npools))
 		return -1;
-	r->s->pools = arr;
-	arr[r->s->npools++] = (struct prom_pool){ k->pid, k->pool, v->live_bytes, v->peak_bytes,
+	r->s->pools[r->s->npools++] = (struct prom_pool){ k->pid, k->pool, v->live_bytes, v->peak_bytes,
 						  v->allocs, v->frees, v->reserved_bytes };
 	return 0;
 }
@@ -217,12 +200,10 @@ static int pool_entry(void *ctx, const struct pool_key *k, const struct pool_val
 static int kv_entry(void *ctx, __u32 pid, const struct kv_val *v)
 {
 	struct map_read *r = ctx;
-	struct prom_kv *arr = grow(r->s->kvs, &r->cap, r->s->nkvs, sizeof(*arr));
 
-	if (!arr)
+	if (ARRAY_GROW(r->s->kvs, r->cap, r->s->nkvs))
 		return -1;
-	r->s->kvs = arr;
-	arr[r->s->nkvs++] = (struct prom_kv){ pid, v->used_bytes, v->capacity_bytes };
+	r->s->kvs[r->s->nkvs++] = (struct prom_kv){ pid, v->used_bytes, v->capacity_bytes };
 	return 0;
 }
 
@@ -237,12 +218,10 @@ static int read_maps(struct daemon *d, struct prom_snapshot *s)
 static void map_memory_entry(void *ctx, const char *name, uint64_t bytes)
 {
 	struct map_read *r = ctx;
-	struct prom_map_mem *arr = grow(r->s->maps, &r->cap, r->s->nmaps, sizeof(*arr));
 
-	if (!arr)
+	if (ARRAY_GROW(r->s->maps, r->cap, r->s->nmaps))
 		return; /* the series is missing from this scrape */
-	r->s->maps = arr;
-	arr[r->s->nmaps++] = (struct prom_map_mem){ name, bytes };
+	r->s->maps[r->s->nmaps++] = (struct prom_map_mem){ name, bytes };
 }
 
 /* ---- processes: throughput, and forgetting the dead ---- */
@@ -252,12 +231,10 @@ static struct proc_track *track(struct daemon *d, uint32_t pid)
 	for (size_t i = 0; i < d->nprocs; i++)
 		if (d->procs[i].pid == pid)
 			return &d->procs[i];
-	struct proc_track *arr = grow(d->procs, &d->procs_cap, d->nprocs, sizeof(*arr));
-	if (!arr)
+	if (ARRAY_GROW(d->procs, d->procs_cap, d->nprocs))
 		return NULL;
-	d->procs = arr;
-	arr[d->nprocs] = (struct proc_track){ .pid = pid, .alive = 1 };
-	return &arr[d->nprocs++];
+	d->procs[d->nprocs] = (struct proc_track){ .pid = pid, .alive = 1 };
+	return &d->procs[d->nprocs++];
 }
 
 static int pid_alive(uint32_t pid)
@@ -445,11 +422,12 @@ static int start(struct daemon *d, char *err, size_t errlen)
 		return -1;
 	struct session_opts so = {
 		.pid_filter = c->pid > 0 ? (uint32_t)c->pid : 0,
-		.level = c->detail ? LEVEL_DETAIL : LEVEL_COARSE,
+		.level = c->common.level,
 		.stream_mode = STREAM_TAIL,
 		.ringbuf_kb = DAEMON_RINGBUF_KB,
 	};
-	if (session_open(&d->s, &so, on_event, d, err, errlen))
+	struct event_sink tail = { &tail_handlers, d };
+	if (session_open(&d->s, &so, &tail, 1, err, errlen))
 		return -1;
 	d->session_open = 1;
 	initial_thresholds(d);
@@ -463,7 +441,7 @@ static void stop(struct daemon *d)
 	d->http = NULL;
 	if (d->session_open) {
 		session_detach(&d->s);
-		session_drain(&d->s);  /* the last slow spans reach the files */
+		session_consume(&d->s);  /* the last slow spans reach the files */
 	}
 	if (d->rot && rotate_flush(d->rot))
 		st_err("flushing the JSONL files: %s", strerror(errno));
@@ -476,32 +454,37 @@ static void stop(struct daemon *d)
 	pthread_mutex_destroy(&d->lock);
 }
 
-static void run(struct daemon *d)
+static void reopen(void *ctx)
 {
-	uint64_t interval = (uint64_t)(d->cfg.interval_secs * 1e9), next = 0;
-	while (!session_stop_requested) {
-		int rc = session_poll(&d->s, POLL_MS);
-		/* The ring buffer wakes us only past a quarter full; slow spans
-		 * are rare, so also take whatever is waiting each round. */
-		if (rc >= 0)
-			rc = session_drain(&d->s);
-		if (rc < 0 && rc != -EINTR) {
-			st_err("reading the ring buffer: %s", strerror(-rc));
-			break;
-		}
-		if (reopen_requested) {
-			reopen_requested = 0;
-			if (d->rot && rotate_reopen(d->rot))
-				st_err("SIGHUP: cannot reopen the JSONL file: %s", strerror(errno));
-			else if (d->rot)
-				st_info("SIGHUP: now writing %s", rotate_current_path(d->rot));
-		}
-		uint64_t now = mono_now_ns();
-		if (now >= next) {
-			tick(d, now);
-			next = now + interval;
-		}
-	}
+	struct daemon *d = ctx;
+
+	if (d->rot && rotate_reopen(d->rot))
+		st_err("SIGHUP: cannot reopen the JSONL file: %s", strerror(errno));
+	else if (d->rot)
+		st_info("SIGHUP: now writing %s", rotate_current_path(d->rot));
+}
+
+static enum stop_reason on_tick(void *ctx, uint64_t now)
+{
+	tick(ctx, now);
+	return STOP_NONE;
+}
+
+/* Until SIGTERM/SIGINT (or --duration): a snapshot every interval. The
+ * ring buffer wakes the loop only past a quarter full; slow spans are rare,
+ * so the loop takes whatever is waiting every POLL_MS anyway. */
+static enum stop_reason run(struct daemon *d)
+{
+	uint64_t now = mono_now_ns();
+	double secs = d->cfg.common.duration_s;
+	struct runloop rl = {
+		.s = &d->s, .ctx = d, .input_fd = -1, .poll_ms = POLL_MS,
+		.tick_ns = (uint64_t)(d->cfg.interval_secs * 1e9), .on_tick = on_tick, .on_hup = reopen,
+		.deadline_ns = secs > 0 ? now + (uint64_t)(secs * 1e9) : 0,
+	};
+
+	tick(d, now);   /* /metrics has numbers from the start */
+	return runloop_run(&rl);
 }
 
 static void final_report(struct daemon *d)
@@ -538,25 +521,25 @@ int cmd_daemon(int argc, char **argv)
 		goto out;
 	}
 	st_verbose = d->cfg.verbose;
+	st_quiet = d->cfg.common.quiet;
 	d->dead_grace_ns = (uint64_t)(3 * d->cfg.interval_secs * 1e9);
 	if (d->dead_grace_ns < DEAD_GRACE_MIN_NS)
 		d->dead_grace_ns = DEAD_GRACE_MIN_NS;
+	runloop_install_signals();   /* before attaching: Ctrl-C counts */
 	if (session_check_caps(err, sizeof(err)) || start(d, err, sizeof(err))) {
 		st_err("%s", err);
 		goto out;
 	}
-	struct sigaction sa = { .sa_handler = on_hup };
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGHUP, &sa, NULL);
-	session_install_signals();
 	char where[80];
 	describe_listen(d->http, &d->cfg.listen, where, sizeof(where));
 	st_info("daemon: tracing %s%s, metrics at http://%s/metrics%s%s", d->target.shown,
 		d->cfg.pid > 0 ? " (one pid)" : " (all processes)", where,
 		d->rot ? ", slow spans to " : "", d->rot ? rotate_current_path(d->rot) : "");
-	run(d);
+	enum stop_reason why = run(d);
+	if (why == STOP_RINGBUF_ERROR)
+		st_err("reading the ring buffer failed");
 	final_report(d);
-	rc = 0;
+	rc = why == STOP_RINGBUF_ERROR;
 out:
 	stop(d);
 	free(d);

@@ -11,7 +11,7 @@
 
 enum opt {
 	OPT_BINARY, OPT_PID, OPT_LISTEN, OPT_JSONL_DIR, OPT_SLOW_MS, OPT_SLOW_PCT,
-	OPT_INTERVAL, OPT_FILE_MAX, OPT_TOTAL_MAX, OPT_RETAIN, OPT_LEVEL, OPT_COUNT
+	OPT_INTERVAL, OPT_FILE_MAX, OPT_TOTAL_MAX, OPT_RETAIN, OPT_LEVEL, OPT_DURATION, OPT_COUNT
 };
 
 static const struct {
@@ -28,13 +28,14 @@ static const struct {
 	[OPT_TOTAL_MAX] = { "--total-max", NULL, "SPANTRACE_TOTAL_MAX_BYTES" },
 	[OPT_RETAIN] = { "--retain", NULL, "SPANTRACE_RETAIN_FILES" },
 	[OPT_LEVEL] = { "--level", NULL, "SPANTRACE_LEVEL" },
+	[OPT_DURATION] = { "--duration", NULL, NULL },
 };
 
 const char daemon_config_usage[] =
 	"usage: spantrace daemon --binary PATH [-p PID] [--listen ADDR:PORT] [--jsonl-dir DIR]\n"
 	"                        [--slow-ms X | --slow-pct P] [--interval SEC]\n"
 	"                        [--file-max SIZE] [--total-max SIZE] [--retain N]\n"
-	"                        [--level coarse|detail] [-v]\n"
+	"                        [--level coarse|detail] [--duration SEC] [-q] [-v]\n"
 	"Traces every current and future process of PATH (or only PID), serves Prometheus metrics on\n"
 	"http://ADDR:PORT/metrics (default 127.0.0.1:9464) and writes spans at least as slow\n"
 	"as the threshold (default: the running p99 of their kind) to rotating JSONL files.\n"
@@ -44,6 +45,7 @@ const char daemon_config_usage[] =
 	"SPANTRACE_LEVEL. SIZE takes a K, M or G suffix. Defaults: --interval 5, --file-max 16M,\n"
 	"--total-max 256M, --retain 16, --level coarse (forward/layer spans, tokens, requests,\n"
 	"memory; detail adds every op and OpenCL kernel at more probe hits per token).\n"
+	"--duration stops it after SEC seconds; -q logs nothing but errors; -v more.\n"
 	"SIGHUP reopens the JSONL file; SIGTERM and SIGINT flush and exit.\n";
 
 struct raw_value {
@@ -91,6 +93,10 @@ static int collect_flags(struct daemon_config *c, struct raw_value *raw, int arg
 			return DAEMON_CONFIG_HELP;
 		if (!strcmp(arg, "-v") || !strcmp(arg, "--verbose")) {
 			c->verbose++;
+			continue;
+		}
+		if (!strcmp(arg, "-q") || !strcmp(arg, "--quiet")) {
+			c->common.quiet = 1;
 			continue;
 		}
 		const char *eq = !strncmp(arg, "--", 2) ? strchr(arg, '=') : NULL;
@@ -166,6 +172,10 @@ static int apply_numbers(struct daemon_config *c, const struct raw_value *raw, c
 		if (parse_size(r->text, &c->total_max_bytes) < 0 || c->total_max_bytes == 0)
 			return bad(err, errlen, OPT_TOTAL_MAX, r, "a size > 0 (bytes, K, M or G)");
 	}
+	if ((r = &raw[OPT_DURATION])->text) {
+		if (duration_parse(r->text, &c->common.duration_s) < 0)
+			return bad(err, errlen, OPT_DURATION, r, "seconds > 0");
+	}
 	if ((r = &raw[OPT_RETAIN])->text) {
 		if (parse_uint(r->text, 1, 1000000, &u) < 0)
 			return bad(err, errlen, OPT_RETAIN, r, "a file count between 1 and 1000000");
@@ -190,6 +200,7 @@ static void set_defaults(struct daemon_config *c)
 	c->file_max_bytes = 16ull << 20;
 	c->total_max_bytes = 256ull << 20;
 	c->retain_files = 16;
+	c->common.level = LEVEL_COARSE;
 }
 
 int daemon_config_parse(struct daemon_config *c, int argc, char **argv, char **envp,
@@ -208,12 +219,8 @@ int daemon_config_parse(struct daemon_config *c, int argc, char **argv, char **e
 		snprintf(err, errlen, "daemon: need --binary PATH (or SPANTRACE_BINARY) or -p PID");
 		return DAEMON_CONFIG_ERROR;
 	}
-	if (raw[OPT_LEVEL].text) {
-		if (!strcmp(raw[OPT_LEVEL].text, "detail"))
-			c->detail = 1;
-		else if (strcmp(raw[OPT_LEVEL].text, "coarse"))
-			return bad(err, errlen, OPT_LEVEL, &raw[OPT_LEVEL], "coarse or detail");
-	}
+	if (raw[OPT_LEVEL].text && trace_level_parse(raw[OPT_LEVEL].text, &c->common.level))
+		return bad(err, errlen, OPT_LEVEL, &raw[OPT_LEVEL], "coarse or detail");
 	c->binary = raw[OPT_BINARY].text;
 	c->jsonl_dir = raw[OPT_JSONL_DIR].text;
 	if (raw[OPT_LISTEN].text) {

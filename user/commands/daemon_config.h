@@ -14,12 +14,18 @@
  *   --total-max SIZE   SPANTRACE_TOTAL_MAX_BYTES   256M
  *   --retain N         SPANTRACE_RETAIN_FILES      16
  *   --level L          SPANTRACE_LEVEL             coarse (or detail)
- * SIZE is bytes with an optional K, M or G suffix (powers of 1024). */
+ *   --duration SEC     -                           until SIGTERM/SIGINT
+ *   -q, --quiet        -                           log start and stop
+ *   -v, --verbose      -                           (twice: libbpf too)
+ * SIZE is bytes with an optional K, M or G suffix (powers of 1024). --level,
+ * --duration, -q and -v are the options every command shares
+ * (core/options.h), parsed by the same functions. */
 #ifndef SPANTRACE_DAEMON_CONFIG_H
 #define SPANTRACE_DAEMON_CONFIG_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include "core/options.h"
 #include "output/httpd.h"
 
 struct daemon_config {
@@ -32,7 +38,7 @@ struct daemon_config {
 	double interval_secs;
 	uint64_t file_max_bytes, total_max_bytes;
 	unsigned retain_files;
-	int detail;              /* --level detail: op spans and OpenCL kernels too */
+	struct common_opts common;  /* level, duration, quiet */
 	int verbose;             /* -v: debug log (twice: libbpf's too) */
 };
 

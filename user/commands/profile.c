@@ -18,8 +18,12 @@
 #include <time.h>
 #include <unistd.h>
 #include <json-c/json.h>
+#include "core/clock.h"
 #include "output/chrome.h"
-#include "output/export.h"
+#include "core/options.h"
+#include "core/runloop.h"
+#include "output/jsonl.h"
+#include "output/summary.h"
 #include "core/launch.h"
 #include "core/numparse.h"
 #include "output/outbuf.h"
@@ -27,19 +31,15 @@
 #include "core/maps.h"
 #include "core/session.h"
 
-#define POLL_MS 50
 #define TOP_FUNCTIONS 15
 #define MAX_SYM_PIDS 256
 
 struct profile_opts {
 	struct launch_opts target;
+	struct common_opts common;
 	unsigned hz;
 	const char *events;
 	const char *dir;
-	enum trace_level level;
-	double duration_s;
-	uint64_t max_events;
-	int quiet;
 };
 
 /* What the run has seen, beyond struct profile_samples/struct profile_counters. */
@@ -49,7 +49,6 @@ struct profiler {
 	struct profile_counters counters;
 	struct chrome_writer *chrome;
 	struct outbuf spans;
-	int spans_failed;
 	uint64_t inherited;            /* samples attributed via proc_span */
 	uint64_t alloc_failed;
 	uint64_t span_count[SPAN_KIND_COUNT], span_ns[SPAN_KIND_COUNT];
@@ -84,8 +83,9 @@ static void symbols_for_pid(struct profiler *p, pid_t pid, int engine)
 		st_debug("cannot read /proc/%d/maps; its frames stay unresolved", (int)pid);
 }
 
-static void on_sample(struct profiler *p, const struct sample_event *e)
+static int on_sample(void *ctx, const struct sample_event *e)
 {
+	struct profiler *p = ctx;
 	const char *span = e->kind < SPAN_KIND_COUNT ? span_kind_name(e->kind) : NULL;
 	int have_k = maps_read_stack(p->s, e->kstack_id, p->kips) == 0;
 	int have_u = maps_read_stack(p->s, e->ustack_id, p->uips) == 0;
@@ -97,37 +97,62 @@ static void on_sample(struct profiler *p, const struct sample_event *e)
 				have_k ? PROFILE_STACK_DEPTH : 0, have_u ? p->uips : NULL,
 				have_u ? PROFILE_STACK_DEPTH : 0, 1))
 		p->alloc_failed++;
+	return 0;
 }
 
-static void on_span(struct profiler *p, const void *data, size_t size)
+/* Every probe record: the process is our engine, its maps are final. */
+static int on_probe(void *ctx, const struct event_header *h)
 {
-	const struct span_event *e = data;
-
-	profile_counters_add(&p->counters, e);
-	if (e->kind < SPAN_KIND_COUNT) {
-		p->span_count[e->kind]++;
-		p->span_ns[e->kind] += e->dur_ns;
-	}
-	if (!p->spans_failed && export_jsonl_event(&p->spans, data, size))
-		p->spans_failed = 1;
+	symbols_for_pid(ctx, (pid_t)h->pid, 1);
+	return 0;
 }
 
-static int on_event(void *ctx, const void *data, size_t size)
+static int on_span(void *ctx, const struct span_event *e)
 {
 	struct profiler *p = ctx;
-	const struct event_header *h = data;
 
-	if (h->type == EV_SAMPLE) {
-		if (size >= sizeof(struct sample_event))
-			on_sample(p, data);
-		return 0;
-	}
-	symbols_for_pid(p, (pid_t)h->pid, 1);
-	if (h->type == EV_SPAN && size >= sizeof(struct span_event))
-		on_span(p, data, size);
-	if (p->chrome && chrome_write_record(p->chrome, data, size))
-		p->alloc_failed++;
+	on_probe(p, &e->h);
+	p->span_count[e->kind]++;
+	p->span_ns[e->kind] += e->dur_ns;
 	return 0;
+}
+
+static int on_token(void *ctx, const struct token_event *e) { return on_probe(ctx, &e->h); }
+static int on_request(void *ctx, const struct request_event *e) { return on_probe(ctx, &e->h); }
+static int on_alloc(void *ctx, const struct alloc_event *e) { return on_probe(ctx, &e->h); }
+static int on_kv(void *ctx, const struct kv_event *e) { return on_probe(ctx, &e->h); }
+static int on_kernel(void *ctx, const struct kernel_event *e) { return on_probe(ctx, &e->h); }
+
+static const struct event_handlers profiler_handlers = {
+	.span = on_span,
+	.token = on_token,
+	.request = on_request,
+	.alloc = on_alloc,
+	.free = on_alloc,
+	.kv = on_kv,
+	.kernel = on_kernel,
+	.sample = on_sample,
+};
+
+/* spans.jsonl holds only the spans. */
+static int write_span(void *ob, const struct span_event *e)
+{
+	return jsonl_handlers.span(ob, e);
+}
+
+static const struct event_handlers spans_only_handlers = { .span = write_span };
+
+/* The profiler first (symbols before anything is written), then the
+ * counter totals, the spans file and the Chrome trace. */
+static size_t profiler_sinks(struct profiler *p, struct event_sink *sinks)
+{
+	size_t n = 0;
+
+	sinks[n++] = (struct event_sink){ &profiler_handlers, p };
+	sinks[n++] = (struct event_sink){ &profile_counters_handlers, &p->counters };
+	sinks[n++] = (struct event_sink){ &spans_only_handlers, &p->spans };
+	sinks[n++] = (struct event_sink){ &chrome_handlers, p->chrome };
+	return n;
 }
 
 /* ---- the output directory ---- */
@@ -190,21 +215,11 @@ static int close_file(FILE *f, const struct profile_opts *o, const char *name, c
 static int write_json(const struct profile_opts *o, const char *name, json_object *j,
 		      char *err, size_t errlen)
 {
-	FILE *f;
+	char path[4096];
 	int rc;
 
-	if (!j) {
-		snprintf(err, errlen, "out of memory building %s", name);
-		return -1;
-	}
-	f = out_file(o, name, err, errlen);
-	if (!f) {
-		json_object_put(j);
-		return -1;
-	}
-	fputs(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE), f);
-	fputc('\n', f);
-	rc = close_file(f, o, name, err, errlen);
+	out_path(o, name, path, sizeof(path));
+	rc = json_write_file(path, j, err, errlen);
 	json_object_put(j);
 	return rc;
 }
@@ -241,43 +256,21 @@ static json_object *spans_json(const struct profiler *p)
 	return j;
 }
 
-static json_object *loss_json(const struct session *s, const struct counters *c)
-{
-	json_object *j = json_object_new_object();
-	uint64_t fired = event_types_sum(c->fired), dropped = event_types_sum(c->dropped);
-	uint64_t delivered = session_delivered_total(s);
-	if (!j)
-		return NULL;
-	json_object_object_add(j, "fired", json_object_new_uint64(fired));
-	json_object_object_add(j, "delivered", json_object_new_uint64(delivered));
-	json_object_object_add(j, "dropped", json_object_new_uint64(dropped));
-	json_object_object_add(j, "balanced", json_object_new_boolean(delivered + dropped == fired));
-	json_object_object_add(j, "span_errors", json_object_new_uint64(c->span_errors));
-	json_object_object_add(j, "orphan_ends", json_object_new_uint64(c->orphan_ends));
-	json_object_object_add(j, "counters_invalid", json_object_new_uint64(c->counters_invalid));
-	return j;
-}
-
-static json_object *summary_json(const struct profile_opts *o, const struct profiler *p,
+static json_object *profile_summary_json(const struct profile_opts *o, const struct profiler *p,
 				 const struct session *s, const struct counters *c,
 				 const struct perf_counters *pc, const struct launch *l, double wall_s)
 {
-	json_object *j = json_object_new_object(), *names = json_object_new_array();
+	json_object *j = json_object_new_object();
 	char how[128];
 
-	if (!j || !names) {
-		json_object_put(j);
-		json_object_put(names);
+	if (!j)
 		return NULL;
-	}
-	for (unsigned i = 0; i < pc->ncounters; i++)
-		json_object_array_add(names, json_object_new_string(pc->names[i]));
 	launch_describe_exit(l, how, sizeof(how));
 	json_object_object_add(j, "binary", json_object_new_string(l->target.shown));
 	json_object_object_add(j, "target", json_object_new_string(launch_mode_name(l->mode)));
 	json_object_object_add(j, "target_exit", json_object_new_string(how));
 	json_object_object_add(j, "wall_s", json_object_new_double(wall_s));
-	json_object_object_add(j, "perf_counters", names);
+	json_object_object_add(j, "perf_counters", summary_perf_names_json(pc));
 	json_object_object_add(j, "perf_counters_dropped", json_object_new_string(pc->dropped));
 	json_object_object_add(j, "counter_scope",
 			       json_object_new_string("per-CPU; a span's delta is its CPU's count between begin and end, "
@@ -285,7 +278,7 @@ static json_object *summary_json(const struct profile_opts *o, const struct prof
 	json_object_object_add(j, "samples", samples_json(p, c, o->hz));
 	json_object_object_add(j, "spans", spans_json(p));
 	json_object_object_add(j, "counters", profile_counters_json(&p->counters));
-	json_object_object_add(j, "loss", loss_json(s, c));
+	json_object_object_add(j, "loss", summary_loss_json(s, c));
 	return j;
 }
 
@@ -313,9 +306,9 @@ static int write_outputs(const struct profile_opts *o, struct profiler *p, const
 
 	if (write_samples(o, p, err, errlen) ||
 	    write_json(o, "counters.json", profile_counters_json(&p->counters), err, errlen) ||
-	    write_json(o, "summary.json", summary_json(o, p, s, c, pc, l, wall_s), err, errlen))
+	    write_json(o, "summary.json", profile_summary_json(o, p, s, c, pc, l, wall_s), err, errlen))
 		rc = -1;
-	if (ob_close(&p->spans) || p->spans_failed) {
+	if (ob_close(&p->spans)) {
 		if (!rc)
 			ob_strerror(&p->spans, err, errlen);
 		rc = -1;
@@ -338,7 +331,7 @@ static int write_outputs(const struct profile_opts *o, struct profiler *p, const
 
 static void report(const struct profile_opts *o, const struct profiler *p, const struct counters *c)
 {
-	if (o->quiet)
+	if (o->common.quiet)
 		return;
 	fprintf(stderr, "spantrace: %llu samples (%llu outside spans, %llu dropped), %llu spans, "
 		"%llu events dropped in total\n",
@@ -351,23 +344,6 @@ static void report(const struct profile_opts *o, const struct profiler *p, const
 }
 
 /* ---- the run ---- */
-static const char *run_loop(const struct profile_opts *o, struct session *s, struct launch *l)
-{
-	uint64_t start = mono_now_ns();
-	uint64_t deadline = o->duration_s > 0 ? start + (uint64_t)(o->duration_s * 1e9) : 0;
-
-	for (;;) {
-		if (session_poll(s, POLL_MS) < 0)
-			return "ring buffer error";
-		if (session_stop_requested)
-			return "interrupted";
-		if (deadline && mono_now_ns() >= deadline)
-			return "duration reached";
-		if (launch_target_gone(l))
-			return "target exited";
-	}
-}
-
 static int profiler_init(struct profiler *p, const struct profile_opts *o, const struct perf_counters *pc,
 			 char *err, size_t errlen)
 {
@@ -387,11 +363,11 @@ static int profiler_init(struct profiler *p, const struct profile_opts *o, const
 	if (ob_open(&p->spans, path, err, errlen))
 		return -1;
 	out_path(o, "trace.json", path, sizeof(path));
-	p->chrome = chrome_open(path, o->max_events, err, errlen);
+	p->chrome = chrome_open(path, o->common.max_events, err, errlen);
 	if (!p->chrome)
 		return -1;
 	chrome_set_counter_names(p->chrome, pc->names, pc->ncounters);
-	chrome_set_device_offset(p->chrome, chrome_measure_raw_offset());
+	chrome_set_device_offset(p->chrome, clock_raw_to_mono_ns());
 	return 0;
 }
 
@@ -410,9 +386,10 @@ static int start(const struct profile_opts *o, struct session *s, struct launch 
 		 struct perf_counters *pc, struct perf_sampler *ps, struct profiler *p, int *session_ok,
 		 char *err, size_t errlen)
 {
+	struct event_sink sinks[SESSION_MAX_SINKS];
 	struct session_opts so = {
 		.pid_filter = l->target.pid > 0 ? (uint32_t)l->target.pid : 0,
-		.level = o->level,
+		.level = o->common.level,
 		.stream_mode = STREAM_ALL,
 		.perf_mode = 1,
 		.perf_ncounters = pc->ncounters,
@@ -420,7 +397,7 @@ static int start(const struct profile_opts *o, struct session *s, struct launch 
 		.ringbuf_kb = 16384, /* samples arrive in bursts from every CPU */
 	};
 
-	if (session_open(s, &so, on_event, p, err, errlen))
+	if (session_open(s, &so, sinks, profiler_sinks(p, sinks), err, errlen))
 		return -1;
 	*session_ok = 1;
 	p->s = s;
@@ -459,18 +436,25 @@ static int profile_main(struct profile_opts *o)
 		perfev_counters_close(&pc);
 		return 1;
 	}
+	runloop_install_signals();
 	if (profiler_init(&p, o, &pc, err, sizeof(err)) ||
 	    start(o, &s, &l, &pc, &ps, &p, &session_ok, err, sizeof(err)))
 		goto out;
 	uint64_t t0 = mono_now_ns();
-	const char *why = session_stop_requested ? "interrupted" : run_loop(o, &s, &l);
+	struct runloop rl = {
+		.s = &s, .target = &l, .ctx = &p, .input_fd = -1,
+		.deadline_ns = o->common.duration_s > 0 ? t0 + (uint64_t)(o->common.duration_s * 1e9) : 0,
+	};
+	enum stop_reason why = runloop_run(&rl);
 	double wall_s = (mono_now_ns() - t0) / 1e9;
 	/* Nothing may still be producing when the counters are read. */
 	session_detach(&s);
-	session_drain(&s);
+	session_consume(&s);
 	launch_end(&l);
 	maps_read_counters(&s, &c);
-	st_debug("stopped: %s", why);
+	st_debug("stopped: %s", stop_reason_text(why));
+	if (why == STOP_RINGBUF_ERROR)
+		st_err("reading the ring buffer failed; writing what was read");
 	if (write_outputs(o, &p, &s, &c, &pc, &l, wall_s, err, sizeof(err)))
 		goto out;
 	report(o, &p, &c);
@@ -514,17 +498,12 @@ static const char profile_doc[] =
 	"\n"
 	"Needs CAP_BPF and CAP_PERFMON (or root).";
 
-enum { OPT_EVENTS = 2000, OPT_LEVEL, OPT_DURATION, OPT_MAX_EVENTS };
+enum { OPT_EVENTS = 2000 };
 
 static const struct argp_option profile_options[] = {
 	{ "freq", 'F', "HZ", 0, "Samples per second per CPU (default 99)", 1 },
 	{ "events", OPT_EVENTS, "LIST", 0, "Counters, comma-separated (default " PERFEV_DEFAULT_EVENTS ")", 1 },
 	{ "output", 'o', "DIR", 0, "Output directory (default ./spantrace-profile-<time>)", 1 },
-	{ "level", OPT_LEVEL, "LEVEL", 0, "coarse or detail (default) spans", 1 },
-	{ "duration", OPT_DURATION, "SEC", 0, "Stop after SEC seconds", 1 },
-	{ "max-events", OPT_MAX_EVENTS, "N", 0, "At most N events in trace.json (default 1000000)", 1 },
-	{ "quiet", 'q', NULL, 0, "No summary on stderr", 2 },
-	{ "verbose", 'v', NULL, 0, "More logging (twice: libbpf debug)", 2 },
 	{ 0 },
 };
 
@@ -536,6 +515,7 @@ static error_t profile_parse(int key, char *arg, struct argp_state *state)
 	switch (key) {
 	case ARGP_KEY_INIT:
 		state->child_inputs[0] = &o->target;
+		state->child_inputs[1] = &o->common;
 		break;
 	case 'F':
 		if (parse_uint(arg, 1, 100000, &v))
@@ -544,21 +524,6 @@ static error_t profile_parse(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_EVENTS: o->events = arg; break;
 	case 'o': o->dir = arg; break;
-	case OPT_LEVEL:
-		if (trace_level_parse(arg, &o->level))
-			argp_error(state, "invalid level '%s' (coarse or detail)", arg);
-		break;
-	case OPT_DURATION:
-		if (parse_real_above(arg, 0, DURATION_MAX_S, &o->duration_s))
-			argp_error(state, "invalid duration '%s' (seconds > 0)", arg);
-		break;
-	case OPT_MAX_EVENTS:
-		if (parse_uint(arg, 1, UINT64_MAX, &v))
-			argp_error(state, "invalid --max-events '%s' (a whole number >= 1)", arg);
-		o->max_events = v;
-		break;
-	case 'q': o->quiet = 1; break;
-	case 'v': st_verbose++; break;
 	default:
 		return ARGP_ERR_UNKNOWN;
 	}
@@ -567,15 +532,15 @@ static error_t profile_parse(int key, char *arg, struct argp_state *state)
 
 int cmd_profile(int argc, char **argv)
 {
-	static const struct argp_child children[] = { { &launch_argp, 0, "Target (exactly one):", 0 }, { 0 } };
-	static const struct argp argp = { profile_options, profile_parse,
-					  "[-p PID | --binary PATH | -- CMD [ARGS...]]", profile_doc,
-					  children, NULL, NULL };
-	struct profile_opts o = { .hz = PERFEV_DEFAULT_HZ, .level = LEVEL_DETAIL };
+	static const struct common_opts defaults = { .level = LEVEL_DETAIL, .max_events = CHROME_DEFAULT_MAX_EVENTS };
+	struct argp_child children[3];
+	struct argp argp = { profile_options, profile_parse, "[-p PID | --binary PATH | -- CMD [ARGS...]]",
+			     profile_doc, children, NULL, NULL };
+	struct profile_opts o = { .hz = PERFEV_DEFAULT_HZ, .common = defaults };
 
 	argv[0] = (char *)"spantrace profile";
+	tracing_argp_children(children, COMMON_ALL, &defaults);
 	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, &o))
 		return 2;
-	session_install_signals();
 	return profile_main(&o);
 }

@@ -1,22 +1,25 @@
-/* top.c - `spantrace top`: the live view (topview.h) fed by a session.
- * Interactive curses on a terminal, `top -b` style text frames otherwise. */
+/* top.c - `spantrace top`: the live view (top/topview.h) fed by a session.
+ * Interactive curses on a terminal, `top -b` style text frames otherwise;
+ * either way the one run loop draws a frame per tick. */
 #include "commands/commands.h"
 
 #include <argp.h>
-#include <signal.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-/* export.h before term.h, whose `lines` macro would rename a struct field. */
-#include "output/export.h"
+#include "core/launch.h"
+#include "core/maps.h"
+#include "core/numparse.h"
+#include "core/options.h"
+#include "core/runloop.h"
+#include "core/session.h"
+#include "top/screen.h"
+#include "top/topview.h"
+/* After our headers: term.h's `lines` macro would rename struct fields. */
 #include <curses.h>
 #include <term.h>
-#include "core/launch.h"
-#include "core/numparse.h"
-#include "core/maps.h"
-#include "core/session.h"
-#include "top/topview.h"
 
 #define DELAY_MIN_S 0.1
 #define DELAY_MAX_S 3600.0
@@ -24,20 +27,24 @@
 
 struct top_opts {
 	struct launch_opts target;
+	struct common_opts common;
 	double delay_s;
-	enum trace_level level;
 	int batch;
 	int iterations;          /* 0 = until the target exits or q / ^C */
 	int width;               /* batch frame width, 0 = 80 */
 	const char *cmd_output;
 };
 
-/* What the poll callback needs between frames. */
 struct top_run {
-	struct session *s;
-	struct launch *l;
+	const struct top_opts *o;
+	struct session s;
+	int session_ok;
+	struct launch l;
 	struct topview *tv;
-	uint64_t stop_at_ns;     /* interactive -n: stop here; 0 = never */
+	int interactive;             /* curses; else batch text frames */
+	struct top_screen *screen;   /* the terminal while the view runs */
+	int frames;                  /* ticks so far (-n counts them) */
+	int write_failed;
 };
 
 /* ---- options ---- */
@@ -65,21 +72,19 @@ static const char top_doc[] =
 	"  spantrace top -b --level coarse -- build/infer model.bin --ids -n 64 -b cpu\n"
 	"        a frame a second until the command exits, then a final frame\n"
 	"\n"
-	"Batch mode ends when the target exits (after a final frame), after -n frames, or on "
-	"SIGINT/SIGTERM (after a final frame). Dropped events are counted and shown in the "
-	"header. Needs CAP_BPF and CAP_PERFMON (or root).";
+	"Batch mode ends when the target exits (after a final frame), after -n frames, after "
+	"--duration, or on SIGINT/SIGTERM (after a final frame). Dropped events are counted and "
+	"shown in the header. Needs CAP_BPF and CAP_PERFMON (or root).";
 
-enum { OPT_LEVEL = 0x5400, OPT_CMD_OUTPUT };
+enum { OPT_CMD_OUTPUT = 0x5400 };
 
 static const struct argp_option top_options[] = {
 	{ "delay", 'd', "SECONDS", 0, "Refresh interval (default 1; 0.1..3600); the window is 10 intervals", 1 },
-	{ "level", OPT_LEVEL, "LEVEL", 0, "detail (default) or coarse", 1 },
 	{ "batch", 'b', NULL, 0, "Text frames on stdout, no curses", 1 },
 	{ "iterations", 'n', "N", 0, "Stop after N refresh intervals", 1 },
 	{ "width", 'w', "COLS", 0, "Width of batch frames (default 80)", 1 },
 	{ "cmd-output", OPT_CMD_OUTPUT, "FILE", 0,
 	  "Send -- CMD's stdout and stderr here (default: /dev/null when interactive, else ours)", 1 },
-	{ "verbose", 'v', NULL, 0, "More logging (twice: libbpf debug)", 2 },
 	{ 0 },
 };
 
@@ -91,14 +96,11 @@ static error_t top_parse(int key, char *arg, struct argp_state *state)
 	switch (key) {
 	case ARGP_KEY_INIT:
 		state->child_inputs[0] = &o->target;
+		state->child_inputs[1] = &o->common;
 		break;
 	case 'd':
 		if (parse_real(arg, DELAY_MIN_S, DELAY_MAX_S, &o->delay_s))
 			argp_error(state, "invalid delay '%s' (seconds, %.1f..%.0f)", arg, DELAY_MIN_S, DELAY_MAX_S);
-		break;
-	case OPT_LEVEL:
-		if (trace_level_parse(arg, &o->level))
-			argp_error(state, "invalid level '%s' (coarse or detail)", arg);
 		break;
 	case 'b': o->batch = 1; break;
 	case 'n':
@@ -112,7 +114,6 @@ static error_t top_parse(int key, char *arg, struct argp_state *state)
 		o->width = (int)v;
 		break;
 	case OPT_CMD_OUTPUT: o->cmd_output = arg; break;
-	case 'v': st_verbose++; break;
 	case ARGP_KEY_END:
 		if (o->cmd_output && !o->target.cmd)
 			argp_error(state, "--cmd-output is only for -- CMD");
@@ -123,35 +124,57 @@ static error_t top_parse(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
-/* ---- the poll the view calls between frames ---- */
-static uint64_t dropped_total(const struct session *s)
+/* ---- frames ---- */
+static void update_losses(struct top_run *r)
 {
 	struct counters c;
 
-	if (maps_read_counters(s, &c))
-		return 0;
-	return event_types_sum(c.dropped);
+	if (maps_read_counters(&r->s, &c) == 0)
+		topview_set_drops(r->tv, event_types_sum(c.dropped));
+	topview_set_invalid(r->tv, session_invalid_total(&r->s));
 }
 
-static int top_poll(void *ctx, int timeout_ms)
+/* One frame: batch text on stdout, or the curses screen. */
+static int frame(struct top_run *r, uint64_t now)
+{
+	update_losses(r);
+	topview_poll_proc(r->tv);
+	topview_refresh(r->tv, now);
+	if (r->screen) {
+		top_screen_draw(r->screen, r->tv);
+		return 0;
+	}
+	if (topview_render_text(r->tv, stdout, r->o->width) || fputc('\n', stdout) == EOF || fflush(stdout)) {
+		r->write_failed = 1;
+		return -1;
+	}
+	return 0;
+}
+
+static enum stop_reason on_tick(void *ctx, uint64_t now)
 {
 	struct top_run *r = ctx;
-	int rc = session_poll(r->s, timeout_ms);
 
-	/* Records are submitted without wakeups: poll alone can sit on some. */
-	if (rc >= 0)
-		rc = session_drain(r->s);
-	if (rc < 0 && rc != -EINTR)
-		return rc;
-	if (launch_target_gone(r->l)) {
-		session_drain(r->s);  /* the last records of the target */
-		topview_set_drops(r->tv, dropped_total(r->s));
-		return 1;
-	}
-	topview_set_drops(r->tv, dropped_total(r->s));
-	if (r->stop_at_ns && mono_now_ns() >= r->stop_at_ns)
-		return -ECANCELED;  /* interactive -n: a planned stop, not an error */
-	return 0;
+	if (frame(r, now))
+		return STOP_OUTPUT_ERROR;
+	r->frames++;
+	return r->o->iterations && r->frames >= r->o->iterations ? STOP_DONE : STOP_NONE;
+}
+
+static enum stop_reason on_keys(void *ctx)
+{
+	struct top_run *r = ctx;
+
+	return top_screen_keys(r->screen, r->tv) ? STOP_DONE : STOP_NONE;
+}
+
+/* The interactive view stays up, marked [exited], until q. */
+static enum stop_reason on_target_exit(void *ctx)
+{
+	struct top_run *r = ctx;
+
+	topview_set_ended(r->tv, 1);
+	return STOP_NONE;
 }
 
 /* ---- running ---- */
@@ -166,35 +189,6 @@ static void set_command_io(struct top_opts *o, int interactive)
 			o->target.cmd_output = "/dev/null";
 		o->target.cmd_stdin_null = isatty(STDIN_FILENO);
 	}
-}
-
-static int run_view(struct top_opts *o, struct top_run *r, int interactive)
-{
-	int rc;
-
-	if (!interactive)
-		return topview_run_batch(r->tv, stdout, top_poll, r, o->iterations, o->width);
-	if (o->iterations)
-		r->stop_at_ns = mono_now_ns() + (uint64_t)(o->delay_s * 1e9) * (uint64_t)o->iterations;
-	rc = topview_run_curses(r->tv, top_poll, r);
-	return rc == -ECANCELED ? 0 : rc;
-}
-
-static void report_end(const struct session *s, const struct launch *l, int rc)
-{
-	struct counters c;
-	uint64_t dropped = 0, fired = 0;
-	char how[64];
-
-	if (maps_read_counters(s, &c) == 0) {
-		dropped = event_types_sum(c.dropped);
-		fired = event_types_sum(c.fired);
-	}
-	launch_describe_exit(l, how, sizeof(how));
-	fprintf(stderr, "spantrace: %llu events, %llu dropped (fired %llu)%s%s%s\n",
-		(unsigned long long)session_delivered_total(s), (unsigned long long)dropped,
-		(unsigned long long)fired, l->mode == LAUNCH_BINARY ? "" : "; target ",
-		l->mode == LAUNCH_BINARY ? "" : how, rc ? "; stopped on an error" : "");
 }
 
 /* Fails early, before any command starts, when curses could not run. */
@@ -212,100 +206,141 @@ static int check_terminal(char *err, size_t errlen)
 }
 
 /* The view, the session and the armed probes; then the command may run. */
-static int start_tracing(const struct top_opts *o, struct top_run *r, int *session_ok, char *err,
-			 size_t errlen)
+static int start_tracing(struct top_run *r, char *err, size_t errlen)
 {
-	const struct target *t = &r->l->target;
+	const struct top_opts *o = r->o;
+	const struct target *t = &r->l.target;
 	struct session_opts so = {
 		.pid_filter = t->pid > 0 ? (uint32_t)t->pid : 0,
-		.level = o->level,
+		.level = o->common.level,
 		.stream_mode = STREAM_ALL,
 	};
 
 	r->tv = topview_new((uint64_t)(o->delay_s * 1e9), TOPVIEW_DEFAULT_SLOTS, mono_now_ns());
-	if (!r->tv || topview_set_target(r->tv, t->shown, trace_level_name(o->level))) {
+	if (!r->tv || topview_set_target(r->tv, t->shown, trace_level_name(o->common.level))) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (session_open(r->s, &so, topview_on_record, r->tv, err, errlen))
+	struct event_sink sink = { &topview_handlers, r->tv };
+	if (session_open(&r->s, &so, &sink, 1, err, errlen))
 		return -1;
-	*session_ok = 1;
-	if (session_attach(r->s, t->elf, t->pid > 0 ? t->pid : -1, err, errlen) ||
-	    launch_release(r->l, err, errlen))
+	r->session_ok = 1;
+	if (session_attach(&r->s, t->elf, t->pid > 0 ? t->pid : -1, err, errlen) ||
+	    launch_release(&r->l, err, errlen))
 		return -1;
-	st_debug("attached to %s (pid %d) in %.3f ms", t->elf, (int)t->pid, r->s->attach_ns / 1e6);
+	st_debug("attached to %s (pid %d) in %.3f ms", t->elf, (int)t->pid, r->s.attach_ns / 1e6);
 	return 0;
 }
 
-static void describe_view_error(int rc, int interactive, char *err, size_t errlen)
+static enum stop_reason run_view(struct top_run *r)
 {
-	const char *term = getenv("TERM");
+	const struct top_opts *o = r->o;
+	uint64_t start = mono_now_ns();
+	struct runloop rl = {
+		.s = &r->s, .target = &r->l, .ctx = r, .input_fd = -1,
+		.tick_ns = (uint64_t)(o->delay_s * 1e9), .on_tick = on_tick,
+		.deadline_ns = o->common.duration_s > 0 ? start + (uint64_t)(o->common.duration_s * 1e9) : 0,
+	};
 
-	if (rc == -1 && interactive)
-		snprintf(err, errlen, "cannot set up the terminal (TERM=%s)", term ? term : "");
-	else if (rc == -EIO)
-		snprintf(err, errlen, "cannot write the frame");
-	else
-		snprintf(err, errlen, "%s", strerror(-rc));
+	if (r->screen) {
+		rl.input_fd = top_screen_input_fd(r->screen);
+		rl.on_input = on_keys;
+		rl.on_target_exit = on_target_exit;
+		frame(r, start);   /* the screen is not blank until the first tick */
+	}
+	return runloop_run(&rl);
+}
+
+/* Batch mode ends with a final frame, unless the output itself failed. */
+static int end_view(struct top_run *r, enum stop_reason why, char *err, size_t errlen)
+{
+	if (!r->interactive && why != STOP_OUTPUT_ERROR && why != STOP_DONE) {
+		if (why == STOP_TARGET_EXIT)
+			topview_set_ended(r->tv, 1);
+		if (frame(r, mono_now_ns()))
+			why = STOP_OUTPUT_ERROR;
+	}
+	if (why == STOP_OUTPUT_ERROR)
+		snprintf(err, errlen, r->write_failed ? "cannot write the frame" : "a record could not be handled");
+	else if (why == STOP_RINGBUF_ERROR)
+		snprintf(err, errlen, "reading the ring buffer failed");
+	return why == STOP_OUTPUT_ERROR || why == STOP_RINGBUF_ERROR ? -1 : 0;
+}
+
+static void report_end(struct top_run *r, int rc)
+{
+	struct counters c;
+	uint64_t dropped = 0, fired = 0;
+	char how[64];
+
+	if (r->o->common.quiet)
+		return;
+	if (maps_read_counters(&r->s, &c) == 0) {
+		dropped = event_types_sum(c.dropped);
+		fired = event_types_sum(c.fired);
+	}
+	launch_describe_exit(&r->l, how, sizeof(how));
+	fprintf(stderr, "spantrace: %llu events, %llu dropped (fired %llu)%s%s%s\n",
+		(unsigned long long)session_delivered_total(&r->s), (unsigned long long)dropped,
+		(unsigned long long)fired, r->l.mode == LAUNCH_BINARY ? "" : "; target ",
+		r->l.mode == LAUNCH_BINARY ? "" : how, rc ? "; stopped on an error" : "");
 }
 
 /* Everything after the options: 0 or 1 (the error already printed). */
 static int top_main(struct top_opts *o)
 {
 	int interactive = !o->batch && isatty(STDOUT_FILENO);
-	struct session s = { 0 };
-	struct launch l;
-	struct top_run r = { .s = &s, .l = &l };
-	char err[512];
-	int rc = 1, session_ok = 0;
+	struct top_run r = { .o = o, .interactive = interactive };
+	char err[512] = "";
+	int rc = 1;
 
 	if (session_check_caps(err, sizeof(err)) || (interactive && check_terminal(err, sizeof(err)))) {
 		st_err("%s", err);
 		return 1;
 	}
 	set_command_io(o, interactive);
-	if (launch_start(&l, &o->target, err, sizeof(err))) {
+	if (launch_start(&r.l, &o->target, err, sizeof(err))) {
 		st_err("%s", err);
 		return 1;
 	}
-	if (start_tracing(o, &r, &session_ok, err, sizeof(err)))
+	runloop_install_signals();
+	if (start_tracing(&r, err, sizeof(err)))
 		goto out;
-	if (session_stop_requested) {
-		rc = 0;  /* interrupted while attaching */
+	if (interactive && !(r.screen = top_screen_open())) {
+		snprintf(err, sizeof(err), "cannot set up the terminal (TERM=%s)", getenv("TERM") ? getenv("TERM") : "");
 		goto out;
 	}
-	rc = run_view(o, &r, interactive);
-	if (rc < 0)
-		describe_view_error(rc, interactive, err, sizeof(err));
+	enum stop_reason why = run_view(&r);
+	top_screen_close(r.screen);
+	r.screen = NULL;
 	/* Probes off first, so the loss counters are final when reported. */
-	session_detach(&s);
-	session_drain(&s);
-	launch_end(&l);
-	report_end(&s, &l, rc);
-	rc = rc ? 1 : 0;
+	session_detach(&r.s);
+	session_consume(&r.s);
+	rc = end_view(&r, why, err, sizeof(err));
+	launch_end(&r.l);
+	report_end(&r, rc);
 out:
-	if (rc)
+	if (rc && err[0])
 		st_err("%s", err);
-	launch_end(&l);
-	if (session_ok)
-		session_close(&s);
+	top_screen_close(r.screen);
+	launch_end(&r.l);
+	if (r.session_ok)
+		session_close(&r.s);
 	topview_free(r.tv);
-	return rc;
+	return rc ? 1 : 0;
 }
 
 int cmd_top(int argc, char **argv)
 {
-	static const struct argp_child children[] = { { &launch_argp, 0, "Target (exactly one):", 0 }, { 0 } };
-	static const struct argp argp = { top_options, top_parse, "[-p PID | --binary PATH | -- CMD [ARGS...]]",
-					  top_doc, children, NULL, NULL };
-	struct top_opts o = { .delay_s = 1.0, .level = LEVEL_DETAIL };
+	static const struct common_opts defaults = { .level = LEVEL_DETAIL };
+	struct argp_child children[3];
+	struct argp argp = { top_options, top_parse, "[-p PID | --binary PATH | -- CMD [ARGS...]]", top_doc,
+			     children, NULL, NULL };
+	struct top_opts o = { .delay_s = 1.0, .common = defaults };
 
 	argv[0] = (char *)"spantrace top";  /* argp names the program after it in messages */
+	tracing_argp_children(children, COMMON_ALL & ~COMMON_MAX_EVENTS, &defaults);  /* no Chrome trace */
 	if (argp_parse(&argp, argc, argv, ARGP_IN_ORDER, NULL, &o))
 		return 2;
-	/* SIGINT/SIGTERM before the view starts set session_stop_requested;
-	 * the view catches them itself while it runs. SIGPIPE is ignored so a
-	 * closed pipe is a write error, not a silent death. */
-	session_install_signals();
 	return top_main(&o);
 }

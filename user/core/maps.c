@@ -1,5 +1,6 @@
 /* maps.c - typed access to a session's BPF maps (see maps.h). */
 #include "core/maps.h"
+#include "core/grow.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -126,14 +127,8 @@ static int collect_pid_key(void *ctx, const struct agg_key *k, const struct agg_
 
 	if (k->pid != pk->pid)
 		return 0;
-	if (pk->n == pk->cap) {
-		size_t cap = pk->cap ? pk->cap * 2 : 64;
-		struct agg_key *grown = realloc(pk->keys, cap * sizeof(*grown));
-		if (!grown)
-			return -1;
-		pk->keys = grown;
-		pk->cap = cap;
-	}
+	if (ARRAY_GROW(pk->keys, pk->cap, pk->n))
+		return -1;
 	pk->keys[pk->n++] = *k;
 	return 0;
 }

@@ -1,4 +1,4 @@
-/* session.c - libbpf lifecycle, signals and logging shared by the commands. */
+/* session.c - the libbpf lifecycle the commands share (see session.h). */
 #include "core/session.h"
 
 #include <errno.h>
@@ -26,43 +26,6 @@
  * The data pages are mapped twice (for wrap-around), so this is ~4 MB of RSS. */
 #define DEFAULT_RINGBUF_KB 2048
 
-volatile sig_atomic_t session_stop_requested;
-int st_verbose;
-
-/* ---- logging ---- */
-static void vlog(const char *prefix, const char *fmt, va_list ap)
-{
-	fprintf(stderr, "spantrace: %s", prefix);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-}
-
-void st_err(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vlog("error: ", fmt, ap);
-	va_end(ap);
-}
-
-void st_info(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vlog("", fmt, ap);
-	va_end(ap);
-}
-
-void st_debug(const char *fmt, ...)
-{
-	va_list ap;
-	if (!st_verbose)
-		return;
-	va_start(ap, fmt);
-	vlog("debug: ", fmt, ap);
-	va_end(ap);
-}
-
 static int libbpf_print(enum libbpf_print_level lvl, const char *fmt, va_list ap)
 {
 	if (lvl == LIBBPF_DEBUG && st_verbose < 2)
@@ -70,34 +33,6 @@ static int libbpf_print(enum libbpf_print_level lvl, const char *fmt, va_list ap
 	if (lvl == LIBBPF_INFO && !st_verbose)
 		return 0;
 	return vfprintf(stderr, fmt, ap);
-}
-
-uint64_t mono_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-/* ---- signals ---- */
-static void on_stop_signal(int sig)
-{
-	(void)sig;
-	session_stop_requested = 1;
-}
-
-int session_install_signals(void)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_stop_signal;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGINT, &sa, NULL) || sigaction(SIGTERM, &sa, NULL))
-		return -1;
-	/* A closed output pipe must surface as EPIPE on write, not kill us. */
-	signal(SIGPIPE, SIG_IGN);
-	return 0;
 }
 
 /* ---- privileges ---- */
@@ -136,17 +71,19 @@ static unsigned ringbuf_size(unsigned kb)
 	return (unsigned)size;
 }
 
+/* Every record goes through the one decoder; records it rejects are
+ * counted by verdict, and a sink's error stops the consume. */
 static int ring_cb(void *ctx, void *data, size_t size)
 {
 	struct session *s = ctx;
 	const struct event_header *h = data;
+	enum event_verdict v;
 	int rc;
 
-	if (size < sizeof(*h))
-		return 0;
-	if (h->type < EV_TYPE_COUNT)
-		s->delivered[h->type]++;
-	rc = s->fn ? s->fn(s->ctx, data, size) : 0;
+	s->delivered[size >= sizeof(*h) && h->type < EV_TYPE_COUNT ? h->type : 0]++;
+	rc = event_dispatch(data, size, s->sinks, s->nsinks, &v);
+	if (v != EVENT_OK)
+		s->invalid[v]++;
 	if (rc && !s->cb_error)
 		s->cb_error = rc;
 	return rc;
@@ -175,15 +112,19 @@ static int size_profile_maps(struct session *s, const struct session_opts *o,
 	return 0;
 }
 
-int session_open(struct session *s, const struct session_opts *o, session_event_fn fn,
-		 void *ctx, char *err, size_t errlen)
+int session_open(struct session *s, const struct session_opts *o, const struct event_sink *sinks,
+		 size_t nsinks, char *err, size_t errlen)
 {
 	struct bpf_program *prog;
 	int rc;
 
 	memset(s, 0, sizeof(*s));
-	s->fn = fn;
-	s->ctx = ctx;
+	if (nsinks > SESSION_MAX_SINKS) {
+		snprintf(err, errlen, "too many record consumers (%zu)", nsinks);
+		return -1;
+	}
+	memcpy(s->sinks, sinks, nsinks * sizeof(*sinks));
+	s->nsinks = nsinks;
 	s->level = o->level;
 	libbpf_set_print(libbpf_print);
 	s->skel = spantrace_bpf__open();
@@ -326,21 +267,12 @@ int session_attach_sampler(struct session *s, const int *fds, unsigned nfds,
 	return 0;
 }
 
-int session_poll(struct session *s, int timeout_ms)
+int session_epoll_fd(const struct session *s)
 {
-	int n = ring_buffer__poll(s->rb, timeout_ms);
-
-	/* Submits rarely wake us (BPF_RB_NO_WAKEUP): a timed-out poll reads anyway. */
-	if (n == 0)
-		n = ring_buffer__consume(s->rb);
-	if (s->cb_error)
-		return s->cb_error;
-	if (n == -EINTR)
-		return 0;
-	return n;
+	return ring_buffer__epoll_fd(s->rb);
 }
 
-int session_drain(struct session *s)
+int session_consume(struct session *s)
 {
 	int n = ring_buffer__consume(s->rb);
 
@@ -374,8 +306,14 @@ void session_close(struct session *s)
 
 uint64_t session_delivered_total(const struct session *s)
 {
+	return event_types_sum(s->delivered);
+}
+
+uint64_t session_invalid_total(const struct session *s)
+{
 	uint64_t n = 0;
-	for (int t = 0; t < EV_TYPE_COUNT; t++)
-		n += s->delivered[t];
+
+	for (int v = 0; v < EVENT_VERDICT_COUNT; v++)
+		n += s->invalid[v];
 	return n;
 }

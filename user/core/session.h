@@ -1,26 +1,30 @@
-/* session.h - the libbpf lifecycle every spantrace command shares:
- * check privileges -> open -> set knobs -> load -> attach -> poll -> detach.
- * Plus signal handling and logging.
+/* session.h - the libbpf lifecycle every command shares:
+ * check privileges -> open (knobs, map sizes) -> load -> attach -> consume
+ * -> detach -> close.
  *
- * Typical use (record, top, daemon, profile):
  *   struct session s;
  *   session_check_caps(err, sizeof err);
- *   session_open(&s, &opts, on_event, ctx, err, sizeof err);
+ *   session_open(&s, &opts, sinks, nsinks, err, sizeof err);  // records go
+ *        // through the one decoder (core/events.h) to these consumers
  *   session_attach(&s, elf_path, pid, err, sizeof err);   // pid -1 = all
- *   while (!session_stop_requested) session_poll(&s, 50);
- *   session_detach(&s); session_drain(&s);               // nothing in flight
+ *   runloop_run(&loop);                                   // core/runloop.h
+ *   session_detach(&s); session_consume(&s);              // nothing in flight
  *   maps_read_counters(&s, &c);                           // loss accounting
  *   session_close(&s);
- * The maps (agg, pools, kv, slow_ns, counters) are read and written through
- * core/maps.h, for readers that aggregate instead of streaming. */
+ * The maps (agg, pools, kv, slow_ns, counters, ...) are read and written
+ * through core/maps.h, never from a command directly. */
 #ifndef SPANTRACE_SESSION_H
 #define SPANTRACE_SESSION_H
 
-#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "core/clock.h"
+#include "core/events.h"
+#include "core/log.h"
 #include "spantrace.h"
+
+#define SESSION_MAX_SINKS 8
 
 struct session_opts {
 	uint32_t pid_filter;          /* BPF-side tgid filter, 0 = all */
@@ -33,25 +37,22 @@ struct session_opts {
 	unsigned perf_ncpus;          /* possible CPUs the counter map spans */
 };
 
-/* Called for every ring buffer record; a non-zero return stops the poll
- * and is passed back by session_poll (e.g. an output write error). */
-typedef int (*session_event_fn)(void *ctx, const void *data, size_t size);
-
 struct spantrace_bpf;
 struct ring_buffer;
 struct bpf_link;
 
 struct session {
-	struct spantrace_bpf *skel;
+	struct spantrace_bpf *skel;   /* only core/session.c and core/maps.c use it */
 	struct ring_buffer *rb;
 	struct bpf_link **links;
 	size_t nlinks;
 	enum trace_level level;
 	unsigned ringbuf_bytes;
-	session_event_fn fn;
-	void *ctx;
-	int cb_error;                       /* first non-zero callback return */
-	uint64_t delivered[EV_TYPE_COUNT];  /* records handed to fn, per type */
+	struct event_sink sinks[SESSION_MAX_SINKS];
+	size_t nsinks;
+	int cb_error;                       /* first non-zero sink return */
+	__u64 delivered[EV_TYPE_COUNT];     /* records read, per type (0: unknown) */
+	uint64_t invalid[EVENT_VERDICT_COUNT]; /* records the decoder rejected */
 	uint64_t attach_ns;                 /* how long the last attach took */
 };
 
@@ -59,37 +60,31 @@ struct session {
  * the effective set (CAP_SYS_ADMIN stands in for both). */
 int session_check_caps(char *err, size_t errlen);
 
-int session_open(struct session *s, const struct session_opts *o, session_event_fn fn,
-		 void *ctx, char *err, size_t errlen);
+/* Loads the BPF object with o's knobs; the sinks (copied, at most
+ * SESSION_MAX_SINKS) receive every record that passes the decoder. */
+int session_open(struct session *s, const struct session_opts *o, const struct event_sink *sinks,
+		 size_t nsinks, char *err, size_t errlen);
 /* Attaches every program the level wants to the `infer` probes of `elf`;
  * pid -1 attaches to every process mapping it, now and later. */
 int session_attach(struct session *s, const char *elf, pid_t pid, char *err, size_t errlen);
-/* Waits up to timeout_ms and consumes what is there. Returns the number of
- * records, or a negative errno, or the callback's non-zero return. */
-int session_poll(struct session *s, int timeout_ms);
-/* Consumes whatever is left without waiting. */
-int session_drain(struct session *s);
-/* Removes every probe; the ring buffer stays readable. */
-void session_detach(struct session *s);
-void session_close(struct session *s);
-
 /* Profile mode (session_open with perf_mode set; after session_attach):
  * attaches the sampling program to every per-CPU sampling fd (fds[i] < 0
  * are skipped). The counter fds go in with perfev_counters_install() into
  * maps_perf_counters_fd(s). */
 int session_attach_sampler(struct session *s, const int *fds, unsigned nfds,
 			   char *err, size_t errlen);
+
+/* Readable when the ring buffer wakes its reader (poll() it). */
+int session_epoll_fd(const struct session *s);
+/* Hands whatever the ring buffer holds to the sinks, without waiting.
+ * Returns the number of records, a negative errno, or the first non-zero
+ * sink return (which also stopped the consume). */
+int session_consume(struct session *s);
+/* Removes every probe; the ring buffer stays readable. */
+void session_detach(struct session *s);
+void session_close(struct session *s);
+
 uint64_t session_delivered_total(const struct session *s);
-/* ---- signals: SIGINT/SIGTERM set the flag; SIGPIPE is ignored ---- */
-extern volatile sig_atomic_t session_stop_requested;
-int session_install_signals(void);
-
-/* ---- logging to stderr ---- */
-extern int st_verbose;
-void st_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void st_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void st_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-uint64_t mono_now_ns(void);   /* CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns */
+uint64_t session_invalid_total(const struct session *s);
 
 #endif

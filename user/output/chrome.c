@@ -1,5 +1,6 @@
 /* chrome.c - streaming Chrome trace event JSON writer (see chrome.h). */
 #include "output/chrome.h"
+#include "core/grow.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +10,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "output/export.h"
 
 /* A thread's spans are written once its outermost span ends; a thread whose
  * outermost end never comes (lost event) is flushed at this many. */
@@ -32,6 +32,7 @@ struct meta_entry {
 struct chrome_writer {
 	FILE *f;
 	uint64_t max_events, written, truncated, metadata;
+	uint64_t lost;              /* records it could not keep (out of memory) */
 	int truncation_warned;
 	int64_t device_offset_ns;
 	const char *const *counter_names;
@@ -99,14 +100,8 @@ static int track_named(struct chrome_writer *cw, __u32 pid, __u32 tid)
 
 static int remember_track(struct chrome_writer *cw, __u32 pid, __u32 tid)
 {
-	if (cw->nnamed == cw->named_cap) {
-		size_t cap = cw->named_cap ? cw->named_cap * 2 : 16;
-		struct named_track *n = realloc(cw->named, cap * sizeof(*n));
-		if (!n)
-			return -1;
-		cw->named = n;
-		cw->named_cap = cap;
-	}
+	if (ARRAY_GROW(cw->named, cw->named_cap, cw->nnamed))
+		return -1;
 	cw->named[cw->nnamed++] = (struct named_track){ pid, tid };
 	return 0;
 }
@@ -217,30 +212,6 @@ void chrome_set_device_offset(struct chrome_writer *cw, int64_t offset_ns)
 	cw->device_offset_ns = offset_ns;
 }
 
-static int64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-	clock_gettime(id, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-int64_t chrome_measure_raw_offset(void)
-{
-	/* The raw read is bracketed by two monotonic reads; the narrowest
-	 * bracket gives the least uncertain offset. */
-	int64_t best_offset = 0, best_width = INT64_MAX;
-	for (int i = 0; i < 16; i++) {
-		int64_t before = clock_ns(CLOCK_MONOTONIC);
-		int64_t raw = clock_ns(CLOCK_MONOTONIC_RAW);
-		int64_t after = clock_ns(CLOCK_MONOTONIC);
-		if (after - before < best_width) {
-			best_width = after - before;
-			best_offset = before + (after - before) / 2 - raw;
-		}
-	}
-	return best_offset;
-}
-
 int chrome_add_meta(struct chrome_writer *cw, const char *key, const char *value)
 {
 	struct meta_entry *m = realloc(cw->meta, (cw->nmeta + 1) * sizeof(*m));
@@ -264,14 +235,8 @@ static struct pending_thread *pending_thread(struct chrome_writer *cw, __u32 pid
 	for (size_t i = 0; i < cw->nthreads; i++)
 		if (cw->threads[i].pid == pid && cw->threads[i].tid == tid)
 			return &cw->threads[i];
-	if (cw->nthreads == cw->threads_cap) {
-		size_t cap = cw->threads_cap ? cw->threads_cap * 2 : 8;
-		struct pending_thread *t = realloc(cw->threads, cap * sizeof(*t));
-		if (!t)
-			return NULL;
-		cw->threads = t;
-		cw->threads_cap = cap;
-	}
+	if (ARRAY_GROW(cw->threads, cw->threads_cap, cw->nthreads))
+		return NULL;
 	struct pending_thread *t = &cw->threads[cw->nthreads++];
 	*t = (struct pending_thread){ .pid = pid, .tid = tid };
 	return t;
@@ -337,14 +302,8 @@ int chrome_span(struct chrome_writer *cw, const struct span_event *ev)
 	struct pending_thread *t = pending_thread(cw, ev->h.pid, ev->h.tid);
 	if (!t)
 		return -1;
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 64;
-		struct span_event *s = realloc(t->spans, cap * sizeof(*s));
-		if (!s)
-			return -1;
-		t->spans = s;
-		t->cap = cap;
-	}
+	if (ARRAY_GROW(t->spans, t->cap, t->n))
+		return -1;
 	t->spans[t->n++] = *ev;
 	if (ev->depth == 0 || t->n >= PENDING_FLUSH_AT)
 		flush_thread(cw, t);
@@ -434,22 +393,38 @@ int chrome_alloc(struct chrome_writer *cw, const struct alloc_event *ev)
 	return chrome_counter(cw, ev->h.pid, ev->h.ts_ns, name, "bytes", ev->live_bytes);
 }
 
+/* The session's handlers: a record the writer cannot keep (out of memory)
+ * is counted and reported at close; it does not stop the tracing. */
+static int keep(struct chrome_writer *cw, int rc)
+{
+	if (rc)
+		cw->lost++;
+	return 0;
+}
+
+static int on_span(void *cw, const struct span_event *e) { return keep(cw, chrome_span(cw, e)); }
+static int on_token(void *cw, const struct token_event *e) { return keep(cw, chrome_token(cw, e)); }
+static int on_kernel(void *cw, const struct kernel_event *e) { return keep(cw, chrome_kernel(cw, e)); }
+static int on_kv(void *cw, const struct kv_event *e) { return keep(cw, chrome_kv(cw, e)); }
+static int on_alloc(void *cw, const struct alloc_event *e) { return keep(cw, chrome_alloc(cw, e)); }
+
+const struct event_handlers chrome_handlers = {
+	.span = on_span,
+	.token = on_token,
+	.kernel = on_kernel,
+	.kv = on_kv,
+	.alloc = on_alloc,
+	.free = on_alloc,
+};
+
 int chrome_write_record(struct chrome_writer *cw, const void *data, size_t size)
 {
-	const struct event_header *h = data;
-	/* A short record of a known type is corrupt: say so. */
-	if (size < sizeof(*h) || size < event_record_size(h->type))
-		return -1;
-	switch (h->type) {
-	case EV_SPAN: return chrome_span(cw, data);
-	case EV_TOKEN: return chrome_token(cw, data);
-	case EV_KERNEL: return chrome_kernel(cw, data);
-	case EV_KV: return chrome_kv(cw, data);
-	case EV_ALLOC:
-	case EV_FREE: return chrome_alloc(cw, data);
-	default:
-		return 0;
-	}
+	struct event_sink sink = { &chrome_handlers, cw };
+	uint64_t lost = cw->lost;
+	enum event_verdict v;
+
+	event_dispatch(data, size, &sink, 1, &v);
+	return v == EVENT_OK && cw->lost == lost ? 0 : -1;
 }
 
 uint64_t chrome_events_written(const struct chrome_writer *cw)
@@ -512,9 +487,14 @@ int chrome_close(struct chrome_writer *cw, char *err, size_t errlen)
 		fprintf(stderr, "spantrace: chrome trace truncated: %" PRIu64
 			" events dropped after --max-events %" PRIu64 "\n",
 			cw->truncated, cw->max_events);
+	uint64_t lost = cw->lost;
 	free_writer(cw);
 	if (failed) {
 		snprintf(err, errlen, "writing the chrome trace failed: %s", strerror(saved));
+		return -1;
+	}
+	if (lost) {
+		snprintf(err, errlen, "chrome trace: out of memory, %" PRIu64 " records left out", lost);
 		return -1;
 	}
 	return 0;

@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <linux/types.h>
+#include "core/events.h"
 #include "spantrace.h"
 
 #define CHROME_QUEUE_TID_BASE 1000000u
@@ -45,13 +46,9 @@ struct chrome_writer *chrome_open(const char *path, uint64_t max_events,
 void chrome_set_counter_names(struct chrome_writer *cw, const char *const *names,
 			      unsigned n);
 
-/* host_ns = device_ns + offset_ns for kernel timestamps. */
+/* host_ns = device_ns + offset_ns for kernel timestamps (clock_raw_to_mono_ns()
+ * for PoCL, core/clock.h). */
 void chrome_set_device_offset(struct chrome_writer *cw, int64_t offset_ns);
-
-/* CLOCK_MONOTONIC - CLOCK_MONOTONIC_RAW now, the offset for a device whose
- * profiling clock is the host's monotonic raw clock (PoCL's CPU device).
- * Taken as the tightest of several bracketed reads. */
-int64_t chrome_measure_raw_offset(void);
 
 /* Free-form key/value for otherData (e.g. the command line). */
 int chrome_add_meta(struct chrome_writer *cw, const char *key, const char *value);
@@ -69,9 +66,13 @@ int chrome_alloc(struct chrome_writer *cw, const struct alloc_event *ev);
 int chrome_counter(struct chrome_writer *cw, __u32 pid, __u64 ts_ns, const char *name,
 		   const char *series, uint64_t value);
 
-/* Dispatches one ring buffer record by its header type (spans, tokens,
- * kernels, kv, alloc/free; other types are ignored). -1 for a record too
- * short for its type, or on allocation failure. */
+/* The session's handlers (spans, tokens, kernels, kv, alloc/free); ctx is
+ * the writer. They never stop the tracing: a record the writer cannot keep
+ * is counted, and chrome_close() fails saying how many. */
+extern const struct event_handlers chrome_handlers;
+
+/* One record through the decoder: -1 if it fails the decoder's checks or
+ * cannot be kept. */
 int chrome_write_record(struct chrome_writer *cw, const void *data, size_t size);
 
 uint64_t chrome_events_written(const struct chrome_writer *cw);

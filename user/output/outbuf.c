@@ -204,6 +204,14 @@ void ob_key(struct outbuf *ob, const char *key)
 	ob->buf[ob->len++] = ':';
 }
 
+void ob_key_name(struct outbuf *ob, const char *key, const char *name)
+{
+	ob_key(ob, key);
+	ob->buf[ob->len++] = '"';
+	ob_lit(ob, name);
+	ob->buf[ob->len++] = '"';
+}
+
 int ob_put_line(struct outbuf *ob, const char *text)
 {
 	size_t n = strlen(text);

@@ -4,7 +4,7 @@
  * all come from fixed tables, so they are formatted here directly into a large
  * buffer instead of building a json-c object per event: that is what lets the
  * exporter keep up with millions of events a second. json-c is used for the
- * rare records (session, summary) and ob_put_json() copies its text in.
+ * rare records (session, summary) and ob_put_line() copies its text in.
  *
  * On a write error (ENOSPC, EPIPE, ...) the file is cut back to its last
  * complete line, the error is remembered and every later call is a no-op. */
@@ -52,6 +52,8 @@ void ob_double(struct outbuf *ob, double v);
 void ob_jstr(struct outbuf *ob, const char *s, size_t maxlen);
 /* Convenience: ,"key": */
 void ob_key(struct outbuf *ob, const char *key);
+/* ,"key":"name" for a name from a fixed table (not escaped). */
+void ob_key_name(struct outbuf *ob, const char *key, const char *name);
 /* A whole line of pre-rendered JSON (from json-c). */
 int ob_put_line(struct outbuf *ob, const char *text);
 

@@ -5,6 +5,7 @@
  * write() each (tail spans are rare) so nothing sits in a buffer to lose;
  * a short write is cut back with ftruncate so a file only has whole lines. */
 #include "output/rotate.h"
+#include "core/grow.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -41,14 +42,8 @@ struct rotator {
 
 static int files_push(struct rotator *r, const struct rot_file *f)
 {
-	if (r->nfiles == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 16;
-		struct rot_file *p = realloc(r->files, cap * sizeof(*p));
-		if (!p)
-			return -1;
-		r->files = p;
-		r->cap = cap;
-	}
+	if (ARRAY_GROW(r->files, r->cap, r->nfiles))
+		return -1;
 	r->files[r->nfiles++] = *f;
 	r->st.disk_bytes += f->size;
 	return 0;

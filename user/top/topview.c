@@ -1,7 +1,8 @@
 /* topview.c - the model, layout, keys and text rendering of `spantrace top`
- * (see topview.h). The curses screen and the run loops are in
- * topview_curses.c; nothing here touches the terminal. */
+ * (see topview.h). The curses screen is top/screen.c and the loop is the
+ * one run loop (commands/top.c); nothing here touches the terminal. */
 #include "top/topview.h"
+#include "core/grow.h"
 
 #include <curses.h> /* key codes only */
 #include <errno.h>
@@ -11,7 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "output/export.h"
 #include "analysis/stats.h"
 
 /* One line of the table: a window plus totals, and its numbers after the
@@ -78,6 +78,7 @@ struct topview {
 	uint64_t events, events_prev;
 	double events_rate;
 	uint64_t span_errors, bad_events, oom;
+	uint64_t invalid;                          /* records the decoder rejected */
 	uint64_t first_token_ns, last_token_end_ns;
 	int have_token;
 	double tok_now, tok_avg;               /* tok/s as of the last refresh */
@@ -194,6 +195,11 @@ int topview_set_target(struct topview *tv, const char *binary, const char *level
 void topview_set_drops(struct topview *tv, uint64_t dropped)
 {
 	tv->dropped = dropped;
+}
+
+void topview_set_invalid(struct topview *tv, uint64_t invalid)
+{
+	tv->invalid = invalid;
 }
 
 void topview_set_ended(struct topview *tv, int ended)
@@ -323,28 +329,42 @@ void topview_on_kv(struct topview *tv, const struct kv_event *ev)
 	}
 }
 
+static int on_span(void *tv, const struct span_event *e) { topview_on_span(tv, e); return 0; }
+static int on_token(void *tv, const struct token_event *e) { topview_on_token(tv, e); return 0; }
+static int on_request(void *tv, const struct request_event *e) { topview_on_request(tv, e); return 0; }
+static int on_kernel(void *tv, const struct kernel_event *e) { topview_on_kernel(tv, e); return 0; }
+static int on_alloc(void *tv, const struct alloc_event *e) { topview_on_alloc(tv, e); return 0; }
+static int on_free(void *tv, const struct alloc_event *e) { topview_on_free(tv, e); return 0; }
+static int on_kv(void *tv, const struct kv_event *e) { topview_on_kv(tv, e); return 0; }
+
+/* profile-mode samples: nothing for top to show, but they are events */
+static int on_sample(void *tv, const struct sample_event *e)
+{
+	((struct topview *)tv)->events++;
+	return 0;
+}
+
+const struct event_handlers topview_handlers = {
+	.span = on_span,
+	.token = on_token,
+	.request = on_request,
+	.alloc = on_alloc,
+	.free = on_free,
+	.kv = on_kv,
+	.kernel = on_kernel,
+	.sample = on_sample,
+};
+
 int topview_on_record(void *ctx, const void *data, size_t size)
 {
 	struct topview *tv = ctx;
-	const struct event_header *h = data;
-	if (size >= sizeof(*h) && h->type == EV_SAMPLE) {
-		tv->events++; /* profile-mode samples: nothing for top to show */
-		return 0;
-	}
-	if (!event_record_whole(data, size)) {
+	struct event_sink sink = { &topview_handlers, tv };
+	enum event_verdict v;
+
+	event_dispatch(data, size, &sink, 1, &v);
+	if (v != EVENT_OK) {
 		tv->events++;
 		tv->bad_events++;
-		return 0;
-	}
-	switch (h->type) {
-	case EV_SPAN: topview_on_span(tv, data); break;
-	case EV_TOKEN: topview_on_token(tv, data); break;
-	case EV_REQUEST: topview_on_request(tv, data); break;
-	case EV_ALLOC: topview_on_alloc(tv, data); break;
-	case EV_FREE: topview_on_free(tv, data); break;
-	case EV_KV: topview_on_kv(tv, data); break;
-	case EV_KERNEL: topview_on_kernel(tv, data); break;
-	default: break;
 	}
 	return 0;
 }
@@ -678,15 +698,9 @@ static int cmp_kid(const void *a, const void *b)
 
 static int vis_push(struct topview *tv, const struct tv_node *n)
 {
-	if (tv->nvis == tv->cap_vis) {
-		size_t cap = tv->cap_vis ? tv->cap_vis * 2 : 64;
-		struct tv_vis *grown = realloc(tv->vis, cap * sizeof(*grown));
-		if (!grown) {
-			tv->oom++;
-			return -1;
-		}
-		tv->vis = grown;
-		tv->cap_vis = cap;
+	if (ARRAY_GROW(tv->vis, tv->cap_vis, tv->nvis)) {
+		tv->oom++;
+		return -1;
 	}
 	struct tv_vis *v = &tv->vis[tv->nvis++];
 	v->node = *n;
@@ -1076,7 +1090,7 @@ void topview_format_row(const struct topview *tv, size_t i, char *buf, size_t si
 
 int topview_header_count(const struct topview *tv)
 {
-	int problems = tv->span_errors || tv->bad_events || tv->oom || tv->pids_untracked ||
+	int problems = tv->span_errors || tv->bad_events || tv->invalid || tv->oom || tv->pids_untracked ||
 		       tv->unknown_frees;
 	return 5 + problems;
 }
@@ -1218,8 +1232,8 @@ static void format_problems(const struct topview *tv, char *buf, size_t size, in
 	put(buf, size, width, &pos, "problems:");
 	if (tv->span_errors)
 		put(buf, size, width, &pos, " span errors %" PRIu64, tv->span_errors);
-	if (tv->bad_events)
-		put(buf, size, width, &pos, " bad events %" PRIu64, tv->bad_events);
+	if (tv->bad_events + tv->invalid)
+		put(buf, size, width, &pos, " bad events %" PRIu64, tv->bad_events + tv->invalid);
 	if (tv->unknown_frees)
 		put(buf, size, width, &pos, " unknown frees %" PRIu64, tv->unknown_frees);
 	if (tv->pids_untracked)

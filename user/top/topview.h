@@ -1,28 +1,15 @@
-/* topview.h - the model and renderers of `spantrace top`.
+/* topview.h - the model and text rendering of `spantrace top`.
  *
  * Three layers, so the model is testable without BPF or a terminal:
- *   1. ingest:  topview_on_*() take the events of bpf/spantrace.h as the
- *               session delivers them (any thread is fine as long as calls
- *               are not concurrent with each other or with 2/3);
+ *   1. ingest:  topview_handlers, a sink of the session (core/events.h), or
+ *               topview_on_*() directly; calls must not run concurrently
+ *               with each other or with 2/3;
  *   2. refresh: topview_refresh(tv, now) turns windows into the numbers on
  *               screen (skipped while paused, so the screen freezes while
  *               events keep being counted);
  *   3. render:  topview_render_text() for batch mode (-b, no tty), or the
- *               curses loop topview_run_curses() for the interactive view.
- *
- * Wiring `spantrace top` (what session.c's owner needs to write):
- *
- *     struct topview *tv = topview_new(refresh_ns, TOPVIEW_DEFAULT_SLOTS, now_ns());
- *     topview_set_target(tv, binary_path, "detail");
- *     session_open(&s, &opts, topview_on_record, tv, err, sizeof err);
- *     // poll(ctx, timeout_ms): session_poll(&s, timeout_ms); session_drain(&s);
- *     //   (the ring buffer submits without wakeups, so poll alone can sit on
- *     //   up to wakeup_bytes of events: drain so every frame is current)
- *     //   topview_set_drops(tv, sum of session_read_counters().dropped[]);
- *     //   return 0, or 1 once the target has exited (after a last drain).
- *     rc = isatty(1) && !batch ? topview_run_curses(tv, poll, ctx)
- *                              : topview_run_batch(tv, stdout, poll, ctx, iterations, 0);
- *     topview_free(tv);
+ *               line formatters the curses screen draws (top/screen.h).
+ * commands/top.c runs them from the one run loop: a frame per tick.
  *
  * Every time is CLOCK_MONOTONIC ns (bpf_ktime_get_ns' clock). A span counts
  * in the window at its end (ts_ns + dur_ns); an OpenCL kernel at its batch's
@@ -30,7 +17,7 @@
  *
  * Columns: COUNT = events since start (never reset), RATE/s = events per
  * second over the window, LAST = the latest duration, MEAN/P50/P95/P99/MAX
- * over the window (nearest-rank, stats.h), %FWD = the row's summed time in
+ * over the window (the one histogram, stats.h), %FWD = the row's summed time in
  * the window over the `forward` rows' summed time in the window. Rates
  * divide by the window's time, cut to the time since start or reset.
  * Header tok/s: "now" = tokens in the window over the window's time since the
@@ -43,6 +30,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <linux/types.h>
+#include "core/events.h"
 #include "spantrace.h"
 
 #define TOPVIEW_DEFAULT_SLOTS 10
@@ -62,6 +50,8 @@ void topview_free(struct topview *tv);
 int topview_set_target(struct topview *tv, const char *binary, const char *level);
 /* Sum of counters.dropped[] over types and CPUs; non-zero is flagged. */
 void topview_set_drops(struct topview *tv, uint64_t dropped);
+/* Records the session's decoder rejected; shown among the bad events. */
+void topview_set_invalid(struct topview *tv, uint64_t invalid);
 /* Say the traced program has gone (shown in the header). */
 void topview_set_ended(struct topview *tv, int ended);
 
@@ -73,9 +63,10 @@ void topview_on_kernel(struct topview *tv, const struct kernel_event *ev);
 void topview_on_alloc(struct topview *tv, const struct alloc_event *ev);
 void topview_on_free(struct topview *tv, const struct alloc_event *ev);
 void topview_on_kv(struct topview *tv, const struct kv_event *ev);
-/* One ring-buffer record of any type (a session_event_fn: ctx is the
- * struct topview). Records too short for their type, or of an unknown type, are
- * counted as bad events. Always returns 0. */
+/* The session's sink: every record type; ctx is the struct topview. */
+extern const struct event_handlers topview_handlers;
+/* One record through the decoder; one it rejects is counted as a bad
+ * event. Always returns 0. */
 int topview_on_record(void *tv, const void *data, size_t size);
 
 /* Reads /proc/PID/statm of every pid seen; the header shows the summed RSS.
@@ -156,19 +147,5 @@ extern const char *const topview_help_lines[];
 /* ---- 3. render ---- */
 /* The whole view as plain text, like one frame of `top -b`. width 0: 80. */
 int topview_render_text(const struct topview *tv, FILE *out, int width);
-
-/* Feeds events into the view for at most timeout_ms. Returns 0 to go on, 1
- * when the traced program has gone, < 0 (-errno) to stop with an error. */
-typedef int (*topview_poll_fn)(void *ctx, int timeout_ms);
-
-/* Batch mode: every refresh interval polls, refreshes and prints a frame,
- * iterations times (0: until the poll says the target ended or SIGINT).
- * Returns 0, or the poll's negative error. */
-int topview_run_batch(struct topview *tv, FILE *out, topview_poll_fn poll, void *ctx,
-		      int iterations, int width);
-/* The interactive view until q, SIGINT or SIGTERM; the terminal is restored
- * on every exit path. Returns 0, or the poll's negative error, or -1 if the
- * terminal could not be set up. */
-int topview_run_curses(struct topview *tv, topview_poll_fn poll, void *ctx);
 
 #endif

@@ -1,0 +1,95 @@
+/* runstats.c - the run's totals and distributions (see runstats.h). */
+#include "analysis/runstats.h"
+
+#include <string.h>
+
+static struct dist *all_dists(struct runstats *r, size_t i)
+{
+	if (i < SPAN_KIND_COUNT)
+		return &r->spans[i];
+	i -= SPAN_KIND_COUNT;
+	if (i < KERNEL_COUNT)
+		return &r->kernels[i];
+	i -= KERNEL_COUNT;
+	return i == 0 ? &r->tokens : i == 1 ? &r->requests : NULL;
+}
+
+int runstats_init(struct runstats *r)
+{
+	struct dist *d;
+
+	memset(r, 0, sizeof(*r));
+	for (size_t i = 0; (d = all_dists(r, i)); i++)
+		if (dist_init(d, DIST_DEFAULT_CAP))
+			return -1;
+	return 0;
+}
+
+void runstats_free(struct runstats *r)
+{
+	struct dist *d;
+
+	for (size_t i = 0; (d = all_dists(r, i)); i++)
+		dist_free(d);
+}
+
+uint64_t runstats_spans(const struct runstats *r)
+{
+	uint64_t n = 0;
+
+	for (int k = 0; k < SPAN_KIND_COUNT; k++)
+		n += r->spans[k].hist.count;
+	return n;
+}
+
+double runstats_tokens_per_s(const struct runstats *r)
+{
+	uint64_t n = r->tokens.hist.count;
+	double secs = n ? (r->last_token_end_ns - r->first_token_ns) / 1e9 : 0;
+
+	return secs > 0 ? n / secs : 0;
+}
+
+static int on_span(void *ctx, const struct span_event *e)
+{
+	struct runstats *r = ctx;
+
+	dist_add(&r->spans[e->kind], e->dur_ns);
+	r->mismatched += !!(e->flags & SPAN_F_MISMATCH);
+	return 0;
+}
+
+static int on_token(void *ctx, const struct token_event *e)
+{
+	struct runstats *r = ctx;
+
+	if (!r->tokens.hist.count || e->h.ts_ns < r->first_token_ns)
+		r->first_token_ns = e->h.ts_ns;
+	if (e->h.ts_ns + e->dur_ns > r->last_token_end_ns)
+		r->last_token_end_ns = e->h.ts_ns + e->dur_ns;
+	dist_add(&r->tokens, e->dur_ns);
+	return 0;
+}
+
+static int on_request(void *ctx, const struct request_event *e)
+{
+	dist_add(&((struct runstats *)ctx)->requests, e->dur_ns);
+	return 0;
+}
+
+static int on_kernel(void *ctx, const struct kernel_event *e)
+{
+	struct runstats *r = ctx;
+	uint64_t d = e->end_ns > e->start_ns ? e->end_ns - e->start_ns : 0;
+
+	dist_add(&r->kernels[e->kernel_id], d);
+	r->device_busy_ns += d;
+	return 0;
+}
+
+const struct event_handlers runstats_handlers = {
+	.span = on_span,
+	.token = on_token,
+	.request = on_request,
+	.kernel = on_kernel,
+};

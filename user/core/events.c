@@ -1,0 +1,138 @@
+/* events.c - the record table and the one dispatch (see events.h). */
+#include "core/events.h"
+
+static int layer_ok(__s32 layer)
+{
+	return layer >= LAYER_NONE;
+}
+
+static enum event_verdict check_span(const void *rec)
+{
+	const struct span_event *e = rec;
+
+	return e->kind < SPAN_KIND_COUNT && e->parent_kind <= SPAN_KIND_COUNT && e->depth < SPAN_STACK_DEPTH &&
+			       e->ncounters <= PERF_COUNTERS_MAX && layer_ok(e->layer) && layer_ok(e->parent_layer)
+		       ? EVENT_OK
+		       : EVENT_BAD_FIELD;
+}
+
+static enum event_verdict check_alloc(const void *rec)
+{
+	const struct alloc_event *e = rec;
+
+	return e->pool < POOL_COUNT && e->unknown <= 1 ? EVENT_OK : EVENT_BAD_FIELD;
+}
+
+static enum event_verdict check_kernel(const void *rec)
+{
+	const struct kernel_event *e = rec;
+
+	return e->kernel_id < KERNEL_COUNT && layer_ok(e->layer) ? EVENT_OK : EVENT_BAD_FIELD;
+}
+
+static enum event_verdict check_sample(const void *rec)
+{
+	const struct sample_event *e = rec;
+
+	return e->kind <= SPAN_KIND_COUNT && layer_ok(e->layer) ? EVENT_OK : EVENT_BAD_FIELD;
+}
+
+static enum event_verdict check_nothing(const void *rec)
+{
+	(void)rec;
+	return EVENT_OK;
+}
+
+/* The table: every record type the BPF side sends. */
+static const struct {
+	const char *name;
+	size_t size;
+	enum event_verdict (*check)(const void *rec);
+} types[EV_TYPE_COUNT] = {
+	[EV_SPAN] = { "span", sizeof(struct span_event), check_span },
+	[EV_TOKEN] = { "token", sizeof(struct token_event), check_nothing },
+	[EV_REQUEST] = { "request", sizeof(struct request_event), check_nothing },
+	[EV_ALLOC] = { "alloc", sizeof(struct alloc_event), check_alloc },
+	[EV_FREE] = { "free", sizeof(struct alloc_event), check_alloc },
+	[EV_KV] = { "kv", sizeof(struct kv_event), check_nothing },
+	[EV_KERNEL] = { "kernel", sizeof(struct kernel_event), check_kernel },
+	[EV_SAMPLE] = { "sample", sizeof(struct sample_event), check_sample },
+};
+
+const char *event_type_name(unsigned type)
+{
+	return type < EV_TYPE_COUNT && types[type].name ? types[type].name : "unknown";
+}
+
+size_t event_record_size(unsigned type)
+{
+	return type < EV_TYPE_COUNT ? types[type].size : 0;
+}
+
+const char *event_verdict_name(enum event_verdict v)
+{
+	static const char *const names[EVENT_VERDICT_COUNT] = {
+		[EVENT_OK] = "ok", [EVENT_SHORT] = "short", [EVENT_UNKNOWN_TYPE] = "unknown type",
+		[EVENT_BAD_FIELD] = "bad field",
+	};
+	return v < EVENT_VERDICT_COUNT ? names[v] : "?";
+}
+
+enum event_verdict event_check(const void *data, size_t size)
+{
+	const struct event_header *h = data;
+
+	if (size < sizeof(*h))
+		return EVENT_SHORT;
+	if (h->type >= EV_TYPE_COUNT || !types[h->type].name)
+		return EVENT_UNKNOWN_TYPE;
+	if (size < types[h->type].size)
+		return EVENT_SHORT;
+	return types[h->type].check(data);
+}
+
+/* The handler of sink s for a checked record of type t. */
+static int handle(const struct event_sink *s, unsigned t, const void *rec)
+{
+	const struct event_handlers *on = s->on;
+
+	switch (t) {
+	case EV_SPAN: return on->span ? on->span(s->ctx, rec) : 0;
+	case EV_TOKEN: return on->token ? on->token(s->ctx, rec) : 0;
+	case EV_REQUEST: return on->request ? on->request(s->ctx, rec) : 0;
+	case EV_ALLOC: return on->alloc ? on->alloc(s->ctx, rec) : 0;
+	case EV_FREE: return on->free ? on->free(s->ctx, rec) : 0;
+	case EV_KV: return on->kv ? on->kv(s->ctx, rec) : 0;
+	case EV_KERNEL: return on->kernel ? on->kernel(s->ctx, rec) : 0;
+	case EV_SAMPLE: return on->sample ? on->sample(s->ctx, rec) : 0;
+	default: return 0;
+	}
+}
+
+int event_dispatch(const void *data, size_t size, const struct event_sink *sinks, size_t nsinks,
+		   enum event_verdict *verdict)
+{
+	enum event_verdict v = event_check(data, size);
+	unsigned type;
+
+	if (verdict)
+		*verdict = v;
+	if (v != EVENT_OK)
+		return 0;
+	type = ((const struct event_header *)data)->type;
+	for (size_t i = 0; i < nsinks; i++) {
+		int rc = handle(&sinks[i], type, data);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+uint64_t event_types_sum(const __u64 per_type[EV_TYPE_COUNT])
+{
+	uint64_t n = 0;
+
+	for (int t = 0; t < EV_TYPE_COUNT; t++)
+		n += per_type[t];
+	return n;
+}

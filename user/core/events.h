@@ -1,0 +1,66 @@
+/* events.h - the one decoder of ring-buffer records (bpf/spantrace.h).
+ *
+ * One table gives each record type its name, its size and the checks of
+ * its fields; one dispatch checks a record and then hands it, typed, to
+ * each consumer ("sink") in turn. Every command reads records only through
+ * event_dispatch(), so no consumer ever reads a type-specific field of a
+ * record that has not passed the checks:
+ *   - the record is at least as long as its type's struct;
+ *   - the type is one the table knows;
+ *   - every enum field indexes the vocabulary's tables (span kind, pool,
+ *     kernel id, stack depth, counter count), and layers are >= -1.
+ * A record that fails is not handed to any sink; its verdict says why. */
+#ifndef SPANTRACE_EVENTS_H
+#define SPANTRACE_EVENTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "spantrace.h"
+
+/* A consumer's handlers; NULL skips that type. A non-zero return stops the
+ * dispatch (later sinks do not see the record) and is passed back. */
+struct event_handlers {
+	int (*span)(void *ctx, const struct span_event *e);
+	int (*token)(void *ctx, const struct token_event *e);
+	int (*request)(void *ctx, const struct request_event *e);
+	int (*alloc)(void *ctx, const struct alloc_event *e);
+	int (*free)(void *ctx, const struct alloc_event *e);
+	int (*kv)(void *ctx, const struct kv_event *e);
+	int (*kernel)(void *ctx, const struct kernel_event *e);
+	int (*sample)(void *ctx, const struct sample_event *e);
+};
+
+struct event_sink {
+	const struct event_handlers *on;
+	void *ctx;
+};
+
+enum event_verdict {
+	EVENT_OK = 0,
+	EVENT_SHORT,          /* shorter than a header, or than its type's record */
+	EVENT_UNKNOWN_TYPE,
+	EVENT_BAD_FIELD,      /* an enum field outside the vocabulary */
+	EVENT_VERDICT_COUNT
+};
+
+/* Checks one record. */
+enum event_verdict event_check(const void *data, size_t size);
+
+/* Checks the record; if it passes, calls each sink's handler for its type,
+ * in order. Returns 0 or the first non-zero handler return; *verdict (if
+ * not NULL) says whether the record was handed on. */
+int event_dispatch(const void *data, size_t size, const struct event_sink *sinks, size_t nsinks,
+		   enum event_verdict *verdict);
+
+/* "span", "token", ... as in the JSONL "type" field; "unknown" otherwise. */
+const char *event_type_name(unsigned type);
+/* "short", "unknown type", "bad field" ("ok" for EVENT_OK). */
+const char *event_verdict_name(enum event_verdict v);
+/* The size of a record of this type, 0 for an unknown type. */
+size_t event_record_size(unsigned type);
+
+/* The sum over all event types of a per-type counter (struct counters'
+ * fired and dropped, a session's delivered). */
+uint64_t event_types_sum(const __u64 per_type[EV_TYPE_COUNT]);
+
+#endif

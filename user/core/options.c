@@ -1,0 +1,99 @@
+/* options.c - the shared options (see options.h). */
+#include "core/options.h"
+
+#include <stdio.h>
+#include <string.h>
+#include "core/launch.h"
+#include "core/log.h"
+#include "core/numparse.h"
+
+enum { KEY_LEVEL = 0x4c00, KEY_DURATION, KEY_MAX_EVENTS };
+
+#define COMMON_GROUP 20   /* after every command's own options in --help */
+
+const char *trace_level_name(enum trace_level level)
+{
+	return level == LEVEL_COARSE ? "coarse" : "detail";
+}
+
+int trace_level_parse(const char *name, enum trace_level *out)
+{
+	if (!strcmp(name, "coarse"))
+		*out = LEVEL_COARSE;
+	else if (!strcmp(name, "detail"))
+		*out = LEVEL_DETAIL;
+	else
+		return -1;
+	return 0;
+}
+
+int duration_parse(const char *s, double *out)
+{
+	return parse_real_above(s, 0, DURATION_MAX_S, out);
+}
+
+int max_events_parse(const char *s, uint64_t *out)
+{
+	return parse_uint(s, 1, UINT64_MAX, out);
+}
+
+static error_t common_parse(int key, char *arg, struct argp_state *state)
+{
+	struct common_opts *o = state->input;
+
+	switch (key) {
+	case KEY_LEVEL:
+		if (trace_level_parse(arg, &o->level))
+			argp_error(state, "invalid level '%s' (coarse or detail)", arg);
+		break;
+	case KEY_DURATION:
+		if (duration_parse(arg, &o->duration_s))
+			argp_error(state, "invalid duration '%s' (seconds > 0)", arg);
+		break;
+	case KEY_MAX_EVENTS:
+		if (max_events_parse(arg, &o->max_events))
+			argp_error(state, "invalid --max-events '%s' (a whole number >= 1)", arg);
+		break;
+	case 'q': o->quiet = st_quiet = 1; break;
+	case 'v': st_verbose++; break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+const struct argp *common_argp(unsigned mask, const struct common_opts *defaults)
+{
+	static char level_doc[128], max_doc[96];
+	static struct argp_option opts[6];
+	static struct argp child = { opts, common_parse, NULL, NULL, NULL, NULL, NULL };
+	unsigned n = 0;
+
+	snprintf(level_doc, sizeof(level_doc),
+		 "coarse (requests, tokens, forward/layer spans, memory) or detail (every op and "
+		 "OpenCL kernel); default %s", trace_level_name(defaults->level));
+	snprintf(max_doc, sizeof(max_doc), "At most N events in the Chrome trace (default %llu)",
+		 (unsigned long long)defaults->max_events);
+	if (mask & COMMON_LEVEL)
+		opts[n++] = (struct argp_option){ "level", KEY_LEVEL, "LEVEL", 0, level_doc, COMMON_GROUP };
+	if (mask & COMMON_DURATION)
+		opts[n++] = (struct argp_option){ "duration", KEY_DURATION, "SEC", 0, "Stop after SEC seconds",
+						  COMMON_GROUP };
+	if (mask & COMMON_MAX_EVENTS)
+		opts[n++] = (struct argp_option){ "max-events", KEY_MAX_EVENTS, "N", 0, max_doc, COMMON_GROUP };
+	if (mask & COMMON_QUIET)
+		opts[n++] = (struct argp_option){ "quiet", 'q', NULL, 0, "No status or summary lines on stderr",
+						  COMMON_GROUP };
+	if (mask & COMMON_VERBOSE)
+		opts[n++] = (struct argp_option){ "verbose", 'v', NULL, 0, "More logging (twice: libbpf debug)",
+						  COMMON_GROUP };
+	opts[n] = (struct argp_option){ 0 };
+	return &child;
+}
+
+void tracing_argp_children(struct argp_child kids[3], unsigned mask, const struct common_opts *defaults)
+{
+	kids[0] = (struct argp_child){ &launch_argp, 0, "Target (exactly one):", 0 };
+	kids[1] = (struct argp_child){ common_argp(mask, defaults), 0, NULL, 0 };
+	kids[2] = (struct argp_child){ 0 };
+}

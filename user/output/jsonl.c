@@ -1,0 +1,209 @@
+/* jsonl.c - fixed-schema JSONL lines for ring-buffer records (see jsonl.h). */
+#include "output/jsonl.h"
+
+/* {"type":…,"ts_ns":…,"pid":…,"tid":…,"cpu":…  then the type's fields, then }.
+ * A failed write is reported once (-1); the records after it are dropped
+ * quietly, so the tracer can still consume and count everything. */
+static int line(struct outbuf *ob, const struct event_header *h,
+		void (*fields)(struct outbuf *ob, const void *e), const void *e)
+{
+	if (ob->error)
+		return 0;
+	if (ob_begin(ob))
+		return -1;
+	ob_lit(ob, "{\"type\":\"");
+	ob_lit(ob, event_type_name(h->type));
+	ob_lit(ob, "\",\"ts_ns\":");
+	ob_u64(ob, h->ts_ns);
+	ob_key(ob, "pid");
+	ob_u64(ob, h->pid);
+	ob_key(ob, "tid");
+	ob_u64(ob, h->tid);
+	ob_key(ob, "cpu");
+	ob_u64(ob, h->cpu);
+	fields(ob, e);
+	ob_lit(ob, "}");
+	ob_end(ob);
+	return 0;
+}
+
+static void span_fields(struct outbuf *ob, const void *rec)
+{
+	const struct span_event *e = rec;
+
+	ob_key(ob, "dur_ns");
+	ob_u64(ob, e->dur_ns);
+	ob_key_name(ob, "name", span_kind_name(e->kind));
+	ob_key(ob, "layer");
+	ob_s64(ob, e->layer);
+	ob_key(ob, "depth");
+	ob_u64(ob, e->depth);
+	if (e->parent_kind < SPAN_KIND_COUNT) {
+		ob_key_name(ob, "parent", span_kind_name(e->parent_kind));
+	} else {
+		ob_key(ob, "parent");
+		ob_lit(ob, "null");
+	}
+	ob_key(ob, "parent_layer");
+	ob_s64(ob, e->parent_layer);
+	ob_key(ob, "req");
+	ob_u64(ob, e->req);
+	ob_key(ob, "pos");
+	ob_u64(ob, e->pos);
+	ob_key(ob, "mismatch");
+	ob_lit(ob, (e->flags & SPAN_F_MISMATCH) ? "true" : "false");
+	/* perf counter deltas (record --perf, profile), in the order of the
+	 * session record's "perf_counters" names */
+	if (e->ncounters > 0) {
+		ob_key(ob, "counters");
+		ob_lit(ob, "[");
+		for (unsigned i = 0; i < e->ncounters; i++) {
+			if (i)
+				ob_lit(ob, ",");
+			ob_u64(ob, e->counters[i]);
+		}
+		ob_lit(ob, "]");
+	}
+}
+
+static void token_fields(struct outbuf *ob, const void *rec)
+{
+	const struct token_event *e = rec;
+
+	ob_key(ob, "dur_ns");
+	ob_u64(ob, e->dur_ns);
+	ob_key(ob, "req");
+	ob_u64(ob, e->req);
+	ob_key(ob, "pos");
+	ob_u64(ob, e->pos);
+	ob_key(ob, "token_in");
+	ob_u64(ob, e->token_in);
+	ob_key(ob, "token_out");
+	ob_u64(ob, e->token_out);
+}
+
+static void request_fields(struct outbuf *ob, const void *rec)
+{
+	const struct request_event *e = rec;
+
+	ob_key(ob, "dur_ns");
+	ob_u64(ob, e->dur_ns);
+	ob_key(ob, "req");
+	ob_u64(ob, e->req);
+	ob_key(ob, "prompt_tokens");
+	ob_u64(ob, e->prompt_tokens);
+	ob_key(ob, "generated_tokens");
+	ob_u64(ob, e->generated_tokens);
+}
+
+static void alloc_fields(struct outbuf *ob, const void *rec)
+{
+	const struct alloc_event *e = rec;
+
+	ob_key_name(ob, "pool", pool_name(e->pool));
+	ob_key(ob, "ptr");
+	ob_u64(ob, e->ptr);
+	ob_key(ob, "bytes");
+	ob_u64(ob, e->bytes);
+	ob_key(ob, "reserved");
+	ob_u64(ob, e->reserved);
+	ob_key(ob, "live_bytes");
+	ob_u64(ob, e->live_bytes);
+	ob_key(ob, "peak_bytes");
+	ob_u64(ob, e->peak_bytes);
+	ob_key(ob, "reserved_bytes");
+	ob_u64(ob, e->reserved_bytes);
+	if (e->h.type == EV_FREE) {
+		ob_key(ob, "unknown");
+		ob_lit(ob, e->unknown ? "true" : "false");
+	}
+}
+
+static void kv_fields(struct outbuf *ob, const void *rec)
+{
+	const struct kv_event *e = rec;
+
+	ob_key(ob, "used_bytes");
+	ob_u64(ob, e->used_bytes);
+	ob_key(ob, "capacity_bytes");
+	ob_u64(ob, e->capacity_bytes);
+}
+
+static void kernel_fields(struct outbuf *ob, const void *rec)
+{
+	const struct kernel_event *e = rec;
+
+	ob_key_name(ob, "name", cl_kernel_name(e->kernel_id));
+	ob_key(ob, "kernel_id");
+	ob_u64(ob, e->kernel_id);
+	ob_key(ob, "queue");
+	ob_u64(ob, e->queue);
+	ob_key(ob, "layer");
+	ob_s64(ob, e->layer);
+	ob_key(ob, "index");
+	ob_u64(ob, e->index);
+	ob_key(ob, "queued_ns");
+	ob_u64(ob, e->queued_ns);
+	ob_key(ob, "submit_ns");
+	ob_u64(ob, e->submit_ns);
+	ob_key(ob, "start_ns");
+	ob_u64(ob, e->start_ns);
+	ob_key(ob, "end_ns");
+	ob_u64(ob, e->end_ns);
+	ob_key(ob, "dur_ns");
+	ob_u64(ob, e->end_ns > e->start_ns ? e->end_ns - e->start_ns : 0);
+	ob_key(ob, "req");
+	ob_u64(ob, e->req);
+	ob_key(ob, "pos");
+	ob_u64(ob, e->pos);
+}
+
+static int on_span(void *ob, const struct span_event *e) { return line(ob, &e->h, span_fields, e); }
+static int on_token(void *ob, const struct token_event *e) { return line(ob, &e->h, token_fields, e); }
+static int on_request(void *ob, const struct request_event *e) { return line(ob, &e->h, request_fields, e); }
+static int on_alloc(void *ob, const struct alloc_event *e) { return line(ob, &e->h, alloc_fields, e); }
+static int on_kv(void *ob, const struct kv_event *e) { return line(ob, &e->h, kv_fields, e); }
+static int on_kernel(void *ob, const struct kernel_event *e) { return line(ob, &e->h, kernel_fields, e); }
+
+const struct event_handlers jsonl_handlers = {
+	.span = on_span,
+	.token = on_token,
+	.request = on_request,
+	.alloc = on_alloc,
+	.free = on_alloc,
+	.kv = on_kv,
+	.kernel = on_kernel,
+};
+
+int jsonl_write_record(struct outbuf *ob, const void *data, size_t size)
+{
+	struct event_sink sink = { &jsonl_handlers, ob };
+
+	return event_dispatch(data, size, &sink, 1, NULL);
+}
+
+int jsonl_write_drops(struct outbuf *ob, uint64_t ts_ns, const struct counters *c, uint64_t delivered)
+{
+	if (ob_begin(ob))
+		return -1;
+	ob_lit(ob, "{\"type\":\"drops\",\"ts_ns\":");
+	ob_u64(ob, ts_ns);
+	ob_key(ob, "fired");
+	ob_u64(ob, event_types_sum(c->fired));
+	ob_key(ob, "delivered");
+	ob_u64(ob, delivered);
+	ob_key(ob, "dropped");
+	ob_u64(ob, event_types_sum(c->dropped));
+	ob_lit(ob, ",\"dropped_by_type\":{");
+	for (int t = 1; t < EV_TYPE_COUNT; t++) {
+		if (t > 1)
+			ob_lit(ob, ",");
+		ob_lit(ob, "\"");
+		ob_lit(ob, event_type_name(t));
+		ob_lit(ob, "\":");
+		ob_u64(ob, c->dropped[t]);
+	}
+	ob_lit(ob, "}}");
+	ob_end(ob);
+	return 0;
+}
