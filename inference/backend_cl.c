@@ -568,6 +568,14 @@ static int run_logits(ClState *s, int n, InferError *err)
 	return launch(s, FN_LOGITS, KERNEL_LOGITS, LAYER_NONE, 1, &global, &local, err);
 }
 
+/* A phase fused into the kernel that follows it: an empty span where the
+ * CPU backend runs it, so that both backends give the same span tree. */
+static void fused_phase(enum span_kind kind, int layer)
+{
+	trace_span_begin(kind, layer);
+	trace_span_end(kind, layer);
+}
+
 /* One layer; every span begun is ended even when an enqueue fails. */
 static int run_layer(ClState *s, int l, int n, int pos, InferError *err)
 {
@@ -575,11 +583,9 @@ static int run_layer(ClState *s, int l, int n, int pos, InferError *err)
 	int rc;
 
 	trace_span_begin(SPAN_QKV, l);
-	trace_span_begin(SPAN_ATTN_NORM, l);
-	trace_span_begin(SPAN_ROPE, l);
+	fused_phase(SPAN_ATTN_NORM, l);
 	rc = run_qkv(s, l, n, pos, err);
-	trace_span_end(SPAN_ROPE, l);
-	trace_span_end(SPAN_ATTN_NORM, l);
+	fused_phase(SPAN_ROPE, l);
 	trace_span_end(SPAN_QKV, l);
 	if (rc)
 		return rc;
@@ -597,9 +603,8 @@ static int run_layer(ClState *s, int l, int n, int pos, InferError *err)
 		return rc;
 
 	trace_span_begin(SPAN_FFN, l);
-	trace_span_begin(SPAN_FFN_NORM, l);
+	fused_phase(SPAN_FFN_NORM, l);
 	rc = run_ffn_up(s, l, n, err);
-	trace_span_end(SPAN_FFN_NORM, l);
 	if (!rc)
 		rc = run_matmul_add(s, s->hb, L->w2, s->c->hidden_dim, KERNEL_FFN_DOWN, l, n, err);
 	trace_span_end(SPAN_FFN, l);
@@ -681,9 +686,8 @@ static int cl_forward(void *state, const int *tokens, int n, int pos,
 	rc = enqueue_forward(s, tokens, n, pos, err);
 	if (!rc) {
 		trace_span_begin(SPAN_LOGITS, LAYER_NONE);
-		trace_span_begin(SPAN_FINAL_NORM, LAYER_NONE);
+		fused_phase(SPAN_FINAL_NORM, LAYER_NONE);
 		rc = run_logits(s, n, err);
-		trace_span_end(SPAN_FINAL_NORM, LAYER_NONE);
 		if (!rc) { /* the one sync of the forward call */
 			cl_int crc = clEnqueueReadBuffer(s->queue, s->logits, CL_TRUE, 0,
 							 s->c->vocab_size * sizeof(float),

@@ -161,6 +161,8 @@ static void attention_block(CpuState *s, int l, int n, int pos)
 	float *kc = layer_cache(s, s->key_cache, l, pos);
 	float *vc = layer_cache(s, s->value_cache, l, pos);
 
+	/* qkv holds its norm and rope, as the OpenCL backend's fused kernel does. */
+	trace_span_begin(SPAN_QKV, l);
 	trace_span_begin(SPAN_ATTN_NORM, l);
 	for (int b = 0; b < n; b++)
 		rmsnorm(s->xb + (size_t)b * dim, s->x + (size_t)b * dim,
@@ -168,16 +170,15 @@ static void attention_block(CpuState *s, int l, int n, int pos)
 	trace_span_end(SPAN_ATTN_NORM, l);
 
 	/* k and v land straight in the cache: the batch's rows are consecutive. */
-	trace_span_begin(SPAN_QKV, l);
 	matmul_fused((Proj[]){ { s->q, w->wq + ldd, dim }, { kc, w->wk + ldk, kv_dim },
 			       { vc, w->wv + ldk, kv_dim } }, 3, s->xb, dim, n);
-	trace_span_end(SPAN_QKV, l);
 
 	trace_span_begin(SPAN_ROPE, l);
 	for (int b = 0; b < n; b++)
 		rope(s->q + (size_t)b * dim, kc + (size_t)b * kv_dim, dim, kv_dim,
 		     s->head_size, pos + b);
 	trace_span_end(SPAN_ROPE, l);
+	trace_span_end(SPAN_QKV, l);
 
 	trace_span_begin(SPAN_ATTENTION, l);
 	for (int b = 0; b < n; b++)
@@ -208,13 +209,13 @@ static void ffn_block(CpuState *s, int l, int n)
 	int dim = c->dim, hidden = c->hidden_dim;
 	size_t lw = (size_t)l * dim * hidden;
 
+	trace_span_begin(SPAN_FFN, l);
 	trace_span_begin(SPAN_FFN_NORM, l);
 	for (int b = 0; b < n; b++)
 		rmsnorm(s->xb + (size_t)b * dim, s->x + (size_t)b * dim,
 			w->rms_ffn_weight + (size_t)l * dim, dim);
 	trace_span_end(SPAN_FFN_NORM, l);
 
-	trace_span_begin(SPAN_FFN, l);
 	matmul_fused((Proj[]){ { s->hb, w->w1 + lw, hidden }, { s->hb2, w->w3 + lw, hidden } },
 		     2, s->xb, dim, n);
 	swiglu(s->hb, s->hb2, (size_t)n * hidden);
@@ -255,11 +256,10 @@ static int cpu_forward(void *state, const int *tokens, int n, int pos,
 
 	/* Only the last position's logits are wanted. */
 	last = s->x + (size_t)(n - 1) * dim;
+	trace_span_begin(SPAN_LOGITS, LAYER_NONE);
 	trace_span_begin(SPAN_FINAL_NORM, LAYER_NONE);
 	rmsnorm(last, last, w->rms_final_weight, dim);
 	trace_span_end(SPAN_FINAL_NORM, LAYER_NONE);
-
-	trace_span_begin(SPAN_LOGITS, LAYER_NONE);
 	matmul(logits, last, w->wcls, dim, c->vocab_size, 1);
 	trace_span_end(SPAN_LOGITS, LAYER_NONE);
 	return 0;

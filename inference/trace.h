@@ -1,8 +1,9 @@
 /* trace.h - the engine's probe sites and its own self-timing.
  *
- * Every probe fires from one function here, so the engine has one site per
- * probe name (cheap to attach) and the engine's --stats counts exactly what
- * the probes announce. Self-timing uses CLOCK_MONOTONIC, the clock
+ * Every probe but alloc/free fires from one function here, and those two
+ * from pool.c's announce_alloc/free, so the engine has one site per probe
+ * name (cheap to attach) and its --stats counts exactly what the probes
+ * announce. Self-timing uses CLOCK_MONOTONIC, the clock
  * bpf_ktime_get_ns reads, taken just before each begin and end probe fires,
  * so the tracer's and the engine's durations cover the same work. */
 #ifndef INFER_TRACE_H
