@@ -410,6 +410,30 @@ static int start(const struct profile_opts *o, struct session *s, struct launch 
 	return launch_release(l, err, errlen);
 }
 
+/* The run loop until the target exits, the duration or a signal; then
+ * nothing may still be producing when the counters are read. Returns the
+ * wall time. */
+static double run(const struct profile_opts *o, struct session *s, struct launch *l, struct profiler *p,
+		  struct counters *c)
+{
+	uint64_t t0 = mono_now_ns();
+	struct runloop rl = {
+		.s = s, .target = l, .ctx = p, .input_fd = -1,
+		.deadline_ns = o->common.duration_s > 0 ? t0 + (uint64_t)(o->common.duration_s * 1e9) : 0,
+	};
+	enum stop_reason why = runloop_run(&rl);
+	double wall_s = (mono_now_ns() - t0) / 1e9;
+
+	session_detach(s);
+	session_consume(s);
+	launch_end(l);
+	maps_read_counters(s, c);
+	st_debug("stopped: %s", stop_reason_text(why));
+	if (why == STOP_RINGBUF_ERROR)
+		st_err("reading the ring buffer failed; writing what was read");
+	return wall_s;
+}
+
 static int profile_main(struct profile_opts *o)
 {
 	struct perf_counters pc = { 0 };
@@ -440,21 +464,7 @@ static int profile_main(struct profile_opts *o)
 	if (profiler_init(&p, o, &pc, err, sizeof(err)) ||
 	    start(o, &s, &l, &pc, &ps, &p, &session_ok, err, sizeof(err)))
 		goto out;
-	uint64_t t0 = mono_now_ns();
-	struct runloop rl = {
-		.s = &s, .target = &l, .ctx = &p, .input_fd = -1,
-		.deadline_ns = o->common.duration_s > 0 ? t0 + (uint64_t)(o->common.duration_s * 1e9) : 0,
-	};
-	enum stop_reason why = runloop_run(&rl);
-	double wall_s = (mono_now_ns() - t0) / 1e9;
-	/* Nothing may still be producing when the counters are read. */
-	session_detach(&s);
-	session_consume(&s);
-	launch_end(&l);
-	maps_read_counters(&s, &c);
-	st_debug("stopped: %s", stop_reason_text(why));
-	if (why == STOP_RINGBUF_ERROR)
-		st_err("reading the ring buffer failed; writing what was read");
+	double wall_s = run(o, &s, &l, &p, &c);
 	if (write_outputs(o, &p, &s, &c, &pc, &l, wall_s, err, sizeof(err)))
 		goto out;
 	report(o, &p, &c);

@@ -318,3 +318,10 @@ void launch_describe_exit(const struct launch *l, char *buf, size_t size)
 	else
 		snprintf(buf, size, "exited");
 }
+
+void tracing_argp_children(struct argp_child kids[3], unsigned mask, const struct common_opts *defaults)
+{
+	kids[0] = (struct argp_child){ &launch_argp, 0, "Target (exactly one):", 0 };
+	kids[1] = (struct argp_child){ common_argp(mask, defaults), 0, NULL, 0 };
+	kids[2] = (struct argp_child){ 0 };
+}

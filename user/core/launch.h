@@ -31,6 +31,7 @@
 #include <argp.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include "core/options.h"
 #include "core/target.h"
 
 struct launch_opts {
@@ -57,6 +58,11 @@ struct launch {
 
 /* -p PID, --binary PATH and the command (ARGP_KEY_ARG). */
 extern const struct argp launch_argp;
+
+/* The children of a tracing command's argp: the target (launch_argp,
+ * child_inputs[0]) and the shared options in mask (core/options.h,
+ * child_inputs[1]). */
+void tracing_argp_children(struct argp_child kids[3], unsigned mask, const struct common_opts *defaults);
 
 /* 0 if exactly one target is given, else -1 and a one-line reason. */
 int launch_opts_check(const struct launch_opts *o, char *err, size_t errlen);

@@ -3,7 +3,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include "core/launch.h"
 #include "core/log.h"
 #include "core/numparse.h"
 
@@ -89,11 +88,4 @@ const struct argp *common_argp(unsigned mask, const struct common_opts *defaults
 						  COMMON_GROUP };
 	opts[n] = (struct argp_option){ 0 };
 	return &child;
-}
-
-void tracing_argp_children(struct argp_child kids[3], unsigned mask, const struct common_opts *defaults)
-{
-	kids[0] = (struct argp_child){ &launch_argp, 0, "Target (exactly one):", 0 };
-	kids[1] = (struct argp_child){ common_argp(mask, defaults), 0, NULL, 0 };
-	kids[2] = (struct argp_child){ 0 };
 }

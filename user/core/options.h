@@ -37,10 +37,6 @@ struct common_opts {
  * common_opts in ARGP_KEY_INIT (state->child_inputs[i]). One per process. */
 const struct argp *common_argp(unsigned mask, const struct common_opts *defaults);
 
-/* The children of a tracing command's argp: the target (launch_argp,
- * child_inputs[0]) and the common options in mask (child_inputs[1]). */
-void tracing_argp_children(struct argp_child kids[3], unsigned mask, const struct common_opts *defaults);
-
 /* "coarse" / "detail", as in --level and the session record. */
 const char *trace_level_name(enum trace_level level);
 

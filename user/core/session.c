@@ -112,6 +112,25 @@ static int size_profile_maps(struct session *s, const struct session_opts *o,
 	return 0;
 }
 
+/* The const volatile knobs and the ring buffer's size, before load. */
+static int set_knobs(struct session *s, const struct session_opts *o, char *err, size_t errlen)
+{
+	s->skel->rodata->target_tgid = o->pid_filter;
+	s->skel->rodata->level = o->level;
+	s->skel->rodata->min_dur_ns = o->min_dur_ns;
+	s->skel->rodata->perf_mode = o->perf_mode;
+	s->skel->rodata->perf_ncounters = o->perf_ncounters;
+	s->skel->rodata->stream_mode = o->stream_mode;
+	s->ringbuf_bytes = ringbuf_size(o->ringbuf_kb);
+	/* Wake the reader once a quarter of the buffer is waiting. */
+	s->skel->rodata->wakeup_bytes = s->ringbuf_bytes / 4;
+	if (bpf_map__set_max_entries(s->skel->maps.rb, s->ringbuf_bytes)) {
+		snprintf(err, errlen, "cannot size the ring buffer to %u bytes", s->ringbuf_bytes);
+		return -1;
+	}
+	return 0;
+}
+
 int session_open(struct session *s, const struct session_opts *o, const struct event_sink *sinks,
 		 size_t nsinks, char *err, size_t errlen)
 {
@@ -132,20 +151,7 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
 		snprintf(err, errlen, "cannot open the BPF object: %s", strerror(errno));
 		return -1;
 	}
-	s->skel->rodata->target_tgid = o->pid_filter;
-	s->skel->rodata->level = o->level;
-	s->skel->rodata->min_dur_ns = o->min_dur_ns;
-	s->skel->rodata->perf_mode = o->perf_mode;
-	s->skel->rodata->perf_ncounters = o->perf_ncounters;
-	s->skel->rodata->stream_mode = o->stream_mode;
-	s->ringbuf_bytes = ringbuf_size(o->ringbuf_kb);
-	/* Wake the reader once a quarter of the buffer is waiting. */
-	s->skel->rodata->wakeup_bytes = s->ringbuf_bytes / 4;
-	if (bpf_map__set_max_entries(s->skel->maps.rb, s->ringbuf_bytes)) {
-		snprintf(err, errlen, "cannot size the ring buffer to %u bytes", s->ringbuf_bytes);
-		goto fail;
-	}
-	if (size_profile_maps(s, o, err, errlen))
+	if (set_knobs(s, o, err, errlen) || size_profile_maps(s, o, err, errlen))
 		goto fail;
 	/* Probes are attached by session_attach, for the level's probe names. */
 	bpf_object__for_each_program(prog, s->skel->obj)
@@ -185,10 +191,34 @@ static int add_link(struct session *s, struct bpf_link *link)
 }
 
 
+/* One probe of the table below; a probe a binary lacks is fine unless it
+ * is span_begin, which every build of our engine has. */
+static int attach_probe(struct session *s, struct bpf_program *prog, const char *probe, const char *elf,
+			pid_t pid, char *err, size_t errlen)
+{
+	struct bpf_link *link = bpf_program__attach_usdt(prog, pid, elf, INFER_PROVIDER, probe, NULL);
+
+	if (!link) {
+		int e = errno;
+		if (e == ENOENT && strcmp(probe, "span_begin")) {
+			st_debug("%s has no infer:%s probe", elf, probe);
+			return 0;
+		}
+		snprintf(err, errlen, "cannot attach infer:%s in %s%s: %s", probe, elf,
+			 pid > 0 ? "" : " (all processes)", strerror(e));
+		return -1;
+	}
+	if (add_link(s, link)) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 int session_attach(struct session *s, const char *elf, pid_t pid, char *err, size_t errlen)
 {
 	struct spantrace_bpf *sk = s->skel;
-	struct {
+	const struct {
 		struct bpf_program *prog;
 		const char *probe;
 		int detail_only;
@@ -221,27 +251,11 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 			return -1;
 		}
 	}
-	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
-		if (table[i].detail_only && s->level != LEVEL_DETAIL)
-			continue; /* unattached sites stay nops */
-		link = bpf_program__attach_usdt(table[i].prog, pid, elf, INFER_PROVIDER, table[i].probe, NULL);
-		if (!link) {
-			int e = errno;
-			/* A binary may lack some probes (e.g. no OpenCL); only a
-			 * missing span_begin means it is not our engine. */
-			if (e == ENOENT && strcmp(table[i].probe, "span_begin")) {
-				st_debug("%s has no infer:%s probe", elf, table[i].probe);
-				continue;
-			}
-			snprintf(err, errlen, "cannot attach infer:%s in %s%s: %s", table[i].probe, elf,
-				 pid > 0 ? "" : " (all processes)", strerror(e));
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+		/* unattached sites stay nops */
+		if ((!table[i].detail_only || s->level == LEVEL_DETAIL) &&
+		    attach_probe(s, table[i].prog, table[i].probe, elf, pid, err, errlen))
 			return -1;
-		}
-		if (add_link(s, link)) {
-			snprintf(err, errlen, "out of memory");
-			return -1;
-		}
-	}
 	s->attach_ns = mono_now_ns() - t0;
 	s->skel->bss->armed = 1; /* see span_orphan() in the BPF program */
 	return 0;

@@ -39,21 +39,20 @@ static void draw_help(void)
 		mvaddnstr(y0 + 1 + i, x0 + 2, topview_help_lines[i], wide - 4);
 }
 
-void top_screen_draw(struct top_screen *scr, struct topview *tv)
+/* The header lines and the column titles; returns the next free line. */
+static int draw_header(struct top_screen *scr, struct topview *tv, char *line, size_t size)
 {
-	char line[TOPVIEW_LINE_MAX];
-	int width = COLS, alert, y = 0;
-	erase();
-	int nhead = topview_header_count(tv);
+	int width = COLS, alert, y = 0, nhead = topview_header_count(tv);
+
 	for (int i = 0; i < nhead && y < LINES; i++, y++) {
-		topview_format_header(tv, i, line, sizeof(line), width, &alert);
+		topview_format_header(tv, i, line, size, width, &alert);
 		attr_t a = alert ? (A_BOLD | (scr->has_color ? COLOR_PAIR(PAIR_ALERT) : A_REVERSE)) : A_NORMAL;
 		attron(a);
 		mvaddnstr(y, 0, line, width);
 		attroff(a);
 	}
 	if (y < LINES) {
-		topview_format_columns(tv, line, sizeof(line), width);
+		topview_format_columns(tv, line, size, width);
 		attron(A_REVERSE);
 		mvaddnstr(y, 0, line, width);
 		for (int x = (int)strlen(line); x < width; x++)
@@ -61,11 +60,18 @@ void top_screen_draw(struct top_screen *scr, struct topview *tv)
 		attroff(A_REVERSE);
 		y++;
 	}
-	int rows = LINES - y - 1; /* the last line is the status line */
+	return y;
+}
+
+/* The table from line y, scrolled so that the selection is on screen. */
+static void draw_rows(struct top_screen *scr, struct topview *tv, int y, char *line, size_t size)
+{
+	int width = COLS, rows = LINES - y - 1; /* the last line is the status line */
+	int sel = (int)topview_selected(tv), n = (int)topview_nrows(tv);
+
 	if (rows < 1)
 		rows = 1;
 	topview_set_page(tv, rows);
-	int sel = (int)topview_selected(tv), n = (int)topview_nrows(tv);
 	if (sel < scr->top)
 		scr->top = sel;
 	if (sel >= scr->top + rows)
@@ -75,7 +81,7 @@ void top_screen_draw(struct top_screen *scr, struct topview *tv)
 	if (n == 0 && y < LINES)
 		mvaddnstr(y, 0, "(no spans yet)", width);
 	for (int i = scr->top; i < n && y < LINES - 1; i++, y++) {
-		topview_format_row(tv, (size_t)i, line, sizeof(line), width);
+		topview_format_row(tv, (size_t)i, line, size, width);
 		if (i == sel)
 			attron(A_REVERSE);
 		mvaddnstr(y, 0, line, width);
@@ -85,14 +91,28 @@ void top_screen_draw(struct top_screen *scr, struct topview *tv)
 			attroff(A_REVERSE);
 		}
 	}
+}
+
+static void draw_status(struct topview *tv, char *line, size_t size)
+{
 	static const char *const sort_names[TOPVIEW_SORT_COUNT_] = {
 		"tree", "count", "rate", "mean", "p50", "p95", "p99", "max", "%fwd",
 	};
-	snprintf(line, sizeof(line), "q quit  h help  Enter expand  l layers  s sort:%s  p %s  r reset",
+
+	snprintf(line, size, "q quit  h help  Enter expand  l layers  s sort:%s  p %s  r reset",
 		 sort_names[topview_sort_column(tv)], topview_paused(tv) ? "resume" : "pause");
 	attron(A_DIM);
-	mvaddnstr(LINES - 1, 0, line, width - 1); /* not the last cell: no scroll */
+	mvaddnstr(LINES - 1, 0, line, COLS - 1); /* not the last cell: no scroll */
 	attroff(A_DIM);
+}
+
+void top_screen_draw(struct top_screen *scr, struct topview *tv)
+{
+	char line[TOPVIEW_LINE_MAX];
+
+	erase();
+	draw_rows(scr, tv, draw_header(scr, tv, line, sizeof(line)), line, sizeof(line));
+	draw_status(tv, line, sizeof(line));
 	if (topview_help_shown(tv))
 		draw_help();
 	refresh();

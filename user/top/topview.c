@@ -1,96 +1,16 @@
-/* topview.c - the model, layout, keys and text rendering of `spantrace top`
- * (see topview.h). The curses screen is top/screen.c and the loop is the
- * one run loop (commands/top.c); nothing here touches the terminal. */
-#include "top/topview.h"
-#include "core/grow.h"
+/* topview.c - the model of `spantrace top` (see topview.h): ingest,
+ * windows, refresh, the visible tree and keys. Its text is format.c, the
+ * curses screen top/screen.c, and the loop the one run loop
+ * (commands/top.c); nothing here touches the terminal. */
+#include "top/topview_impl.h"
 
 #include <curses.h> /* key codes only */
 #include <errno.h>
-#include <inttypes.h>
-#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#include "analysis/stats.h"
-
-/* One line of the table: a window plus totals, and its numbers after the
- * last refresh. Aggregate rows have no window of their own. */
-struct tv_row {
-	struct window win;            /* slots == NULL until the first value */
-	uint64_t count, last, last_ts;
-	int expanded;
-	struct topview_row st; /* numbers of the last refresh */
-	uint64_t wsum;         /* summed time in the window */
-};
-
-/* A layer's own span (kind[SPAN_LAYER]) and its phases. */
-struct tv_layer {
-	struct tv_row kind[SPAN_KIND_COUNT];
-};
-
-enum node_type {
-	N_REQUEST, N_TOKEN, N_FORWARD, N_SPAN, N_LAYERS, N_PHASE_AGG,
-	N_LAYER, N_LAYER_PHASE, N_KERNELS, N_KERNEL,
-};
-
-struct tv_node {
-	uint8_t type;
-	uint8_t depth;
-	uint16_t kind;  /* span kind or kernel id */
-	int32_t layer;
-};
-
-struct tv_vis {
-	struct tv_node node;
-	char name[32];
-};
-
-struct tv_pid {
-	__u32 pid;
-	uint64_t rss;
-	int rss_ok;
-	uint64_t live[POOL_COUNT], peak[POOL_COUNT], reserved[POOL_COUNT];
-	uint64_t kv_used, kv_cap;
-	int kv_seen;
-};
-
-struct topview {
-	uint64_t slot_ns;
-	unsigned nslots;
-	uint64_t start_ns, base_ns, now_ns, prev_refresh_ns;
-
-	struct tv_row request, token;
-	struct tv_row none[SPAN_KIND_COUNT];      /* spans outside any layer */
-	struct tv_row kernel[KERNEL_COUNT];
-	struct tv_layer *layers;
-	unsigned nlayers;                          /* highest layer seen + 1 */
-	struct tv_row layers_agg, phase_agg[SPAN_KIND_COUNT], kernels_agg;
-	int split_layers;
-
-	char *binary, *level;
-	uint64_t dropped;
-	int ended;
-	struct tv_pid pids[TOPVIEW_MAX_PIDS];
-	unsigned npids;
-	uint64_t pids_untracked;                   /* events of pids beyond the table */
-	uint64_t allocs, frees, unknown_frees;
-	uint64_t events, events_prev;
-	double events_rate;
-	uint64_t span_errors, bad_events, oom;
-	uint64_t invalid;                          /* records the decoder rejected */
-	uint64_t first_token_ns, last_token_end_ns;
-	int have_token;
-	double tok_now, tok_avg;               /* tok/s as of the last refresh */
-
-	struct tv_vis *vis;
-	size_t nvis, cap_vis;
-	size_t sel;
-	struct tv_node sel_node;
-	enum topview_sort sort;
-	int paused, help, page;
-	struct hist *scratch;
-};
+#include "core/grow.h"
 
 /* ---- small helpers ---- */
 
@@ -116,21 +36,6 @@ static void row_add(struct topview *tv, struct tv_row *r, uint64_t t, uint64_t v
 	r->last_ts = t;
 }
 
-static struct tv_pid *pid_slot(struct topview *tv, __u32 pid)
-{
-	for (unsigned i = 0; i < tv->npids; i++)
-		if (tv->pids[i].pid == pid)
-			return &tv->pids[i];
-	if (tv->npids == TOPVIEW_MAX_PIDS) {
-		tv->pids_untracked++;
-		return NULL;
-	}
-	struct tv_pid *p = &tv->pids[tv->npids++];
-	memset(p, 0, sizeof(*p));
-	p->pid = pid;
-	return p;
-}
-
 /* ---- lifecycle ---- */
 
 struct topview *topview_new(uint64_t refresh_ns, unsigned nslots, uint64_t start_ns)
@@ -152,6 +57,7 @@ struct topview *topview_new(uint64_t refresh_ns, unsigned nslots, uint64_t start
 	tv->layers_agg.expanded = 1;
 	tv->kernels_agg.expanded = 1;
 	tv->page = 10;
+	tv->procs.max = TOPVIEW_MAX_PIDS;
 	return tv;
 }
 
@@ -173,6 +79,7 @@ void topview_free(struct topview *tv)
 	free(tv->level);
 	free(tv->vis);
 	free(tv->scratch);
+	proc_table_free(&tv->procs);
 	free(tv);
 }
 
@@ -231,7 +138,7 @@ static struct tv_layer *layer_at(struct topview *tv, int layer)
 static void note_pid(struct topview *tv, const struct event_header *h)
 {
 	tv->events++;
-	pid_slot(tv, h->pid);
+	proc_table_get(&tv->procs, h->pid);
 }
 
 void topview_on_span(struct topview *tv, const struct span_event *ev)
@@ -293,15 +200,8 @@ static void on_pool_event(struct topview *tv, const struct alloc_event *ev)
 		tv->bad_events++;
 		return;
 	}
-	/* A free of a pointer never seen allocated carries no pool state. */
-	if (ev->h.type == EV_FREE && ev->unknown)
-		return;
-	struct tv_pid *p = pid_slot(tv, ev->h.pid);
-	if (p) {
-		p->live[ev->pool] = ev->live_bytes;
-		p->peak[ev->pool] = ev->peak_bytes;
-		p->reserved[ev->pool] = ev->reserved_bytes;
-	}
+	if (proc_table_find(&tv->procs, ev->h.pid))   /* else counted untracked once */
+		proc_table_handlers.alloc(&tv->procs, ev);
 }
 
 void topview_on_alloc(struct topview *tv, const struct alloc_event *ev)
@@ -321,12 +221,8 @@ void topview_on_free(struct topview *tv, const struct alloc_event *ev)
 void topview_on_kv(struct topview *tv, const struct kv_event *ev)
 {
 	note_pid(tv, &ev->h);
-	struct tv_pid *p = pid_slot(tv, ev->h.pid);
-	if (p) {
-		p->kv_used = ev->used_bytes;
-		p->kv_cap = ev->capacity_bytes;
-		p->kv_seen = 1;
-	}
+	if (proc_table_find(&tv->procs, ev->h.pid))
+		proc_table_handlers.kv(&tv->procs, ev);
 }
 
 static int on_span(void *tv, const struct span_event *e) { topview_on_span(tv, e); return 0; }
@@ -398,10 +294,10 @@ int topview_read_rss(__u32 pid, uint64_t *bytes)
 int topview_poll_proc(struct topview *tv)
 {
 	int gone = 0;
-	for (unsigned i = 0; i < tv->npids; i++) {
-		struct tv_pid *p = &tv->pids[i];
-		p->rss_ok = topview_read_rss(p->pid, &p->rss) == 0;
-		gone += !p->rss_ok;
+	for (size_t i = 0; i < tv->procs.n; i++) {
+		struct tv_rss *r = &tv->rss[i];
+		r->ok = topview_read_rss(tv->procs.procs[i].pid, &r->bytes) == 0;
+		gone += !r->ok;
 	}
 	return gone;
 }
@@ -907,382 +803,3 @@ const char *const topview_help_lines[] = {
 	NULL,
 };
 
-/* ---- formatting ---- */
-
-/* Prints v scaled by the first unit it fits into width chars, trying 2, 1,
- * then 0 decimals (so 9.996us becomes "10.0us", not 7 chars). */
-static void fmt_scaled(char *buf, size_t size, int width, double v,
-		       const double *scales, const char *const *units, int nunits)
-{
-	for (int u = 0; u < nunits; u++) {
-		if (u + 1 < nunits && v >= scales[u + 1] * 0.9995)
-			continue;
-		double x = v / scales[u];
-		for (int prec = u == 0 ? 0 : 2; prec >= 0; prec--) {
-			int n = snprintf(buf, size, "%.*f%s", prec, x, units[u]);
-			if (n <= width)
-				return;
-		}
-	}
-	snprintf(buf, size, "%.0f%s", v / scales[nunits - 1], units[nunits - 1]);
-}
-
-static void fmt_ns(char *buf, size_t size, int width, double ns)
-{
-	static const double scales[] = { 1, 1e3, 1e6, 1e9 };
-	static const char *const units[] = { "ns", "us", "ms", "s" };
-	fmt_scaled(buf, size, width, ns, scales, units, 4);
-}
-
-static void fmt_count(char *buf, size_t size, int width, double v)
-{
-	static const double scales[] = { 1, 1e3, 1e6, 1e9, 1e12 };
-	static const char *const units[] = { "", "k", "M", "G", "T" };
-	if (v < 1e15 && v == (double)(uint64_t)v) { /* exact while it fits */
-		snprintf(buf, size, "%" PRIu64, (uint64_t)v);
-		if ((int)strlen(buf) <= width)
-			return;
-	}
-	if (v < 1000 && v != (double)(uint64_t)v) { /* small rates keep a decimal */
-		snprintf(buf, size, "%.1f", v);
-		if ((int)strlen(buf) <= width)
-			return;
-	}
-	fmt_scaled(buf, size, width, v, scales, units, 5);
-}
-
-static void fmt_bytes(char *buf, size_t size, uint64_t b)
-{
-	static const double scales[] = { 1, 1024.0, 1048576.0, 1073741824.0, 1099511627776.0 };
-	static const char *const units[] = { "B", "K", "M", "G", "T" };
-	fmt_scaled(buf, size, 5, (double)b, scales, units, 5);
-}
-
-static void fmt_percent(char *buf, size_t size, int width, double pct)
-{
-	snprintf(buf, size, "%.1f%%", pct);
-	if ((int)strlen(buf) > width)
-		snprintf(buf, size, "%.0f%%", pct);
-}
-
-/* Table columns; `drop` orders which go first when the width is short. */
-struct column {
-	const char *title, *sorted_title;
-	int width, drop;
-	enum topview_sort sort;
-};
-
-enum { COL_COUNT, COL_RATE, COL_LAST, COL_MEAN, COL_P50, COL_P95, COL_P99, COL_MAX, COL_SHARE, NCOLS };
-
-static const struct column columns[NCOLS] = {
-	[COL_COUNT] = { "COUNT", "COUNT*", 6, 6, TOPVIEW_SORT_COUNT },
-	[COL_RATE] = { "RATE/s", "RATE*", 6, 4, TOPVIEW_SORT_RATE },
-	[COL_LAST] = { "LAST", "LAST", 6, 1, TOPVIEW_SORT_TREE },
-	[COL_MEAN] = { "MEAN", "MEAN*", 6, 3, TOPVIEW_SORT_MEAN },
-	[COL_P50] = { "P50", "P50*", 6, 8, TOPVIEW_SORT_P50 },
-	[COL_P95] = { "P95", "P95*", 6, 9, TOPVIEW_SORT_P95 },
-	[COL_P99] = { "P99", "P99*", 6, 2, TOPVIEW_SORT_P99 },
-	[COL_MAX] = { "MAX", "MAX*", 6, 5, TOPVIEW_SORT_MAX },
-	[COL_SHARE] = { "%FWD", "%FWD*", 5, 7, TOPVIEW_SORT_SHARE },
-};
-
-#define NAME_MIN 16
-#define NAME_MAX_WIDTH 40
-
-/* Which columns fit in width, and how wide the name column is then. */
-static int plan_columns(int width, int shown[NCOLS])
-{
-	int used = 0;
-	for (int c = 0; c < NCOLS; c++) {
-		shown[c] = 1;
-		used += columns[c].width + 1;
-	}
-	for (int drop = 1; used + NAME_MIN > width && drop <= 9; drop++)
-		for (int c = 0; c < NCOLS; c++)
-			if (shown[c] && columns[c].drop == drop) {
-				shown[c] = 0;
-				used -= columns[c].width + 1;
-			}
-	int name = width - used;
-	if (name > NAME_MAX_WIDTH)
-		name = NAME_MAX_WIDTH;
-	return name < NAME_MIN ? NAME_MIN : name;
-}
-
-static int effective_width(int width)
-{
-	if (width <= 0)
-		return 80;
-	return width < TOPVIEW_LINE_MAX ? width : TOPVIEW_LINE_MAX - 1;
-}
-
-/* Appends to buf at *pos, never past width or size. */
-static void put(char *buf, size_t size, int width, int *pos, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
-static void put(char *buf, size_t size, int width, int *pos, const char *fmt, ...)
-{
-	size_t limit = (size_t)width + 1 < size ? (size_t)width + 1 : size;
-	if ((size_t)*pos >= limit - 1)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(buf + *pos, limit - (size_t)*pos, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		*pos += n;
-	if ((size_t)*pos > limit - 1)
-		*pos = (int)(limit - 1);
-}
-
-void topview_format_columns(const struct topview *tv, char *buf, size_t size, int width)
-{
-	int shown[NCOLS], pos = 0;
-	width = effective_width(width);
-	int name = plan_columns(width, shown);
-	buf[0] = '\0';
-	put(buf, size, width, &pos, "%-*s", name, "NAME");
-	for (int c = 0; c < NCOLS; c++) {
-		if (!shown[c])
-			continue;
-		int sorted = tv->sort != TOPVIEW_SORT_TREE && columns[c].sort == tv->sort;
-		put(buf, size, width, &pos, " %*s", columns[c].width,
-		    sorted ? columns[c].sorted_title : columns[c].title);
-	}
-}
-
-void topview_format_row(const struct topview *tv, size_t i, char *buf, size_t size, int width)
-{
-	struct topview_row r;
-	int shown[NCOLS], pos = 0;
-	buf[0] = '\0';
-	if (topview_row_at(tv, i, &r) != 0)
-		return;
-	width = effective_width(width);
-	int name = plan_columns(width, shown);
-	char label[96], cell[NCOLS][32];
-	snprintf(label, sizeof(label), "%*s%s%s", r.depth * 2, "",
-		 r.expandable ? (r.expanded ? "- " : "+ ") : "  ", r.name);
-	put(buf, size, width, &pos, "%-*.*s", name, name, label);
-
-	int has_window = r.wcount > 0;
-	fmt_count(cell[COL_COUNT], 32, columns[COL_COUNT].width, (double)r.count);
-	fmt_count(cell[COL_RATE], 32, columns[COL_RATE].width, r.rate);
-	if (r.count)
-		fmt_ns(cell[COL_LAST], 32, columns[COL_LAST].width, (double)r.last_ns);
-	else
-		strcpy(cell[COL_LAST], "-");
-	const double win_vals[] = { r.mean_ns, (double)r.p50_ns, (double)r.p95_ns,
-				    (double)r.p99_ns, (double)r.max_ns };
-	for (int c = COL_MEAN; c <= COL_MAX; c++) {
-		if (has_window)
-			fmt_ns(cell[c], 32, columns[c].width, win_vals[c - COL_MEAN]);
-		else
-			strcpy(cell[c], "-");
-	}
-	if (r.share >= 0 && has_window)
-		fmt_percent(cell[COL_SHARE], 32, columns[COL_SHARE].width, r.share * 100.0);
-	else
-		strcpy(cell[COL_SHARE], "-");
-	for (int c = 0; c < NCOLS; c++)
-		if (shown[c])
-			put(buf, size, width, &pos, " %*s", columns[c].width, cell[c]);
-}
-
-int topview_header_count(const struct topview *tv)
-{
-	int problems = tv->span_errors || tv->bad_events || tv->invalid || tv->oom || tv->pids_untracked ||
-		       tv->unknown_frees;
-	return 5 + problems;
-}
-
-static void format_identity(const struct topview *tv, char *buf, size_t size, int width)
-{
-	int pos = 0;
-	/* states first: a long binary path must not push them off screen */
-	put(buf, size, width, &pos, "spantrace top%s%s - ", tv->paused ? " [PAUSED]" : "",
-	    tv->ended ? " [exited]" : "");
-	if (tv->npids == 0)
-		put(buf, size, width, &pos, "waiting for events");
-	else
-		put(buf, size, width, &pos, "pid%s", tv->npids > 1 ? "s" : "");
-	for (unsigned i = 0; i < tv->npids; i++)
-		put(buf, size, width, &pos, "%s%u", i ? "," : " ", tv->pids[i].pid);
-	if (tv->binary)
-		put(buf, size, width, &pos, " (%s)", tv->binary);
-	uint64_t up = (tv->now_ns > tv->start_ns ? tv->now_ns - tv->start_ns : 0) / 1000000000u;
-	put(buf, size, width, &pos, "  up %" PRIu64 ":%02" PRIu64 ":%02" PRIu64, up / 3600,
-	    up / 60 % 60, up % 60);
-	put(buf, size, width, &pos, "  level %s  window %.0fs", tv->level ? tv->level : "-",
-	    (double)tv->nslots * (double)tv->slot_ns / 1e9);
-}
-
-static void format_throughput(const struct topview *tv, char *buf, size_t size, int width)
-{
-	int pos = 0;
-	char cur[16], avg[16], evs[16], toks[16], reqs[16];
-	const struct tv_row *tok = &tv->token;
-	/* the counts as of the last refresh, like the table (and paused with it) */
-	fmt_count(toks, sizeof(toks), 7, (double)tok->st.count);
-	fmt_count(reqs, sizeof(reqs), 7, (double)tv->request.st.count);
-	fmt_count(evs, sizeof(evs), 7, tv->events_rate);
-	if (tv->have_token) {
-		snprintf(cur, sizeof(cur), "%.1f", tv->tok_now);
-		snprintf(avg, sizeof(avg), "%.1f", tv->tok_avg);
-	} else {
-		strcpy(cur, "-");
-		strcpy(avg, "-");
-	}
-	/* drops come early so a narrow screen still shows them */
-	put(buf, size, width, &pos, "tok/s %s now, %s avg  ", cur, avg);
-	if (tv->dropped)
-		put(buf, size, width, &pos, "DROPPED %" PRIu64, tv->dropped);
-	else
-		put(buf, size, width, &pos, "dropped 0");
-	put(buf, size, width, &pos, "  tokens %s  requests %s  events/s %s", toks, reqs, evs);
-}
-
-/* Pools used so far (a pool never used, e.g. device on the CPU backend, is
- * left out), summed over pids, in pool order. Returns how many. */
-static unsigned used_pools(const struct topview *tv, unsigned ids[POOL_COUNT],
-			   uint64_t sums[POOL_COUNT][3])
-{
-	unsigned n = 0;
-	for (unsigned p = 0; p < POOL_COUNT; p++) {
-		uint64_t live = 0, peak = 0, reserved = 0;
-		for (unsigned i = 0; i < tv->npids; i++) {
-			live += tv->pids[i].live[p];
-			peak += tv->pids[i].peak[p];
-			reserved += tv->pids[i].reserved[p];
-		}
-		if (peak == 0 && live == 0)
-			continue;
-		ids[n] = p;
-		sums[n][0] = live;
-		sums[n][1] = peak;
-		sums[n][2] = reserved;
-		n++;
-	}
-	return n;
-}
-
-/* Two lines, two pools each, so four pools fit 80 columns. */
-#define POOLS_PER_LINE 2
-
-static void format_pools(const struct topview *tv, int line, char *buf, size_t size, int width)
-{
-	unsigned ids[POOL_COUNT], n;
-	uint64_t sums[POOL_COUNT][3];
-	int pos = 0;
-
-	n = used_pools(tv, ids, sums);
-	put(buf, size, width, &pos, line == 0 ? "live/peak/reserved" : "                  ");
-	if (n == 0 && line == 0)
-		put(buf, size, width, &pos, " (no allocations seen)");
-	for (unsigned i = line * POOLS_PER_LINE; i < n && i < (unsigned)(line + 1) * POOLS_PER_LINE; i++) {
-		char l[16], k[16], r[16], entry[64];
-		fmt_bytes(l, sizeof(l), sums[i][0]);
-		fmt_bytes(k, sizeof(k), sums[i][1]);
-		fmt_bytes(r, sizeof(r), sums[i][2]);
-		snprintf(entry, sizeof(entry), "  %s %s/%s/%s", pool_name(ids[i]), l, k, r);
-		/* Whole entries only: a number cut before its unit would lie. */
-		if (pos + (int)strlen(entry) > width) {
-			put(buf, size, width, &pos, "%s", pos + 2 <= width ? " +" : "");
-			break;
-		}
-		put(buf, size, width, &pos, "%s", entry);
-	}
-}
-
-static void format_kv_rss(const struct topview *tv, char *buf, size_t size, int width)
-{
-	int pos = 0, kv_seen = 0, rss_ok = 0;
-	uint64_t used = 0, cap = 0, rss = 0;
-	for (unsigned i = 0; i < tv->npids; i++) {
-		const struct tv_pid *p = &tv->pids[i];
-		kv_seen |= p->kv_seen;
-		used += p->kv_used;
-		cap += p->kv_cap;
-		if (p->rss_ok) {
-			rss += p->rss;
-			rss_ok = 1;
-		}
-	}
-	char a[16], b[16];
-	if (kv_seen) {
-		fmt_bytes(a, sizeof(a), used);
-		fmt_bytes(b, sizeof(b), cap);
-		put(buf, size, width, &pos, "kv %s/%s", a, b);
-		if (cap)
-			put(buf, size, width, &pos, " (%.1f%%)", 100.0 * (double)used / (double)cap);
-	} else {
-		put(buf, size, width, &pos, "kv -");
-	}
-	if (rss_ok) {
-		fmt_bytes(a, sizeof(a), rss);
-		put(buf, size, width, &pos, "  rss %s", a);
-	} else {
-		put(buf, size, width, &pos, "  rss -");
-	}
-	put(buf, size, width, &pos, "  allocs %" PRIu64 "  frees %" PRIu64, tv->allocs, tv->frees);
-}
-
-static void format_problems(const struct topview *tv, char *buf, size_t size, int width)
-{
-	int pos = 0;
-	put(buf, size, width, &pos, "problems:");
-	if (tv->span_errors)
-		put(buf, size, width, &pos, " span errors %" PRIu64, tv->span_errors);
-	if (tv->bad_events + tv->invalid)
-		put(buf, size, width, &pos, " bad events %" PRIu64, tv->bad_events + tv->invalid);
-	if (tv->unknown_frees)
-		put(buf, size, width, &pos, " unknown frees %" PRIu64, tv->unknown_frees);
-	if (tv->pids_untracked)
-		put(buf, size, width, &pos, " events of untracked pids %" PRIu64, tv->pids_untracked);
-	if (tv->oom)
-		put(buf, size, width, &pos, " out of memory %" PRIu64, tv->oom);
-}
-
-void topview_format_header(const struct topview *tv, int i, char *buf, size_t size, int width, int *alert)
-{
-	width = effective_width(width);
-	buf[0] = '\0';
-	*alert = 0;
-	switch (i) {
-	case 0: format_identity(tv, buf, size, width); break;
-	case 1:
-		format_throughput(tv, buf, size, width);
-		*alert = tv->dropped != 0;
-		break;
-	case 2: format_pools(tv, 0, buf, size, width); break;
-	case 3: format_pools(tv, 1, buf, size, width); break;
-	case 4: format_kv_rss(tv, buf, size, width); break;
-	case 5:
-		if (topview_header_count(tv) > 5) {
-			format_problems(tv, buf, size, width);
-			*alert = 1;
-		}
-		break;
-	default: break;
-	}
-}
-
-int topview_render_text(const struct topview *tv, FILE *out, int width)
-{
-	char line[TOPVIEW_LINE_MAX];
-	int alert;
-	width = effective_width(width);
-	for (int i = 0; i < topview_header_count(tv); i++) {
-		topview_format_header(tv, i, line, sizeof(line), width, &alert);
-		fprintf(out, "%s\n", line);
-	}
-	fputc('\n', out);
-	topview_format_columns(tv, line, sizeof(line), width);
-	fprintf(out, "%s\n", line);
-	if (tv->nvis == 0)
-		fprintf(out, "(no spans yet)\n");
-	for (size_t i = 0; i < tv->nvis; i++) {
-		topview_format_row(tv, i, line, sizeof(line), width);
-		fprintf(out, "%s\n", line);
-	}
-	return ferror(out) ? -1 : 0;
-}

@@ -1,0 +1,84 @@
+/* topview_impl.h - the inside of struct topview, shared by the model
+ * (topview.c) and its text (format.c) and by nothing else. */
+#ifndef SPANTRACE_TOPVIEW_IMPL_H
+#define SPANTRACE_TOPVIEW_IMPL_H
+
+#include "analysis/procs.h"
+#include "analysis/stats.h"
+#include "top/topview.h"
+
+/* One line of the table: a window plus totals, and its numbers after the
+ * last refresh. Aggregate rows have no window of their own. */
+struct tv_row {
+	struct window win;            /* slots == NULL until the first value */
+	uint64_t count, last, last_ts;
+	int expanded;
+	struct topview_row st; /* numbers of the last refresh */
+	uint64_t wsum;         /* summed time in the window */
+};
+
+/* A layer's own span (kind[SPAN_LAYER]) and its phases. */
+struct tv_layer {
+	struct tv_row kind[SPAN_KIND_COUNT];
+};
+
+enum node_type {
+	N_REQUEST, N_TOKEN, N_FORWARD, N_SPAN, N_LAYERS, N_PHASE_AGG,
+	N_LAYER, N_LAYER_PHASE, N_KERNELS, N_KERNEL,
+};
+
+struct tv_node {
+	uint8_t type;
+	uint8_t depth;
+	uint16_t kind;  /* span kind or kernel id */
+	int32_t layer;
+};
+
+struct tv_vis {
+	struct tv_node node;
+	char name[32];
+};
+
+/* The RSS of procs.procs[i] as of the last topview_poll_proc(). */
+struct tv_rss {
+	uint64_t bytes;
+	int ok;
+};
+
+struct topview {
+	uint64_t slot_ns;
+	unsigned nslots;
+	uint64_t start_ns, base_ns, now_ns, prev_refresh_ns;
+
+	struct tv_row request, token;
+	struct tv_row none[SPAN_KIND_COUNT];      /* spans outside any layer */
+	struct tv_row kernel[KERNEL_COUNT];
+	struct tv_layer *layers;
+	unsigned nlayers;                          /* highest layer seen + 1 */
+	struct tv_row layers_agg, phase_agg[SPAN_KIND_COUNT], kernels_agg;
+	int split_layers;
+
+	char *binary, *level;
+	uint64_t dropped;
+	int ended;
+	struct proc_table procs;                   /* pids seen, their pools and KV */
+	struct tv_rss rss[TOPVIEW_MAX_PIDS];
+	uint64_t allocs, frees, unknown_frees;
+	uint64_t events, events_prev;
+	double events_rate;
+	uint64_t span_errors, bad_events, oom;
+	uint64_t invalid;                          /* records the decoder rejected */
+	uint64_t first_token_ns, last_token_end_ns;
+	int have_token;
+	double tok_now, tok_avg;               /* tok/s as of the last refresh */
+
+	struct tv_vis *vis;
+	size_t nvis, cap_vis;
+	size_t sel;
+	struct tv_node sel_node;
+	enum topview_sort sort;
+	int paused, help, page;
+	struct hist *scratch;
+};
+
+#endif
