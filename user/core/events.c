@@ -10,10 +10,10 @@ static enum event_verdict check_span(const void *rec)
 {
 	const struct span_event *e = rec;
 
-	return e->kind < SPAN_KIND_COUNT && e->parent_kind <= SPAN_KIND_COUNT && e->depth < SPAN_STACK_DEPTH &&
-			       e->ncounters <= PERF_COUNTERS_MAX && layer_ok(e->layer) && layer_ok(e->parent_layer)
-		       ? EVENT_OK
-		       : EVENT_BAD_FIELD;
+	if (e->kind >= SPAN_KIND_COUNT || e->parent_kind > SPAN_KIND_COUNT || e->depth >= SPAN_STACK_DEPTH ||
+	    e->ncounters > PERF_COUNTERS_MAX || !layer_ok(e->layer) || !layer_ok(e->parent_layer))
+		return EVENT_BAD_FIELD;
+	return EVENT_OK;
 }
 
 static enum event_verdict check_alloc(const void *rec)
