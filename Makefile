@@ -37,7 +37,7 @@ ENGINE_CFLAGS := $(CFLAGS) -fPIC -mno-red-zone -fopenmp -fno-omit-frame-pointer
 ifeq ($(NO_PROBES),1)
 ENGINE_CFLAGS += -DINFER_NO_PROBES
 endif
-ENGINE_LIBS   := -lOpenCL -lm -fopenmp -lpthread
+ENGINE_LIBS   := -lOpenCL -lm -fopenmp -lpthread -ljson-c -lmicrohttpd
 
 ENGINE_MAINS  := inference/main.c inference/mkmodel.c
 ENGINE_SRCS   := $(filter-out $(ENGINE_MAINS),$(wildcard inference/*.c))

@@ -589,6 +589,13 @@ static void write_stats(FILE *f, uint64_t wall_ns)
 		wall_ns ? (double)tokens * 1e9 / (double)wall_ns : 0.0);
 }
 
+void trace_stats_print(FILE *f, uint64_t wall_ns)
+{
+	pthread_mutex_lock(&stats_lock);
+	write_stats(f, wall_ns);
+	pthread_mutex_unlock(&stats_lock);
+}
+
 int trace_stats_write(const char *path, uint64_t wall_ns, InferError *err)
 {
 	char tmp[4096];

@@ -9,6 +9,7 @@
 #define INFER_TRACE_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include "error.h"
 #include "probes.h"
 
@@ -53,6 +54,9 @@ void trace_kv_blocks(uint32_t used, uint32_t total, uint32_t block_size, uint64_
 void trace_stats_enable(void);
 /* Writes the --stats JSON; wall_ns is the run's duration for tok/s. */
 int trace_stats_write(const char *path, uint64_t wall_ns, InferError *err);
+
+/* The same JSON to an open stream (the HTTP engine's GET /stats). */
+void trace_stats_print(FILE *f, uint64_t wall_ns);
 
 uint64_t trace_now_ns(void); /* CLOCK_MONOTONIC */
 
