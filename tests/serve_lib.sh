@@ -41,3 +41,8 @@ same_outputs() {
 	b=$(jq -c '{index, text, token_ids, finish_reason, usage}' "$2" | sort)
 	[ "$a" = "$b" ] || { diff <(echo "$a") <(echo "$b") | head -n 10 >&2; return 1; }
 }
+# For wait_for (which repeats its arguments as given, so the query must run inside):
+health_is() { [ "$(health "$1")" = "$2" ]; }
+health_ge() { [ "$(health "$1")" -ge "$2" ]; }
+health_le() { [ "$(health "$1")" -le "$2" ]; }
+stat_is() { [ "$(stat "$1")" = "$2" ]; }
