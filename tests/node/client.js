@@ -3,6 +3,8 @@
 //
 //   node client.js BASE_URL run SPEC.json     run SPEC's requests, print one JSON result per line
 //   node client.js BASE_URL models            print client.models.list() as JSON
+//   node client.js BASE_URL bench SPEC.json   run SPEC, print one summary line: wall_ms,
+//                                             completion_tokens, ttft_ms[], errors
 //
 // SPEC: {"concurrent": bool, "requests": [{...completion params..., "abort_after": N}]}.
 // Each request takes OpenAI's fields (prompt, max_tokens, temperature, top_p, seed, stop,
@@ -72,14 +74,25 @@ async function main() {
 		console.log(JSON.stringify(list.data));
 		return;
 	}
-	if (mode !== 'run') throw new Error('unknown mode ' + mode);
+	if (mode !== 'run' && mode !== 'bench') throw new Error('unknown mode ' + mode);
 	const spec = JSON.parse(fs.readFileSync(arg, 'utf8'));
+	const t0 = performance.now();
 	let results;
 	if (spec.concurrent) {
 		results = await Promise.all(spec.requests.map((r, i) => one(r, i)));
 	} else {
 		results = [];
 		for (let i = 0; i < spec.requests.length; i++) results.push(await one(spec.requests[i], i));
+	}
+	if (mode === 'bench') {
+		const ok = results.filter((r) => r.usage);
+		console.log(JSON.stringify({
+			wall_ms: performance.now() - t0,
+			completion_tokens: ok.reduce((n, r) => n + r.usage.completion_tokens, 0),
+			ttft_ms: ok.filter((r) => r.ttft_ms !== undefined).map((r) => r.ttft_ms),
+			errors: results.length - ok.length,
+		}));
+		return;
 	}
 	for (const r of results) console.log(JSON.stringify(r));
 }
