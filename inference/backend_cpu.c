@@ -6,7 +6,7 @@
  * Keys and values live in a paged cache (see kvcache.h); each token finds
  * its sequence's earlier positions through that sequence's block table.
  *
- * Batch invariance: each output element of a matrix product is one dot()
+ * Batch invariance: each output element of a matrix product is one matmul_dot()
  * call over its row, the same code whatever the batch; attention sums over
  * its own positions in order. Dot products are summed in 16 vector lanes
  * (then the lanes in a fixed tree), not run.c's one serial chain: the
@@ -65,14 +65,17 @@ typedef float v8f __attribute__((vector_size(32)));
 
 /* The one dot product of every matrix product: lanes j mod 16 in two
  * 8-wide accumulators, then a fixed tree, then the tail in order. Cloned
- * for AVX2+FMA where the CPU has it; every call on one machine takes the
- * same clone, so the order never depends on the batch. */
+ * for x86-64-v3 (AVX2, FMA) where the CPU has it; every call on one
+ * machine takes the same clone, so the order never depends on the batch. */
 __attribute__((target_clones("arch=x86-64-v3", "default")))
-static float dot(const float *a, const float *b, int n)
+static float matmul_dot(const float *a, const float *b, int n)
 {
 	v8f acc0 = { 0 }, acc1 = { 0 };
 	int j = 0;
 
+	/* GCC drops -fno-omit-frame-pointer in target clones; asking for the
+	 * frame address keeps the frame, so `spantrace profile` unwinds here. */
+	__asm__ volatile("" : : "r"(__builtin_frame_address(0)));
 	for (; j + 16 <= n; j += 16) {
 		v8f a0, a1, b0, b1;
 
@@ -115,7 +118,7 @@ static void matmul_fused(const Proj *p, int nproj, const float *x, int n, int ba
 		const float *row = p[k].w + (size_t)i * n;
 
 		for (int b = 0; b < batch; b++)
-			p[k].out[(size_t)b * p[k].d + i] = dot(row, x + (size_t)b * n, n);
+			p[k].out[(size_t)b * p[k].d + i] = matmul_dot(row, x + (size_t)b * n, n);
 	}
 }
 
