@@ -6,8 +6,8 @@
  * Keys and values live in a paged cache (see kvcache.h); each token finds
  * its sequence's earlier positions through that sequence's block table.
  *
- * Batch invariance: each output element of a matrix product is one matmul_dot()
- * call over its row, the same code whatever the batch; attention sums over
+ * Batch invariance: each output element of a matrix product is one dot
+ * product over its row, the same code whatever the batch (matmul_tile); attention sums over
  * its own positions in order. Dot products are summed in 16 vector lanes
  * (then the lanes in a fixed tree), not run.c's one serial chain: the
  * order is still fixed, and the compiler can keep the loads wide. */
@@ -22,6 +22,7 @@
 #define CPU_MAX_BATCH 32
 /* Below this many multiply-adds a parallel region costs more than it saves. */
 #define PARALLEL_MIN_WORK 65536
+#define ATTN_PARALLEL_MIN_WORK 16384
 
 typedef struct {
 	const Model *model;
@@ -64,33 +65,59 @@ static void rmsnorm(float *o, const float *x, const float *weight, int size)
 typedef float v8f __attribute__((vector_size(32)));
 
 /* The one dot product of every matrix product: lanes j mod 16 in two
- * 8-wide accumulators, then a fixed tree, then the tail in order. Cloned
- * for x86-64-v3 (AVX2, FMA) where the CPU has it; every call on one
- * machine takes the same clone, so the order never depends on the batch. */
-__attribute__((target_clones("arch=x86-64-v3", "default")))
-static float matmul_dot(const float *a, const float *b, int n)
+ * 8-wide accumulators, then a fixed tree, then the tail in order. */
+#define DOT_STEP(acc0, acc1, w, x, j) do {                                      \
+		v8f w0_, w1_, x0_, x1_;                                          \
+		memcpy(&w0_, (w) + (j), sizeof(w0_));                            \
+		memcpy(&w1_, (w) + (j) + 8, sizeof(w1_));                        \
+		memcpy(&x0_, (x) + (j), sizeof(x0_));                            \
+		memcpy(&x1_, (x) + (j) + 8, sizeof(x1_));                        \
+		(acc0) += w0_ * x0_;                                             \
+		(acc1) += w1_ * x1_;                                             \
+	} while (0)
+
+static inline __attribute__((always_inline)) float
+dot_finish(v8f acc0, v8f acc1, const float *w, const float *x, int j, int n)
 {
-	v8f acc0 = { 0 }, acc1 = { 0 };
-	int j = 0;
-
-	/* GCC drops -fno-omit-frame-pointer in target clones; asking for the
-	 * frame address keeps the frame, so `spantrace profile` unwinds here. */
-	__asm__ volatile("" : : "r"(__builtin_frame_address(0)));
-	for (; j + 16 <= n; j += 16) {
-		v8f a0, a1, b0, b1;
-
-		memcpy(&a0, a + j, sizeof(a0));
-		memcpy(&a1, a + j + 8, sizeof(a1));
-		memcpy(&b0, b + j, sizeof(b0));
-		memcpy(&b1, b + j + 8, sizeof(b1));
-		acc0 += a0 * b0;
-		acc1 += a1 * b1;
-	}
 	v8f s8 = acc0 + acc1;
 	float s = ((s8[0] + s8[4]) + (s8[1] + s8[5])) + ((s8[2] + s8[6]) + (s8[3] + s8[7]));
+
 	for (; j < n; j++)
-		s += a[j] * b[j];
+		s += w[j] * x[j];
 	return s;
+}
+
+static inline __attribute__((always_inline)) float dot(const float *w, const float *x, int n)
+{
+	v8f a0 = { 0 }, a1 = { 0 };
+	int j = 0;
+
+	for (; j + 16 <= n; j += 16)
+		DOT_STEP(a0, a1, w, x, j);
+	return dot_finish(a0, a1, w, x, j, n);
+}
+
+/* Four consecutive rows (stride n) against one token in one pass: x is
+ * loaded once and the four chains overlap. Each row is summed exactly as
+ * dot() sums it. */
+static inline __attribute__((always_inline)) void
+dot4(const float *w, const float *x, int n, float *o)
+{
+	const float *w1 = w + n, *w2 = w + 2 * (size_t)n, *w3 = w + 3 * (size_t)n;
+	v8f a0 = { 0 }, a1 = { 0 }, b0 = { 0 }, b1 = { 0 };
+	v8f c0 = { 0 }, c1 = { 0 }, d0 = { 0 }, d1 = { 0 };
+	int j = 0;
+
+	for (; j + 16 <= n; j += 16) {
+		DOT_STEP(a0, a1, w, x, j);
+		DOT_STEP(b0, b1, w1, x, j);
+		DOT_STEP(c0, c1, w2, x, j);
+		DOT_STEP(d0, d1, w3, x, j);
+	}
+	o[0] = dot_finish(a0, a1, w, x, j, n);
+	o[1] = dot_finish(b0, b1, w1, x, j, n);
+	o[2] = dot_finish(c0, c1, w2, x, j, n);
+	o[3] = dot_finish(d0, d1, w3, x, j, n);
 }
 
 /* One projection of a fused matmul: out(batch, d) = x @ w(d, n)^T. */
@@ -100,25 +127,59 @@ typedef struct {
 	int d;
 } Proj;
 
+/* Rows r0..r1-1 of one projection against every token of the batch: the
+ * unit of work a thread takes. Rows go in fours (the last few alone),
+ * fixed by the row's place, never by the batch, and each row is summed by
+ * the same sequence either way, so every output element is reduced the
+ * same way whatever the batch holds. Cloned for x86-64-v3
+ * (AVX2, FMA) where the CPU has it; one machine always takes one clone. */
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+static void matmul_tile(const Proj *p, int r0, int r1, const float *x, int n, int batch)
+{
+	/* GCC drops -fno-omit-frame-pointer in target clones; asking for the
+	 * frame address keeps the frame, so `spantrace profile` unwinds here. */
+	__asm__ volatile("" : : "r"(__builtin_frame_address(0)));
+	for (int i = r0; i < r1; i += 4) {
+		const float *w = p->w + (size_t)i * n;
+
+		for (int b = 0; b < batch; b++) {
+			const float *xb = x + (size_t)b * n;
+			float *o = p->out + (size_t)b * p->d + i, four[4];
+
+			if (i + 4 <= r1) {
+				dot4(w, xb, n, four);
+				memcpy(o, four, sizeof(four));
+			} else {
+				for (int r = 0; i + r < r1; r++)
+					o[r] = dot(w + (size_t)r * n, xb, n);
+			}
+		}
+	}
+}
+
+#define TILE_ROWS 16 /* a multiple of 4: rows go in fours inside a tile */
+
 /* Several projections of the same input in one parallel region (q/k/v,
  * w1/w3): fewer thread wake-ups per token. Each weight row is read once for
  * the whole batch. */
 static void matmul_fused(const Proj *p, int nproj, const float *x, int n, int batch)
 {
-	long rows = 0, r;
+	long tiles = 0, rows = 0, t;
 
-	for (int k = 0; k < nproj; k++)
+	for (int k = 0; k < nproj; k++) {
+		tiles += (p[k].d + TILE_ROWS - 1) / TILE_ROWS;
 		rows += p[k].d;
+	}
 #pragma omp parallel for if (rows * n * batch >= PARALLEL_MIN_WORK)
-	for (r = 0; r < rows; r++) {
-		int k = 0, i = (int)r;
+	for (t = 0; t < tiles; t++) {
+		int k = 0, r0 = (int)t * TILE_ROWS;
 
-		while (i >= p[k].d)
-			i -= p[k++].d;
-		const float *row = p[k].w + (size_t)i * n;
-
-		for (int b = 0; b < batch; b++)
-			p[k].out[(size_t)b * p[k].d + i] = matmul_dot(row, x + (size_t)b * n, n);
+		while (r0 >= p[k].d) { /* tile t in projection k, from row r0 */
+			r0 -= (p[k].d + TILE_ROWS - 1) / TILE_ROWS * TILE_ROWS;
+			k++;
+		}
+		int r1 = r0 + TILE_ROWS < p[k].d ? r0 + TILE_ROWS : p[k].d;
+		matmul_tile(&p[k], r0, r1, x, n, batch);
 	}
 }
 
@@ -160,39 +221,57 @@ static size_t pos_row(const CpuState *s, const int *blocks, int p)
 	return (size_t)blocks[p / s->block_size] * s->block_size + p % s->block_size;
 }
 
-/* Causal attention of the token at position pos over its sequence's
- * positions 0..pos, walked block by block in order. */
+/* Scores of one head against its sequence's positions 0..pos, walked block
+ * by block in order, softmax, then the weighted sum of values, each output
+ * lane summed over positions in order. Cloned as matmul_tile is. */
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+static void attend_head(const CpuState *s, int l, int h, int pos, const int *blocks,
+			const float *q, float *out)
+{
+	int hs = s->head_size, bs = s->block_size;
+	const float *qh = q + h * hs;
+	float *att = s->att + (size_t)h * s->c.seq_len;
+	float *xb = out + h * hs;
+	size_t head_off = (size_t)(h / s->kv_mul) * hs;
+	float scale = sqrtf(hs);
+
+	__asm__ volatile("" : : "r"(__builtin_frame_address(0))); /* see matmul_tile */
+	for (int t = 0; t <= pos; t++) {
+		size_t row = (size_t)blocks[t / bs] * bs + t % bs;
+
+		att[t] = dot(qh, cache_row(s, s->key_cache, l, row) + head_off, hs) / scale;
+	}
+	softmax(att, pos + 1);
+	memset(xb, 0, hs * sizeof(float));
+	for (int t = 0; t <= pos; t++) {
+		size_t row = (size_t)blocks[t / bs] * bs + t % bs;
+		const float *v = cache_row(s, s->value_cache, l, row) + head_off;
+		v8f a8 = { 0 };
+		int i = 0;
+
+		a8 += att[t];
+		for (; i + 8 <= hs; i += 8) {
+			v8f vv, o;
+
+			memcpy(&vv, v + i, sizeof(vv));
+			memcpy(&o, xb + i, sizeof(o));
+			o += a8 * vv;
+			memcpy(xb + i, &o, sizeof(o));
+		}
+		for (; i < hs; i++)
+			xb[i] += att[t] * v[i];
+	}
+}
+
+/* Causal attention of the token at position pos, heads in parallel once
+ * there is enough work. */
 static void attend(CpuState *s, int l, int pos, const int *blocks, const float *q, float *out)
 {
-	int hs = s->head_size, bs = s->block_size, h;
+	int h;
 
-#pragma omp parallel for if ((long)(pos + 1) * s->c.dim >= PARALLEL_MIN_WORK)
-	for (h = 0; h < s->c.n_heads; h++) {
-		const float *qh = q + h * hs;
-		float *att = s->att + (size_t)h * s->c.seq_len;
-		float *xb = out + h * hs;
-		size_t head_off = (size_t)(h / s->kv_mul) * hs;
-
-		for (int t = 0; t <= pos; t++) {
-			size_t row = (size_t)blocks[t / bs] * bs + t % bs;
-			const float *k = cache_row(s, s->key_cache, l, row) + head_off;
-			float score = 0.0f;
-
-			for (int i = 0; i < hs; i++)
-				score += qh[i] * k[i];
-			att[t] = score / sqrtf(hs);
-		}
-		softmax(att, pos + 1);
-		memset(xb, 0, hs * sizeof(float));
-		for (int t = 0; t <= pos; t++) {
-			size_t row = (size_t)blocks[t / bs] * bs + t % bs;
-			const float *v = cache_row(s, s->value_cache, l, row) + head_off;
-			float a = att[t];
-
-			for (int i = 0; i < hs; i++)
-				xb[i] += a * v[i];
-		}
-	}
+#pragma omp parallel for if ((long)(pos + 1) * s->c.dim >= ATTN_PARALLEL_MIN_WORK)
+	for (h = 0; h < s->c.n_heads; h++)
+		attend_head(s, l, h, pos, blocks, q, out);
 }
 
 static void residual_add(float *x, const float *d, size_t n)
