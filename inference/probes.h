@@ -25,12 +25,13 @@
  *                       u32 running, u32 waiting
  * step_begin            u64 step, u32 nseqs, u32 prefill_tokens, u32 decode_tokens
  * step_end              u64 step, u64 begin_ns, u32 nseqs, u32 prefill_tokens,
- *                       u32 decode_tokens, u32 running, u32 waiting, u32 kv_used_blocks
+ *                       u32 decode_tokens, u32 kv_used_blocks
  * token_emit            u64 req, u32 pos, u32 token_id
  * kv_blocks             u32 used, u32 total, u32 block_size, u64 block_bytes
  *
  * running/waiting are the engine's gauges just after the event, so a tracer's
- * gauges equal the engine's at every probe. req_queued fires when a request
+ * gauges equal the engine's at every probe (they change only at these four).
+ * No probe has more than 6 arguments: bpftrace reads only arg0..arg5. req_queued fires when a request
  * enters the FIFO queue, req_admitted when it gets KV blocks and joins the
  * running set (again after a preemption: prefill_tokens then counts the
  * generated tokens it recomputes), req_preempted when it loses its blocks
@@ -195,7 +196,6 @@ static inline const char *cl_kernel_name(unsigned id)
 #define INFER_PROBE4(name, a, b, c, d) do { } while (0)
 #define INFER_PROBE5(name, a, b, c, d, e) do { } while (0)
 #define INFER_PROBE6(name, a, b, c, d, e, f) do { } while (0)
-#define INFER_PROBE8(name, a, b, c, d, e, f, g, h) do { } while (0)
 #else
 #define _SDT_HAS_SEMAPHORES 1
 #include <sys/sdt.h>
@@ -245,8 +245,6 @@ INFER_DECLARE_SEMAPHORE(kv_blocks);
 	do { if (INFER_PROBE_ENABLED(name)) STAP_PROBE5(infer, name, a, b, c, d, e); } while (0)
 #define INFER_PROBE6(name, a, b, c, d, e, f) \
 	do { if (INFER_PROBE_ENABLED(name)) STAP_PROBE6(infer, name, a, b, c, d, e, f); } while (0)
-#define INFER_PROBE8(name, a, b, c, d, e, f, g, h) \
-	do { if (INFER_PROBE_ENABLED(name)) STAP_PROBE8(infer, name, a, b, c, d, e, f, g, h); } while (0)
 #endif /* INFER_NO_PROBES */
 
 #endif /* engine side */

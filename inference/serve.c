@@ -314,8 +314,7 @@ static int step(Server *s)
 	if (rc == 0)
 		take_outputs(s);
 	trace_step_end(id, t0, (uint32_t)n, (uint32_t)p->prefill_tokens,
-		       (uint32_t)p->decode_tokens, (uint32_t)s->sched.running.n,
-		       (uint32_t)s->sched.waiting.n, (uint32_t)kv_blocks_used(&s->sched.kv));
+		       (uint32_t)p->decode_tokens, (uint32_t)kv_blocks_used(&s->sched.kv));
 	announce_kv(s);
 	if (rc < 0) {
 		s->thread_err = err;

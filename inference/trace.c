@@ -351,15 +351,14 @@ uint64_t trace_step_begin(uint64_t step, uint32_t nseqs, uint32_t prefill_tokens
 }
 
 void trace_step_end(uint64_t step, uint64_t begin_ns, uint32_t nseqs, uint32_t prefill_tokens,
-		    uint32_t decode_tokens, uint32_t running, uint32_t waiting,
-		    uint32_t kv_used_blocks)
+		    uint32_t decode_tokens, uint32_t kv_used_blocks)
 {
 	uint64_t now = trace_now_ns();
 	uint32_t tokens = prefill_tokens + decode_tokens;
 	ServeStats *v = &serve_stats;
 
-	INFER_PROBE8(step_end, step, begin_ns, nseqs, prefill_tokens, decode_tokens,
-		     running, waiting, kv_used_blocks);
+	INFER_PROBE6(step_end, step, begin_ns, nseqs, prefill_tokens, decode_tokens,
+		     kv_used_blocks);
 	count_call(P_STEP_END);
 	pthread_mutex_lock(&stats_lock);
 	v->steps++;
@@ -370,7 +369,7 @@ void trace_step_end(uint64_t step, uint64_t begin_ns, uint32_t nseqs, uint32_t p
 		v->max_step_seqs = nseqs;
 	if (stats_on)
 		durations_add(&v->step_ns, now - begin_ns);
-	note_gauges(running, waiting);
+	serve_seen = 1;
 	pthread_mutex_unlock(&stats_lock);
 }
 

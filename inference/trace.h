@@ -45,8 +45,7 @@ void trace_req_finished(uint64_t req, enum finish_reason reason, uint32_t prompt
 uint64_t trace_step_begin(uint64_t step, uint32_t nseqs, uint32_t prefill_tokens,
 			  uint32_t decode_tokens);
 void trace_step_end(uint64_t step, uint64_t begin_ns, uint32_t nseqs, uint32_t prefill_tokens,
-		    uint32_t decode_tokens, uint32_t running, uint32_t waiting,
-		    uint32_t kv_used_blocks);
+		    uint32_t decode_tokens, uint32_t kv_used_blocks);
 void trace_token_emit(uint64_t req, uint32_t pos, uint32_t token_id);
 void trace_kv_blocks(uint32_t used, uint32_t total, uint32_t block_size, uint64_t block_bytes);
 
