@@ -33,7 +33,7 @@ typedef struct {
 	/* activations, (CPU_MAX_BATCH, width) each, carved from one block */
 	float *x, *xb, *xb2, *q, *k, *v, *hb, *hb2;
 	float *xo;          /* (max_out, dim) final-normed rows for the classifier */
-	float *att;         /* (n_heads, seq_len) scores of one position */
+	float *att;         /* (CPU_MAX_BATCH, n_heads, seq_len) scores per token and head */
 	float *block;
 	size_t block_bytes;
 	/* per token of the current call */
@@ -61,63 +61,98 @@ static void rmsnorm(float *o, const float *x, const float *weight, int size)
 		o[j] = weight[j] * (ss * x[j]);
 }
 
-/* 8 floats; loaded through memcpy, so no alignment is assumed. */
+/* 16 and 8 floats; loaded through memcpy, so no alignment is assumed. */
+typedef float v16f __attribute__((vector_size(64)));
 typedef float v8f __attribute__((vector_size(32)));
 
-/* The one dot product of every matrix product: lanes j mod 16 in two
- * 8-wide accumulators, then a fixed tree, then the tail in order. */
-#define DOT_STEP(acc0, acc1, w, x, j) do {                                      \
-		v8f w0_, w1_, x0_, x1_;                                          \
-		memcpy(&w0_, (w) + (j), sizeof(w0_));                            \
-		memcpy(&w1_, (w) + (j) + 8, sizeof(w1_));                        \
-		memcpy(&x0_, (x) + (j), sizeof(x0_));                            \
-		memcpy(&x1_, (x) + (j) + 8, sizeof(x1_));                        \
-		(acc0) += w0_ * x0_;                                             \
-		(acc1) += w1_ * x1_;                                             \
-	} while (0)
+#define LOAD16(v, p) memcpy(&(v), (p), sizeof(v))
 
+/* The end of every dot product: its 16 lanes in a fixed tree, then the
+ * tail (widths not a multiple of 16) in order. */
 static inline __attribute__((always_inline)) float
-dot_finish(v8f acc0, v8f acc1, const float *w, const float *x, int j, int n)
+dot_finish(const v16f *acc, const float *w, const float *x, int j, int n)
 {
-	v8f s8 = acc0 + acc1;
-	float s = ((s8[0] + s8[4]) + (s8[1] + s8[5])) + ((s8[2] + s8[6]) + (s8[3] + s8[7]));
+	float t[8], s;
 
+	for (int i = 0; i < 8; i++)
+		t[i] = (*acc)[i] + (*acc)[i + 8];
+	for (int i = 0; i < 4; i++)
+		t[i] += t[i + 4];
+	s = (t[0] + t[2]) + (t[1] + t[3]);
 	for (; j < n; j++)
 		s += w[j] * x[j];
 	return s;
 }
 
-static inline __attribute__((always_inline)) float dot(const float *w, const float *x, int n)
+/* The one way every dot product is summed: lane j mod 16 accumulates
+ * w[j] * x[j] in order of j, then dot_finish. dot_block does R rows (stride
+ * ldw) against T tokens (stride ldx) at once, each pair in its own
+ * accumulator, so which block a pair came in never changes its sum: the
+ * batch invariance of backend.h. out[t * ldo + r] gets row r, token t. */
+static inline __attribute__((always_inline)) void
+dot_block(const float *w, size_t ldw, int R, const float *x, size_t ldx, int T, int n,
+	  float *out, size_t ldo)
 {
-	v8f a0 = { 0 }, a1 = { 0 };
+	v16f acc[4][4];
 	int j = 0;
 
-	for (; j + 16 <= n; j += 16)
-		DOT_STEP(a0, a1, w, x, j);
-	return dot_finish(a0, a1, w, x, j, n);
+	/* unrolled, so the accumulators live in registers */
+#pragma GCC unroll 4
+	for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+		for (int t = 0; t < T; t++)
+			acc[r][t] = (v16f){ 0 };
+	for (; j + 16 <= n; j += 16) {
+		v16f xv[4];
+
+#pragma GCC unroll 4
+		for (int t = 0; t < T; t++)
+			LOAD16(xv[t], x + t * ldx + j);
+#pragma GCC unroll 4
+		for (int r = 0; r < R; r++) {
+			v16f wv;
+
+			LOAD16(wv, w + r * ldw + j);
+#pragma GCC unroll 4
+			for (int t = 0; t < T; t++)
+				acc[r][t] += wv * xv[t];
+		}
+	}
+#pragma GCC unroll 4
+	for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+		for (int t = 0; t < T; t++)
+			out[t * ldo + r] = dot_finish(&acc[r][t], w + r * ldw, x + t * ldx, j, n);
 }
 
-/* Four consecutive rows (stride n) against one token in one pass: x is
- * loaded once and the four chains overlap. Each row is summed exactly as
- * dot() sums it. */
-static inline __attribute__((always_inline)) void
-dot4(const float *w, const float *x, int n, float *o)
+static inline __attribute__((always_inline)) float dot(const float *w, const float *x, int n)
 {
-	const float *w1 = w + n, *w2 = w + 2 * (size_t)n, *w3 = w + 3 * (size_t)n;
-	v8f a0 = { 0 }, a1 = { 0 }, b0 = { 0 }, b1 = { 0 };
-	v8f c0 = { 0 }, c1 = { 0 }, d0 = { 0 }, d1 = { 0 };
-	int j = 0;
+	float o;
 
-	for (; j + 16 <= n; j += 16) {
-		DOT_STEP(a0, a1, w, x, j);
-		DOT_STEP(b0, b1, w1, x, j);
-		DOT_STEP(c0, c1, w2, x, j);
-		DOT_STEP(d0, d1, w3, x, j);
+	dot_block(w, 0, 1, x, 0, 1, n, &o, 0);
+	return o;
+}
+
+/* dot_block with R and T known at compile time, so the accumulators stay
+ * in registers: 4 rows, or the last rows one by one; 1 to 4 tokens. */
+#define DOT_BLOCKS(R) \
+	switch (T) { \
+	case 4: dot_block(w, ldw, R, x, ldx, 4, n, out, ldo); break; \
+	case 3: dot_block(w, ldw, R, x, ldx, 3, n, out, ldo); break; \
+	case 2: dot_block(w, ldw, R, x, ldx, 2, n, out, ldo); break; \
+	default: dot_block(w, ldw, R, x, ldx, 1, n, out, ldo); break; \
 	}
-	o[0] = dot_finish(a0, a1, w, x, j, n);
-	o[1] = dot_finish(b0, b1, w1, x, j, n);
-	o[2] = dot_finish(c0, c1, w2, x, j, n);
-	o[3] = dot_finish(d0, d1, w3, x, j, n);
+
+static inline __attribute__((always_inline)) void
+dot_tile(const float *w, size_t ldw, int R, const float *x, size_t ldx, int T, int n,
+	 float *out, size_t ldo)
+{
+	if (R == 4) {
+		DOT_BLOCKS(4)
+		return;
+	}
+	for (int r = 0; r < R; r++, w += ldw, out++)
+		DOT_BLOCKS(1)
 }
 
 /* One projection of a fused matmul: out(batch, d) = x @ w(d, n)^T. */
@@ -128,32 +163,23 @@ typedef struct {
 } Proj;
 
 /* Rows r0..r1-1 of one projection against every token of the batch: the
- * unit of work a thread takes. Rows go in fours (the last few alone),
- * fixed by the row's place, never by the batch, and each row is summed by
- * the same sequence either way, so every output element is reduced the
- * same way whatever the batch holds. Cloned for x86-64-v3
- * (AVX2, FMA) where the CPU has it; one machine always takes one clone. */
-__attribute__((target_clones("arch=x86-64-v3", "default")))
+ * unit of work a thread takes, in blocks of 4 rows by up to 4 tokens (each
+ * weight row is read from memory once for the batch). Cloned for
+ * x86-64-v4 (AVX-512) and v3 (AVX2, FMA) where the CPU has them; one
+ * machine always takes one clone. */
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 static void matmul_tile(const Proj *p, int r0, int r1, const float *x, int n, int batch)
 {
 	/* GCC drops -fno-omit-frame-pointer in target clones; asking for the
 	 * frame address keeps the frame, so `spantrace profile` unwinds here. */
 	__asm__ volatile("" : : "r"(__builtin_frame_address(0)));
 	for (int i = r0; i < r1; i += 4) {
-		const float *w = p->w + (size_t)i * n;
+		int R = r1 - i < 4 ? r1 - i : 4;
 
-		for (int b = 0; b < batch; b++) {
-			const float *xb = x + (size_t)b * n;
-			float *o = p->out + (size_t)b * p->d + i, four[4];
-
-			if (i + 4 <= r1) {
-				dot4(w, xb, n, four);
-				memcpy(o, four, sizeof(four));
-			} else {
-				for (int r = 0; i + r < r1; r++)
-					o[r] = dot(w + (size_t)r * n, xb, n);
-			}
-		}
+		for (int b = 0; b < batch; b += 4)
+			dot_tile(p->w + (size_t)i * n, (size_t)n, R, x + (size_t)b * n, (size_t)n,
+				 batch - b < 4 ? batch - b : 4, n, p->out + (size_t)b * p->d + i,
+				 (size_t)p->d);
 	}
 }
 
@@ -224,14 +250,14 @@ static size_t pos_row(const CpuState *s, const int *blocks, int p)
 /* Scores of one head against its sequence's positions 0..pos, walked block
  * by block in order, softmax, then the weighted sum of values, each output
  * lane summed over positions in order. Cloned as matmul_tile is. */
-__attribute__((target_clones("arch=x86-64-v3", "default")))
-static void attend_head(const CpuState *s, int l, int h, int pos, const int *blocks,
-			const float *q, float *out)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+static void attend_head(const CpuState *s, int l, int b, int h, const float *q, float *out)
 {
-	int hs = s->head_size, bs = s->block_size;
-	const float *qh = q + h * hs;
-	float *att = s->att + (size_t)h * s->c.seq_len;
-	float *xb = out + h * hs;
+	int hs = s->head_size, bs = s->block_size, pos = s->tpos[b];
+	const int *blocks = s->tblocks[b];
+	const float *qh = q + (size_t)b * s->c.dim + h * hs;
+	float *att = s->att + ((size_t)b * s->c.n_heads + h) * s->c.seq_len;
+	float *xb = out + (size_t)b * s->c.dim + h * hs;
 	size_t head_off = (size_t)(h / s->kv_mul) * hs;
 	float scale = sqrtf(hs);
 
@@ -263,15 +289,18 @@ static void attend_head(const CpuState *s, int l, int h, int pos, const int *blo
 	}
 }
 
-/* Causal attention of the token at position pos, heads in parallel once
- * there is enough work. */
-static void attend(CpuState *s, int l, int pos, const int *blocks, const float *q, float *out)
+/* Causal attention of every token of the batch, all (token, head) pairs in
+ * one parallel region once there is enough work: one thread wake-up per
+ * layer, not one per token. */
+static void attend(CpuState *s, int l, int n, const float *q, float *out)
 {
-	int h;
+	long work = 0, pairs = (long)n * s->c.n_heads, k;
 
-#pragma omp parallel for if ((long)(pos + 1) * s->c.dim >= ATTN_PARALLEL_MIN_WORK)
-	for (h = 0; h < s->c.n_heads; h++)
-		attend_head(s, l, h, pos, blocks, q, out);
+	for (int b = 0; b < n; b++)
+		work += (long)(s->tpos[b] + 1) * s->c.dim;
+#pragma omp parallel for if (work >= ATTN_PARALLEL_MIN_WORK)
+	for (k = 0; k < pairs; k++)
+		attend_head(s, l, (int)(k / s->c.n_heads), (int)(k % s->c.n_heads), q, out);
 }
 
 static void residual_add(float *x, const float *d, size_t n)
@@ -319,9 +348,7 @@ static void attention_block(CpuState *s, int l, int n)
 	trace_span_end(SPAN_ROPE, l);
 
 	trace_span_begin(SPAN_ATTENTION, l);
-	for (int b = 0; b < n; b++)
-		attend(s, l, s->tpos[b], s->tblocks[b], s->q + (size_t)b * dim,
-		       s->xb + (size_t)b * dim);
+	attend(s, l, n, s->q, s->xb);
 	trace_span_end(SPAN_ATTENTION, l);
 
 	trace_span_begin(SPAN_ATTN_OUT, l);
@@ -479,7 +506,7 @@ static int cpu_alloc(CpuState *s, InferError *err)
 
 	/* Sizes are bounded by config_validate, so these cannot overflow. */
 	act_floats = CPU_MAX_BATCH * (4 * dim + 2 * kv + 2 * hidden) + (size_t)s->max_out * dim +
-		     (size_t)c->n_heads * c->seq_len;
+		     (size_t)CPU_MAX_BATCH * c->n_heads * c->seq_len;
 	kv_floats = (size_t)c->n_layers * s->n_blocks * s->block_size * kv;
 	s->block_bytes = act_floats * sizeof(float);
 	s->meta_bytes = CPU_MAX_BATCH * (sizeof(int *) + sizeof(int)) + s->max_out * sizeof(int);
