@@ -187,7 +187,10 @@ static void matmul_tile(const Proj *p, int r0, int r1, const float *x, int n, in
 
 /* Several projections of the same input in one parallel region (q/k/v,
  * w1/w3): fewer thread wake-ups per token. Each weight row is read once for
- * the whole batch. */
+ * the whole batch. Tiles are handed out dynamically: on a shared 2-core
+ * machine a thread that loses its core for a while no longer holds the
+ * other back at the barrier (a tile's result does not depend on who
+ * computes it). */
 static void matmul_fused(const Proj *p, int nproj, const float *x, int n, int batch)
 {
 	long tiles = 0, rows = 0, t;
@@ -196,7 +199,7 @@ static void matmul_fused(const Proj *p, int nproj, const float *x, int n, int ba
 		tiles += (p[k].d + TILE_ROWS - 1) / TILE_ROWS;
 		rows += p[k].d;
 	}
-#pragma omp parallel for if (rows * n * batch >= PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(dynamic, 4) if (rows * n * batch >= PARALLEL_MIN_WORK)
 	for (t = 0; t < tiles; t++) {
 		int k = 0, r0 = (int)t * TILE_ROWS;
 
@@ -298,7 +301,7 @@ static void attend(CpuState *s, int l, int n, const float *q, float *out)
 
 	for (int b = 0; b < n; b++)
 		work += (long)(s->tpos[b] + 1) * s->c.dim;
-#pragma omp parallel for if (work >= ATTN_PARALLEL_MIN_WORK)
+#pragma omp parallel for schedule(dynamic) if (work >= ATTN_PARALLEL_MIN_WORK)
 	for (k = 0; k < pairs; k++)
 		attend_head(s, l, (int)(k / s->c.n_heads), (int)(k % s->c.n_heads), q, out);
 }
