@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# fast
 # Cancelling: a streaming client that closes after a few chunks, and a
 # non-streaming one that times out, are aborted at once; their KV blocks
 # and every pool's live bytes return to their idle values, and the engine's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# fast
 # The HTTP engine against the official OpenAI client (npm `openai`), streaming
 # and not: text, usage and finish_reason; [DONE] ends the stream; models.list;
 # greedy output equals the single-stream CLI's; stop strings and max_tokens.
