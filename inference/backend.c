@@ -54,18 +54,21 @@ static int check_seq(const Config *c, const BatchSeq *q, int n_blocks, int block
 int backend_check_batch(const Config *c, const BatchSeq *seqs, int nseqs, int max_tokens,
 			int max_out, int n_blocks, int block_size, InferError *err)
 {
-	int tokens = 0, out = 0;
+	long tokens = 0;
+	int out = 0;
 
+	/* sizes first: nothing is read past a batch that is too big */
 	for (int i = 0; i < nseqs; i++) {
-		if (check_seq(c, &seqs[i], n_blocks, block_size, err))
-			return -1;
-		tokens += seqs[i].n;
+		tokens += seqs[i].n > 0 ? seqs[i].n : 0;
 		out += seqs[i].want_logits != 0;
 	}
 	if (nseqs < 1 || tokens > max_tokens)
-		return infer_fail(err, "forward: a batch of %d tokens (1..%d allowed)", tokens,
+		return infer_fail(err, "forward: a batch of %ld tokens (1..%d allowed)", tokens,
 				  max_tokens);
 	if (out > max_out)
 		return infer_fail(err, "forward: %d sequences want logits (at most %d)", out, max_out);
+	for (int i = 0; i < nseqs; i++)
+		if (check_seq(c, &seqs[i], n_blocks, block_size, err))
+			return -1;
 	return 0;
 }
