@@ -59,7 +59,7 @@ ENGINE_CFLAGS := $(CFLAGS) -fPIC -mno-red-zone -fopenmp -fno-omit-frame-pointer
 ifeq ($(NO_PROBES),1)
 ENGINE_CFLAGS += -DINFER_NO_PROBES
 endif
-ENGINE_LIBS   := -lOpenCL -lm -fopenmp -lpthread
+ENGINE_LIBS   := -lOpenCL -lm -fopenmp -lpthread -ljson-c -lmicrohttpd
 ENGINE_MAINS  := inference/main.c inference/mkmodel.c
 ENGINE_SRCS   := $(filter-out $(ENGINE_MAINS),$(wildcard inference/*.c))
 ENGINE_OBJS   := $(patsubst %.c,$(BUILD)/%.o,$(ENGINE_SRCS)) $(BUILD)/inference/cl_source.o
@@ -97,6 +97,10 @@ DEB_PKGS := build-essential clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev 
             libjson-c-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
             systemtap-sdt-dev libncurses-dev libmicrohttpd-dev bpftrace linux-perf \
             prometheus tmux valgrind libclang-rt-14-dev python3-pandas jq binutils curl bc libcap2-bin iproute2
+# The official OpenAI client (npm) for the HTTP engine's tests, demo and bench.
+# node and npm are checked as commands: a node from elsewhere (nodesource)
+# bundles npm and conflicts with Debian's npm package.
+NODE_DIR := tests/node
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -107,6 +111,13 @@ deps:
 	    apt-get update -qq >/dev/null && \
 	    apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; \
 	fi
+	@command -v node >/dev/null && command -v npm >/dev/null || { \
+	    echo "deps: installing nodejs npm"; \
+	    export DEBIAN_FRONTEND=noninteractive; apt-get update -qq >/dev/null && \
+	    apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null; }
+	@[ -d $(NODE_DIR)/node_modules/openai ] || \
+	    (cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || \
+	    { echo "deps: npm ci in $(NODE_DIR) failed" >&2; exit 1; }
 
 # ---- the engine ----
 $(BUILD)/inference/%.o: inference/%.c

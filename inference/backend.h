@@ -1,11 +1,22 @@
 /* backend.h - the interface both forward-pass implementations provide.
  *
- * A forward call processes a batch of n consecutive tokens at positions
- * pos..pos+n-1 (n > 1 is a prefill batch) and leaves the logits of the last
- * position. Each phase processes the whole batch, so one forward fires one
- * `layer` span per layer whatever n is. The engine wraps each call in the
- * `forward` span; backends fire embed, layer, the layer phases, final_norm
- * and logits (see probes.h and trace.h). */
+ * forward_batch runs one forward pass over the tokens of several sequences
+ * at once (the serving engine's step): each sequence brings a run of
+ * consecutive tokens and its KV block table (see kvcache.h), and asks for
+ * the logits of its last token or not. Each phase processes the whole batch,
+ * so one call fires one `layer` span per layer whatever it holds. The
+ * engine wraps each call in the `forward` span; backends fire embed, layer,
+ * the layer phases, final_norm and logits (see probes.h and trace.h).
+ *
+ * Batch invariance: every output element is reduced in an order that does
+ * not depend on the batch size or on a token's place in the batch (each
+ * matrix row's dot product runs the same code for every token; attention
+ * runs over its own sequence's positions in order), so a sequence's logits
+ * are bit-identical whatever it is batched with.
+ *
+ * forward is the single-stream call: n consecutive tokens of the one
+ * sequence at positions pos..pos+n-1, logits of the last. It needs the
+ * single-stream layout (kv_blocks 0: one block of seq_len positions). */
 #ifndef INFER_BACKEND_H
 #define INFER_BACKEND_H
 
@@ -16,7 +27,19 @@ typedef struct {
 	int cl_platform; /* -1: the first platform with a device */
 	int cl_device;   /* -1: the first device of that platform */
 	int threads;     /* cpu backend: 0 means OpenMP's default */
+	int kv_blocks;   /* KV pool blocks; 0: one block of seq_len (single stream) */
+	int kv_block_size; /* positions per block when kv_blocks > 0 */
+	int max_seqs;    /* most sequences asking for logits in one call; 0: 1 */
 } BackendOptions;
+
+/* One sequence's part of a batched forward. */
+typedef struct {
+	const int *tokens;  /* (n) ids for positions pos..pos+n-1 */
+	int n;
+	int pos;
+	const int *blocks;  /* block table covering positions 0..pos+n-1 */
+	int want_logits;    /* 1: logits of its last token, in sequence order */
+} BatchSeq;
 
 typedef struct {
 	const char *name;
@@ -29,10 +52,22 @@ typedef struct {
 	void (*destroy)(void *state);
 	/* Most tokens one forward call accepts (the prefill batch limit). */
 	int max_batch;
+	/* logits: (sequences wanting logits, vocab_size) floats, host memory. */
+	int (*forward_batch)(void *state, const BatchSeq *seqs, int nseqs,
+			     float *logits, InferError *err);
 } BackendOps;
 
 extern const BackendOps backend_cpu;
 extern const BackendOps backend_opencl;
+
+/* Bytes of one KV block of block_size positions, all layers, keys and values. */
+size_t backend_kv_block_bytes(const Config *c, int block_size);
+/* The KV pool a backend builds for opt: blocks and positions per block. */
+void backend_kv_shape(const Config *c, const BackendOptions *opt, int *n_blocks,
+		      int *block_size);
+/* Checks a batch against the model and the pool before any work. */
+int backend_check_batch(const Config *c, const BatchSeq *seqs, int nseqs, int max_tokens,
+			int max_out, int n_blocks, int block_size, InferError *err);
 
 /* Returns the backend named name ("cpu", "opencl") or NULL. */
 const BackendOps *backend_find(const char *name);

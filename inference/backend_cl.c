@@ -1,9 +1,11 @@
 /* backend_cl.c - the OpenCL forward pass.
  *
  * Weights are uploaded once; the key/value cache and every activation stay
- * on the device. One forward enqueues 5 kernels per layer plus embed and
- * logits on one in-order queue without blocking, and syncs exactly once:
- * the blocking read of the logits. Phases are fused so launches stay few
+ * on the device. One forward enqueues a write of the batch's per-token
+ * metadata, 5 kernels per layer plus embed and logits on one in-order queue
+ * without blocking, and syncs exactly once: the blocking read of the logits.
+ * The KV cache is a pool of blocks per layer (see kvcache.h); the attention
+ * kernel reads each sequence's positions through its block table. Phases are fused so launches stay few
  * (each launch wakes PoCL's worker threads):
  *   qkv_rope   = attn rmsnorm + q/k/v projection + RoPE + kv-cache store
  *   attention  = scores + softmax + weighted values
@@ -13,10 +15,10 @@
  *
  * Spans: on this backend the host spans time the enqueue, not the device
  * work (SPAN_LOGITS includes the final sync and readback); device times come
- * from the kernel records. A phase fused into another phase's kernel gets
- * its span nested inside that phase's span, around the enqueue that does
- * the work: qkv{attn_norm{rope{qkv_rope}}}, ffn{ffn_norm{ffn_up}, ffn_down},
- * logits{final_norm{logits}, readback}. */
+ * from the kernel records. A phase fused into another phase's kernel is an
+ * empty span inside that phase, where the CPU backend runs it, so both
+ * backends give one tree: qkv{attn_norm, qkv_rope, rope}, ffn{ffn_norm,
+ * ffn_up, ffn_down}, logits{final_norm, logits, readback}. */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 #include <math.h>
@@ -52,8 +54,17 @@ typedef struct {
 	enum pool_id pool;
 } ClBuffer;
 
+/* Offsets (in ints) of the per-token metadata in the meta buffer. */
+enum { META_TOKENS = 0, META_POS = CL_MAX_BATCH, META_SLOT = 2 * CL_MAX_BATCH,
+       META_TAB = 3 * CL_MAX_BATCH, META_OUT = 4 * CL_MAX_BATCH };
+
 typedef struct {
 	const Config *c;
+	int n_blocks, block_size;
+	int max_out;    /* sequences wanting logits per call */
+	int tab_cap;    /* block table entries one call can carry */
+	int *host_meta; /* (META_OUT + max_out + tab_cap) ints, the staging copy of meta */
+	int meta_ints;
 	cl_context ctx;
 	cl_command_queue queue;
 	cl_program prog;
@@ -62,7 +73,7 @@ typedef struct {
 	int nbufs, cap_bufs;
 	ClLayer *layers;
 	cl_mem emb, rms_final, wcls, rope;
-	cl_mem tokens, x, q, att_out, hb, logits;
+	cl_mem meta, x, q, att_out, hb, logits;
 	/* Per-forward kernel records, used when kernel timings are wanted. */
 	int profiling, nevents, max_events;
 	cl_event *events;
@@ -247,8 +258,10 @@ static int upload_layer(ClState *s, const Weights *w, int l, InferError *err)
 	    dev_write(s, L->w13, 0, hid * dim * f, w->w1 + l * hid * dim, err) ||
 	    dev_write(s, L->w13, hid * dim * f, hid * dim * f, w->w3 + l * hid * dim, err))
 		return -1;
-	return dev_buffer_in(s, POOL_KV_CACHE, (size_t)c->seq_len * kv * f, NULL, &L->kcache, err) ||
-	       dev_buffer_in(s, POOL_KV_CACHE, (size_t)c->seq_len * kv * f, NULL, &L->vcache, err);
+	size_t rows = (size_t)s->n_blocks * s->block_size;
+
+	return dev_buffer_in(s, POOL_KV_CACHE, rows * kv * f, NULL, &L->kcache, err) ||
+	       dev_buffer_in(s, POOL_KV_CACHE, rows * kv * f, NULL, &L->vcache, err);
 }
 
 /* RoPE (cos, sin) per position and head pair, with the reference's libm
@@ -291,12 +304,12 @@ static int upload_model(ClState *s, const Model *m, InferError *err)
 	for (int l = 0; l < c->n_layers; l++)
 		if (upload_layer(s, &m->weights, l, err))
 			return -1;
-	return dev_buffer(s, CL_MAX_BATCH * sizeof(int), NULL, &s->tokens, err) ||
+	return dev_buffer(s, (size_t)s->meta_ints * sizeof(int), NULL, &s->meta, err) ||
 	       dev_buffer(s, CL_MAX_BATCH * dim * f, NULL, &s->x, err) ||
 	       dev_buffer(s, CL_MAX_BATCH * dim * f, NULL, &s->q, err) ||
 	       dev_buffer(s, CL_MAX_BATCH * dim * f, NULL, &s->att_out, err) ||
 	       dev_buffer(s, CL_MAX_BATCH * hid * f, NULL, &s->hb, err) ||
-	       dev_buffer(s, (size_t)c->vocab_size * f, NULL, &s->logits, err);
+	       dev_buffer(s, (size_t)s->max_out * c->vocab_size * f, NULL, &s->logits, err);
 }
 
 /* ---- create / destroy ---- */
@@ -327,16 +340,18 @@ static void cl_destroy(void *state)
 	free(s->layers);
 	free(s->events);
 	free(s->recs);
+	free(s->host_meta);
 	free(s);
 }
 
 /* The model must suit the kernels: even head size (RoPE pairs), and the
  * staged token block of the widest matrix input must fit local memory. */
-static int check_model_fits(cl_device_id dev, const Config *c, InferError *err)
+static int check_model_fits(cl_device_id dev, const Config *c, int max_out, InferError *err)
 {
 	cl_ulong have = 0;
 	size_t width = c->hidden_dim > c->dim ? c->hidden_dim : c->dim;
 	size_t need = (CL_MAX_BATCH * width + CL_MAX_BATCH) * sizeof(float);
+	size_t out = ((size_t)max_out * c->dim + max_out) * sizeof(float);
 	size_t att = (size_t)c->seq_len * sizeof(float);
 
 	if ((c->dim / c->n_heads) % 2 != 0) /* the kernels rotate whole pairs */
@@ -344,6 +359,8 @@ static int check_model_fits(cl_device_id dev, const Config *c, InferError *err)
 				  c->dim / c->n_heads);
 	if (att > need)
 		need = att;
+	if (out > need)
+		need = out;
 	clGetDeviceInfo(dev, CL_DEVICE_LOCAL_MEM_SIZE, sizeof(have), &have, NULL);
 	if (have < need)
 		return infer_fail(err, "opencl: device local memory %llu bytes < %zu needed",
@@ -359,7 +376,7 @@ static int setup_device(ClState *s, const BackendOptions *opt, InferError *err)
 
 	if (pick_platform(opt ? opt->cl_platform : -1, &plat, err) ||
 	    pick_device(plat, opt ? opt->cl_device : -1, &dev, err) ||
-	    check_model_fits(dev, s->c, err))
+	    check_model_fits(dev, s->c, s->max_out, err))
 		return -1;
 	s->ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &rc);
 	if (!s->ctx)
@@ -388,13 +405,20 @@ static int cl_create(const Model *m, const BackendOptions *opt, void **state,
 	if (!s)
 		return infer_fail(err, "out of memory for the opencl backend");
 	s->c = c;
+	backend_kv_shape(c, opt, &s->n_blocks, &s->block_size);
+	s->max_out = opt && opt->max_seqs > 0 ? opt->max_seqs : 1;
+	if (s->max_out > CL_MAX_BATCH)
+		s->max_out = CL_MAX_BATCH;
+	s->tab_cap = CL_MAX_BATCH * ((c->seq_len + s->block_size - 1) / s->block_size);
+	s->meta_ints = META_OUT + s->max_out + s->tab_cap;
+	s->host_meta = calloc((size_t)s->meta_ints, sizeof(int));
 	s->cap_bufs = 8 * c->n_layers + 16;
 	s->max_events = 5 * c->n_layers + 2;
 	s->bufs = calloc(s->cap_bufs, sizeof(*s->bufs));
 	s->layers = calloc(c->n_layers, sizeof(*s->layers));
 	s->events = calloc(s->max_events, sizeof(*s->events));
 	s->recs = calloc(s->max_events, sizeof(*s->recs));
-	if (!s->bufs || !s->layers || !s->events || !s->recs) {
+	if (!s->bufs || !s->layers || !s->events || !s->recs || !s->host_meta) {
 		cl_destroy(s);
 		return infer_fail(err, "out of memory for the opencl backend");
 	}
@@ -484,40 +508,44 @@ static int run_embed(ClState *s, int n, InferError *err)
 	int dim = s->c->dim;
 	size_t global[2] = { round_up(dim, MAT_LOCAL), n }, local[2] = { MAT_LOCAL, 1 };
 
-	if (SET_ARGS(s->fn[FN_EMBED], err, { ARG(s->tokens) }, { ARG(s->emb) },
+	if (SET_ARGS(s->fn[FN_EMBED], err, { ARG(s->meta) }, { ARG(s->emb) },
 		     { ARG(s->x) }, { ARG(dim) }))
 		return -1;
 	return launch(s, FN_EMBED, KERNEL_EMBED, LAYER_NONE, 2, global, local, err);
 }
 
-static int run_qkv(ClState *s, int l, int n, int pos, InferError *err)
+static int run_qkv(ClState *s, int l, int n, InferError *err)
 {
 	const Config *c = s->c;
 	ClLayer *L = &s->layers[l];
 	int dim = c->dim, hs = c->dim / c->n_heads, kv = c->n_kv_heads * hs;
+	int pos_off = META_POS, slot_off = META_SLOT;
 	size_t items = (dim + 2 * kv + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
 	size_t local = pick_local(items, MAT_LOCAL, GROUPS_MIN);
 	size_t global = round_up(items, local);
 	size_t xs = ((size_t)n * dim + n) * sizeof(float);
 
 	if (SET_ARGS(s->fn[FN_QKV], err, { ARG(s->x) }, { ARG(L->rms_att) }, { ARG(L->wqkv) },
-		     { ARG(s->q) }, { ARG(L->kcache) }, { ARG(L->vcache) }, { ARG(s->rope) }, { ARG(n) },
-		     { ARG(pos) }, { ARG(dim) }, { ARG(kv) }, { ARG(hs) }, { LOCAL_ARG(xs) }))
+		     { ARG(s->q) }, { ARG(L->kcache) }, { ARG(L->vcache) }, { ARG(s->rope) },
+		     { ARG(s->meta) }, { ARG(pos_off) }, { ARG(slot_off) }, { ARG(n) }, { ARG(dim) },
+		     { ARG(kv) }, { ARG(hs) }, { LOCAL_ARG(xs) }))
 		return -1;
 	return launch(s, FN_QKV, KERNEL_QKV, l, 1, &global, &local, err);
 }
 
-static int run_attention(ClState *s, int l, int n, int pos, InferError *err)
+static int run_attention(ClState *s, int l, int n, InferError *err)
 {
 	const Config *c = s->c;
 	ClLayer *L = &s->layers[l];
 	int dim = c->dim, hs = c->dim / c->n_heads, kv = c->n_kv_heads * hs;
 	int kv_mul = c->n_heads / c->n_kv_heads;
+	int pos_off = META_POS, tab_off = META_TAB, btab_off = META_OUT + s->max_out;
 	size_t global[2] = { c->n_heads, n }, local[2] = { 1, 1 };
 	size_t att = (size_t)c->seq_len * sizeof(float);
 
 	if (SET_ARGS(s->fn[FN_ATTENTION], err, { ARG(s->q) }, { ARG(L->kcache) },
-		     { ARG(L->vcache) }, { ARG(s->att_out) }, { ARG(pos) }, { ARG(dim) },
+		     { ARG(L->vcache) }, { ARG(s->att_out) }, { ARG(s->meta) }, { ARG(pos_off) },
+		     { ARG(tab_off) }, { ARG(btab_off) }, { ARG(s->block_size) }, { ARG(dim) },
 		     { ARG(kv) }, { ARG(hs) }, { ARG(kv_mul) }, { LOCAL_ARG(att) }))
 		return -1;
 	return launch(s, FN_ATTENTION, KERNEL_ATTENTION, l, 2, global, local, err);
@@ -554,16 +582,17 @@ static int run_ffn_up(ClState *s, int l, int n, InferError *err)
 	return launch(s, FN_FFN_UP, KERNEL_FFN_UP, l, 1, &global, &local, err);
 }
 
-static int run_logits(ClState *s, int n, InferError *err)
+static int run_logits(ClState *s, int n_out, InferError *err)
 {
-	int dim = s->c->dim, vocab = s->c->vocab_size, tok = n - 1;
+	int dim = s->c->dim, vocab = s->c->vocab_size, out_off = META_OUT;
 	size_t items = (vocab + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
 	size_t local = pick_local(items, LOGITS_LOCAL_MAX, LOGITS_GROUPS_MIN);
 	size_t global = round_up(items, local);
-	size_t xs = (dim + 1) * sizeof(float);
+	size_t xs = ((size_t)n_out * dim + n_out) * sizeof(float);
 
 	if (SET_ARGS(s->fn[FN_LOGITS], err, { ARG(s->x) }, { ARG(s->rms_final) }, { ARG(s->wcls) },
-		     { ARG(s->logits) }, { ARG(tok) }, { ARG(dim) }, { ARG(vocab) }, { LOCAL_ARG(xs) }))
+		     { ARG(s->logits) }, { ARG(s->meta) }, { ARG(out_off) }, { ARG(n_out) },
+		     { ARG(dim) }, { ARG(vocab) }, { LOCAL_ARG(xs) }))
 		return -1;
 	return launch(s, FN_LOGITS, KERNEL_LOGITS, LAYER_NONE, 1, &global, &local, err);
 }
@@ -577,21 +606,21 @@ static void fused_phase(enum span_kind kind, int layer)
 }
 
 /* One layer; every span begun is ended even when an enqueue fails. */
-static int run_layer(ClState *s, int l, int n, int pos, InferError *err)
+static int run_layer(ClState *s, int l, int n, InferError *err)
 {
 	ClLayer *L = &s->layers[l];
 	int rc;
 
 	trace_span_begin(SPAN_QKV, l);
 	fused_phase(SPAN_ATTN_NORM, l);
-	rc = run_qkv(s, l, n, pos, err);
+	rc = run_qkv(s, l, n, err);
 	fused_phase(SPAN_ROPE, l);
 	trace_span_end(SPAN_QKV, l);
 	if (rc)
 		return rc;
 
 	trace_span_begin(SPAN_ATTENTION, l);
-	rc = run_attention(s, l, n, pos, err);
+	rc = run_attention(s, l, n, err);
 	trace_span_end(SPAN_ATTENTION, l);
 	if (rc)
 		return rc;
@@ -639,26 +668,42 @@ static void release_events(ClState *s)
 	s->nevents = 0;
 }
 
-static int check_batch(const Config *c, const int *tokens, int n, int pos, InferError *err)
+/* Fills the staging copy of meta: per token its id, position, pool row and
+ * block-table start; the logits tokens; the tables. Returns the token
+ * count; *n_out gets the number of logits rows. */
+static int fill_meta(ClState *s, const BatchSeq *seqs, int nseqs, int *n_out)
 {
-	if (n < 1 || n > CL_MAX_BATCH)
-		return infer_fail(err, "opencl: batch of %d tokens (1..%d allowed)", n, CL_MAX_BATCH);
-	if (pos < 0 || pos > c->seq_len - n)
-		return infer_fail(err, "opencl: positions %d..%d exceed seq_len %d",
-				  pos, pos + n - 1, c->seq_len);
-	for (int i = 0; i < n; i++)
-		if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
-			return infer_fail(err, "opencl: token id %d out of range 0..%d",
-					  tokens[i], c->vocab_size - 1);
-	return 0;
+	int *m = s->host_meta, *btab = m + META_OUT + s->max_out;
+	int n = 0, tab = 0, bs = s->block_size;
+
+	*n_out = 0;
+	for (int i = 0; i < nseqs; i++) {
+		const BatchSeq *q = &seqs[i];
+		int nb = (q->pos + q->n - 1) / bs + 1;
+
+		memcpy(btab + tab, q->blocks, (size_t)nb * sizeof(int));
+		for (int t = 0; t < q->n; t++, n++) {
+			int p = q->pos + t;
+
+			m[META_TOKENS + n] = q->tokens[t];
+			m[META_POS + n] = p;
+			m[META_SLOT + n] = q->blocks[p / bs] * bs + p % bs;
+			m[META_TAB + n] = tab;
+		}
+		tab += nb;
+		if (q->want_logits)
+			m[META_OUT + (*n_out)++] = n - 1;
+	}
+	return n;
 }
 
 /* Everything up to the logits kernel, enqueued without waiting. */
-static int enqueue_forward(ClState *s, const int *tokens, int n, int pos, InferError *err)
+static int enqueue_forward(ClState *s, int n, InferError *err)
 {
 	int rc;
-	cl_int crc = clEnqueueWriteBuffer(s->queue, s->tokens, CL_FALSE, 0,
-					  n * sizeof(int), tokens, 0, NULL, NULL);
+	cl_int crc = clEnqueueWriteBuffer(s->queue, s->meta, CL_FALSE, 0,
+					  (size_t)s->meta_ints * sizeof(int), s->host_meta,
+					  0, NULL, NULL);
 
 	if (crc != CL_SUCCESS)
 		return cl_fail(err, "clEnqueueWriteBuffer", crc);
@@ -667,9 +712,54 @@ static int enqueue_forward(ClState *s, const int *tokens, int n, int pos, InferE
 	trace_span_end(SPAN_EMBED, LAYER_NONE);
 	for (int l = 0; !rc && l < s->c->n_layers; l++) {
 		trace_span_begin(SPAN_LAYER, l);
-		rc = run_layer(s, l, n, pos, err);
+		rc = run_layer(s, l, n, err);
 		trace_span_end(SPAN_LAYER, l);
 	}
+	return rc;
+}
+
+/* The final norm and classifier, and the one sync: reading the logits. */
+static int finish_forward(ClState *s, int n_out, float *logits, InferError *err)
+{
+	int rc = 0;
+
+	trace_span_begin(SPAN_LOGITS, LAYER_NONE);
+	fused_phase(SPAN_FINAL_NORM, LAYER_NONE);
+	if (n_out > 0)
+		rc = run_logits(s, n_out, err);
+	if (!rc) {
+		cl_int crc = n_out > 0
+			? clEnqueueReadBuffer(s->queue, s->logits, CL_TRUE, 0,
+					      (size_t)n_out * s->c->vocab_size * sizeof(float),
+					      logits, 0, NULL, NULL)
+			: clFinish(s->queue);
+		if (crc != CL_SUCCESS)
+			rc = cl_fail(err, "clEnqueueReadBuffer", crc);
+	}
+	trace_span_end(SPAN_LOGITS, LAYER_NONE);
+	return rc;
+}
+
+static int cl_forward_batch(void *state, const BatchSeq *seqs, int nseqs,
+			    float *logits, InferError *err)
+{
+	ClState *s = state;
+	int rc, n, n_out;
+
+	if (backend_check_batch(s->c, seqs, nseqs, CL_MAX_BATCH, s->max_out, s->n_blocks,
+				s->block_size, err))
+		return -1;
+	s->profiling = trace_kernels_wanted();
+	s->nevents = 0;
+	n = fill_meta(s, seqs, nseqs, &n_out);
+	rc = enqueue_forward(s, n, err);
+	if (!rc)
+		rc = finish_forward(s, n_out, logits, err);
+	if (rc)
+		clFinish(s->queue); /* meta must not be read after we return */
+	else if (s->profiling)
+		report_kernels(s);
+	release_events(s);
 	return rc;
 }
 
@@ -677,32 +767,11 @@ static int cl_forward(void *state, const int *tokens, int n, int pos,
 		      float *logits, InferError *err)
 {
 	ClState *s = state;
-	int rc;
+	BatchSeq q = { tokens, n, pos, (const int[]){ 0 }, 1 };
 
-	if (check_batch(s->c, tokens, n, pos, err))
-		return -1;
-	s->profiling = trace_kernels_wanted();
-	s->nevents = 0;
-	rc = enqueue_forward(s, tokens, n, pos, err);
-	if (!rc) {
-		trace_span_begin(SPAN_LOGITS, LAYER_NONE);
-		fused_phase(SPAN_FINAL_NORM, LAYER_NONE);
-		rc = run_logits(s, n, err);
-		if (!rc) { /* the one sync of the forward call */
-			cl_int crc = clEnqueueReadBuffer(s->queue, s->logits, CL_TRUE, 0,
-							 s->c->vocab_size * sizeof(float),
-							 logits, 0, NULL, NULL);
-			if (crc != CL_SUCCESS)
-				rc = cl_fail(err, "clEnqueueReadBuffer", crc);
-		}
-		trace_span_end(SPAN_LOGITS, LAYER_NONE);
-	}
-	if (rc)
-		clFinish(s->queue); /* tokens must not be read after we return */
-	else if (s->profiling)
-		report_kernels(s);
-	release_events(s);
-	return rc;
+	if (s->n_blocks != 1 || s->block_size != s->c->seq_len)
+		return infer_fail(err, "opencl: single-stream calls need the single-stream KV layout");
+	return cl_forward_batch(state, &q, 1, logits, err);
 }
 
 const BackendOps backend_opencl = {
@@ -711,4 +780,5 @@ const BackendOps backend_opencl = {
 	.forward = cl_forward,
 	.destroy = cl_destroy,
 	.max_batch = CL_MAX_BATCH,
+	.forward_batch = cl_forward_batch,
 };

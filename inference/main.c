@@ -1,6 +1,7 @@
 /* main.c - the engine's command line: one generation, or --serve for one
  * request per stdin line. Thin: the work is in engine.c. */
 #include <errno.h>
+#include <pthread.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -8,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 #include "engine.h"
+#include "http.h"
+#include "serve.h"
 #include "trace.h"
 
 typedef struct {
@@ -16,6 +19,9 @@ typedef struct {
 	const char *stats_path;
 	int ids;    /* print token ids instead of text */
 	int serve;
+	const char *http;    /* [ADDR:]PORT: the HTTP engine */
+	HttpOptions http_opt;
+	ServeOptions serve_opt;
 } Args;
 
 static volatile sig_atomic_t stop_requested;
@@ -42,6 +48,14 @@ static void usage(FILE *f)
 		"  --ids           print generated token ids, not text\n"
 		"  --serve         one prompt per stdin line, one completion per stdout line\n"
 		"  --stats FILE    write the engine's own statistics as JSON\n"
+		"  --http [ADDR:]PORT  serve OpenAI-style completions over HTTP (default address\n"
+		"                  127.0.0.1; port 0 picks a free one, printed on stderr)\n"
+		"  --max-seqs N    sequences batched at once (default 8)\n"
+		"  --max-batch-tokens N  tokens per engine step (default: the backend's limit)\n"
+		"  --kv-blocks N   KV cache blocks (default: max-seqs full-length sequences)\n"
+		"  --block-size N  positions per KV block (default 16)\n"
+		"  --max-conns N   connections served at once, more get 503 (default 64)\n"
+		"  --max-body N    largest request body in bytes, larger get 413 (default 1048576)\n"
 		"  -h              this help\n");
 }
 
@@ -103,6 +117,50 @@ static int parse_seed(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* --http [ADDR:]PORT */
+static int parse_listen(Args *a, const char *val)
+{
+	static char addr[64];
+	const char *colon = strrchr(val, ':');
+
+	a->http = val;
+	if (colon) {
+		size_t n = (size_t)(colon - val);
+
+		if (n == 0 || n >= sizeof(addr))
+			return bad_arg("--http", val, "expected [ADDR:]PORT");
+		memcpy(addr, val, n);
+		addr[n] = '\0';
+		a->http_opt.addr = addr;
+	}
+	return parse_int("--http", colon ? colon + 1 : val, 0, 65535, &a->http_opt.port);
+}
+
+/* The HTTP engine's options; 0 when opt is not one of them. */
+static int parse_serving(Args *a, const char *opt, const char *val)
+{
+	int body = 0, rc;
+
+	if (!strcmp(opt, "--http"))
+		rc = parse_listen(a, val);
+	else if (!strcmp(opt, "--max-seqs"))
+		rc = parse_int(opt, val, 1, 64, &a->serve_opt.max_seqs);
+	else if (!strcmp(opt, "--max-batch-tokens"))
+		rc = parse_int(opt, val, 1, 1 << 20, &a->serve_opt.max_batch_tokens);
+	else if (!strcmp(opt, "--kv-blocks"))
+		rc = parse_int(opt, val, 1, 1 << 24, &a->serve_opt.kv_blocks);
+	else if (!strcmp(opt, "--block-size"))
+		rc = parse_int(opt, val, 1, 4096, &a->serve_opt.block_size);
+	else if (!strcmp(opt, "--max-conns"))
+		rc = parse_int(opt, val, 1, 4096, &a->http_opt.max_conns);
+	else if (!strcmp(opt, "--max-body")) {
+		rc = parse_int(opt, val, 64, 1 << 30, &body);
+		a->http_opt.max_body = (size_t)body;
+	} else
+		return 0;
+	return rc < 0 ? -1 : 1;
+}
+
 /* Options that take a value; returns -1 on a bad one, 0 when not ours. */
 static int parse_valued(Args *a, const char *opt, const char *val)
 {
@@ -129,7 +187,7 @@ static int parse_valued(Args *a, const char *opt, const char *val)
 	else if (!strcmp(opt, "--stats"))
 		a->stats_path = val;
 	else
-		return 0;
+		return parse_serving(a, opt, val);
 	return 1;
 }
 
@@ -138,7 +196,9 @@ static int parse_args(Args *a, int argc, char **argv)
 {
 	*a = (Args){ .eng = { .backend = "opencl", .temperature = 1.0f, .topp = 0.9f,
 			      .steps = 256, .seed = (uint64_t)time(NULL),
-			      .backend_opt = { .cl_platform = -1, .cl_device = -1 } } };
+			      .backend_opt = { .cl_platform = -1, .cl_device = -1 } },
+		    .http_opt = { .addr = "127.0.0.1", .max_conns = 64, .max_body = 1 << 20 },
+		    .serve_opt = { .max_seqs = 8, .block_size = 16 } };
 	for (int i = 1; i < argc; i++) {
 		const char *opt = argv[i];
 		int rc;
@@ -172,7 +232,9 @@ static int parse_args(Args *a, int argc, char **argv)
 	}
 	if (!a->eng.model_path)
 		return usage_error("no MODEL given (see -h)");
-	if (!a->ids && !a->eng.tokenizer_path)
+	if (a->http && (a->serve || a->prompt))
+		return usage_error("--http serves requests itself: no -i or --serve with it");
+	if (!a->http && !a->ids && !a->eng.tokenizer_path)
 		return usage_error("text output needs a tokenizer: pass -z TOKENIZER (or --ids)");
 	if (a->serve && a->prompt)
 		return bad_arg("-i", a->prompt, "--serve reads prompts from stdin");
@@ -274,6 +336,61 @@ static void install_signals(void)
 	sigaction(SIGTERM, &sa, NULL);
 }
 
+/* ---- the HTTP engine ---- */
+
+/* Signals go to sigwait in the main thread: the engine and HTTP threads
+ * start with them blocked. */
+static void block_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+static int run_http(Args *a)
+{
+	Server srv;
+	HttpServer *http = NULL;
+	InferError err;
+	sigset_t set;
+	int port = 0, sig = 0, rc = 0;
+	uint64_t t0 = trace_now_ns();
+
+	block_signals(&set);
+	a->http_opt.model_name = base_name(a->eng.model_path);
+	if (server_open(&srv, &a->eng, &a->serve_opt, &err) < 0) {
+		fprintf(stderr, "infer: %s\n", err.msg);
+		return 1;
+	}
+	if (server_start(&srv, &err) < 0 ||
+	    http_start(&http, &srv, &a->http_opt, &port, &err) < 0) {
+		fprintf(stderr, "infer: %s\n", err.msg);
+		server_close(&srv);
+		return 1;
+	}
+	fprintf(stderr, "infer: listening on http://%s:%d (%s backend, %d seqs, %d KV blocks of %d)\n",
+		a->http_opt.addr, port, srv.engine.ops->name, srv.opt.max_seqs, srv.opt.kv_blocks,
+		srv.opt.block_size);
+	sigwait(&set, &sig);
+	server_stop(&srv);  /* wakes every waiting response so it can end */
+	http_stop(http);
+	server_close(&srv);
+	if (a->stats_path && trace_stats_write(a->stats_path, trace_now_ns() - t0, &err) < 0) {
+		fprintf(stderr, "infer: %s\n", err.msg);
+		rc = 1;
+	}
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	Args a;
@@ -287,6 +404,8 @@ int main(int argc, char **argv)
 		return rc > 0 ? 0 : 2;
 	if (a.stats_path)
 		trace_stats_enable();
+	if (a.http)
+		return run_http(&a);
 	if (engine_open(&engine, &a.eng, &err) < 0) {
 		fprintf(stderr, "infer: %s\n", err.msg);
 		return 1;

@@ -16,6 +16,39 @@
  * kv_usage              u64 used_bytes, u64 capacity_bytes
  * cl_batch              u64 records, u32 count   (struct cl_kernel_record[count])
  *
+ * The serving engine (infer --http) adds, keyed by (pid, req) alone, with no
+ * per-thread context (a step's forward is shared by many requests):
+ * req_queued            u64 req, u32 prompt_tokens, u32 max_tokens, u32 running, u32 waiting
+ * req_admitted          u64 req, u32 prefill_tokens, u32 generated_tokens, u32 running, u32 waiting
+ * req_preempted         u64 req, u32 generated_tokens, u32 blocks_freed, u32 running, u32 waiting
+ * req_finished          u64 req, u32 reason, u32 prompt_tokens, u32 generated_tokens,
+ *                       u32 running, u32 waiting
+ * step_begin            u64 step, u32 nseqs, u32 prefill_tokens, u32 decode_tokens
+ * step_end              u64 step, u64 begin_ns, u32 nseqs, u32 prefill_tokens,
+ *                       u32 decode_tokens, u32 kv_used_blocks
+ * token_emit            u64 req, u32 pos, u32 token_id
+ * kv_blocks             u32 used, u32 total, u32 block_size, u64 block_bytes
+ *
+ * running/waiting are the engine's gauges just after the event, so a tracer's
+ * gauges equal the engine's at every probe (they change only at these four).
+ * No probe has more than 6 arguments: bpftrace reads only arg0..arg5. req_queued fires when a request
+ * enters the FIFO queue, req_admitted when it gets KV blocks and joins the
+ * running set (again after a preemption: prefill_tokens then counts the
+ * generated tokens it recomputes), req_preempted when it loses its blocks
+ * and goes back to the head of the queue, req_finished once, from either
+ * state, with an enum finish_reason. token_emit fires once per sampled
+ * token (a final BOS included), pos = prompt_tokens + index. So: queue time
+ * = first req_admitted - req_queued; TTFT = first token_emit - req_queued;
+ * inter-token gaps between token_emits; prefill = first token_emit - last
+ * req_admitted before it; decode = req_finished - first token_emit.
+ * step_end carries the step's begin time (CLOCK_MONOTONIC, bpf_ktime_get_ns's
+ * clock), so a tracer gets each step as a span from one hit; step_begin is
+ * there for in-kernel matching. kv_blocks fires when the pool is made and at
+ * the end of any step (or cancel) that changed the blocks in use. Per step at
+ * most step_begin + step_end + kv_blocks fire; per emitted token one
+ * token_emit; the req_* probes fire a fixed number of times per request
+ * (plus two per preemption).
+ *
  * `reserved` is what the allocation holds from the system, >= bytes: the
  * allocator's usable size for heap blocks, whole pages for the weights
  * mapping, the size asked for device buffers (OpenCL reports no more). A
@@ -101,7 +134,28 @@ struct cl_kernel_record {
 /* Most records one cl_batch hit carries; the engine splits bigger batches. */
 #define CL_BATCH_MAX 128
 
+/* Why a request finished: OpenAI's finish_reason strings where they exist
+ * ("stop": a stop string or the end-of-text token, "length": max_tokens or
+ * the context), "abort" as vLLM says for a client that went away, "error"
+ * for an engine failure. */
+enum finish_reason {
+	FINISH_STOP = 0,
+	FINISH_LENGTH,
+	FINISH_ABORT,
+	FINISH_ERROR,
+	FINISH_REASON_COUNT
+};
+
 #if !defined(__bpf__) && !defined(__BPF__)
+static const char *const finish_reason_names[FINISH_REASON_COUNT] = {
+	"stop", "length", "abort", "error",
+};
+
+static inline const char *finish_reason_name(unsigned r)
+{
+	return r < FINISH_REASON_COUNT ? finish_reason_names[r] : "unknown";
+}
+
 static const char *const span_kind_names[SPAN_KIND_COUNT] = {
 	"forward", "embed", "layer", "attn_norm", "qkv", "rope", "attention",
 	"attn_out", "ffn_norm", "ffn", "final_norm", "logits", "sample",
@@ -140,6 +194,8 @@ static inline const char *cl_kernel_name(unsigned id)
 #define INFER_PROBE2(name, a, b) do { } while (0)
 #define INFER_PROBE3(name, a, b, c) do { } while (0)
 #define INFER_PROBE4(name, a, b, c, d) do { } while (0)
+#define INFER_PROBE5(name, a, b, c, d, e) do { } while (0)
+#define INFER_PROBE6(name, a, b, c, d, e, f) do { } while (0)
 #else
 #define _SDT_HAS_SEMAPHORES 1
 #include <sys/sdt.h>
@@ -169,6 +225,14 @@ INFER_DECLARE_SEMAPHORE(alloc);
 INFER_DECLARE_SEMAPHORE(free);
 INFER_DECLARE_SEMAPHORE(kv_usage);
 INFER_DECLARE_SEMAPHORE(cl_batch);
+INFER_DECLARE_SEMAPHORE(req_queued);
+INFER_DECLARE_SEMAPHORE(req_admitted);
+INFER_DECLARE_SEMAPHORE(req_preempted);
+INFER_DECLARE_SEMAPHORE(req_finished);
+INFER_DECLARE_SEMAPHORE(step_begin);
+INFER_DECLARE_SEMAPHORE(step_end);
+INFER_DECLARE_SEMAPHORE(token_emit);
+INFER_DECLARE_SEMAPHORE(kv_blocks);
 
 #define INFER_PROBE_ENABLED(name) __builtin_expect(INFER_SEMAPHORE(name) != 0, 0)
 #define INFER_PROBE2(name, a, b) \
@@ -177,6 +241,10 @@ INFER_DECLARE_SEMAPHORE(cl_batch);
 	do { if (INFER_PROBE_ENABLED(name)) STAP_PROBE3(infer, name, a, b, c); } while (0)
 #define INFER_PROBE4(name, a, b, c, d) \
 	do { if (INFER_PROBE_ENABLED(name)) STAP_PROBE4(infer, name, a, b, c, d); } while (0)
+#define INFER_PROBE5(name, a, b, c, d, e) \
+	do { if (INFER_PROBE_ENABLED(name)) STAP_PROBE5(infer, name, a, b, c, d, e); } while (0)
+#define INFER_PROBE6(name, a, b, c, d, e, f) \
+	do { if (INFER_PROBE_ENABLED(name)) STAP_PROBE6(infer, name, a, b, c, d, e, f); } while (0)
 #endif /* INFER_NO_PROBES */
 
 #endif /* engine side */

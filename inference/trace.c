@@ -31,18 +31,28 @@ DEFINE_SEMAPHORE(alloc);
 DEFINE_SEMAPHORE(free);
 DEFINE_SEMAPHORE(kv_usage);
 DEFINE_SEMAPHORE(cl_batch);
+DEFINE_SEMAPHORE(req_queued);
+DEFINE_SEMAPHORE(req_admitted);
+DEFINE_SEMAPHORE(req_preempted);
+DEFINE_SEMAPHORE(req_finished);
+DEFINE_SEMAPHORE(step_begin);
+DEFINE_SEMAPHORE(step_end);
+DEFINE_SEMAPHORE(token_emit);
+DEFINE_SEMAPHORE(kv_blocks);
 #endif
 
 enum probe_name {
 	P_REQUEST_BEGIN, P_REQUEST_END, P_TOKEN_BEGIN, P_TOKEN_END,
 	P_SPAN_BEGIN, P_SPAN_END, P_OP_BEGIN, P_OP_END, P_ALLOC, P_FREE,
-	P_KV_USAGE, P_CL_BATCH, P_COUNT
+	P_KV_USAGE, P_CL_BATCH, P_REQ_QUEUED, P_REQ_ADMITTED, P_REQ_PREEMPTED,
+	P_REQ_FINISHED, P_STEP_BEGIN, P_STEP_END, P_TOKEN_EMIT, P_KV_BLOCKS, P_COUNT
 };
 
 static const char *const probe_names[P_COUNT] = {
 	"request_begin", "request_end", "token_begin", "token_end",
 	"span_begin", "span_end", "op_begin", "op_end", "alloc", "free",
-	"kv_usage", "cl_batch",
+	"kv_usage", "cl_batch", "req_queued", "req_admitted", "req_preempted",
+	"req_finished", "step_begin", "step_end", "token_emit", "kv_blocks",
 };
 
 /* Calls of each probe site (alloc/free are counted by the pools). */
@@ -68,6 +78,26 @@ static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
 static Durations span_durations[SPAN_KIND_COUNT];
 static uint64_t spans_unrecorded; /* allocation failures or stack overflow */
 static uint64_t kernel_count[KERNEL_COUNT], kernel_ns[KERNEL_COUNT];
+
+/* What the serving engine's probes announced, for --stats. */
+#define STEP_HIST_MAX 256 /* tokens per step above this share the last bucket */
+typedef struct {
+	uint64_t req, reason, prompt, generated, preemptions;
+} FinishedReq;
+typedef struct {
+	uint64_t queued, admitted, preempted, finished[FINISH_REASON_COUNT];
+	uint64_t steps, prefill_tokens, decode_tokens, emitted;
+	uint64_t step_tokens_hist[STEP_HIST_MAX + 1], max_step_seqs;
+	Durations step_ns;
+	uint32_t running, waiting, peak_running, peak_waiting;
+	uint32_t kv_used, kv_total, kv_peak, block_size;
+	uint64_t block_bytes;
+	FinishedReq *done;  /* (done_cap) per finished request, in finishing order */
+	size_t n_done, done_cap;
+	uint64_t done_unrecorded;
+} ServeStats;
+static ServeStats serve_stats;
+static int serve_seen; /* any serving probe site ran: write the "serving" object */
 
 static char run_backend[32] = "unknown";
 static int run_shape[7];
@@ -223,6 +253,151 @@ void trace_kernels(const struct cl_kernel_record *recs, uint32_t n)
 		count_kernels(recs, n);
 }
 
+/* ---- the serving engine's probes ---- */
+
+/* Under stats_lock: the gauges every lifecycle probe carries. */
+static void note_gauges(uint32_t running, uint32_t waiting)
+{
+	ServeStats *v = &serve_stats;
+
+	serve_seen = 1;
+	v->running = running;
+	v->waiting = waiting;
+	if (running > v->peak_running)
+		v->peak_running = running;
+	if (waiting > v->peak_waiting)
+		v->peak_waiting = waiting;
+}
+
+void trace_req_queued(uint64_t req, uint32_t prompt_tokens, uint32_t max_tokens,
+		      uint32_t running, uint32_t waiting)
+{
+	count_call(P_REQ_QUEUED);
+	__atomic_fetch_add(&n_requests, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&n_prompt_tokens, prompt_tokens, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&stats_lock);
+	serve_stats.queued++;
+	note_gauges(running, waiting);
+	pthread_mutex_unlock(&stats_lock);
+	INFER_PROBE5(req_queued, req, prompt_tokens, max_tokens, running, waiting);
+}
+
+void trace_req_admitted(uint64_t req, uint32_t prefill_tokens, uint32_t generated,
+			uint32_t running, uint32_t waiting)
+{
+	count_call(P_REQ_ADMITTED);
+	pthread_mutex_lock(&stats_lock);
+	serve_stats.admitted++;
+	note_gauges(running, waiting);
+	pthread_mutex_unlock(&stats_lock);
+	INFER_PROBE5(req_admitted, req, prefill_tokens, generated, running, waiting);
+}
+
+void trace_req_preempted(uint64_t req, uint32_t generated, uint32_t blocks_freed,
+			 uint32_t running, uint32_t waiting)
+{
+	count_call(P_REQ_PREEMPTED);
+	pthread_mutex_lock(&stats_lock);
+	serve_stats.preempted++;
+	note_gauges(running, waiting);
+	pthread_mutex_unlock(&stats_lock);
+	INFER_PROBE5(req_preempted, req, generated, blocks_freed, running, waiting);
+}
+
+/* Under stats_lock. Bounded, so a long-running server cannot grow it forever. */
+#define DONE_MAX (1u << 20)
+static void record_finished(const FinishedReq *r)
+{
+	ServeStats *v = &serve_stats;
+
+	if (v->n_done == v->done_cap) {
+		size_t cap = v->done_cap ? v->done_cap * 2 : 256;
+		FinishedReq *d = cap <= DONE_MAX ? realloc(v->done, cap * sizeof(*d)) : NULL;
+
+		if (!d) {
+			v->done_unrecorded++;
+			return;
+		}
+		v->done = d;
+		v->done_cap = cap;
+	}
+	v->done[v->n_done++] = *r;
+}
+
+void trace_req_finished(uint64_t req, enum finish_reason reason, uint32_t prompt_tokens,
+			uint32_t generated, uint32_t preemptions, uint32_t running,
+			uint32_t waiting)
+{
+	count_call(P_REQ_FINISHED);
+	pthread_mutex_lock(&stats_lock);
+	if ((unsigned)reason < FINISH_REASON_COUNT)
+		serve_stats.finished[reason]++;
+	note_gauges(running, waiting);
+	record_finished(&(FinishedReq){ req, reason, prompt_tokens, generated, preemptions });
+	pthread_mutex_unlock(&stats_lock);
+	INFER_PROBE6(req_finished, req, (unsigned)reason, prompt_tokens, generated,
+		     running, waiting);
+}
+
+uint64_t trace_step_begin(uint64_t step, uint32_t nseqs, uint32_t prefill_tokens,
+			  uint32_t decode_tokens)
+{
+	count_call(P_STEP_BEGIN);
+	/* The clock just before the probe, as for spans (see trace_span_begin). */
+	uint64_t now = trace_now_ns();
+
+	INFER_PROBE4(step_begin, step, nseqs, prefill_tokens, decode_tokens);
+	return now;
+}
+
+void trace_step_end(uint64_t step, uint64_t begin_ns, uint32_t nseqs, uint32_t prefill_tokens,
+		    uint32_t decode_tokens, uint32_t kv_used_blocks)
+{
+	uint64_t now = trace_now_ns();
+	uint32_t tokens = prefill_tokens + decode_tokens;
+	ServeStats *v = &serve_stats;
+
+	INFER_PROBE6(step_end, step, begin_ns, nseqs, prefill_tokens, decode_tokens,
+		     kv_used_blocks);
+	count_call(P_STEP_END);
+	pthread_mutex_lock(&stats_lock);
+	v->steps++;
+	v->prefill_tokens += prefill_tokens;
+	v->decode_tokens += decode_tokens;
+	v->step_tokens_hist[tokens < STEP_HIST_MAX ? tokens : STEP_HIST_MAX]++;
+	if (nseqs > v->max_step_seqs)
+		v->max_step_seqs = nseqs;
+	if (stats_on)
+		durations_add(&v->step_ns, now - begin_ns);
+	serve_seen = 1;
+	pthread_mutex_unlock(&stats_lock);
+}
+
+void trace_token_emit(uint64_t req, uint32_t pos, uint32_t token_id)
+{
+	count_call(P_TOKEN_EMIT);
+	__atomic_fetch_add(&n_tokens, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&serve_stats.emitted, 1, __ATOMIC_RELAXED);
+	INFER_PROBE3(token_emit, req, pos, token_id);
+}
+
+void trace_kv_blocks(uint32_t used, uint32_t total, uint32_t block_size, uint64_t block_bytes)
+{
+	ServeStats *v = &serve_stats;
+
+	count_call(P_KV_BLOCKS);
+	pthread_mutex_lock(&stats_lock);
+	serve_seen = 1;
+	v->kv_used = used;
+	v->kv_total = total;
+	v->block_size = block_size;
+	v->block_bytes = block_bytes;
+	if (used > v->kv_peak)
+		v->kv_peak = used;
+	pthread_mutex_unlock(&stats_lock);
+	INFER_PROBE4(kv_blocks, used, total, block_size, block_bytes);
+}
+
 void trace_stats_enable(void)
 {
 	__atomic_store_n(&stats_on, 1, __ATOMIC_RELAXED);
@@ -327,6 +502,68 @@ static void write_probes(FILE *f)
 	fprintf(f, "},\n");
 }
 
+static void write_step_stats(FILE *f, Durations *d)
+{
+	if (d->n > 1)
+		qsort(d->v, d->n, sizeof(*d->v), cmp_u64);
+	fprintf(f, "\"step_ns\":{\"count\":%zu,\"total_ns\":%llu,\"median_ns\":%llu,"
+		"\"p95_ns\":%llu,\"max_ns\":%llu},\n", d->n, (unsigned long long)d->total,
+		(unsigned long long)nearest_rank(d->v, d->n, 50),
+		(unsigned long long)nearest_rank(d->v, d->n, 95), (unsigned long long)d->max);
+}
+
+static void write_finished(FILE *f, const ServeStats *v)
+{
+	fprintf(f, "\"finished\":{");
+	for (unsigned r = 0; r < FINISH_REASON_COUNT; r++)
+		fprintf(f, "%s\"%s\":%llu", r ? "," : "", finish_reason_name(r),
+			(unsigned long long)v->finished[r]);
+	fprintf(f, "},\n\"per_request\":[");
+	for (size_t i = 0; i < v->n_done; i++) {
+		const FinishedReq *r = &v->done[i];
+
+		fprintf(f, "%s{\"req\":%llu,\"reason\":\"%s\",\"prompt_tokens\":%llu,"
+			"\"generated_tokens\":%llu,\"preemptions\":%llu}", i ? ",\n" : "",
+			(unsigned long long)r->req, finish_reason_name((unsigned)r->reason),
+			(unsigned long long)r->prompt, (unsigned long long)r->generated,
+			(unsigned long long)r->preemptions);
+	}
+	fprintf(f, "],\n\"per_request_unrecorded\":%llu,\n", (unsigned long long)v->done_unrecorded);
+}
+
+/* The serving engine's counts: what its probes announced (see probes.h). */
+static void write_serving(FILE *f)
+{
+	ServeStats *v = &serve_stats;
+	int first = 1;
+
+	if (!serve_seen)
+		return;
+	fprintf(f, "\"serving\":{\"queued\":%llu,\"admitted\":%llu,\"preempted\":%llu,\n",
+		(unsigned long long)v->queued, (unsigned long long)v->admitted,
+		(unsigned long long)v->preempted);
+	write_finished(f, v);
+	fprintf(f, "\"steps\":%llu,\"prefill_tokens\":%llu,\"decode_tokens\":%llu,"
+		"\"emitted_tokens\":%llu,\"max_step_seqs\":%llu,\n\"step_tokens\":{",
+		(unsigned long long)v->steps, (unsigned long long)v->prefill_tokens,
+		(unsigned long long)v->decode_tokens,
+		(unsigned long long)__atomic_load_n(&v->emitted, __ATOMIC_RELAXED),
+		(unsigned long long)v->max_step_seqs);
+	for (unsigned t = 0; t <= STEP_HIST_MAX; t++)
+		if (v->step_tokens_hist[t]) {
+			fprintf(f, "%s\"%u\":%llu", first ? "" : ",", t,
+				(unsigned long long)v->step_tokens_hist[t]);
+			first = 0;
+		}
+	fprintf(f, "},\n");
+	write_step_stats(f, &v->step_ns);
+	fprintf(f, "\"running\":%u,\"waiting\":%u,\"peak_running\":%u,\"peak_waiting\":%u,"
+		"\"kv_used_blocks\":%u,\"kv_total_blocks\":%u,\"kv_peak_blocks\":%u,"
+		"\"block_size\":%u,\"block_bytes\":%llu},\n", v->running, v->waiting,
+		v->peak_running, v->peak_waiting, v->kv_used, v->kv_total, v->kv_peak,
+		v->block_size, (unsigned long long)v->block_bytes);
+}
+
 static void write_stats(FILE *f, uint64_t wall_ns)
 {
 	static const char *const shape_names[7] = {
@@ -342,12 +579,20 @@ static void write_stats(FILE *f, uint64_t wall_ns)
 	write_pools(f);
 	write_opencl(f);
 	write_probes(f);
+	write_serving(f);
 	fprintf(f, "\"spans_unrecorded\":%llu,\"tokens\":%llu,\"prompt_tokens\":%llu,"
 		"\"forward_passes\":%llu,\"requests\":%llu,\"wall_ns\":%llu,\"tok_per_s\":%.3f}\n",
 		(unsigned long long)spans_unrecorded, (unsigned long long)tokens,
 		(unsigned long long)n_prompt_tokens, (unsigned long long)n_forward,
 		(unsigned long long)n_requests, (unsigned long long)wall_ns,
 		wall_ns ? (double)tokens * 1e9 / (double)wall_ns : 0.0);
+}
+
+void trace_stats_print(FILE *f, uint64_t wall_ns)
+{
+	pthread_mutex_lock(&stats_lock);
+	write_stats(f, wall_ns);
+	pthread_mutex_unlock(&stats_lock);
 }
 
 int trace_stats_write(const char *path, uint64_t wall_ns, InferError *err)

@@ -10,6 +10,7 @@
 #define INFER_TRACE_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include "error.h"
 #include "probes.h"
 
@@ -29,10 +30,33 @@ int trace_kernels_wanted(void);
 /* Fires cl_batch (in chunks of CL_BATCH_MAX) and counts the kernels. */
 void trace_kernels(const struct cl_kernel_record *recs, uint32_t n);
 
+/* The serving engine's probes (see probes.h for what each announces).
+ * Lifecycle probes carry the running/waiting gauges just after the event. */
+void trace_req_queued(uint64_t req, uint32_t prompt_tokens, uint32_t max_tokens,
+		      uint32_t running, uint32_t waiting);
+void trace_req_admitted(uint64_t req, uint32_t prefill_tokens, uint32_t generated,
+			uint32_t running, uint32_t waiting);
+void trace_req_preempted(uint64_t req, uint32_t generated, uint32_t blocks_freed,
+			 uint32_t running, uint32_t waiting);
+/* preemptions is for --stats only (the tracer counts req_preempted). */
+void trace_req_finished(uint64_t req, enum finish_reason reason, uint32_t prompt_tokens,
+			uint32_t generated, uint32_t preemptions, uint32_t running,
+			uint32_t waiting);
+/* Returns the step's begin time, which step_end carries. */
+uint64_t trace_step_begin(uint64_t step, uint32_t nseqs, uint32_t prefill_tokens,
+			  uint32_t decode_tokens);
+void trace_step_end(uint64_t step, uint64_t begin_ns, uint32_t nseqs, uint32_t prefill_tokens,
+		    uint32_t decode_tokens, uint32_t kv_used_blocks);
+void trace_token_emit(uint64_t req, uint32_t pos, uint32_t token_id);
+void trace_kv_blocks(uint32_t used, uint32_t total, uint32_t block_size, uint64_t block_bytes);
+
 /* Self-stats are off until enabled (the CLI enables them for --stats). */
 void trace_stats_enable(void);
 /* Writes the --stats JSON; wall_ns is the run's duration for tok/s. */
 int trace_stats_write(const char *path, uint64_t wall_ns, InferError *err);
+
+/* The same JSON to an open stream (the HTTP engine's GET /stats). */
+void trace_stats_print(FILE *f, uint64_t wall_ns);
 
 uint64_t trace_now_ns(void); /* CLOCK_MONOTONIC */
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # t_demo.sh - `make demo`'s script (tools/demo.sh) without a terminal: it
 # exits 0, its record run's summary counts the tokens the engine counted,
-# and `top -b` on the serving engine prints frames with forward rows.
+# the HTTP engine's 8 streamed completions are counted alike by the engine
+# and bpftrace, and `top -b` on the serving engine prints frames with
+# forward rows.
 source "$(dirname "$0")/lib.sh"
 need_bpf
 [ -r "$DEMO_MODEL" ] && [ -r "$DEMO_TOK" ] || fail "no demo model (make models first)"
@@ -17,6 +19,14 @@ done
 assert_eq "record summary tokens = engine's" "$(jq .tokens "$D/engine-stats.json")" \
 	"$(jq .tokens_generated "$D/summary.json")"
 assert_eq "record dropped nothing" 0 "$(jq .loss.dropped "$D/summary.json")"
+# the HTTP part: 8 streamed completions, counted alike by the engine and bpftrace
+assert_eq "demo: HTTP completions" 8 "$(jq -s '[.[] | select(.finish_reason)] | length' "$D/http-results.jsonl")"
+assert_eq "demo: engine's emitted tokens = the completions' usage" \
+	"$(jq -s '[.[].usage.completion_tokens] | add' "$D/http-results.jsonl")" "$(jq .serving.emitted_tokens "$D/http-stats.json")"
+if command -v bpftrace >/dev/null; then
+	assert_eq "demo: bpftrace token_emit count = engine's" "$(jq .serving.emitted_tokens "$D/http-stats.json")" \
+		"$(awk '$1 == "@tokens:" { print $2 }' "$D/http-bpftrace.txt")"
+fi
 frames=$(grep -c '^spantrace top' "$TMP/out")
 assert_le "top frames printed" 2 "$frames"
 grep -Eq '^- forward +[1-9]' "$TMP/out" || fail "no forward row with a count in top's frames: $(tail -n 20 "$TMP/out")"

@@ -14,7 +14,10 @@ need_bpf
 
 "$MKMODEL" "$TMP/big.bin" --shape 64,172,2,8,4,120000,64 --seed 1 >/dev/null || fail "mkmodel"
 HZ=999
-ENGINE=("$INFER" "$TMP/big.bin" -n 24 -b cpu -s 1 -t 0 --ids)
+# 64 tokens (the whole context): profile reads a target's maps when it
+# drains its first samples, so the run must outlive that; at 24 tokens the
+# faster CPU backend exited first and every user frame stayed [unknown].
+ENGINE=("$INFER" "$TMP/big.bin" -n 64 -b cpu -s 1 -t 0 --ids)
 OMP_NUM_THREADS=1 "$SPANTRACE" profile -q -F $HZ -o "$TMP/prof" -- "${ENGINE[@]}" >/dev/null 2>"$TMP/err" \
 	|| { cat "$TMP/err"; fail "spantrace profile failed"; }
 

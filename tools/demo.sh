@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # make demo: the engine on the generated stories15M-shape model, under the tracer.
 # 1. `spantrace record` of one run: JSONL, CSV, metrics and a summary in build/demo/.
-# 2. `spantrace top` on a stream of requests: interactive on a terminal (q quits),
+# 2. The HTTP engine (infer --http) under 8 concurrent streaming requests from the
+#    official OpenAI client, with `spantrace record -p` attached: its per-step forward
+#    spans, and the serving probes counted from outside by bpftrace, against the
+#    engine's own /stats.
+# 3. `spantrace top` on a stream of requests: interactive on a terminal (q quits),
 #    plain-text intervals (-b) otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +26,43 @@ echo "== spantrace record -- infer (detail level) =="
 echo
 echo "wrote $OUT/{trace.jsonl,ops.csv,metrics.jsonl,summary.json} (engine's own counts: $OUT/engine-stats.json)"
 jq -c '{tokens: .tokens_generated, tok_per_s, total_operations, drops}' "$OUT/summary.json" 2>/dev/null || true
+
+echo
+echo "== infer --http: 8 concurrent streaming requests (npm openai), traced live =="
+if command -v node >/dev/null && [ -d tests/node/node_modules/openai ]; then
+	"$B/infer" "$MODEL" -z "$TOK" --http 127.0.0.1:0 2>"$OUT/http.err" &
+	http=$!
+	for _ in $(seq 100); do grep -q "listening on" "$OUT/http.err" && break; sleep 0.1; done
+	base=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$OUT/http.err")
+	printf '{"concurrent": true, "requests": [%s]}\n' "$(for i in $(seq 8); do
+		printf '%s{"prompt": "Once upon a time %d", "max_tokens": 64, "temperature": 0.8, "seed": %d, "stream": true}' \
+			"$([ "$i" = 1 ] || echo ,)" "$i" "$i"; done)" >"$OUT/http-spec.json"
+	"$B/spantrace" record -q --level coarse -p "$http" -o "$OUT/http-trace.jsonl" \
+		--summary "$OUT/http-summary.json" --duration 8 2>/dev/null &
+	rec=$!
+	bt=
+	if command -v bpftrace >/dev/null; then
+		timeout -s INT 8 bpftrace -p "$http" -e "
+			usdt:$B/libinfer.so:infer:token_emit { @tokens = count(); }
+			usdt:$B/libinfer.so:infer:step_end { @steps = count(); @batch = lhist(arg2, 1, 9, 1); }
+			usdt:$B/libinfer.so:infer:req_finished { @finish_reason[arg1] = count(); }" >"$OUT/http-bpftrace.txt" 2>/dev/null &
+		bt=$!
+	fi
+	sleep 2 # both attached
+	node tests/node/client.js "$base" run "$OUT/http-spec.json" >"$OUT/http-results.jsonl"
+	jq -r '"request \(.index): TTFT \(.ttft_ms | floor) ms, \(.usage.completion_tokens) tokens, \(.finish_reason): \(.text[0:50])"' \
+		"$OUT/http-results.jsonl" || true
+	wait $rec 2>/dev/null || true
+	[ -z "$bt" ] || wait "$bt" 2>/dev/null || true
+	curl -s "$base/stats" >"$OUT/http-stats.json" || true
+	kill -TERM $http; wait $http 2>/dev/null || true
+	echo
+	echo "engine's own counts: $(jq -c '.serving | {queued, finished, steps, emitted_tokens, max_step_seqs, preempted}' "$OUT/http-stats.json" 2>/dev/null)"
+	echo "spantrace record -p (per-step forward spans): $(jq -c '{forward: .spans.forward.count, p50_ms: (.spans.forward.p50_ns / 1e6)}' "$OUT/http-summary.json" 2>/dev/null)"
+	[ -z "$bt" ] || { echo "bpftrace on the serving probes (finish_reason 0=stop 1=length):"; grep -v '^$' "$OUT/http-bpftrace.txt" | head -n 20; }
+else
+	echo "(skipped: no node or npm openai; make deps installs them)"
+fi
 
 echo
 echo "== spantrace top -p PID of a serving engine (attached live, no restart) =="

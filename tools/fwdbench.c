@@ -57,7 +57,7 @@ static int bench_model(const char *path, const char *backend, int prefill, int d
 {
 	Model m;
 	InferError err = { "" };
-	BackendOptions opt = { -1, -1, 0 };
+	BackendOptions opt = { .cl_platform = -1, .cl_device = -1 };
 	const BackendOps *ops = backend_find(backend);
 	void *st = NULL;
 	float *logits = NULL;

@@ -21,22 +21,24 @@ static inline float hsum16(float16 v)
 	return hsum8(v.lo + v.hi);
 }
 
-/* Copies n token vectors of width k from x to xs. With g non-NULL each is
- * rmsnorm'ed as llama2.c does: g[j] * (x[j] / sqrt(mean(x^2) + 1e-5)).
- * xs holds n*k floats followed by n per-token scales. Called by every
- * work-item of the group (it has barriers). */
-static void stage_tokens(const __global float *x, int n, int k,
+/* Copies n token vectors of width k from x to xs: token t is row idx[t] of
+ * x, or row t when idx is NULL. With g non-NULL each is rmsnorm'ed as
+ * llama2.c does: g[j] * (x[j] / sqrt(mean(x^2) + 1e-5)). xs holds n*k
+ * floats followed by n per-token scales. Called by every work-item of the
+ * group (it has barriers). */
+static void stage_tokens(const __global float *x, const __global int *idx, int n, int k,
 			 const __global float *g, __local float *xs)
 {
 	int lid = get_local_id(0), lsz = get_local_size(0);
 	__local float *scale = xs + n * k;
 
 	for (int t = lid; t < n; t += lsz) {
+		const __global float *xt = x + (size_t)(idx ? idx[t] : t) * k;
 		float s = 1.0f;
 		if (g) {
 			float ss = 0.0f;
 			for (int j = 0; j < k; j++)
-				ss += x[t * k + j] * x[t * k + j];
+				ss += xt[j] * xt[j];
 			ss = ss / k + 1e-5f;
 			s = 1.0f / sqrt(ss);
 		}
@@ -44,15 +46,19 @@ static void stage_tokens(const __global float *x, int n, int k,
 	}
 	barrier(CLK_LOCAL_MEM_FENCE);
 	for (int t = 0; t < n; t++) {
+		const __global float *xt = x + (size_t)(idx ? idx[t] : t) * k;
 		float s = scale[t];
 		for (int j = lid; j < k; j += lsz)
-			xs[t * k + j] = g ? g[j] * (s * x[t * k + j]) : x[t * k + j];
+			xs[t * k + j] = g ? g[j] * (s * xt[j]) : xt[j];
 	}
 	barrier(CLK_LOCAL_MEM_FENCE);
 }
 
 /* Four weight rows against four staged tokens (x, x+k, x+2k, x+3k).
- * Lane r*4+t of the result is row r times token t. */
+ * Lane r*4+t of the result is row r times token t. Each lane is summed in
+ * exactly dot_row's order (16 lanes of fma, hsum16, then the tail with
+ * fma), so a token's result does not depend on whether it came in a block
+ * of four or alone: the batch invariance the serving engine promises. */
 static float16 dot_4x4(const __global float *w0, const __global float *w1,
 		       const __global float *w2, const __global float *w3,
 		       const __local float *x, int k)
@@ -82,31 +88,28 @@ static float16 dot_4x4(const __global float *w0, const __global float *w1,
 				hsum16(a10), hsum16(a11), hsum16(a12), hsum16(a13),
 				hsum16(a20), hsum16(a21), hsum16(a22), hsum16(a23),
 				hsum16(a30), hsum16(a31), hsum16(a32), hsum16(a33));
-	for (; j < k; j++) { /* widths that are not a multiple of 8 */
+	for (; j < k; j++) { /* widths that are not a multiple of 16 */
 		float4 xv = (float4)(x[j], x1[j], x2[j], x3[j]);
-		out.s0123 += w0[j] * xv;
-		out.s4567 += w1[j] * xv;
-		out.s89ab += w2[j] * xv;
-		out.scdef += w3[j] * xv;
+		out.s0123 = fma((float4)w0[j], xv, out.s0123);
+		out.s4567 = fma((float4)w1[j], xv, out.s4567);
+		out.s89ab = fma((float4)w2[j], xv, out.s89ab);
+		out.scdef = fma((float4)w3[j], xv, out.scdef);
 	}
 	return out;
 }
 
-/* One weight row against one staged token, 16 lanes at a time. */
+/* One weight row against one staged token, 16 lanes at a time, in the
+ * order dot_4x4 sums each of its lanes. */
 static inline float dot_row(const __global float *w, const __local float *x, int k)
 {
-	float16 acc = 0, acc2 = 0; /* two chains: FMA latency is not the limit */
+	float16 acc = 0;
 	int j = 0;
 
-	for (; j + 32 <= k; j += 32) {
-		acc = fma(vload16(0, w + j), vload16(0, x + j), acc);
-		acc2 = fma(vload16(0, w + j + 16), vload16(0, x + j + 16), acc2);
-	}
 	for (; j + 16 <= k; j += 16)
 		acc = fma(vload16(0, w + j), vload16(0, x + j), acc);
-	float s = hsum16(acc + acc2);
+	float s = hsum16(acc);
 	for (; j < k; j++)
-		s += w[j] * x[j];
+		s = fma(w[j], x[j], s);
 	return s;
 }
 

@@ -1,8 +1,14 @@
 /* 10_forward.cl - the forward pass of a llama2.c transformer, one kernel per
  * fused phase (math as in llama2.c's run.c). Every matrix kernel takes a
- * batch of n tokens: n == 1 is decode (matvec), n > 1 a prefill batch whose
- * weights are read once per 4-token block instead of once per token.
- * Global size dimension 0 is in 4-row blocks, rounded up to the local size. */
+ * batch of n tokens, from one sequence or several (the serving engine's
+ * step): weights are read once per 4-token block instead of once per token.
+ * Global size dimension 0 is in 4-row blocks, rounded up to the local size.
+ *
+ * Per-token metadata comes in one int buffer `meta` at offsets given as
+ * arguments: position (pos_off), the pool row its k/v go to (slot_off), and
+ * where its sequence's block table starts (tab_off, into meta + btab_off).
+ * The KV cache is paged: position j of a sequence lives in pool row
+ * table[j / bs] * bs + j % bs. */
 
 /* x[t] = embedding row tokens[t]; ids are checked on the host. */
 __kernel void embed(const __global int *tokens, const __global float *table,
@@ -26,18 +32,20 @@ static inline float2 rope_pair(float a, float b, int i, int head_size, int p,
 }
 
 /* rmsnorm(x) then the fused q/k/v projection (wqkv rows: q, k, v), RoPE on
- * q and k, and k/v stored straight into this layer's cache at pos + t. */
+ * q and k, and k/v stored straight into this layer's cache, each token's
+ * at its pool row. */
 __kernel void qkv_rope(const __global float *x, const __global float *g,
 		       const __global float *wqkv, __global float *q,
 		       __global float *kcache, __global float *vcache,
-		       const __global float2 *rope, int n, int pos, int dim,
+		       const __global float2 *rope, const __global int *meta,
+		       int pos_off, int slot_off, int n, int dim,
 		       int kv_dim, int head_size, __local float *xs)
 {
 	int rows = dim + 2 * kv_dim;
 	int r0 = get_global_id(0) * ROWS_PER_ITEM;
 	float res[ROWS_PER_ITEM * TOK_BLOCK];
 
-	stage_tokens(x, n, dim, g, xs);
+	stage_tokens(x, 0, n, dim, g, xs);
 	if (r0 >= rows)
 		return;
 	const __global float *w0 = row_ptr(wqkv, r0, rows, dim);
@@ -47,7 +55,8 @@ __kernel void qkv_rope(const __global float *x, const __global float *g,
 	for (int t0 = 0; t0 < n;) {
 		int nt = dot_block(w0, w1, w2, w3, xs, dim, n, t0, res);
 		for (int t = 0; t < nt; t++) {
-			int p = pos + t0 + t;
+			int p = meta[pos_off + t0 + t];
+			size_t slot = (size_t)meta[slot_off + t0 + t];
 			/* rows come in RoPE pairs; segment bounds are even */
 			for (int r = 0; r < ROWS_PER_ITEM && r0 + r < rows; r += 2) {
 				int row = r0 + r;
@@ -60,12 +69,12 @@ __kernel void qkv_rope(const __global float *x, const __global float *g,
 				} else if (row < dim + kv_dim) {
 					int i = row - dim;
 					float2 v = rope_pair(a, b, i, head_size, p, rope);
-					kcache[(size_t)p * kv_dim + i] = v.x;
-					kcache[(size_t)p * kv_dim + i + 1] = v.y;
+					kcache[slot * kv_dim + i] = v.x;
+					kcache[slot * kv_dim + i + 1] = v.y;
 				} else {
 					int i = row - dim - kv_dim;
-					vcache[(size_t)p * kv_dim + i] = a;
-					vcache[(size_t)p * kv_dim + i + 1] = b;
+					vcache[slot * kv_dim + i] = a;
+					vcache[slot * kv_dim + i + 1] = b;
 				}
 			}
 		}
@@ -87,44 +96,59 @@ static inline float head_dot(const __global float *a, const __global float *b, i
 	return s;
 }
 
-/* One work-item per (head, token): scores against positions 0..pos+t
- * (causal inside the batch), softmax, weighted sum of values. att is local
- * scratch of seq_len floats (local size 1, so it is private to the item). */
+/* One work-item per (head, token): scores against its sequence's positions
+ * 0..p (causal inside the batch), walked block by block in order, softmax,
+ * weighted sum of values. att is local scratch of seq_len floats (local
+ * size 1, so it is private to the item). */
 __kernel void attention(const __global float *q, const __global float *kcache,
 			const __global float *vcache, __global float *out,
-			int pos, int dim, int kv_dim, int head_size, int kv_mul,
+			const __global int *meta, int pos_off, int tab_off, int btab_off,
+			int bs, int dim, int kv_dim, int head_size, int kv_mul,
 			__local float *att)
 {
 	int h = get_global_id(0), t = get_global_id(1);
-	int p = pos + t;
+	int p = meta[pos_off + t];
+	const __global int *tab = meta + btab_off + meta[tab_off + t];
 	const __global float *qh = q + t * dim + h * head_size;
 	int kv_off = (h / kv_mul) * head_size;
 	__global float *o = out + t * dim + h * head_size;
 	float inv_scale = 1.0f / sqrt((float)head_size);
 	float maxv = -INFINITY, sum = 0.0f;
 
-	for (int j = 0; j <= p; j++) {
-		float s = head_dot(qh, kcache + (size_t)j * kv_dim + kv_off, head_size) * inv_scale;
-		att[j] = s;
-		maxv = fmax(maxv, s);
+	for (int j0 = 0; j0 <= p; j0 += bs) {
+		const __global float *kb = kcache + (size_t)tab[j0 / bs] * bs * kv_dim + kv_off;
+		int m = min(bs, p + 1 - j0);
+		for (int j = 0; j < m; j++) {
+			float s = head_dot(qh, kb + (size_t)j * kv_dim, head_size) * inv_scale;
+			att[j0 + j] = s;
+			maxv = fmax(maxv, s);
+		}
 	}
 	for (int j = 0; j <= p; j++) {
 		att[j] = exp(att[j] - maxv);
 		sum += att[j];
 	}
 	float inv_sum = 1.0f / sum;
-	const __global float *v0 = vcache + kv_off;
 	int i = 0;
 	for (; i + 4 <= head_size; i += 4) { /* 4 output lanes per sweep */
 		float4 acc = 0;
-		for (int j = 0; j <= p; j++)
-			acc = fma((float4)(att[j] * inv_sum), vload4(0, v0 + (size_t)j * kv_dim + i), acc);
+		for (int j0 = 0; j0 <= p; j0 += bs) {
+			const __global float *vb = vcache + (size_t)tab[j0 / bs] * bs * kv_dim + kv_off;
+			int m = min(bs, p + 1 - j0);
+			for (int j = 0; j < m; j++)
+				acc = fma((float4)(att[j0 + j] * inv_sum),
+					  vload4(0, vb + (size_t)j * kv_dim + i), acc);
+		}
 		vstore4(acc, 0, o + i);
 	}
 	for (; i < head_size; i++) {
 		float acc = 0;
-		for (int j = 0; j <= p; j++)
-			acc += att[j] * inv_sum * v0[(size_t)j * kv_dim + i];
+		for (int j0 = 0; j0 <= p; j0 += bs) {
+			const __global float *vb = vcache + (size_t)tab[j0 / bs] * bs * kv_dim + kv_off;
+			int m = min(bs, p + 1 - j0);
+			for (int j = 0; j < m; j++)
+				acc += att[j0 + j] * inv_sum * vb[(size_t)j * kv_dim + i];
+		}
 		o[i] = acc;
 	}
 }
@@ -138,7 +162,7 @@ __kernel void matmul_add(const __global float *in, const __global float *w,
 	int r0 = get_global_id(0) * ROWS_PER_ITEM;
 	float res[ROWS_PER_ITEM * TOK_BLOCK];
 
-	stage_tokens(in, n, k, 0, xs);
+	stage_tokens(in, 0, n, k, 0, xs);
 	if (r0 >= rows)
 		return;
 	const __global float *w0 = row_ptr(w, r0, rows, k);
@@ -163,7 +187,7 @@ __kernel void ffn_up(const __global float *x, const __global float *g,
 	int h0 = get_global_id(0) * 2;
 	float res[ROWS_PER_ITEM * TOK_BLOCK];
 
-	stage_tokens(x, n, dim, g, xs);
+	stage_tokens(x, 0, n, dim, g, xs);
 	if (h0 >= hidden)
 		return;
 	const __global float *w3 = w13 + (size_t)hidden * dim;
@@ -184,20 +208,28 @@ __kernel void ffn_up(const __global float *x, const __global float *g,
 	}
 }
 
-/* Final rmsnorm of token `tok` alone, then logits = wcls @ x[tok]. */
+/* Final rmsnorm of the n_out tokens listed at meta[out_off..], then
+ * logits row t = wcls @ x[token t]: out is (n_out, vocab). */
 __kernel void logits(const __global float *x, const __global float *g,
 		     const __global float *wcls, __global float *out,
-		     int tok, int dim, int vocab, __local float *xs)
+		     const __global int *meta, int out_off, int n_out, int dim, int vocab,
+		     __local float *xs)
 {
 	int r0 = get_global_id(0) * ROWS_PER_ITEM;
 	float res[ROWS_PER_ITEM * TOK_BLOCK];
 
-	stage_tokens(x + tok * dim, 1, dim, g, xs);
+	stage_tokens(x, meta + out_off, n_out, dim, g, xs);
 	if (r0 >= vocab)
 		return;
-	dot_block(row_ptr(wcls, r0, vocab, dim), row_ptr(wcls, r0 + 1, vocab, dim),
-		  row_ptr(wcls, r0 + 2, vocab, dim), row_ptr(wcls, r0 + 3, vocab, dim),
-		  xs, dim, 1, 0, res);
-	for (int r = 0; r < ROWS_PER_ITEM && r0 + r < vocab; r++)
-		out[r0 + r] = res[r * TOK_BLOCK];
+	const __global float *w0 = row_ptr(wcls, r0, vocab, dim);
+	const __global float *w1 = row_ptr(wcls, r0 + 1, vocab, dim);
+	const __global float *w2 = row_ptr(wcls, r0 + 2, vocab, dim);
+	const __global float *w3 = row_ptr(wcls, r0 + 3, vocab, dim);
+	for (int t0 = 0; t0 < n_out;) {
+		int nt = dot_block(w0, w1, w2, w3, xs, dim, n_out, t0, res);
+		for (int t = 0; t < nt; t++)
+			for (int r = 0; r < ROWS_PER_ITEM && r0 + r < vocab; r++)
+				out[(size_t)(t0 + t) * vocab + r0 + r] = res[r * TOK_BLOCK + t];
+		t0 += nt;
+	}
 }

@@ -12,11 +12,13 @@
 
 #define MAX_WORDS 64
 
-/* What a successful parse promises: a model, and a tokenizer unless --ids. */
+/* What a successful parse promises: a model, and a tokenizer unless --ids
+ * or --http (which takes token-id prompts without one). */
 static void check_args(const Args *a)
 {
 	FUZZ_CHECK(a->eng.model_path != NULL);
-	FUZZ_CHECK(a->ids || a->eng.tokenizer_path);
+	FUZZ_CHECK(a->ids || a->eng.tokenizer_path || a->http);
+	FUZZ_CHECK(!(a->http && (a->serve || a->prompt)));
 	FUZZ_CHECK(!(a->serve && a->prompt));
 	FUZZ_CHECK(a->eng.steps >= 0);
 	FUZZ_CHECK(a->eng.temperature >= 0 && isfinite(a->eng.temperature));

@@ -140,7 +140,7 @@ static int check_model(const char *path)
 {
 	Model m;
 	InferError err = { "" };
-	BackendOptions opt = { -1, -1, 0 };
+	BackendOptions opt = { .cl_platform = -1, .cl_device = -1 };
 	Side cpu = { &backend_cpu, NULL, NULL }, cl = { &backend_opencl, NULL, NULL };
 	int tok[256], rc = 1, vocab, seq, pos = 0;
 	/* prefill (not a multiple of 4: both dot paths), decodes, prefills

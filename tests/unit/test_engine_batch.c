@@ -20,7 +20,7 @@ static int run(const Model *m, const int *tokens, int n, int batched, float *log
 	InferError err;
 	int rc = 0;
 
-	if (backend_cpu.create(m, &(BackendOptions){ -1, -1, 0 }, &st, &err) < 0) {
+	if (backend_cpu.create(m, &(BackendOptions){ .cl_platform = -1, .cl_device = -1 }, &st, &err) < 0) {
 		fprintf(stderr, "create: %s\n", err.msg);
 		return -1;
 	}
@@ -50,7 +50,7 @@ static void test_batch(const Model *m)
 	CHECK(memcmp(a, b, (size_t)vocab * sizeof(float)) == 0,
 	      "batched logits differ from one-at-a-time logits");
 	/* out-of-range positions and ids are refused, not read */
-	CHECK(backend_cpu.create(m, &(BackendOptions){ -1, -1, 0 }, &st, &err) == 0, "create");
+	CHECK(backend_cpu.create(m, &(BackendOptions){ .cl_platform = -1, .cl_device = -1 }, &st, &err) == 0, "create");
 	CHECK(backend_cpu.forward(st, tokens, 1, m->config.seq_len, a, &err) < 0, "pos past seq_len");
 	CHECK(backend_cpu.forward(st, (int[]){ vocab }, 1, 0, a, &err) < 0, "id >= vocab accepted");
 	CHECK(backend_cpu.forward(st, tokens, backend_cpu.max_batch + 1, 0, a, &err) < 0,

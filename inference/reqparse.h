@@ -1,0 +1,42 @@
+/* reqparse.h - the body of POST /v1/completions, parsed and type-checked.
+ *
+ * OpenAI's fields: prompt (a string, one string in a list, or a list of
+ * token ids), max_tokens, temperature, top_p, seed, stop (a string or up to
+ * 4), stream; model is accepted and ignored; n, best_of, echo, logprobs and
+ * suffix are accepted only at their defaults. Unknown fields are ignored.
+ * Anything malformed or of the wrong type fails with a message that names
+ * the field: the HTTP layer answers 400 with it. */
+#ifndef INFER_REQPARSE_H
+#define INFER_REQPARSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "serve.h"
+
+#define REQ_DEFAULT_MAX_TOKENS 16     /* OpenAI's default */
+#define REQ_MAX_MAX_TOKENS (1 << 20)  /* beyond any context this engine runs */
+#define REQ_MAX_PROMPT_IDS (1 << 20)
+
+typedef struct {
+	char *prompt_text;  /* owned; NULL when the prompt is token ids */
+	int *prompt_ids;    /* owned, (n_prompt_ids) */
+	int n_prompt_ids;
+	int max_tokens;
+	double temperature, top_p;
+	uint64_t seed;
+	int has_seed;
+	char *stop[SERVE_MAX_STOP]; /* owned */
+	int n_stop;
+	int stream;
+} CompletionRequest;
+
+/* Parses len bytes of JSON; on failure writes one line to err (errlen
+ * bytes) and returns -1 with nothing left to free. */
+int completion_request_parse(const char *body, size_t len, CompletionRequest *out,
+			     char *err, size_t errlen);
+void completion_request_free(CompletionRequest *r);
+
+/* The parsed request as what the serving engine takes (pointers into r). */
+void completion_request_params(const CompletionRequest *r, ServeParams *p);
+
+#endif

@@ -1,0 +1,43 @@
+/* fuzz_completion_request.c - the HTTP engine's request parser
+ * (completion_request_parse in inference/reqparse.c) on any bytes as a
+ * POST /v1/completions body. A body it accepts must keep its promises:
+ * a prompt (text without NULs, or ids), fields in their ranges.
+ * fuzz-sources: inference/reqparse.c
+ * fuzz-libs: -ljson-c
+ */
+#include <math.h>
+#include "fuzz_common.h"
+#include "reqparse.h"
+
+static void check_request(const CompletionRequest *r)
+{
+	ServeParams p;
+
+	FUZZ_CHECK((r->prompt_text != NULL) != (r->prompt_ids != NULL));
+	FUZZ_CHECK(r->n_prompt_ids >= 0 && r->n_prompt_ids <= REQ_MAX_PROMPT_IDS);
+	for (int i = 0; i < r->n_prompt_ids; i++)
+		FUZZ_CHECK(r->prompt_ids[i] >= 0);
+	FUZZ_CHECK(r->max_tokens >= 1 && r->max_tokens <= REQ_MAX_MAX_TOKENS);
+	FUZZ_CHECK(isfinite(r->temperature) && r->temperature >= 0 && r->temperature <= 2);
+	FUZZ_CHECK(isfinite(r->top_p) && r->top_p >= 0 && r->top_p <= 1);
+	FUZZ_CHECK(r->n_stop >= 0 && r->n_stop <= SERVE_MAX_STOP);
+	for (int i = 0; i < r->n_stop; i++)
+		FUZZ_CHECK(r->stop[i] && r->stop[i][0] != '\0');
+	FUZZ_CHECK(r->stream == 0 || r->stream == 1);
+	completion_request_params(r, &p);
+	FUZZ_CHECK(p.max_tokens == r->max_tokens && p.n_stop == r->n_stop);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	CompletionRequest r;
+	char err[256];
+
+	if (completion_request_parse((const char *)data, size, &r, err, sizeof(err)) == 0) {
+		check_request(&r);
+		completion_request_free(&r);
+	} else {
+		FUZZ_CHECK(err[0] != '\0');
+	}
+	return 0;
+}

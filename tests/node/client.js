@@ -1,0 +1,103 @@
+#!/usr/bin/env node
+// client.js - drives `infer --http` with the official OpenAI client (npm `openai`).
+//
+//   node client.js BASE_URL run SPEC.json     run SPEC's requests, print one JSON result per line
+//   node client.js BASE_URL models            print client.models.list() as JSON
+//   node client.js BASE_URL bench SPEC.json   run SPEC, print one summary line: wall_ms,
+//                                             completion_tokens, ttft_ms[], errors
+//
+// SPEC: {"concurrent": bool, "requests": [{...completion params..., "abort_after": N}]}.
+// Each request takes OpenAI's fields (prompt, max_tokens, temperature, top_p, seed, stop,
+// stream); "abort_after" (streaming only) closes the stream after N chunks, as a client
+// that goes away. A result: {index, text, token_ids, finish_reason, usage, chunks,
+// done (the stream ended with [DONE]), ttft_ms, gaps_ms, total_ms} or {index, status, error}.
+'use strict';
+const fs = require('fs');
+const OpenAI = require('openai');
+
+const [base, mode, arg] = process.argv.slice(2);
+if (!base || !mode) {
+	console.error('usage: client.js BASE_URL run SPEC.json | models');
+	process.exit(2);
+}
+const client = new OpenAI({ baseURL: base + '/v1', apiKey: 'unused', maxRetries: 0, timeout: 300000 });
+
+async function streamed(params, abortAfter, t0) {
+	const stream = await client.completions.create({ ...params, stream: true });
+	const out = { text: '', token_ids: [], finish_reason: null, usage: null, chunks: 0, gaps_ms: [] };
+	let last = null;
+	for await (const chunk of stream) {
+		const now = performance.now();
+		const c = chunk.choices[0];
+		if (out.chunks === 0) out.ttft_ms = now - t0;
+		else out.gaps_ms.push(now - last);
+		last = now;
+		out.chunks++;
+		out.text += c.text;
+		if (c.token_ids) out.token_ids.push(...c.token_ids);
+		if (c.finish_reason) out.finish_reason = c.finish_reason;
+		if (chunk.usage) out.usage = chunk.usage;
+		if (abortAfter && out.chunks >= abortAfter) {
+			stream.controller.abort();
+			out.aborted = true;
+			return out;
+		}
+	}
+	out.done = true; // the iterator ends only on [DONE] or the end of the body
+	return out;
+}
+
+async function one(req, index) {
+	const { abort_after: abortAfter, ...params } = req;
+	params.model = params.model || 'model';
+	const t0 = performance.now();
+	try {
+		let out;
+		if (params.stream) {
+			out = await streamed(params, abortAfter, t0);
+		} else {
+			const r = await client.completions.create(params);
+			const c = r.choices[0];
+			out = { text: c.text, token_ids: c.token_ids, finish_reason: c.finish_reason, usage: r.usage,
+				object: r.object, id: r.id };
+		}
+		return { index, ...out, total_ms: performance.now() - t0 };
+	} catch (e) {
+		if (e.name === 'AbortError' || e instanceof OpenAI.APIUserAbortError) return { index, aborted: true };
+		return { index, status: e.status === undefined ? null : e.status, error: e.message };
+	}
+}
+
+async function main() {
+	if (mode === 'models') {
+		const list = await client.models.list();
+		console.log(JSON.stringify(list.data));
+		return;
+	}
+	if (mode !== 'run' && mode !== 'bench') throw new Error('unknown mode ' + mode);
+	const spec = JSON.parse(fs.readFileSync(arg, 'utf8'));
+	const t0 = performance.now();
+	let results;
+	if (spec.concurrent) {
+		results = await Promise.all(spec.requests.map((r, i) => one(r, i)));
+	} else {
+		results = [];
+		for (let i = 0; i < spec.requests.length; i++) results.push(await one(spec.requests[i], i));
+	}
+	if (mode === 'bench') {
+		const ok = results.filter((r) => r.usage);
+		console.log(JSON.stringify({
+			wall_ms: performance.now() - t0,
+			completion_tokens: ok.reduce((n, r) => n + r.usage.completion_tokens, 0),
+			ttft_ms: ok.filter((r) => r.ttft_ms !== undefined).map((r) => r.ttft_ms),
+			errors: results.length - ok.length,
+		}));
+		return;
+	}
+	for (const r of results) console.log(JSON.stringify(r));
+}
+
+main().catch((e) => {
+	console.error('client.js: ' + (e.stack || e));
+	process.exit(1);
+});

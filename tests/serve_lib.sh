@@ -1,0 +1,48 @@
+# tests/serve_lib.sh - sourced by tests/t_serve_*.sh after lib.sh: starting
+# `infer --http` on a free port and driving it with the real OpenAI client.
+NODE_DIR=$ROOT/tests/node
+
+need_node() {
+	command -v node >/dev/null || skip "no node: make deps installs nodejs and npm"
+	[ -d "$NODE_DIR/node_modules/openai" ] || skip "no npm openai package in tests/node (make deps installs it)"
+}
+
+# start_engine ARGS...: infer ARGS --http 127.0.0.1:0; sets EPID, PORT, BASE.
+start_engine() {
+	: >"$TMP/engine.err"
+	"$INFER" "$@" --http 127.0.0.1:0 2>"$TMP/engine.err" &
+	EPID=$!
+	wait_for grep -q "listening on" "$TMP/engine.err" || fail "engine did not start: $(cat "$TMP/engine.err")"
+	PORT=$(sed -n 's/.*listening on http:\/\/[0-9.]*:\([0-9]*\).*/\1/p' "$TMP/engine.err")
+	BASE=http://127.0.0.1:$PORT
+	ok "engine $EPID on $BASE: $*"
+}
+
+# stop_engine: SIGTERM, and it must exit 0.
+stop_engine() {
+	kill -TERM "$EPID"
+	wait "$EPID"
+	local rc=$?
+	[ $rc = 0 ] || fail "engine exited $rc: $(tail -n 5 "$TMP/engine.err")"
+}
+
+# client SPEC OUT: runs SPEC (see tests/node/client.js); one JSON line per request in OUT.
+client() { node "$NODE_DIR/client.js" "$BASE" run "$1" >"$2" 2>"$TMP/client.err" || fail "client: $(cat "$TMP/client.err")"; }
+
+# health FIELD: a field of GET /health
+health() { curl -s "$BASE/health" | jq -r ".$1"; }
+# stat JQ: a field of GET /stats
+stat() { curl -s "$BASE/stats" | jq -r "$1"; }
+
+# same_outputs A B: per request, text, ids, finish_reason and usage are equal.
+same_outputs() {
+	local a b
+	a=$(jq -c '{index, text, token_ids, finish_reason, usage}' "$1" | sort)
+	b=$(jq -c '{index, text, token_ids, finish_reason, usage}' "$2" | sort)
+	[ "$a" = "$b" ] || { diff <(echo "$a") <(echo "$b") | head -n 10 >&2; return 1; }
+}
+# For wait_for (which repeats its arguments as given, so the query must run inside):
+health_is() { [ "$(health "$1")" = "$2" ]; }
+health_ge() { [ "$(health "$1")" -ge "$2" ]; }
+health_le() { [ "$(health "$1")" -le "$2" ]; }
+stat_is() { [ "$(stat "$1")" = "$2" ]; }

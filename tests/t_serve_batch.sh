@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Batch invariance end to end: N concurrent greedy requests (streaming and
+# not, different prompts and lengths) produce exactly the text and ids each
+# produces alone. stories260K (id prompts) and the stories15M shape, cpu and
+# opencl, and a tiny KV pool that forces preemption by recompute.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/serve_lib.sh"
+need_node
+need_models
+command -v jq >/dev/null || skip "jq not installed"
+[ -r "$DEMO_MODEL" ] && [ -r "$DEMO_TOK" ] || fail "no demo model (make models first)"
+[ -r "$MODELS/tokenizer.bin" ] || skip "no ../shared/models/tokenizer.bin"
+
+# spec CONCURRENT PROMPT... : one greedy request per prompt, lengths and
+# streaming varied; a prompt is JSON (a string or a list of ids).
+spec() {
+	local conc=$1 i=0 sep=
+	shift
+	printf '{"concurrent": %s, "requests": [' "$conc"
+	for p in "$@"; do
+		printf '%s{"prompt": %s, "max_tokens": %d, "temperature": 0, "stream": %s}' \
+			"$sep" "$p" $((20 + 7 * i)) "$([ $((i % 2)) = 1 ] && echo true || echo false)"
+		sep=,
+		i=$((i + 1))
+	done
+	printf ']}\n'
+}
+
+# check NAME PROMPTS... : solo (one at a time) vs all at once on the running engine.
+check() {
+	local name=$1
+	shift
+	spec false "$@" >"$TMP/solo.json"
+	spec true "$@" >"$TMP/conc.json"
+	client "$TMP/solo.json" "$TMP/solo"
+	client "$TMP/conc.json" "$TMP/conc"
+	jq -e 'select(.error)' "$TMP/conc" >/dev/null && fail "$name: a request failed: $(grep error "$TMP/conc" | head -n 1)"
+	same_outputs "$TMP/solo" "$TMP/conc" || fail "$name: concurrent outputs differ from solo ones"
+	ok "$name: $# concurrent requests = solo, text and ids"
+	assert_eq "$name: every request finished" "$#" "$(jq -s '[.[] | select(.finish_reason)] | length' "$TMP/conc")"
+	assert_le "$name: steps batched more than one sequence" 2 "$(stat .serving.max_step_seqs)"
+}
+
+ids_prompts=('[1]' '[1, 461, 401]' '[1, 378, 455, 473]' '[1]' '[1, 299, 362, 409, 283]' '[1, 13]')
+text_prompts=('"Once upon a time"' '"The cat sat"' '"A dog"' '""' '"In the park there was a big tree"' '"Lily"')
+
+for b in cpu opencl; do
+	[ $b = opencl ] && need_opencl
+	start_engine "$MODELS/stories260K.bin" -z "$MODELS/tokenizer.bin" -b $b --max-seqs 6
+	check "stories260K $b" "${ids_prompts[@]}"
+	stop_engine
+	start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b $b --max-seqs 6
+	check "stories15M shape $b" "${text_prompts[@]}"
+	stop_engine
+	# 12 blocks of 8 positions: not enough for six sequences of ~30-60 positions
+	start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b $b --max-seqs 6 --kv-blocks 12 --block-size 8
+	check "tiny pool $b" "${text_prompts[@]}"
+	assert_le "tiny pool $b: sequences were preempted" 1 "$(stat .serving.preempted)"
+	assert_eq "tiny pool $b: preemptions counted per request too" "$(stat .serving.preempted)" \
+		"$(stat '[.serving.per_request[].preemptions] | add')"
+	assert_eq "tiny pool $b: all blocks back" 0 "$(health kv_blocks_used)"
+	stop_engine
+done

@@ -1,0 +1,146 @@
+/* test_batch_invariance.c - a sequence's logits do not depend on what it is
+ * batched with (backend.h): sequence A alone, then A in the middle of a
+ * batch with other sequences (other positions, other blocks of the paged
+ * cache), prefilled whole or in chunks, then decoded alone or beside others:
+ * A's logits must be bit-identical every time, on the cpu backend and, when
+ * there is a device, on opencl. Uses stories260K. */
+#include <stdlib.h>
+#include <string.h>
+#include "backend.h"
+#include "check.h"
+#include "model.h"
+
+const char *__lsan_default_options(void);
+const char *__lsan_default_options(void)
+{
+	return "use_tls=0"; /* as test_cl_vs_cpu: PoCL's TLS trips LSan's scan */
+}
+
+#define BS 4
+static const int a_tok[] = { 1, 461, 401, 401, 378, 455, 473 };
+static const int b_tok[] = { 1, 13, 299, 362, 409, 283, 264, 283, 452 };
+static const int c_tok[] = { 1, 288 };
+/* block tables: A and the others share no block; A's are out of order */
+static const int a_blk[] = { 7, 2 }, b_blk[] = { 0, 5, 9 }, c_blk[] = { 11 };
+
+typedef struct {
+	const BackendOps *ops;
+	void *st;
+	float *logits; /* (3, vocab) */
+	int vocab;
+} Rig;
+
+static int rig_open(Rig *r, const BackendOps *ops, const Model *m)
+{
+	BackendOptions o = { .cl_platform = -1, .cl_device = -1, .kv_blocks = 16,
+			     .kv_block_size = BS, .max_seqs = 3 };
+	InferError err;
+
+	r->ops = ops;
+	r->vocab = m->config.vocab_size;
+	r->logits = calloc(3 * (size_t)r->vocab, sizeof(float));
+	if (!r->logits || ops->create(m, &o, &r->st, &err) < 0) {
+		printf("%s: %s\n", ops->name, err.msg);
+		free(r->logits);
+		return -1;
+	}
+	return 0;
+}
+
+static void rig_close(Rig *r)
+{
+	r->ops->destroy(r->st);
+	free(r->logits);
+}
+
+static int run(Rig *r, const BatchSeq *q, int n)
+{
+	InferError err;
+
+	if (r->ops->forward_batch(r->st, q, n, r->logits, &err) < 0) {
+		printf("%s: forward_batch: %s\n", r->ops->name, err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+#define SEQ(tok, from, n, blk, want) (BatchSeq){ (tok) + (from), (n), (from), (blk), (want) }
+
+/* A's logits after its 6-token prefill, and after decoding its 7th token. */
+static int a_alone(Rig *r, float *pre, float *dec)
+{
+	if (run(r, &SEQ(a_tok, 0, 6, a_blk, 1), 1))
+		return -1;
+	memcpy(pre, r->logits, (size_t)r->vocab * sizeof(float));
+	if (run(r, &SEQ(a_tok, 6, 1, a_blk, 1), 1))
+		return -1;
+	memcpy(dec, r->logits, (size_t)r->vocab * sizeof(float));
+	return 0;
+}
+
+/* The same with company: B prefilling around A in one batch, A chunked,
+ * then A decoding between B's and C's work. A's row is the 2nd (or 1st). */
+static void a_batched(Rig *r, const float *pre, const float *dec)
+{
+	size_t row = (size_t)r->vocab * sizeof(float);
+	BatchSeq s1[] = { SEQ(b_tok, 0, 5, b_blk, 1), SEQ(a_tok, 0, 3, a_blk, 0),
+			  SEQ(c_tok, 0, 2, c_blk, 1) };
+	BatchSeq s2[] = { SEQ(b_tok, 5, 3, b_blk, 0), SEQ(a_tok, 3, 3, a_blk, 1) };
+	BatchSeq s3[] = { SEQ(b_tok, 8, 1, b_blk, 1), SEQ(a_tok, 6, 1, a_blk, 1),
+			  SEQ(c_tok, 1, 1, c_blk, 1) };
+
+	if (run(r, s1, 3) || run(r, s2, 2))
+		return;
+	CHECK(memcmp(r->logits, pre, row) == 0,
+	      "%s: A's prefill logits changed when chunked and batched", r->ops->name);
+	if (run(r, s3, 3))
+		return;
+	CHECK(memcmp(r->logits + r->vocab, dec, row) == 0,
+	      "%s: A's decode logits changed in a batch of three", r->ops->name);
+}
+
+static void test_backend(const BackendOps *ops, const Model *m)
+{
+	Rig r;
+	float *pre = calloc((size_t)m->config.vocab_size, sizeof(float));
+	float *dec = calloc((size_t)m->config.vocab_size, sizeof(float));
+
+	if (!pre || !dec || rig_open(&r, ops, m) < 0) {
+		CHECK(ops == &backend_opencl, "%s backend would not open", ops->name);
+		free(pre);
+		free(dec);
+		return;
+	}
+	if (a_alone(&r, pre, dec) == 0) {
+		rig_close(&r);
+		if (rig_open(&r, ops, m) == 0) /* a fresh cache: nothing left over */
+			a_batched(&r, pre, dec);
+	}
+	rig_close(&r);
+	printf("%s: batch invariance checked\n", ops->name);
+	free(pre);
+	free(dec);
+}
+
+int main(void)
+{
+	const char *models = getenv("MODELS");
+	char path[4096];
+	Model m;
+	InferError err;
+
+	snprintf(path, sizeof(path), "%s/stories260K.bin",
+		 models ? models : "../shared/models");
+	if (model_load(&m, path, &err) < 0) {
+		snprintf(path, sizeof(path), "%s/../shared/models/stories260K.bin",
+			 getenv("ROOT") ? getenv("ROOT") : ".");
+		if (model_load(&m, path, &err) < 0) {
+			printf("skip: no stories260K.bin beside the project\n");
+			return 77;
+		}
+	}
+	test_backend(&backend_cpu, &m);
+	test_backend(&backend_opencl, &m);
+	model_free(&m);
+	return check_report();
+}

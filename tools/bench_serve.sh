@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# bench_serve.sh - the HTTP engine under load, with the real OpenAI client.
+#
+#   tools/bench_serve.sh [MODEL]    (default: $BUILD/models/demo15M.bin)
+#   REPEAT=5 REQS=8 MAX_TOKENS=96 BUILD=build tools/bench_serve.sh
+#
+# Per backend, in interleaved rounds on one engine: REQS streaming greedy
+# requests one at a time, then the same REQS all at once. Aggregate
+# generated tok/s = completion tokens / the batch's wall time (timed inside
+# the client). The batching ratio is the median over rounds of
+# concurrent / one-at-a-time; TTFT p50 and p99 (nearest rank) pool the
+# concurrent rounds' first-chunk times.
+source "$(dirname "$0")/bench_lib.sh"
+BENCH_NAME=bench_serve
+MODEL=${1:-$DEMO_MODEL}
+TOK=$BUILD/models/demo_tokenizer.bin
+REQS=${REQS:-8}
+MAX_TOKENS=${MAX_TOKENS:-96}
+NODE_DIR=$ROOT/tests/node
+need_built "$INFER"
+command -v node >/dev/null && [ -d "$NODE_DIR/node_modules/openai" ] || skipped "no node or npm openai (make deps)"
+command -v jq >/dev/null || skipped "no jq"
+[ -r "$MODEL" ] && [ -r "$TOK" ] || skipped "no demo model (make models)"
+
+# spec CONCURRENT: REQS requests with different prompts
+spec() {
+	local i sep=
+	printf '{"concurrent": %s, "requests": [' "$1"
+	for ((i = 0; i < REQS; i++)); do
+		printf '%s{"prompt": "Once upon a time %d", "max_tokens": %d, "temperature": 0, "stream": true}' \
+			"$sep" "$i" "$MAX_TOKENS"
+		sep=,
+	done
+	echo ']}'
+}
+spec false >"$TMP/seq.json"
+spec true >"$TMP/conc.json"
+
+percentile() { sort -g | awk -v p="$1" '{v[NR] = $1} END { r = int((NR * p + 99) / 100); if (r < 1) r = 1; printf "%.1f\n", v[r] }'; }
+
+bench_backend() {
+	local b=$1 epid port r
+	"$INFER" "$MODEL" -z "$TOK" -b "$b" --max-seqs "$REQS" --http 127.0.0.1:0 2>"$TMP/engine.$b" &
+	epid=$!
+	wait_until 60 grep -q "listening on" "$TMP/engine.$b" || die "$b engine did not start: $(cat "$TMP/engine.$b")"
+	port=$(sed -n 's/.*listening on http:\/\/[0-9.]*:\([0-9]*\).*/\1/p' "$TMP/engine.$b")
+	run() { node "$NODE_DIR/client.js" "http://127.0.0.1:$port" bench "$1"; }
+	run "$TMP/conc.json" >/dev/null # warm-up: kernels compile on first use
+	: >"$TMP/$b.seq"; : >"$TMP/$b.conc"; : >"$TMP/$b.ttft"
+	for ((r = 1; r <= REPEAT; r++)); do
+		run "$TMP/seq.json" >"$TMP/out" && jq -r '.completion_tokens * 1000 / .wall_ms' "$TMP/out" >>"$TMP/$b.seq"
+		run "$TMP/conc.json" >"$TMP/out" && jq -r '.completion_tokens * 1000 / .wall_ms' "$TMP/out" >>"$TMP/$b.conc"
+		jq -r '.ttft_ms[]' "$TMP/out" >>"$TMP/$b.ttft"
+		[ "$(jq .errors "$TMP/out")" = 0 ] || die "$b: requests failed"
+	done
+	kill -TERM "$epid"
+	wait "$epid"
+	local one all ttft50 ttft99
+	one=$(median <"$TMP/$b.seq") all=$(median <"$TMP/$b.conc")
+	ttft50=$(percentile 50 <"$TMP/$b.ttft") ttft99=$(percentile 99 <"$TMP/$b.ttft")
+	printf '%-6s one at a time %7.1f tok/s, %d at once %7.1f tok/s: %s x (rounds: %s); TTFT at %d: p50 %s ms, p99 %s ms\n' \
+		"$b" "$one" "$REQS" "$all" "$(paired_ratio "$TMP/$b.conc" "$TMP/$b.seq")" \
+		"$(paired_list "$TMP/$b.conc" "$TMP/$b.seq")" "$REQS" "$ttft50" "$ttft99"
+	ratio "${b}_batch${REQS}_over_one_at_a_time" "$(paired_ratio "$TMP/$b.conc" "$TMP/$b.seq")" ">=4"
+	ratio "${b}_ttft_p50_ms_at_${REQS}" "$ttft50" info
+	ratio "${b}_ttft_p99_ms_at_${REQS}" "$ttft99" info
+}
+
+echo "model $MODEL, $REQS streaming requests of $MAX_TOKENS greedy tokens, $REPEAT interleaved rounds"
+for b in opencl cpu; do bench_backend "$b"; done
