@@ -88,25 +88,6 @@ struct {
 	__type(value, struct thread_state);
 } threads SEC(".maps");
 
-struct req_key {
-	__u32 pid;
-	__u32 pad;
-	__u64 req;
-};
-
-struct req_val {
-	__u64 start_ns;
-	__u32 prompt_tokens;
-	__u32 pad;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct req_key);
-	__type(value, struct req_val);
-} reqs SEC(".maps");
-
 struct alloc_key {
 	__u32 pid;
 	__u32 pad;
@@ -538,6 +519,8 @@ int op_end_prog(struct pt_regs *ctx)
 }
 
 /* ---- tokens and requests ---- */
+#include "requests.bpf.h"
+
 SEC("usdt")
 int BPF_USDT(token_begin_prog, __u64 req, __u32 pos, __u32 token_in)
 {
@@ -578,6 +561,7 @@ int BPF_USDT(token_end_prog, __u64 req, __u32 pos, __u32 token_out)
 	}
 	dur = now - st->token_start_ns;
 	agg_add(pid, AGG_KIND_TOKEN, LAYER_NONE, dur, 0);
+	req_emit(pid, req, now, pos, token_out, 0);
 	if (stream_mode == STREAM_ALL) {
 		e = reserve(EV_TOKEN, sizeof(*e));
 		if (e) {
@@ -592,61 +576,6 @@ int BPF_USDT(token_end_prog, __u64 req, __u32 pos, __u32 token_out)
 		}
 	}
 	st->token_start_ns = 0;
-	return 0;
-}
-
-SEC("usdt")
-int BPF_USDT(request_begin_prog, __u64 req, __u32 prompt_tokens)
-{
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct req_key key = {};
-	struct req_val val = {};
-	struct thread_state *st;
-
-	key.pid = traced_tgid();
-	if (!key.pid)
-		return 0;
-	key.req = req;
-	val.start_ns = bpf_ktime_get_ns();
-	val.prompt_tokens = prompt_tokens;
-	bpf_map_update_elem(&reqs, &key, &val, BPF_ANY);
-	st = thread_get(tid, 1);
-	if (st)
-		st->req = req;
-	return 0;
-}
-
-SEC("usdt")
-int BPF_USDT(request_end_prog, __u64 req, __u32 generated_tokens)
-{
-	__u64 now = bpf_ktime_get_ns(), dur;
-	struct req_key key = {};
-	struct request_event *e;
-	struct req_val *val;
-
-	key.pid = traced_tgid();
-	if (!key.pid)
-		return 0;
-	key.req = req;
-	val = bpf_map_lookup_elem(&reqs, &key);
-	if (!val) {
-		span_orphan(0); /* the request began before the attach */
-		return 0;
-	}
-	dur = now - val->start_ns;
-	agg_add(key.pid, AGG_KIND_REQUEST, LAYER_NONE, dur, 0);
-	if (stream_mode == STREAM_ALL) {
-		e = reserve(EV_REQUEST, sizeof(*e));
-		if (e) {
-			fill_header(&e->h, EV_REQUEST, val->start_ns);
-			e->dur_ns = dur;
-			e->req = req;
-			e->prompt_tokens = val->prompt_tokens;
-			e->generated_tokens = generated_tokens;
-			submit(e);
-		}
-	}
-	bpf_map_delete_elem(&reqs, &key);
 	return 0;
 }
 
@@ -936,6 +865,7 @@ int handle_exit(void *ctx)
 	 * pools/kv/agg entries stay for the reader, which removes dead pids. */
 	if (tid == tgid && (!target_tgid || tgid == target_tgid)) {
 		bpf_for_each_map_elem(&allocs, drop_pid_alloc, &tgid, 0);
+		bpf_for_each_map_elem(&requests, drop_pid_request, &tgid, 0);
 		if (perf_mode)
 			bpf_map_delete_elem(&proc_span, &tgid);
 	}

@@ -18,6 +18,9 @@ enum event_type {
 	EV_KV,          /* kv_usage */
 	EV_KERNEL,      /* one record of a cl_batch */
 	EV_SAMPLE,      /* a CPU sample tagged with the current span (profile mode) */
+	EV_STEP,        /* a serving engine step: step_begin .. step_end */
+	EV_EMIT,        /* one emitted token of a request (token_emit, or a CLI token_end) */
+	EV_REQ_STATE,   /* a serving request queued, admitted or preempted */
 	EV_TYPE_COUNT
 };
 
@@ -58,12 +61,61 @@ struct token_event {
 	__u32 pad;
 };
 
+/* A finished request: the CLI's request_begin .. request_end, or a serving
+ * request from req_queued to req_finished. ts_ns is its begin (queued). */
 struct request_event {
 	struct event_header h;
-	__u64 dur_ns;
+	__u64 dur_ns;             /* end to end */
 	__u64 req;
 	__u32 prompt_tokens;
 	__u32 generated_tokens;
+	/* appended: request-level timing, 0 where a phase did not happen */
+	__u64 queue_ns;           /* queued .. first admitted */
+	__u64 ttft_ns;            /* queued .. first emitted token */
+	__u64 prefill_ns;         /* last admission before the first token .. it */
+	__u64 decode_ns;          /* first token .. finished */
+	__u64 itl_p50_ns, itl_p95_ns, itl_max_ns;  /* inter-token gaps (hist.h) */
+	__u32 itl_count;          /* gaps: emitted tokens after the first */
+	__u32 preemptions;
+	__u32 finish_reason;      /* enum finish_reason; FINISH_REASON_COUNT: not told (CLI) */
+	__u32 flags;              /* REQ_F_* */
+};
+
+#define REQ_F_SERVED 1        /* from the serving engine's req_* probes */
+
+/* One engine step (step_begin .. step_end) and its batch. */
+struct step_event {
+	struct event_header h;    /* ts_ns: the step's begin */
+	__u64 dur_ns;
+	__u64 step;
+	__u32 nseqs, prefill_tokens, decode_tokens, kv_used_blocks;
+};
+
+/* One emitted token. gap_ns: since the request's previous token, or since it
+ * was queued for the first one (its TTFT). step: the step it came out of
+ * (0 outside the serving engine). */
+struct emit_event {
+	struct event_header h;
+	__u64 req;
+	__u64 gap_ns;
+	__u64 step;
+	__u32 pos, token_id;
+	__u32 first;              /* 1 for the request's first token */
+	__u32 pad;
+};
+
+enum req_state_kind { REQ_QUEUED = 0, REQ_ADMITTED, REQ_PREEMPTED, REQ_STATE_COUNT };
+
+/* A serving request changing state; running/waiting are the engine's gauges
+ * just after it. a, b: prompt_tokens, max_tokens (queued); prefill_tokens,
+ * generated (admitted); generated, blocks_freed (preempted). */
+struct req_state_event {
+	struct event_header h;
+	__u64 req;
+	__u32 state;              /* enum req_state_kind */
+	__u32 a, b;
+	__u32 running, waiting;
+	__u32 pad;
 };
 
 struct alloc_event {
@@ -120,6 +172,10 @@ struct counters {
 	__u64 missed_frees;
 	/* Durations not aggregated because `agg` was full. */
 	__u64 agg_table_full;
+	/* Requests whose state could not be kept (table full): counted, not timed. */
+	__u64 req_table_full;
+	/* Serving probes of a request never seen queued (before the attach). */
+	__u64 req_orphans;
 };
 
 
@@ -130,7 +186,14 @@ struct counters {
  * not grow with the CPU count; a full table counts counters.agg_table_full. */
 #define AGG_MAX_ENTRIES 8192
 #define AGG_KIND_TOKEN   64          /* token_begin..token_end */
-#define AGG_KIND_REQUEST 65          /* request_begin..request_end */
+#define AGG_KIND_REQUEST 65          /* a request, end to end */
+#define AGG_KIND_TTFT    66          /* queued .. first token */
+#define AGG_KIND_ITL     67          /* each gap between a request's tokens */
+#define AGG_KIND_QUEUE   68          /* queued .. first admitted */
+#define AGG_KIND_PREFILL 69          /* last admission .. first token */
+#define AGG_KIND_DECODE  70          /* first token .. finished */
+#define AGG_KIND_STEP    71          /* an engine step */
+#define AGG_KIND_STEP_TOKENS 72      /* tokens in a step (a count, not ns) */
 #define AGG_KIND_KERNEL_BASE 128     /* + enum cl_kernel_id: device end-start */
 
 struct agg_key {
@@ -162,6 +225,26 @@ struct pool_val {
 	__u64 reserved_bytes;       /* see probes.h: held from the system */
 	__u64 peak_reserved_bytes;
 };
+
+/* Map `serving` (BPF_MAP_TYPE_HASH, key: __u32 pid, value struct
+ * serving_val): a serving engine's gauges as its last probe gave them, and
+ * its request counters. */
+struct serving_val {
+	__u32 running, waiting;
+	__u32 kv_used_blocks, kv_total_blocks;
+	__u32 kv_block_size;
+	__u32 gauges_seen;            /* running/waiting came from a probe: known */
+	__u64 kv_block_bytes;
+	__u64 requests;               /* queued (server) or begun (CLI) */
+	__u64 prompt_tokens, generation_tokens;
+	__u64 finished[FINISH_REASON_COUNT + 1];  /* by reason; [COUNT]: not told */
+	__u64 preemptions;
+	__u64 steps;
+};
+
+/* Map `requests` (hash, key {pid, req}): each live request's timeline and
+ * its inter-token gaps, until it finishes. */
+#define REQ_MAX_ENTRIES 16384
 
 /* Map `kv` (BPF_MAP_TYPE_HASH, key: __u32 pid, value struct kv_val). */
 struct kv_val {

@@ -36,8 +36,8 @@ start_daemon --level coarse -p "$epid" 3>&-
 rec=$!
 "$SPANTRACE" top -v -b -d 60 -w 120 -p "$epid" --level coarse >"$TMP/frames" 2>"$TMP/top.err" 3>&- &
 top=$!
-wait_for grep -q '"type":"session"' "$TMP/run.jsonl" || fail "record did not attach: $(cat "$TMP/record.err")"
-wait_for grep -q "attached to" "$TMP/top.err" || fail "top did not attach: $(cat "$TMP/top.err")"
+wait_for grep -qs '"type":"session"' "$TMP/run.jsonl" || fail "record did not attach: $(cat "$TMP/record.err")"
+wait_for grep -qs "attached to" "$TMP/top.err" || fail "top did not attach: $(cat "$TMP/top.err")"
 
 PPORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat > "$TMP/prom.yml" <<YML

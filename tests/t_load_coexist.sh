@@ -72,4 +72,4 @@ perf_hits=$(perf script -i "$TMP/perf.data" -F pid 2>/dev/null | awk -v p="$epid
 assert_eq "perf: $EVENT hits of the engine" "$(jq .probes.span_begin "$TMP/e.json")" "$perf_hits"
 assert_eq "spantrace: dropped" 0 "$(jq .loss.dropped "$TMP/s.json")"
 assert_eq "spantrace: fired == engine's events" "$(engine_events "$TMP/e.json")" \
-	"$(jq '.loss.by_type | .span.fired + .token.fired + .request.fired' "$TMP/s.json")"
+	"$(jq '.loss.by_type | .span.fired + .token.fired + .emit.fired + .request.fired' "$TMP/s.json")"

@@ -39,7 +39,7 @@ echo "storm: fired=$fired delivered=$delivered dropped=$dropped"
 assert_le "events lost under the storm (else this proves nothing)" 1 "$dropped"
 assert_eq "fired (in kernel) == the engine's probe calls" "$(engine_events "$e")" "$fired"
 assert_eq "delivered + dropped == fired" "$fired" "$((delivered + dropped))"
-for t in span token request; do
+for t in span token emit request; do
 	assert_eq "$t: delivered + dropped == fired" "$(jq ".loss.by_type.$t.fired" "$s")" \
 		"$(jq ".loss.by_type.$t | .delivered + .dropped" "$s")"
 done
@@ -47,12 +47,14 @@ assert_eq "span events fired == engine span+op ends" "$(jq '.probes | .span_end 
 	"$(jq .loss.by_type.span.fired "$s")"
 assert_eq "token events fired == engine token ends" "$(jq .probes.token_end "$e")" \
 	"$(jq .loss.by_type.token.fired "$s")"
+assert_eq "emit events fired == engine token ends" "$(jq .probes.token_end "$e")" \
+	"$(jq .loss.by_type.emit.fired "$s")"
 # one pass over the (big) JSONL: lines per record type
 jq -r .type "$d/t.jsonl" | sort | uniq -c >"$d/types"
 lines_of() { awk -v t="$1" '$2 == t { print $1; f = 1 } END { if (!f) print 0 }' "$d/types"; }
 assert_eq "JSONL event lines == delivered" "$delivered" \
-	"$(($(lines_of span) + $(lines_of token) + $(lines_of request)))"
-for t in span token request; do
+	"$(($(lines_of span) + $(lines_of token) + $(lines_of emit) + $(lines_of request)))"
+for t in span token emit request; do
 	assert_eq "JSONL $t lines == $t delivered" "$(jq ".loss.by_type.$t.delivered" "$s")" "$(lines_of $t)"
 done
 assert_eq "last drops record" "$dropped" "$(jq -c 'select(.type == "drops") | .dropped' "$d/t.jsonl" | tail -n1)"
@@ -71,10 +73,11 @@ mkdir -p "$d"
 	fail "record over the full table failed: $(tail -n 3 "$d/rec.err")"
 full=$(jq .agg_table_full "$d/s.json")
 assert_le "durations the full table could not aggregate (else this proves nothing)" 1 "$full"
-# The request ends last, when the table is already full: its duration is
-# the one not aggregated besides the ropes'.
-assert_eq "rope spans + the request: aggregated + not aggregated == the engine's" \
-	"$(( $(jq .spans.rope.count "$d/e.json") + $(jq .requests "$d/e.json") ))" \
+# The request ends last, when the table is already full: its five
+# aggregates (end to end, queue, TTFT, prefill, decode) are the ones not
+# aggregated besides the ropes'.
+assert_eq "rope spans + the request's 5: aggregated + not aggregated == the engine's" \
+	"$(( $(jq .spans.rope.count "$d/e.json") + 5 * $(jq .requests "$d/e.json") ))" \
 	"$(( $(jq .spans.rope.count_in_kernel "$d/s.json") + full ))"
 assert_eq "forward spans, aggregated before the table filled" "$(jq .spans.forward.count "$d/e.json")" \
 	"$(jq .spans.forward.count_in_kernel "$d/s.json")"
@@ -89,8 +92,8 @@ OMP_NUM_THREADS=1 "$SPANTRACE" record -q --level detail -o "$d/t.jsonl" --summar
 e=$d/e.json s=$d/s.json
 echo "demo: fired=$(jq .loss.fired "$s") delivered=$(jq .loss.delivered "$s") dropped=$(jq .loss.dropped "$s")"
 assert_eq "demo: dropped" 0 "$(jq .loss.dropped "$s")"
-assert_eq "demo: span+token+request fired == engine's" "$(engine_events "$e")" \
-	"$(jq '.loss.by_type | .span.fired + .token.fired + .request.fired' "$s")"
+assert_eq "demo: span+token+emit+request fired == engine's" "$(engine_events "$e")" \
+	"$(jq '.loss.by_type | .span.fired + .token.fired + .emit.fired + .request.fired' "$s")"
 assert_eq "demo: alloc+free fired == engine's" "$(jq '.probes | .alloc + .free' "$e")" \
 	"$(jq '.loss.by_type | .alloc.fired + .free.fired' "$s")"
 assert_eq "demo: delivered == fired" "$(jq .loss.fired "$s")" "$(jq .loss.delivered "$s")"

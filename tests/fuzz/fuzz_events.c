@@ -63,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct chrome_writer *cw = chrome_open("/dev/null", 64, err, sizeof(err));
 	struct csv_writer cv = { &csv, { 0, 0 }, &procs };
 
-	if (!ms || !tv || !cw || runstats_init(&stats) || ob_open(&jsonl, "/dev/null", err, sizeof(err)) ||
+	if (!ms || !tv || !cw || runstats_init(&stats, &(struct slo){ 1000000, 100000 }) || ob_open(&jsonl, "/dev/null", err, sizeof(err)) ||
 	    ob_open(&csv, "/dev/null", err, sizeof(err)) || ob_open(&metrics_out, "/dev/null", err, sizeof(err)))
 		abort();
 	struct event_sink sinks[] = {

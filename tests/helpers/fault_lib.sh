@@ -94,10 +94,11 @@ sites_patched() {
 }
 
 # engine_events STATS: the events a tracer should see fired for an engine
-# run: one per span/op end, token end and request end (alloc, free,
-# kv_usage and cl_batch records come on top of these where present).
+# run: one per span/op end and request end, two per token end (the token's
+# span and the token it emitted); alloc, free, kv_usage and cl_batch records
+# come on top of these where present.
 engine_events() {
-	jq '.probes | .span_end + .op_end + .token_end + .request_end' "$1"
+	jq '.probes | .span_end + .op_end + 2 * .token_end + .request_end' "$1"
 }
 
 # wait_attached FILE ERRFILE: the session line is out (probes are armed).

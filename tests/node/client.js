@@ -6,11 +6,13 @@
 //   node client.js BASE_URL bench SPEC.json   run SPEC, print one summary line: wall_ms,
 //                                             completion_tokens, ttft_ms[], errors
 //
-// SPEC: {"concurrent": bool, "requests": [{...completion params..., "abort_after": N}]}.
+// SPEC: {"concurrent": bool, "stagger_ms": MS, "warmup": N, "requests": [{...params..., "abort_after": N}]}
+// (warmup: N short requests of warmup_prompt, or the first prompt, first; not reported).
 // Each request takes OpenAI's fields (prompt, max_tokens, temperature, top_p, seed, stop,
 // stream); "abort_after" (streaming only) closes the stream after N chunks, as a client
 // that goes away. A result: {index, text, token_ids, finish_reason, usage, chunks,
-// done (the stream ended with [DONE]), ttft_ms, gaps_ms, total_ms} or {index, status, error}.
+// done (the stream ended with [DONE]), ttft_ms, gaps_ms, total_ms, sent_epoch_ms,
+// first_chunk_epoch_ms (wall clock, to line up with a tracer)} or {index, status, error}.
 'use strict';
 const fs = require('fs');
 const OpenAI = require('openai');
@@ -29,7 +31,10 @@ async function streamed(params, abortAfter, t0) {
 	for await (const chunk of stream) {
 		const now = performance.now();
 		const c = chunk.choices[0];
-		if (out.chunks === 0) out.ttft_ms = now - t0;
+		if (out.chunks === 0) {
+			out.ttft_ms = now - t0;
+			out.first_chunk_epoch_ms = performance.timeOrigin + now;
+		}
 		else out.gaps_ms.push(now - last);
 		last = now;
 		out.chunks++;
@@ -51,6 +56,7 @@ async function one(req, index) {
 	const { abort_after: abortAfter, ...params } = req;
 	params.model = params.model || 'model';
 	const t0 = performance.now();
+	const sent_epoch_ms = performance.timeOrigin + t0;
 	try {
 		let out;
 		if (params.stream) {
@@ -61,7 +67,7 @@ async function one(req, index) {
 			out = { text: c.text, token_ids: c.token_ids, finish_reason: c.finish_reason, usage: r.usage,
 				object: r.object, id: r.id };
 		}
-		return { index, ...out, total_ms: performance.now() - t0 };
+		return { index, ...out, sent_epoch_ms, total_ms: performance.now() - t0 };
 	} catch (e) {
 		if (e.name === 'AbortError' || e instanceof OpenAI.APIUserAbortError) return { index, aborted: true };
 		return { index, status: e.status === undefined ? null : e.status, error: e.message };
@@ -76,10 +82,19 @@ async function main() {
 	}
 	if (mode !== 'run' && mode !== 'bench') throw new Error('unknown mode ' + mode);
 	const spec = JSON.parse(fs.readFileSync(arg, 'utf8'));
+	// Warm-up requests, not reported: the first requests of a node process
+	// pay for JIT compilation and new connections, not for the server.
+	for (let i = 0; i < (spec.warmup || 0); i++)
+		await one({ prompt: spec.warmup_prompt || spec.requests[0].prompt, max_tokens: 2, temperature: 0, stream: true }, -1);
 	const t0 = performance.now();
 	let results;
 	if (spec.concurrent) {
-		results = await Promise.all(spec.requests.map((r, i) => one(r, i)));
+		// stagger_ms: request i starts i * stagger_ms after the first, as
+		// arrivals spread over time, so that the client's own per-request
+		// set-up work is not counted in every request's TTFT at once.
+		const stagger = spec.stagger_ms || 0;
+		const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+		results = await Promise.all(spec.requests.map((r, i) => sleep(i * stagger).then(() => one(r, i))));
 	} else {
 		results = [];
 		for (let i = 0; i < spec.requests.length; i++) results.push(await one(spec.requests[i], i));

@@ -5,20 +5,25 @@
 
 static struct dist *all_dists(struct runstats *r, size_t i)
 {
+	struct dist *named[] = { &r->tokens, &r->requests, &r->ttft, &r->itl, &r->queue, &r->prefill,
+				 &r->decode, &r->steps, &r->step_tokens };
+
 	if (i < SPAN_KIND_COUNT)
 		return &r->spans[i];
 	i -= SPAN_KIND_COUNT;
 	if (i < KERNEL_COUNT)
 		return &r->kernels[i];
 	i -= KERNEL_COUNT;
-	return i == 0 ? &r->tokens : i == 1 ? &r->requests : NULL;
+	return i < sizeof(named) / sizeof(named[0]) ? named[i] : NULL;
 }
 
-int runstats_init(struct runstats *r)
+int runstats_init(struct runstats *r, const struct slo *slo)
 {
 	struct dist *d;
 
 	memset(r, 0, sizeof(*r));
+	if (slo)
+		r->slo = *slo;
 	for (size_t i = 0; (d = all_dists(r, i)); i++)
 		if (dist_init(d, DIST_DEFAULT_CAP))
 			return -1;
@@ -71,9 +76,46 @@ static int on_token(void *ctx, const struct token_event *e)
 	return 0;
 }
 
+/* Goodput's test: TTFT, and the mean gap after the first token (TPOT). */
+static int meets_slo(const struct slo *slo, const struct request_event *e)
+{
+	if (slo->ttft_ns && (!e->ttft_ns || e->ttft_ns > slo->ttft_ns))
+		return 0;
+	if (slo->itl_ns && e->itl_count && e->decode_ns / e->itl_count > slo->itl_ns)
+		return 0;
+	return 1;
+}
+
 static int on_request(void *ctx, const struct request_event *e)
 {
-	dist_add(&((struct runstats *)ctx)->requests, e->dur_ns);
+	struct runstats *r = ctx;
+
+	dist_add(&r->requests, e->dur_ns);
+	if (e->ttft_ns) {
+		dist_add(&r->ttft, e->ttft_ns);
+		dist_add(&r->prefill, e->prefill_ns);
+		dist_add(&r->decode, e->decode_ns);
+	}
+	if (e->flags & REQ_F_SERVED)
+		dist_add(&r->queue, e->queue_ns);
+	r->preemptions += e->preemptions;
+	r->slo_met += meets_slo(&r->slo, e);
+	return 0;
+}
+
+static int on_emit(void *ctx, const struct emit_event *e)
+{
+	if (!e->first)
+		dist_add(&((struct runstats *)ctx)->itl, e->gap_ns);
+	return 0;
+}
+
+static int on_step(void *ctx, const struct step_event *e)
+{
+	struct runstats *r = ctx;
+
+	dist_add(&r->steps, e->dur_ns);
+	dist_add(&r->step_tokens, (uint64_t)e->prefill_tokens + e->decode_tokens);
 	return 0;
 }
 
@@ -92,4 +134,6 @@ const struct event_handlers runstats_handlers = {
 	.token = on_token,
 	.request = on_request,
 	.kernel = on_kernel,
+	.emit = on_emit,
+	.step = on_step,
 };

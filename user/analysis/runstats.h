@@ -9,20 +9,32 @@
 #include "analysis/stats.h"
 #include "core/events.h"
 
+/* Service-level objectives a request meets or not (goodput); 0 = none. */
+struct slo {
+	uint64_t ttft_ns;        /* time to first token at most this */
+	uint64_t itl_ns;         /* mean inter-token gap (TPOT) at most this */
+};
+
 struct runstats {
 	struct dist spans[SPAN_KIND_COUNT];
 	struct dist kernels[KERNEL_COUNT];
 	struct dist tokens, requests;
+	/* request level: from request, emit and step records */
+	struct dist ttft, itl, queue, prefill, decode;
+	struct dist steps, step_tokens;
+	struct slo slo;
+	uint64_t slo_met;        /* requests that met every SLO set */
+	uint64_t preemptions;
 	uint64_t device_busy_ns;      /* summed kernel device time */
 	uint64_t mismatched;          /* spans closed by a mismatched end */
 	uint64_t first_token_ns;      /* begin of the first token */
 	uint64_t last_token_end_ns;
 };
 
-/* span, token, request and kernel; ctx is the struct runstats. */
+/* span, token, request, kernel, emit and step; ctx is the struct runstats. */
 extern const struct event_handlers runstats_handlers;
 
-int runstats_init(struct runstats *r);   /* -1 on allocation failure */
+int runstats_init(struct runstats *r, const struct slo *slo);   /* -1 on allocation failure */
 void runstats_free(struct runstats *r);
 uint64_t runstats_spans(const struct runstats *r);
 /* Tokens over first token begin .. last token end: the engine's tok/s. */

@@ -207,12 +207,22 @@ static int kv_entry(void *ctx, __u32 pid, const struct kv_val *v)
 	return 0;
 }
 
+static int serving_entry(void *ctx, __u32 pid, const struct serving_val *v)
+{
+	struct map_read *r = ctx;
+
+	if (ARRAY_GROW(r->s->servings, r->cap, r->s->nservings))
+		return -1;
+	r->s->servings[r->s->nservings++] = (struct prom_serving){ pid, *v };
+	return 0;
+}
+
 static int read_maps(struct daemon *d, struct prom_snapshot *s)
 {
-	struct map_read aggs = { d, s, 0 }, pools = { d, s, 0 }, kvs = { d, s, 0 };
+	struct map_read aggs = { d, s, 0 }, pools = { d, s, 0 }, kvs = { d, s, 0 }, serving = { d, s, 0 };
 
 	return maps_foreach_agg(&d->s, agg_entry, &aggs) || maps_foreach_pool(&d->s, pool_entry, &pools) ||
-	       maps_foreach_kv(&d->s, kv_entry, &kvs) ? -1 : 0;
+	       maps_foreach_kv(&d->s, kv_entry, &kvs) || maps_foreach_serving(&d->s, serving_entry, &serving) ? -1 : 0;
 }
 
 static void map_memory_entry(void *ctx, const char *name, uint64_t bytes)
@@ -289,6 +299,11 @@ static void forget_pid(struct daemon *d, struct prom_snapshot *s, uint32_t pid)
 		if (s->kvs[i].pid != pid)
 			s->kvs[w++] = s->kvs[i];
 	s->nkvs = w;
+	w = 0;
+	for (size_t i = 0; i < s->nservings; i++)
+		if (s->servings[i].pid != pid)
+			s->servings[w++] = s->servings[i];
+	s->nservings = w;
 	st_info("daemon: process %u exited; its series are gone from /metrics", pid);
 }
 
@@ -300,6 +315,8 @@ static int update_procs(struct daemon *d, struct prom_snapshot *s, uint64_t now,
 		note_pid(d, s->pools[i].pid);
 	for (size_t i = 0; i < s->nkvs; i++)
 		note_pid(d, s->kvs[i].pid);
+	for (size_t i = 0; i < s->nservings; i++)
+		note_pid(d, s->servings[i].pid);
 
 	size_t w = 0;
 	for (size_t i = 0; i < d->nprocs; i++) {
@@ -377,10 +394,29 @@ static void tick(struct daemon *d, uint64_t now)
 	publish(d, &s);
 }
 
+/* The serving gauges are read at the scrape, not at the last tick, so they
+ * are the engine's running/waiting as of its latest lifecycle probe. A read
+ * that fails keeps the tick's values. */
+static void refresh_serving(struct daemon *d)
+{
+	struct prom_snapshot fresh = { 0 };
+	struct map_read r = { d, &fresh, 0 };
+
+	if (maps_foreach_serving(&d->s, serving_entry, &r)) {
+		free(fresh.servings);
+		return;
+	}
+	free(d->snap.servings);
+	d->snap.servings = fresh.servings;
+	d->snap.nservings = fresh.nservings;
+}
+
 static int render_metrics(void *ctx, char **body, size_t *len)
 {
 	struct daemon *d = ctx;
 	pthread_mutex_lock(&d->lock);
+	if (d->session_open)
+		refresh_serving(d);
 	int rc = prom_render(&d->snap, body, len);
 	pthread_mutex_unlock(&d->lock);
 	return rc;

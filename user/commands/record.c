@@ -36,6 +36,7 @@ struct record_opts {
 	unsigned ringbuf_kb;
 	uint64_t min_dur_ns;
 	int perf;                 /* --perf: span counter deltas */
+	struct slo slo;           /* --slo-ttft-ms, --slo-itl-ms: goodput */
 };
 
 struct recorder {
@@ -134,10 +135,12 @@ static const char record_doc[] =
 	"  spantrace record --csv spans.csv --summary s.json -- build/infer ...\n"
 	"        CSV rows and a summary file besides the JSONL on stdout\n"
 	"\n"
-	"JSONL record types: session, span, token, request, alloc, free, kv, kernel, drops, summary.\n"
+	"JSONL record types: session, span, token, request, emit, step, req_state, alloc, free, kv,\n"
+	"kernel, drops, summary.\n"
 	"Needs CAP_BPF and CAP_PERFMON (or root).";
 
-enum { OPT_CSV = 1000, OPT_SUMMARY, OPT_METRICS, OPT_RINGBUF, OPT_MIN_DUR, OPT_PERF, OPT_CHROME };
+enum { OPT_CSV = 1000, OPT_SUMMARY, OPT_METRICS, OPT_RINGBUF, OPT_MIN_DUR, OPT_PERF, OPT_CHROME,
+       OPT_SLO_TTFT, OPT_SLO_ITL };
 
 static const struct argp_option record_options[] = {
 	{ "output", 'o', "FILE", 0, "JSONL output (default: stdout; '-' = stdout)", 1 },
@@ -148,6 +151,9 @@ static const struct argp_option record_options[] = {
 	{ "chrome", OPT_CHROME, "FILE", 0, "Chrome trace (ui.perfetto.dev) of the run as well", 1 },
 	{ "ringbuf-kb", OPT_RINGBUF, "KB", 0, "Ring buffer size in KiB (default 2048, rounded up to 2^n pages)", 2 },
 	{ "min-dur-ns", OPT_MIN_DUR, "NS", 0, "Stream only spans at least this long (all are counted)", 2 },
+	{ "slo-ttft-ms", OPT_SLO_TTFT, "MS", 0, "Goodput: a request meets it if its time to first token is at most MS", 3 },
+	{ "slo-itl-ms", OPT_SLO_ITL, "MS", 0,
+	  "Goodput: a request meets it if its mean gap between tokens after the first (TPOT) is at most MS", 3 },
 	{ 0 },
 };
 
@@ -175,6 +181,15 @@ static error_t record_parse(int key, char *arg, struct argp_state *state)
 			argp_error(state, "invalid --min-dur-ns '%s'", arg);
 		break;
 	case OPT_PERF: o->perf = 1; break;
+	case OPT_SLO_TTFT:
+	case OPT_SLO_ITL: {
+		double ms;
+		if (parse_real_above(arg, 0, 3600e3, &ms))
+			argp_error(state, "invalid %s '%s' (milliseconds > 0)",
+				   key == OPT_SLO_TTFT ? "--slo-ttft-ms" : "--slo-itl-ms", arg);
+		*(key == OPT_SLO_TTFT ? &o->slo.ttft_ns : &o->slo.itl_ns) = (uint64_t)(ms * 1e6);
+		break;
+	}
 	case OPT_CHROME: o->chrome = arg; break;
 	default:
 		return ARGP_ERR_UNKNOWN;
@@ -395,7 +410,7 @@ static int record_main(const struct record_opts *o)
 		st_err("%s", err);
 		return 1;
 	}
-	if (runstats_init(&r.stats)) {
+	if (runstats_init(&r.stats, &o->slo)) {
 		snprintf(err, sizeof(err), "out of memory");
 		goto out;
 	}

@@ -37,6 +37,20 @@ static enum event_verdict check_sample(const void *rec)
 	return e->kind <= SPAN_KIND_COUNT && layer_ok(e->layer) ? EVENT_OK : EVENT_BAD_FIELD;
 }
 
+static enum event_verdict check_request(const void *rec)
+{
+	const struct request_event *e = rec;
+
+	return e->finish_reason <= FINISH_REASON_COUNT ? EVENT_OK : EVENT_BAD_FIELD;
+}
+
+static enum event_verdict check_req_state(const void *rec)
+{
+	const struct req_state_event *e = rec;
+
+	return e->state < REQ_STATE_COUNT ? EVENT_OK : EVENT_BAD_FIELD;
+}
+
 static enum event_verdict check_nothing(const void *rec)
 {
 	(void)rec;
@@ -51,12 +65,15 @@ static const struct {
 } types[EV_TYPE_COUNT] = {
 	[EV_SPAN] = { "span", sizeof(struct span_event), check_span },
 	[EV_TOKEN] = { "token", sizeof(struct token_event), check_nothing },
-	[EV_REQUEST] = { "request", sizeof(struct request_event), check_nothing },
+	[EV_REQUEST] = { "request", sizeof(struct request_event), check_request },
 	[EV_ALLOC] = { "alloc", sizeof(struct alloc_event), check_alloc },
 	[EV_FREE] = { "free", sizeof(struct alloc_event), check_alloc },
 	[EV_KV] = { "kv", sizeof(struct kv_event), check_nothing },
 	[EV_KERNEL] = { "kernel", sizeof(struct kernel_event), check_kernel },
 	[EV_SAMPLE] = { "sample", sizeof(struct sample_event), check_sample },
+	[EV_STEP] = { "step", sizeof(struct step_event), check_nothing },
+	[EV_EMIT] = { "emit", sizeof(struct emit_event), check_nothing },
+	[EV_REQ_STATE] = { "req_state", sizeof(struct req_state_event), check_req_state },
 };
 
 const char *event_type_name(unsigned type)
@@ -105,6 +122,9 @@ static int handle(const struct event_sink *s, unsigned t, const void *rec)
 	case EV_KV: return on->kv ? on->kv(s->ctx, rec) : 0;
 	case EV_KERNEL: return on->kernel ? on->kernel(s->ctx, rec) : 0;
 	case EV_SAMPLE: return on->sample ? on->sample(s->ctx, rec) : 0;
+	case EV_STEP: return on->step ? on->step(s->ctx, rec) : 0;
+	case EV_EMIT: return on->emit ? on->emit(s->ctx, rec) : 0;
+	case EV_REQ_STATE: return on->req_state ? on->req_state(s->ctx, rec) : 0;
 	default: return 0;
 	}
 }

@@ -28,6 +28,9 @@ struct event_handlers {
 	int (*kv)(void *ctx, const struct kv_event *e);
 	int (*kernel)(void *ctx, const struct kernel_event *e);
 	int (*sample)(void *ctx, const struct sample_event *e);
+	int (*step)(void *ctx, const struct step_event *e);
+	int (*emit)(void *ctx, const struct emit_event *e);
+	int (*req_state)(void *ctx, const struct req_state_event *e);
 };
 
 struct event_sink {

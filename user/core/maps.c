@@ -111,6 +111,20 @@ int maps_foreach_kv(const struct session *s, maps_kv_fn fn, void *ctx)
 	return walk(s->skel->maps.kv, kv_entry, &w);
 }
 
+/* The map's value starts with a struct serving_val (the BPF side keeps
+ * more after it). */
+static int serving_entry(void *ctx, const void *key, const void *value)
+{
+	struct typed_walk *w = ctx;
+	return ((maps_serving_fn)w->fn)(w->ctx, *(const __u32 *)key, value);
+}
+
+int maps_foreach_serving(const struct session *s, maps_serving_fn fn, void *ctx)
+{
+	struct typed_walk w = { (void *)fn, ctx };
+	return walk(s->skel->maps.serving, serving_entry, &w);
+}
+
 /* ---- forgetting a process ---- */
 
 /* The agg keys of one process, collected before any is deleted: deleting
@@ -146,6 +160,7 @@ void maps_forget_pid(const struct session *s, __u32 pid)
 		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.pools), &k);
 	}
 	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.kv), &pid);
+	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.serving), &pid);
 }
 
 /* ---- tables userspace writes or reads by key ---- */

@@ -27,7 +27,11 @@ int maps_foreach_pool(const struct session *s, maps_pool_fn fn, void *ctx);
 typedef int (*maps_kv_fn)(void *ctx, __u32 pid, const struct kv_val *v);
 int maps_foreach_kv(const struct session *s, maps_kv_fn fn, void *ctx);
 
-/* Deletes one process's rows from agg, pools and kv (the daemon forgets
+/* `serving`: a serving engine's gauges and request counters, per pid. */
+typedef int (*maps_serving_fn)(void *ctx, __u32 pid, const struct serving_val *v);
+int maps_foreach_serving(const struct session *s, maps_serving_fn fn, void *ctx);
+
+/* Deletes one process's rows from agg, pools, kv and serving (the daemon forgets
  * processes that exited long ago). */
 void maps_forget_pid(const struct session *s, __u32 pid);
 

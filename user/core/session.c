@@ -226,10 +226,17 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 		/* Every end before any begin: a begin seen while its end is
 		 * not yet armed would stay open on the span stack for good. */
 		{ sk->progs.request_end_prog, "request_end", 0 },
+		{ sk->progs.req_finished_prog, "req_finished", 0 },
+		{ sk->progs.token_emit_prog, "token_emit", 0 },
+		{ sk->progs.req_preempted_prog, "req_preempted", 0 },
+		{ sk->progs.req_admitted_prog, "req_admitted", 0 },
+		{ sk->progs.step_end_prog, "step_end", 0 },
 		{ sk->progs.token_end_prog, "token_end", 0 },
 		{ sk->progs.span_end_prog, "span_end", 0 },
 		{ sk->progs.op_end_prog, "op_end", 1 },
 		{ sk->progs.request_begin_prog, "request_begin", 0 },
+		{ sk->progs.req_queued_prog, "req_queued", 0 },
+		{ sk->progs.step_begin_prog, "step_begin", 0 },
 		{ sk->progs.token_begin_prog, "token_begin", 0 },
 		{ sk->progs.span_begin_prog, "span_begin", 0 },
 		{ sk->progs.op_begin_prog, "op_begin", 1 },
@@ -238,6 +245,7 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 		{ sk->progs.free_prog, "free", 0 },
 		{ sk->progs.alloc_prog, "alloc", 0 },
 		{ sk->progs.kv_usage_prog, "kv_usage", 0 },
+		{ sk->progs.kv_blocks_prog, "kv_blocks", 0 },
 		{ sk->progs.cl_batch_prog, "cl_batch", 1 },
 	};
 	uint64_t t0 = mono_now_ns();

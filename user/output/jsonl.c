@@ -94,6 +94,90 @@ static void request_fields(struct outbuf *ob, const void *rec)
 	ob_u64(ob, e->prompt_tokens);
 	ob_key(ob, "generated_tokens");
 	ob_u64(ob, e->generated_tokens);
+	ob_key(ob, "queue_ns");
+	ob_u64(ob, e->queue_ns);
+	ob_key(ob, "ttft_ns");
+	ob_u64(ob, e->ttft_ns);
+	ob_key(ob, "prefill_ns");
+	ob_u64(ob, e->prefill_ns);
+	ob_key(ob, "decode_ns");
+	ob_u64(ob, e->decode_ns);
+	ob_key(ob, "itl_p50_ns");
+	ob_u64(ob, e->itl_p50_ns);
+	ob_key(ob, "itl_p95_ns");
+	ob_u64(ob, e->itl_p95_ns);
+	ob_key(ob, "itl_max_ns");
+	ob_u64(ob, e->itl_max_ns);
+	ob_key(ob, "itl_count");
+	ob_u64(ob, e->itl_count);
+	ob_key(ob, "preemptions");
+	ob_u64(ob, e->preemptions);
+	if (e->finish_reason < FINISH_REASON_COUNT) {
+		ob_key_name(ob, "finish_reason", finish_reason_name(e->finish_reason));
+	} else {
+		ob_key(ob, "finish_reason");
+		ob_lit(ob, "null");
+	}
+	ob_key(ob, "served");
+	ob_lit(ob, e->flags & REQ_F_SERVED ? "true" : "false");
+}
+
+static void step_fields(struct outbuf *ob, const void *rec)
+{
+	const struct step_event *e = rec;
+
+	ob_key(ob, "dur_ns");
+	ob_u64(ob, e->dur_ns);
+	ob_key(ob, "step");
+	ob_u64(ob, e->step);
+	ob_key(ob, "nseqs");
+	ob_u64(ob, e->nseqs);
+	ob_key(ob, "prefill_tokens");
+	ob_u64(ob, e->prefill_tokens);
+	ob_key(ob, "decode_tokens");
+	ob_u64(ob, e->decode_tokens);
+	ob_key(ob, "kv_used_blocks");
+	ob_u64(ob, e->kv_used_blocks);
+}
+
+static void emit_fields(struct outbuf *ob, const void *rec)
+{
+	const struct emit_event *e = rec;
+
+	ob_key(ob, "req");
+	ob_u64(ob, e->req);
+	ob_key(ob, "pos");
+	ob_u64(ob, e->pos);
+	ob_key(ob, "token_id");
+	ob_u64(ob, e->token_id);
+	ob_key(ob, "gap_ns");
+	ob_u64(ob, e->gap_ns);
+	ob_key(ob, "first");
+	ob_lit(ob, e->first ? "true" : "false");
+	ob_key(ob, "step");
+	ob_u64(ob, e->step);
+}
+
+static const char *const req_state_names[REQ_STATE_COUNT] = { "queued", "admitted", "preempted" };
+
+static void req_state_fields(struct outbuf *ob, const void *rec)
+{
+	const struct req_state_event *e = rec;
+
+	ob_key(ob, "req");
+	ob_u64(ob, e->req);
+	ob_key_name(ob, "state", req_state_names[e->state]);
+	/* a and b, named for the state they come with */
+	ob_key(ob, e->state == REQ_QUEUED ? "prompt_tokens" : e->state == REQ_ADMITTED ? "prefill_tokens"
+											  : "generated_tokens");
+	ob_u64(ob, e->a);
+	ob_key(ob, e->state == REQ_QUEUED ? "max_tokens" : e->state == REQ_ADMITTED ? "generated_tokens"
+										       : "blocks_freed");
+	ob_u64(ob, e->b);
+	ob_key(ob, "running");
+	ob_u64(ob, e->running);
+	ob_key(ob, "waiting");
+	ob_u64(ob, e->waiting);
 }
 
 static void alloc_fields(struct outbuf *ob, const void *rec)
@@ -164,6 +248,9 @@ static int on_request(void *ob, const struct request_event *e) { return line(ob,
 static int on_alloc(void *ob, const struct alloc_event *e) { return line(ob, &e->h, alloc_fields, e); }
 static int on_kv(void *ob, const struct kv_event *e) { return line(ob, &e->h, kv_fields, e); }
 static int on_kernel(void *ob, const struct kernel_event *e) { return line(ob, &e->h, kernel_fields, e); }
+static int on_step(void *ob, const struct step_event *e) { return line(ob, &e->h, step_fields, e); }
+static int on_emit(void *ob, const struct emit_event *e) { return line(ob, &e->h, emit_fields, e); }
+static int on_req_state(void *ob, const struct req_state_event *e) { return line(ob, &e->h, req_state_fields, e); }
 
 const struct event_handlers jsonl_handlers = {
 	.span = on_span,
@@ -173,6 +260,9 @@ const struct event_handlers jsonl_handlers = {
 	.free = on_alloc,
 	.kv = on_kv,
 	.kernel = on_kernel,
+	.step = on_step,
+	.emit = on_emit,
+	.req_state = on_req_state,
 };
 
 int jsonl_write_record(struct outbuf *ob, const void *data, size_t size)

@@ -184,32 +184,54 @@ static void sample_double(struct textbuf *b, const char *name, const struct labe
 
 /* ---- the four classes of aggregated durations ---- */
 
-enum agg_class { CLASS_SPAN, CLASS_TOKEN, CLASS_REQUEST, CLASS_KERNEL, CLASS_NONE };
+/* What an agg row measures, for its labels: a span (kind, layer), a kernel
+ * (kernel, layer) or one value per process. */
+enum agg_class { CLASS_SPAN, CLASS_KERNEL, CLASS_PROCESS, CLASS_NONE };
 
 static enum agg_class class_of(uint32_t kind)
 {
 	if (kind < SPAN_KIND_COUNT)
 		return CLASS_SPAN;
-	if (kind == AGG_KIND_TOKEN)
-		return CLASS_TOKEN;
-	if (kind == AGG_KIND_REQUEST)
-		return CLASS_REQUEST;
 	if (kind >= AGG_KIND_KERNEL_BASE && kind < AGG_KIND_KERNEL_BASE + KERNEL_COUNT)
 		return CLASS_KERNEL;
+	if (kind >= AGG_KIND_TOKEN && kind <= AGG_KIND_STEP_TOKENS)
+		return CLASS_PROCESS;
 	return CLASS_NONE;
 }
 
-static const struct {
-	const char *hist, *hist_help;
-} class_info[] = {
-	[CLASS_SPAN] = { "spantrace_span_duration_seconds",
-			 "Engine span durations (span_begin/op_begin to end) by span kind and layer." },
-	[CLASS_TOKEN] = { "spantrace_token_duration_seconds",
-			  "Per-token decode time (token_begin to token_end)." },
-	[CLASS_REQUEST] = { "spantrace_request_duration_seconds",
-			    "Request durations (request_begin to request_end)." },
-	[CLASS_KERNEL] = { "spantrace_kernel_duration_seconds",
-			   "OpenCL kernel device time (profiling end - start) by kernel and layer." },
+/* The histogram families: rows of kinds [lo, hi]; a count family's values
+ * are not nanoseconds, so its le and sum are not scaled to seconds. The vLLM
+ * name each stands for is in the README. */
+static const struct histogram_family {
+	const char *name, *help;
+	uint32_t lo, hi;
+	int count;
+} families[] = {
+	{ "spantrace_span_duration_seconds",
+	  "Engine span durations (span_begin/op_begin to end) by span kind and layer.", 0, SPAN_KIND_COUNT - 1, 0 },
+	{ "spantrace_token_duration_seconds", "Per-token decode time (token_begin to token_end).",
+	  AGG_KIND_TOKEN, AGG_KIND_TOKEN, 0 },
+	{ "spantrace_request_duration_seconds", "Request durations, end to end (as e2e_request_latency).",
+	  AGG_KIND_REQUEST, AGG_KIND_REQUEST, 0 },
+	{ "spantrace_e2e_request_latency_seconds", "Requests from queued (or begun) to finished.",
+	  AGG_KIND_REQUEST, AGG_KIND_REQUEST, 0 },
+	{ "spantrace_time_to_first_token_seconds", "Requests from queued to their first emitted token.",
+	  AGG_KIND_TTFT, AGG_KIND_TTFT, 0 },
+	{ "spantrace_inter_token_latency_seconds",
+	  "Gaps between a request's emitted tokens, one per token after the first.", AGG_KIND_ITL, AGG_KIND_ITL, 0 },
+	{ "spantrace_request_queue_time_seconds", "Requests from queued to first admitted.",
+	  AGG_KIND_QUEUE, AGG_KIND_QUEUE, 0 },
+	{ "spantrace_request_prefill_time_seconds",
+	  "Requests from the admission that produced their first token to it.", AGG_KIND_PREFILL, AGG_KIND_PREFILL, 0 },
+	{ "spantrace_request_decode_time_seconds", "Requests from their first token to finished.",
+	  AGG_KIND_DECODE, AGG_KIND_DECODE, 0 },
+	{ "spantrace_step_duration_seconds", "Serving engine steps (one batched forward each).",
+	  AGG_KIND_STEP, AGG_KIND_STEP, 0 },
+	{ "spantrace_iteration_tokens", "Tokens (prefill + decode) per serving engine step.",
+	  AGG_KIND_STEP_TOKENS, AGG_KIND_STEP_TOKENS, 1 },
+	{ "spantrace_kernel_duration_seconds",
+	  "OpenCL kernel device time (profiling end - start) by kernel and layer.",
+	  AGG_KIND_KERNEL_BASE, AGG_KIND_KERNEL_BASE + KERNEL_COUNT - 1, 0 },
 };
 
 static void agg_labels(struct labels *l, const struct prom_snapshot *s, const struct prom_agg *a)
@@ -266,9 +288,11 @@ static void kind_edges(const struct prom_snapshot *s, struct edges e[KIND_SLOTS]
 	}
 }
 
-static void histogram_series(struct textbuf *b, const char *name, const struct labels *l,
+static void histogram_series(struct textbuf *b, const struct histogram_family *f, const struct labels *l,
 			     const struct prom_agg *a, const struct edges *e)
 {
+	const char *name = f->name;
+	double unit = f->count ? 1.0 : 1e9;
 	char le[40], sum[40];
 	uint64_t cum = 0, total = 0;
 
@@ -278,27 +302,27 @@ static void histogram_series(struct textbuf *b, const char *name, const struct l
 		cum += a->buckets[k];
 		if (k < e->lo)
 			continue;
-		fmt_double(le, sizeof(le), prom_bucket_le_seconds(k));
+		fmt_double(le, sizeof(le), (double)hist_bucket_high(k) / unit);
 		out_printf(b, "%s_bucket{%s,le=\"%s\"} %" PRIu64 "\n", name, l->text, le, cum);
 	}
 	/* _count is the +Inf bucket, as the format requires. */
 	out_printf(b, "%s_bucket{%s,le=\"+Inf\"} %" PRIu64 "\n", name, l->text, total);
-	fmt_double(sum, sizeof(sum), (double)a->sum_ns / 1e9);
+	fmt_double(sum, sizeof(sum), (double)a->sum_ns / unit);
 	out_printf(b, "%s_sum{%s} %s\n", name, l->text, sum);
 	out_printf(b, "%s_count{%s} %" PRIu64 "\n", name, l->text, total);
 }
 
-static void render_histograms(struct textbuf *b, const struct prom_snapshot *s, enum agg_class c,
-			      const struct edges *e)
+static void render_histograms(struct textbuf *b, const struct prom_snapshot *s,
+			      const struct histogram_family *f, const struct edges *e)
 {
 	struct labels l;
-	family(b, class_info[c].hist, "histogram", class_info[c].hist_help);
+	family(b, f->name, "histogram", f->help);
 	for (size_t i = 0; i < s->naggs; i++) {
 		const struct prom_agg *a = &s->aggs[i];
-		if (class_of(a->kind) != c)
+		if (a->kind < f->lo || a->kind > f->hi)
 			continue;
 		agg_labels(&l, s, a);
-		histogram_series(b, class_info[c].hist, &l, a, a->kind < KIND_SLOTS ? &e[a->kind] : NULL);
+		histogram_series(b, f, &l, a, a->kind < KIND_SLOTS ? &e[a->kind] : NULL);
 	}
 }
 
@@ -325,13 +349,13 @@ static void render_span_extras(struct textbuf *b, const struct prom_snapshot *s)
 
 /* Convenience counters for rate(): the same totals as the token and
  * request histograms' _count. */
-static void render_class_counter(struct textbuf *b, const struct prom_snapshot *s,
-				 enum agg_class c, const char *name, const char *help)
+static void render_kind_counter(struct textbuf *b, const struct prom_snapshot *s,
+				uint32_t kind, const char *name, const char *help)
 {
 	struct labels l;
 	family(b, name, "counter", help);
 	for (size_t i = 0; i < s->naggs; i++) {
-		if (class_of(s->aggs[i].kind) != c)
+		if (s->aggs[i].kind != kind)
 			continue;
 		agg_labels(&l, s, &s->aggs[i]);
 		uint64_t total = 0;
@@ -391,6 +415,98 @@ static void render_kv(struct textbuf *b, const struct prom_snapshot *s)
 		labels_add_proc(&l, s, s->kvs[i].pid);
 		sample_u64(b, "spantrace_kv_cache_capacity_bytes", &l, s->kvs[i].capacity_bytes);
 	}
+}
+
+/* ---- serving engines: gauges and request counters ---- */
+
+static uint64_t serving_field(const struct prom_serving *p, size_t off, int is32)
+{
+	const char *v = (const char *)&p->v + off;
+	uint32_t u32;
+	uint64_t u64;
+
+	if (is32) {
+		memcpy(&u32, v, sizeof(u32));
+		return u32;
+	}
+	memcpy(&u64, v, sizeof(u64));
+	return u64;
+}
+
+static void render_serving_fields(struct textbuf *b, const struct prom_snapshot *s)
+{
+#define F(field) offsetof(struct serving_val, field), sizeof(((struct serving_val *)0)->field) == 4
+	static const struct {
+		const char *name, *type, *help;
+		size_t off;
+		int is32;
+	} fields[] = {
+		{ "spantrace_kv_cache_blocks_used", "gauge", "KV-cache blocks in use.", F(kv_used_blocks) },
+		{ "spantrace_kv_cache_blocks_capacity", "gauge", "KV-cache blocks in the pool.", F(kv_total_blocks) },
+		{ "spantrace_prompt_tokens_total", "counter", "Prompt tokens of the requests begun.", F(prompt_tokens) },
+		{ "spantrace_generation_tokens_total", "counter", "Tokens emitted.", F(generation_tokens) },
+		{ "spantrace_preemptions_total", "counter", "Requests preempted (recomputed later).", F(preemptions) },
+		{ "spantrace_steps_total", "counter", "Serving engine steps.", F(steps) },
+	};
+#undef F
+	struct labels l;
+
+	for (size_t f = 0; f < sizeof(fields) / sizeof(fields[0]); f++) {
+		family(b, fields[f].name, fields[f].type, fields[f].help);
+		for (size_t i = 0; i < s->nservings; i++) {
+			labels_start(&l);
+			labels_add_proc(&l, s, s->servings[i].pid);
+			sample_u64(b, fields[f].name, &l, serving_field(&s->servings[i], fields[f].off, fields[f].is32));
+		}
+	}
+}
+
+/* Only once a lifecycle probe has said them: before that (just after an
+ * attach) the gauges are unknown, and a series that is absent says so. */
+static void render_serving_gauges(struct textbuf *b, const struct prom_snapshot *s)
+{
+	static const char *const names[2] = { "spantrace_requests_running", "spantrace_requests_waiting" };
+	static const char *const helps[2] = { "Requests in the engine's running set.",
+					      "Requests queued, waiting for KV blocks." };
+	struct labels l;
+
+	for (int g = 0; g < 2; g++) {
+		family(b, names[g], "gauge", helps[g]);
+		for (size_t i = 0; i < s->nservings; i++) {
+			const struct serving_val *v = &s->servings[i].v;
+			if (!v->gauges_seen)
+				continue;
+			labels_start(&l);
+			labels_add_proc(&l, s, s->servings[i].pid);
+			sample_u64(b, names[g], &l, g ? v->waiting : v->running);
+		}
+	}
+}
+
+static void render_serving(struct textbuf *b, const struct prom_snapshot *s)
+{
+	struct labels l;
+
+	render_serving_gauges(b, s);
+	render_serving_fields(b, s);
+	family(b, "spantrace_kv_cache_usage_ratio", "gauge", "KV-cache blocks in use over the pool's blocks.");
+	for (size_t i = 0; i < s->nservings; i++) {
+		const struct serving_val *v = &s->servings[i].v;
+		if (!v->kv_total_blocks)
+			continue;
+		labels_start(&l);
+		labels_add_proc(&l, s, s->servings[i].pid);
+		sample_double(b, "spantrace_kv_cache_usage_ratio", &l, (double)v->kv_used_blocks / v->kv_total_blocks);
+	}
+	family(b, "spantrace_request_success_total", "counter",
+	       "Requests finished, by finish_reason (unknown: the CLI, which does not say).");
+	for (size_t i = 0; i < s->nservings; i++)
+		for (unsigned r = 0; r <= FINISH_REASON_COUNT; r++) {
+			labels_start(&l);
+			labels_add(&l, "finish_reason", finish_reason_name(r));
+			labels_add_proc(&l, s, s->servings[i].pid);
+			sample_u64(b, "spantrace_request_success_total", &l, s->servings[i].v.finished[r]);
+		}
 }
 
 static void render_procs(struct textbuf *b, const struct prom_snapshot *s)
@@ -456,6 +572,10 @@ static void render_losses(struct textbuf *b, const struct prom_snapshot *s)
 			c->missed_frees);
 	render_counter1(b, "spantrace_alloc_table_full_total",
 			"Allocations not tracked because the kernel's table was full.", c->alloc_table_full);
+	render_counter1(b, "spantrace_request_orphans_total",
+			"Request probes of requests queued before the tracer attached (not timed).", c->req_orphans);
+	render_counter1(b, "spantrace_request_table_full_total",
+			"Requests not timed because the kernel's request table was full.", c->req_table_full);
 	render_counter1(b, "spantrace_agg_table_full_total",
 			"Durations not aggregated because the kernel's histogram table was full.",
 			c->agg_table_full);
@@ -532,6 +652,11 @@ static int cmp_kv(const void *pa, const void *pb)
 	return cmp_u32(((const struct prom_kv *)pa)->pid, ((const struct prom_kv *)pb)->pid);
 }
 
+static int cmp_serving(const void *pa, const void *pb)
+{
+	return cmp_u32(((const struct prom_serving *)pa)->pid, ((const struct prom_serving *)pb)->pid);
+}
+
 static int cmp_proc(const void *pa, const void *pb)
 {
 	return cmp_u32(((const struct prom_proc *)pa)->pid, ((const struct prom_proc *)pb)->pid);
@@ -550,6 +675,8 @@ static void snapshot_sort(struct prom_snapshot *s)
 		qsort(s->pools, s->npools, sizeof(*s->pools), cmp_pool);
 	if (s->nkvs)
 		qsort(s->kvs, s->nkvs, sizeof(*s->kvs), cmp_kv);
+	if (s->nservings)
+		qsort(s->servings, s->nservings, sizeof(*s->servings), cmp_serving);
 	if (s->nprocs)
 		qsort(s->procs, s->nprocs, sizeof(*s->procs), cmp_proc);
 	if (s->nmaps)
@@ -574,14 +701,15 @@ int prom_render(struct prom_snapshot *s, char **out, size_t *len)
 		return -1;
 	}
 	kind_edges(s, edges);
-	for (enum agg_class c = CLASS_SPAN; c < CLASS_NONE; c++)
-		render_histograms(&b, s, c, edges);
+	for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++)
+		render_histograms(&b, s, &families[f], edges);
 	free(edges);
 	render_span_extras(&b, s);
-	render_class_counter(&b, s, CLASS_TOKEN, "spantrace_tokens_total", "Tokens decoded.");
-	render_class_counter(&b, s, CLASS_REQUEST, "spantrace_requests_total", "Requests completed.");
+	render_kind_counter(&b, s, AGG_KIND_TOKEN, "spantrace_tokens_total", "Tokens decoded.");
+	render_kind_counter(&b, s, AGG_KIND_REQUEST, "spantrace_requests_total", "Requests completed.");
 	render_pools(&b, s);
 	render_kv(&b, s);
+	render_serving(&b, s);
 	render_procs(&b, s);
 	render_losses(&b, s);
 	if (s->has_tail)
@@ -603,12 +731,14 @@ void prom_snapshot_free(struct prom_snapshot *s)
 	free(s->aggs);
 	free(s->pools);
 	free(s->kvs);
+	free(s->servings);
 	free(s->procs);
 	free(s->maps);
 	s->aggs = NULL;
 	s->pools = NULL;
 	s->kvs = NULL;
+	s->servings = NULL;
 	s->procs = NULL;
 	s->maps = NULL;
-	s->naggs = s->npools = s->nkvs = s->nprocs = s->nmaps = 0;
+	s->naggs = s->npools = s->nkvs = s->nservings = s->nprocs = s->nmaps = 0;
 }

@@ -29,6 +29,12 @@ struct prom_kv {
 	uint64_t used_bytes, capacity_bytes;
 };
 
+/* A serving engine's gauges and request counters. */
+struct prom_serving {
+	uint32_t pid;
+	struct serving_val v;
+};
+
 /* Per traced process: decode throughput over the last interval. */
 struct prom_proc {
 	uint32_t pid;
@@ -52,6 +58,7 @@ struct prom_snapshot {
 	struct prom_agg *aggs;   size_t naggs;
 	struct prom_pool *pools; size_t npools;
 	struct prom_kv *kvs;     size_t nkvs;
+	struct prom_serving *servings; size_t nservings;
 	struct prom_proc *procs; size_t nprocs;
 	struct prom_map_mem *maps; size_t nmaps;
 	struct counters counters;  /* summed over CPUs */

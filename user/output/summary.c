@@ -179,6 +179,29 @@ json_object *summary_loss_json(const struct session *s, const struct counters *c
 	return j;
 }
 
+/* The request-level distributions and goodput: the share of requests that
+ * met every SLO set (all of them when none is). */
+static void requests_json(json_object *j, struct runstats *r)
+{
+	json_object *g = json_object_new_object();
+	uint64_t n = r->requests.hist.count;
+
+	json_object_object_add(j, "ttft", dist_json(&r->ttft, NULL));
+	json_object_object_add(j, "itl", dist_json(&r->itl, NULL));
+	json_object_object_add(j, "queue_time", dist_json(&r->queue, NULL));
+	json_object_object_add(j, "prefill_time", dist_json(&r->prefill, NULL));
+	json_object_object_add(j, "decode_time", dist_json(&r->decode, NULL));
+	json_object_object_add(j, "step", dist_json(&r->steps, NULL));
+	json_object_object_add(j, "step_tokens", dist_json(&r->step_tokens, NULL));
+	add_u64(j, "preemptions", r->preemptions);
+	json_object_object_add(g, "slo_ttft_ms", json_object_new_double(r->slo.ttft_ns / 1e6));
+	json_object_object_add(g, "slo_itl_ms", json_object_new_double(r->slo.itl_ns / 1e6));
+	add_u64(g, "requests", n);
+	add_u64(g, "met", r->slo_met);
+	json_object_object_add(g, "share", json_object_new_double(n ? (double)r->slo_met / n : 0));
+	json_object_object_add(j, "goodput", g);
+}
+
 /* The kernel's error and table counters, at the summary's top level. */
 static void error_counters(json_object *j, const struct counters *c)
 {
@@ -190,6 +213,8 @@ static void error_counters(json_object *j, const struct counters *c)
 	add_u64(j, "alloc_table_full", c->alloc_table_full);
 	add_u64(j, "agg_table_full", c->agg_table_full);
 	add_u64(j, "kernels_truncated", c->kernels_truncated);
+	add_u64(j, "req_table_full", c->req_table_full);
+	add_u64(j, "req_orphans", c->req_orphans);
 }
 
 json_object *summary_json(struct runstats *r, const struct session *s, const struct counters *c,
@@ -216,6 +241,7 @@ json_object *summary_json(struct runstats *r, const struct session *s, const str
 	json_object_object_add(j, "kernels", kernels_json(r));
 	json_object_object_add(j, "token", dist_json(&r->tokens, NULL));
 	json_object_object_add(j, "request", dist_json(&r->requests, NULL));
+	requests_json(j, r);
 	add_u64(j, "device_busy_ns", r->device_busy_ns);
 	json_object_object_add(j, "device_utilization",
 			       json_object_new_double(wall_s > 0 ? r->device_busy_ns / 1e9 / wall_s : 0));

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# t_req_daemon.sh - request-level metrics from the daemon, attached by pid in
+# the middle of traffic, against the engine's own numbers:
+#   - live attach: the requests queued after the attach are all timed (the
+#     e2e/TTFT histograms count exactly them); the requests in flight at the
+#     attach are counted as orphans, never as bad data;
+#   - at a scrape, spantrace_requests_running/_waiting equal the engine's
+#     /health read just before and after (when those two agree);
+#   - request_success_total by finish_reason equals the engine's /stats
+#     (finishes are counted even for requests timed from before the
+#     attach); token and preemption counters cover at least the requests
+#     after it; spantrace_iteration_tokens counts every step;
+#   - the vLLM-equivalent families exist and `promtool check metrics` passes;
+#   - nothing was streamed per token (tail mode): events fired are 0.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/serve_lib.sh"
+source "$(dirname "$0")/daemon_lib.sh"
+need_bpf
+need_node
+need_daemon_build
+[ -r "$DEMO_MODEL" ] && [ -r "$DEMO_TOK" ] || fail "no demo model (make models first)"
+
+start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b cpu --max-seqs 6 --kv-blocks 16 --block-size 16
+spec() {  # N MAX_TOKENS STAGGER_MS -> a spec of N streaming requests
+	printf '{"concurrent": true, "stagger_ms": %d, "requests": [' "$3"
+	for i in $(seq 0 $(($1 - 1))); do
+		[ "$i" -gt 0 ] && printf ','
+		printf '{"prompt": "Once upon a time %d", "max_tokens": %d, "temperature": 0, "stream": true}' "$i" \
+			$(($2 + 7 * i))
+	done
+	printf ']}\n'
+}
+# A: long requests in flight when the daemon attaches.
+spec 3 200 0 >"$TMP/a.json"
+node "$NODE_DIR/client.js" "$BASE" run "$TMP/a.json" >"$TMP/a.out" 2>"$TMP/a.err" &
+ca=$!
+wait_for health_ge running 1 || fail "no request running before the attach"
+start_daemon --level coarse -p "$EPID" --interval 0.1
+# B: requests queued after the attach, with a pool small enough to preempt.
+spec 12 60 10 >"$TMP/b.json"
+node "$NODE_DIR/client.js" "$BASE" run "$TMP/b.json" >"$TMP/b.out" 2>"$TMP/b.err" &
+cb=$!
+
+# Gauges at a scrape: /health, /metrics, /health; where the engine's two
+# readings agree, the daemon's must equal them.
+stable=0 busy=0 unknown=0
+gauge() { msum "$TMP/m.txt" "spantrace_requests_$1" "pid=\"$EPID\""; }
+while kill -0 $cb 2>/dev/null; do
+	h1=$(curl -s "$BASE/health" | jq -c '[.running, .waiting]')
+	metrics >"$TMP/m.txt"
+	h2=$(curl -s "$BASE/health" | jq -c '[.running, .waiting]')
+	[ "$h1" = "$h2" ] || continue
+	# before its first lifecycle probe the daemon does not know them: no series
+	grep -q "^spantrace_requests_running{pid=\"$EPID\"" "$TMP/m.txt" || { unknown=$((unknown + 1)); continue; }
+	stable=$((stable + 1))
+	[ "$h1" != "[0,0]" ] && busy=$((busy + 1))
+	assert_eq "running and waiting at a scrape" "$h1" "[$(gauge running),$(gauge waiting)]" >/dev/null
+done
+wait $ca || fail "client A: $(cat "$TMP/a.err")"
+wait $cb || fail "client B: $(cat "$TMP/b.err")"
+ok "gauges equal the engine's at $stable scrapes ($busy with requests in flight; $unknown before the first probe)"
+assert_le "scrapes with requests in flight" 3 "$busy"
+
+curl -s "$BASE/stats" >"$TMP/stats.json"
+b_reqs=$(jq -s 'map(select(.usage)) | length' "$TMP/b.out")
+assert_eq "requests after the attach" 12 "$b_reqs"
+all_done() { metrics >"$TMP/m.txt" && [ "$(msum "$TMP/m.txt" spantrace_request_success_total "pid=\"$EPID\"")" = 15 ]; }
+wait_for all_done || fail "the daemon never saw 15 requests finish: $(grep success "$TMP/m.txt")"
+# The histograms come from the last interval's snapshot (0.1 s); the
+# serving counters are read at the scrape.
+sleep 0.5
+metrics >"$TMP/m.txt"
+m=$TMP/m.txt P="pid=\"$EPID\""
+assert_eq "e2e observations = the requests queued after the attach" "$b_reqs" \
+	"$(msum "$m" spantrace_e2e_request_latency_seconds_count "$P")"
+assert_eq "TTFT observations" "$b_reqs" "$(msum "$m" spantrace_time_to_first_token_seconds_count "$P")"
+assert_eq "queue-time observations" "$b_reqs" "$(msum "$m" spantrace_request_queue_time_seconds_count "$P")"
+b_tokens=$(jq -s 'map(.usage.completion_tokens) | add' "$TMP/b.out")
+assert_eq "inter-token gaps: one per token after the first" "$((b_tokens - b_reqs))" \
+	"$(msum "$m" spantrace_inter_token_latency_seconds_count "$P")"
+orphans=$(msum "$m" spantrace_request_orphans_total)
+assert_le "requests in flight at the attach: counted as orphans" 1 "$orphans"
+assert_eq "finished, by reason = the engine's (all 15)" \
+	"$(jq -c '.serving.finished | [.stop, .length, .abort, .error]' "$TMP/stats.json")" \
+	"[$(for r in stop length abort error; do msum "$m" spantrace_request_success_total "finish_reason=\"$r\"" "$P"; done | paste -sd,)]"
+# The engine's per-request counts cover all 15; the tracer's token and
+# preemption counters start at the attach.
+preempt_b=$(jq '[.serving.per_request[]] | sort_by(.req) | .[3:] | map(.preemptions) | add' "$TMP/stats.json")
+assert_le "preemptions after the attach (else this proves little)" 1 "$(msum "$m" spantrace_preemptions_total "$P")"
+assert_le "preemptions counted <= the engine's" "$(msum "$m" spantrace_preemptions_total "$P")" \
+	"$(jq .serving.preempted "$TMP/stats.json")"
+assert_le "preemptions counted >= those of the requests after the attach" "$preempt_b" \
+	"$(msum "$m" spantrace_preemptions_total "$P")"
+assert_le "generation tokens counted >= B's" "$b_tokens" "$(msum "$m" spantrace_generation_tokens_total "$P")"
+assert_le "prompt tokens counted >= B's" "$(jq -s 'map(.usage.prompt_tokens) | add' "$TMP/b.out")" \
+	"$(msum "$m" spantrace_prompt_tokens_total "$P")"
+steps=$(msum "$m" spantrace_steps_total "$P")
+assert_eq "iteration_tokens observations = steps" "$steps" "$(msum "$m" spantrace_iteration_tokens_count "$P")"
+assert_le "steps seen" 10 "$steps"
+assert_eq "nothing streamed (tail mode, no threshold crossed by a token)" 0 \
+	"$(msum "$m" spantrace_events_fired_total 'event="emit"')"
+for f in time_to_first_token_seconds inter_token_latency_seconds e2e_request_latency_seconds \
+	request_queue_time_seconds request_prefill_time_seconds request_decode_time_seconds iteration_tokens; do
+	grep -q "^# TYPE spantrace_$f histogram" "$m" || fail "no histogram spantrace_$f"
+done
+for f in requests_running requests_waiting kv_cache_usage_ratio; do
+	grep -q "^# TYPE spantrace_$f gauge" "$m" || fail "no gauge spantrace_$f"
+done
+for f in prompt_tokens_total generation_tokens_total request_success_total preemptions_total; do
+	grep -q "^# TYPE spantrace_$f counter" "$m" || fail "no counter spantrace_$f"
+done
+ok "the vLLM-equivalent families are all there"
+if command -v promtool >/dev/null; then
+	out=$(promtool check metrics <"$m" 2>&1) || fail "promtool check metrics: $out"
+	ok "promtool check metrics accepts them"
+fi
+stop_daemon
+stop_engine
