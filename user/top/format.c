@@ -189,11 +189,15 @@ void topview_format_row(const struct topview *tv, size_t i, char *buf, size_t si
 			put(buf, size, width, &pos, " %*s", columns[c].width, cell[c]);
 }
 
+static int has_problems(const struct topview *tv)
+{
+	return tv->span_errors || tv->bad_events || tv->invalid || tv->oom || tv->procs.untracked ||
+	       tv->unknown_frees;
+}
+
 int topview_header_count(const struct topview *tv)
 {
-	int problems = tv->span_errors || tv->bad_events || tv->invalid || tv->oom || tv->procs.untracked ||
-		       tv->unknown_frees;
-	return 5 + problems;
+	return 5 + 2 * tv->serving_seen + has_problems(tv);
 }
 
 static void format_identity(const struct topview *tv, char *buf, size_t size, int width)
@@ -343,11 +347,64 @@ static void format_problems(const struct topview *tv, char *buf, size_t size, in
 		put(buf, size, width, &pos, " out of memory %" PRIu64, tv->oom);
 }
 
+/* The serving engine now: its gauges, its KV blocks, its last step. */
+static void format_serving(const struct topview *tv, char *buf, size_t size, int width)
+{
+	const struct step_event *st = &tv->last_step;
+	uint64_t used = 0, cap = 0;
+	int pos = 0;
+
+	for (size_t i = 0; i < tv->procs.n; i++) {
+		used += tv->procs.procs[i].kv_used;
+		cap += tv->procs.procs[i].kv_cap;
+	}
+	put(buf, size, width, &pos, "requests: running %u  waiting %u", tv->running, tv->waiting);
+	if (cap)
+		put(buf, size, width, &pos, "  kv %.0f%%", 100.0 * (double)used / (double)cap);
+	put(buf, size, width, &pos, "  batch %u seqs %u+%u tok", st->nseqs, st->prefill_tokens, st->decode_tokens);
+}
+
+/* The requests in flight longest, by age since queued. */
+static void format_oldest(const struct topview *tv, char *buf, size_t size, int width)
+{
+	int shown[3] = { -1, -1, -1 }, pos = 0;
+
+	for (int k = 0; k < 3; k++)
+		for (unsigned i = 0; i < tv->nactive; i++) {
+			int taken = 0;
+			for (int j = 0; j < k; j++)
+				taken |= shown[j] == (int)i;
+			if (!taken && (shown[k] < 0 || tv->active[i].queued_ns < tv->active[shown[k]].queued_ns))
+				shown[k] = (int)i;
+		}
+	put(buf, size, width, &pos, "oldest in flight:");
+	if (shown[0] < 0)
+		put(buf, size, width, &pos, " none");
+	for (int k = 0; k < 3 && shown[k] >= 0; k++) {
+		const struct tv_req *r = &tv->active[shown[k]];
+		char age[16];
+		fmt_ns(age, sizeof(age), 6, tv->now_ns > r->queued_ns ? (double)(tv->now_ns - r->queued_ns) : 0);
+		put(buf, size, width, &pos, "  #%llu %s %utok %s", (unsigned long long)r->req, age, r->tokens,
+		    r->running ? "run" : "wait");
+	}
+}
+
 void topview_format_header(const struct topview *tv, int i, char *buf, size_t size, int width, int *alert)
 {
 	width = effective_width(width);
 	buf[0] = '\0';
 	*alert = 0;
+	if (i >= 5 && tv->serving_seen) {
+		if (i == 5) {
+			format_serving(tv, buf, size, width);
+			return;
+		}
+		if (i == 6) {
+			format_oldest(tv, buf, size, width);
+			return;
+		}
+		i -= 2;
+	}
 	switch (i) {
 	case 0: format_identity(tv, buf, size, width); break;
 	case 1:
@@ -358,7 +415,7 @@ void topview_format_header(const struct topview *tv, int i, char *buf, size_t si
 	case 3: format_pools(tv, 1, buf, size, width); break;
 	case 4: format_kv_rss(tv, buf, size, width); break;
 	case 5:
-		if (topview_header_count(tv) > 5) {
+		if (has_problems(tv)) {
 			format_problems(tv, buf, size, width);
 			*alert = 1;
 		}

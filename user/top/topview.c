@@ -67,6 +67,8 @@ void topview_free(struct topview *tv)
 		return;
 	row_free(&tv->request);
 	row_free(&tv->token);
+	for (unsigned r = 0; r < TV_REQ_ROWS; r++)
+		row_free(&tv->req_rows[r]);
 	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
 		row_free(&tv->none[k]);
 	for (unsigned k = 0; k < KERNEL_COUNT; k++)
@@ -175,10 +177,71 @@ void topview_on_token(struct topview *tv, const struct token_event *ev)
 	row_add(tv, &tv->token, ev->h.ts_ns + ev->dur_ns, ev->dur_ns);
 }
 
+static struct tv_req *active_find(struct topview *tv, __u32 pid, __u64 req)
+{
+	for (unsigned i = 0; i < tv->nactive; i++)
+		if (tv->active[i].pid == pid && tv->active[i].req == req)
+			return &tv->active[i];
+	return NULL;
+}
+
+static void active_remove(struct topview *tv, __u32 pid, __u64 req)
+{
+	struct tv_req *r = active_find(tv, pid, req);
+
+	if (r)
+		*r = tv->active[--tv->nactive];
+}
+
 void topview_on_request(struct topview *tv, const struct request_event *ev)
 {
+	uint64_t end = ev->h.ts_ns + ev->dur_ns;
+
 	note_pid(tv, &ev->h);
-	row_add(tv, &tv->request, ev->h.ts_ns + ev->dur_ns, ev->dur_ns);
+	row_add(tv, &tv->request, end, ev->dur_ns);
+	if (ev->flags & REQ_F_SERVED)
+		row_add(tv, &tv->req_rows[RR_QUEUE], end, ev->queue_ns);
+	active_remove(tv, ev->h.pid, ev->req);
+}
+
+void topview_on_emit(struct topview *tv, const struct emit_event *ev)
+{
+	struct tv_req *r = active_find(tv, ev->h.pid, ev->req);
+
+	note_pid(tv, &ev->h);
+	row_add(tv, &tv->req_rows[ev->first ? RR_TTFT : RR_ITL], ev->h.ts_ns, ev->gap_ns);
+	if (r)
+		r->tokens++;
+}
+
+void topview_on_step(struct topview *tv, const struct step_event *ev)
+{
+	note_pid(tv, &ev->h);
+	row_add(tv, &tv->req_rows[RR_STEP], ev->h.ts_ns + ev->dur_ns, ev->dur_ns);
+	tv->last_step = *ev;
+	tv->serving_seen = 1;
+}
+
+void topview_on_req_state(struct topview *tv, const struct req_state_event *ev)
+{
+	struct tv_req *r = active_find(tv, ev->h.pid, ev->req);
+
+	note_pid(tv, &ev->h);
+	tv->serving_seen = 1;
+	tv->running = ev->running;
+	tv->waiting = ev->waiting;
+	if (!r && ev->state == REQ_QUEUED) {
+		if (tv->nactive == TOPVIEW_MAX_ACTIVE) {
+			tv->active_untracked++;
+			return;
+		}
+		r = &tv->active[tv->nactive++];
+		*r = (struct tv_req){ .pid = ev->h.pid, .req = ev->req, .queued_ns = ev->h.ts_ns };
+	}
+	if (!r)
+		return; /* queued before we attached */
+	r->running = ev->state == REQ_ADMITTED;
+	r->preemptions += ev->state == REQ_PREEMPTED;
 }
 
 void topview_on_kernel(struct topview *tv, const struct kernel_event *ev)
@@ -228,6 +291,9 @@ void topview_on_kv(struct topview *tv, const struct kv_event *ev)
 static int on_span(void *tv, const struct span_event *e) { topview_on_span(tv, e); return 0; }
 static int on_token(void *tv, const struct token_event *e) { topview_on_token(tv, e); return 0; }
 static int on_request(void *tv, const struct request_event *e) { topview_on_request(tv, e); return 0; }
+static int on_emit(void *tv, const struct emit_event *e) { topview_on_emit(tv, e); return 0; }
+static int on_step(void *tv, const struct step_event *e) { topview_on_step(tv, e); return 0; }
+static int on_req_state(void *tv, const struct req_state_event *e) { topview_on_req_state(tv, e); return 0; }
 static int on_kernel(void *tv, const struct kernel_event *e) { topview_on_kernel(tv, e); return 0; }
 static int on_alloc(void *tv, const struct alloc_event *e) { topview_on_alloc(tv, e); return 0; }
 static int on_free(void *tv, const struct alloc_event *e) { topview_on_free(tv, e); return 0; }
@@ -244,6 +310,9 @@ const struct event_handlers topview_handlers = {
 	.span = on_span,
 	.token = on_token,
 	.request = on_request,
+	.emit = on_emit,
+	.step = on_step,
+	.req_state = on_req_state,
 	.alloc = on_alloc,
 	.free = on_free,
 	.kv = on_kv,
@@ -391,6 +460,8 @@ static void compute_rows(struct topview *tv, uint64_t now)
 
 	refresh_leaf(tv, &tv->request, now, secs);
 	refresh_leaf(tv, &tv->token, now, secs);
+	for (unsigned r = 0; r < TV_REQ_ROWS; r++)
+		refresh_leaf(tv, &tv->req_rows[r], now, secs);
 	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
 		refresh_leaf(tv, &tv->none[k], now, secs);
 	for (unsigned l = 0; l < tv->nlayers; l++)
@@ -439,11 +510,16 @@ void topview_refresh(struct topview *tv, uint64_t now_ns)
 
 /* ---- layout: the visible tree ---- */
 
+/* ttft: queued .. first token; itl: each gap after it; queue: queued ..
+ * admitted; step: one serving engine step. */
+static const char *const req_row_names[TV_REQ_ROWS] = { "ttft", "itl", "queue", "step" };
+
 static struct tv_row *node_row(struct topview *tv, const struct tv_node *n)
 {
 	switch (n->type) {
 	case N_REQUEST: return &tv->request;
 	case N_TOKEN: return &tv->token;
+	case N_REQ_ROW: return &tv->req_rows[n->kind];
 	case N_FORWARD: return &tv->none[SPAN_FORWARD];
 	case N_SPAN: return &tv->none[n->kind];
 	case N_LAYERS: return &tv->layers_agg;
@@ -495,6 +571,7 @@ static void node_name(const struct topview *tv, const struct tv_node *n, char *b
 	switch (n->type) {
 	case N_REQUEST: snprintf(buf, size, "request"); break;
 	case N_TOKEN: snprintf(buf, size, "token"); break;
+	case N_REQ_ROW: snprintf(buf, size, "%s", req_row_names[n->kind]); break;
 	case N_LAYERS: snprintf(buf, size, "layers (%u)", layers_with_data(tv)); break;
 	case N_LAYER: snprintf(buf, size, "layer %d", (int)n->layer); break;
 	case N_KERNELS: snprintf(buf, size, "opencl kernels"); break;
@@ -526,6 +603,9 @@ static size_t children_of(const struct topview *tv, const struct tv_node *parent
 			n = push_kid(kids, n, N_REQUEST, 0, LAYER_NONE);
 		if (tv->token.count)
 			n = push_kid(kids, n, N_TOKEN, 0, LAYER_NONE);
+		for (unsigned r = 0; r < TV_REQ_ROWS; r++)
+			if (tv->req_rows[r].count)
+				n = push_kid(kids, n, N_REQ_ROW, r, LAYER_NONE);
 		if (any_span(tv))
 			n = push_kid(kids, n, N_FORWARD, SPAN_FORWARD, LAYER_NONE);
 		if (tv->kernels_agg.count)
@@ -726,8 +806,9 @@ static int set_expanded(struct topview *tv, int want)
 
 static void reset_windows(struct topview *tv)
 {
-	struct tv_row *fixed[] = { &tv->request, &tv->token };
-	for (size_t i = 0; i < 2; i++)
+	struct tv_row *fixed[] = { &tv->request, &tv->token, &tv->req_rows[RR_TTFT], &tv->req_rows[RR_ITL],
+				   &tv->req_rows[RR_QUEUE], &tv->req_rows[RR_STEP] };
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
 		if (fixed[i]->win.slots)
 			window_reset(&fixed[i]->win);
 	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++) {

@@ -63,6 +63,11 @@ void topview_on_kernel(struct topview *tv, const struct kernel_event *ev);
 void topview_on_alloc(struct topview *tv, const struct alloc_event *ev);
 void topview_on_free(struct topview *tv, const struct alloc_event *ev);
 void topview_on_kv(struct topview *tv, const struct kv_event *ev);
+/* Request level: the rows ttft, itl, queue and step, and the requests pane
+ * (running/waiting, KV, the last step's batch, the oldest requests in flight). */
+void topview_on_emit(struct topview *tv, const struct emit_event *ev);
+void topview_on_step(struct topview *tv, const struct step_event *ev);
+void topview_on_req_state(struct topview *tv, const struct req_state_event *ev);
 /* The session's sink: every record type; ctx is the struct topview. */
 extern const struct event_handlers topview_handlers;
 /* One record through the decoder; one it rejects is counted as a bad

@@ -22,8 +22,23 @@ struct tv_layer {
 	struct tv_row kind[SPAN_KIND_COUNT];
 };
 
+/* Request-level rows: their times are request phases, not spans. */
+enum tv_req_row { RR_TTFT, RR_ITL, RR_QUEUE, RR_STEP, TV_REQ_ROWS };
+
+/* A serving request in flight (queued, or running). */
+struct tv_req {
+	__u32 pid;
+	__u64 req;
+	uint64_t queued_ns;
+	uint32_t tokens;
+	uint32_t preemptions;
+	int running;
+};
+
+#define TOPVIEW_MAX_ACTIVE 256
+
 enum node_type {
-	N_REQUEST, N_TOKEN, N_FORWARD, N_SPAN, N_LAYERS, N_PHASE_AGG,
+	N_REQUEST, N_TOKEN, N_REQ_ROW, N_FORWARD, N_SPAN, N_LAYERS, N_PHASE_AGG,
 	N_LAYER, N_LAYER_PHASE, N_KERNELS, N_KERNEL,
 };
 
@@ -51,6 +66,14 @@ struct topview {
 	uint64_t start_ns, base_ns, now_ns, prev_refresh_ns;
 
 	struct tv_row request, token;
+	struct tv_row req_rows[TV_REQ_ROWS];       /* enum tv_req_row */
+	/* serving: the engine's gauges, its last step, the requests in flight */
+	int serving_seen;
+	uint32_t running, waiting;
+	struct step_event last_step;
+	struct tv_req active[TOPVIEW_MAX_ACTIVE];
+	unsigned nactive;
+	uint64_t active_untracked;
 	struct tv_row none[SPAN_KIND_COUNT];      /* spans outside any layer */
 	struct tv_row kernel[KERNEL_COUNT];
 	struct tv_layer *layers;
