@@ -241,6 +241,7 @@ static __always_inline void aggregate_phases(__u32 pid, const struct req_state *
 static __always_inline void request_record(__u64 req, const struct req_state *st, const struct req_phases *p,
 					   __u32 reason, __u32 generated)
 {
+	struct serving_state *s;
 	struct request_event *e;
 
 	if (stream_mode != STREAM_ALL)
@@ -261,6 +262,9 @@ static __always_inline void request_record(__u64 req, const struct req_state *st
 	e->preemptions = st->preemptions;
 	e->finish_reason = reason;
 	e->flags = st->served ? REQ_F_SERVED : 0;
+	s = bpf_map_lookup_elem(&serving, &e->h.pid);
+	e->running = s ? s->v.running : 0;
+	e->waiting = s ? s->v.waiting : 0;
 	submit(e);
 }
 

@@ -79,6 +79,7 @@ struct request_event {
 	__u32 preemptions;
 	__u32 finish_reason;      /* enum finish_reason; FINISH_REASON_COUNT: not told (CLI) */
 	__u32 flags;              /* REQ_F_* */
+	__u32 running, waiting;   /* served: the engine's gauges once it finished */
 };
 
 #define REQ_F_SERVED 1        /* from the serving engine's req_* probes */

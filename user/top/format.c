@@ -227,10 +227,13 @@ static void format_throughput(const struct topview *tv, char *buf, size_t size, 
 	char cur[16], avg[16], evs[16], toks[16], reqs[16];
 	const struct tv_row *tok = &tv->token;
 	/* the counts as of the last refresh, like the table (and paused with it) */
-	fmt_count(toks, sizeof(toks), 7, (double)tok->st.count);
+	/* a serving engine's tokens are its emits, counted by the ttft/itl rows */
+	double tokens = tv->have_token || !tv->emits ? (double)tok->st.count
+						  : (double)(tv->req_rows[RR_TTFT].st.count + tv->req_rows[RR_ITL].st.count);
+	fmt_count(toks, sizeof(toks), 7, tokens);
 	fmt_count(reqs, sizeof(reqs), 7, (double)tv->request.st.count);
 	fmt_count(evs, sizeof(evs), 7, tv->events_rate);
-	if (tv->have_token) {
+	if (tv->have_token || tv->emits) {
 		snprintf(cur, sizeof(cur), "%.1f", tv->tok_now);
 		snprintf(avg, sizeof(avg), "%.1f", tv->tok_avg);
 	} else {

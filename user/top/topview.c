@@ -199,8 +199,11 @@ void topview_on_request(struct topview *tv, const struct request_event *ev)
 
 	note_pid(tv, &ev->h);
 	row_add(tv, &tv->request, end, ev->dur_ns);
-	if (ev->flags & REQ_F_SERVED)
+	if (ev->flags & REQ_F_SERVED) {
 		row_add(tv, &tv->req_rows[RR_QUEUE], end, ev->queue_ns);
+		tv->running = ev->running;
+		tv->waiting = ev->waiting;
+	}
 	active_remove(tv, ev->h.pid, ev->req);
 }
 
@@ -210,6 +213,11 @@ void topview_on_emit(struct topview *tv, const struct emit_event *ev)
 
 	note_pid(tv, &ev->h);
 	row_add(tv, &tv->req_rows[ev->first ? RR_TTFT : RR_ITL], ev->h.ts_ns, ev->gap_ns);
+	if (!tv->emits || ev->h.ts_ns < tv->first_emit_ns)
+		tv->first_emit_ns = ev->h.ts_ns;
+	if (ev->h.ts_ns > tv->last_emit_ns)
+		tv->last_emit_ns = ev->h.ts_ns;
+	tv->emits++;
 	if (r)
 		r->tokens++;
 }
@@ -391,11 +399,26 @@ static double window_seconds(const struct topview *tv, uint64_t now)
 /* tok/s now: tokens in the window over the window's time since generation
  * began; average: all tokens over first token begin .. last token end (the
  * engine's own tok/s for one run). */
+static void compute_emit_rates(struct topview *tv, uint64_t now)
+{
+	const struct tv_row *first = &tv->req_rows[RR_TTFT], *next = &tv->req_rows[RR_ITL];
+	uint64_t since = tv->first_emit_ns > tv->base_ns ? tv->first_emit_ns : tv->base_ns;
+	double secs = window_seconds_since(tv, now, since);
+
+	if (secs > 0)
+		tv->tok_now = (double)(first->st.wcount + next->st.wcount) / secs;
+	if (tv->last_emit_ns > tv->first_emit_ns)
+		tv->tok_avg = (double)(tv->emits - 1) * 1e9 / (double)(tv->last_emit_ns - tv->first_emit_ns);
+}
+
 static void compute_token_rates(struct topview *tv, uint64_t now)
 {
 	tv->tok_now = tv->tok_avg = 0;
-	if (!tv->have_token)
+	if (!tv->have_token) {
+		if (tv->emits)
+			compute_emit_rates(tv, now);
 		return;
+	}
 	uint64_t since = tv->first_token_ns > tv->base_ns ? tv->first_token_ns : tv->base_ns;
 	double secs = window_seconds_since(tv, now, since);
 	if (secs > 0)

@@ -93,6 +93,8 @@ struct topview {
 	uint64_t invalid;                          /* records the decoder rejected */
 	uint64_t first_token_ns, last_token_end_ns;
 	int have_token;
+	/* the serving engine's tokens are emits (no token spans): its tok/s */
+	uint64_t first_emit_ns, last_emit_ns, emits;
 	double tok_now, tok_avg;               /* tok/s as of the last refresh */
 
 	struct tv_vis *vis;

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# t_top_requests.sh - `spantrace top -b -p` on the HTTP engine under 8
+# concurrent streams (at most 4 running): the requests pane shows running and
+# waiting within the engine's limits while traffic flows; once it drains, it
+# shows 0 running and 0 waiting, one TTFT per request, and tokens and ITL
+# counts that equal the client's usage.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/serve_lib.sh"
+need_bpf
+need_node
+command -v jq >/dev/null || skip "jq not installed"
+[ -r "$DEMO_MODEL" ] || fail "no $DEMO_MODEL (make models)"
+N=8 MAXSEQS=4
+
+start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b cpu --max-seqs $MAXSEQS
+"$SPANTRACE" top -b -d 0.2 -w 110 -p "$EPID" >"$TMP/frames" 2>"$TMP/top.err" &
+top=$!
+wait_for grep -q "^spantrace top" "$TMP/frames" || fail "no frame: $(cat "$TMP/top.err")"
+
+{
+	printf '{"concurrent": true, "requests": ['
+	for i in $(seq 0 $((N - 1))); do
+		[ "$i" -gt 0 ] && printf ','
+		printf '{"prompt": "Once upon a time %d", "max_tokens": %d, "temperature": 0, "stream": true}' \
+			"$i" $((60 + 10 * i))
+	done
+	printf ']}\n'
+} >"$TMP/spec.json"
+client "$TMP/spec.json" "$TMP/client.jsonl"
+tokens=$(jq -s 'map(.usage.completion_tokens) | add' "$TMP/client.jsonl")
+
+# last_frame: the newest complete frame (the one before the frame being written)
+last_frame() {
+	awk '/^spantrace top/ { if (n++) last = cur; cur = "" } { cur = cur $0 "\n" }
+		END { printf "%s", last }' "$TMP/frames" >"$TMP/last"
+}
+row_count() { awk -v want="$1" '$1 == want { print $2; f = 1; exit } END { if (!f) print 0 }' "$TMP/last"; }
+drained() { last_frame; grep -q "requests: running 0  waiting 0" "$TMP/last" && [ "$(row_count ttft)" = "$N" ]; }
+wait_for drained || { cat "$TMP/last"; fail "no drained frame with $N TTFTs"; }
+kill -TERM $top
+wait $top || fail "top exited $?: $(cat "$TMP/top.err")"
+
+# while traffic flowed: some frame had requests running, none more than the engine allows
+grep -o "requests: running [0-9]*  waiting [0-9]*" "$TMP/frames" | awk '{ print $3, $5 }' >"$TMP/gauges"
+busy=$(awk '$1 > 0' "$TMP/gauges" | wc -l)
+[ "$busy" -gt 0 ] || fail "no frame showed a running request"
+ok "$busy frames with requests running"
+assert_le "most running in a frame" "$(sort -n "$TMP/gauges" | tail -n1 | cut -d' ' -f1)" $MAXSEQS
+assert_le "most in flight in a frame" "$(awk '{ print $1 + $2 }' "$TMP/gauges" | sort -n | tail -n1)" $N
+awk '$2 > 0' "$TMP/gauges" | grep -q . || fail "no frame showed a waiting request ($N streams, $MAXSEQS seqs)"
+ok "a frame showed waiting requests"
+
+assert_eq "itl count = tokens after each first" $((tokens - N)) "$(row_count itl)"
+assert_eq "header tokens = the client's usage" "$tokens" "$(grep -o 'tokens [0-9]*' "$TMP/last" | head -n1 | cut -d' ' -f2)"
+grep -q "oldest in flight: none" "$TMP/last" || fail "drained frame still lists requests in flight"
+ok "no request left in flight"
+stop_engine
