@@ -33,6 +33,7 @@ struct chrome_writer {
 	FILE *f;
 	uint64_t max_events, written, truncated, metadata;
 	uint64_t lost;              /* records it could not keep (out of memory) */
+	uint64_t flows;             /* request -> step arrows so far: their ids */
 	int truncation_warned;
 	int64_t device_offset_ns;
 	const char *const *counter_names;
@@ -393,6 +394,122 @@ int chrome_alloc(struct chrome_writer *cw, const struct alloc_event *ev)
 	return chrome_counter(cw, ev->h.pid, ev->h.ts_ns, name, "bytes", ev->live_bytes);
 }
 
+/* ---- the serving engine: a steps track, one track per request, flows ---- */
+
+static int ensure_track(struct chrome_writer *cw, __u32 pid, __u32 tid, const char *name)
+{
+	if (ensure_named(cw, pid, 0))
+		return -1;
+	return track_named(cw, pid, tid) ? 0 : chrome_thread_name(cw, pid, tid, name);
+}
+
+static __u32 request_tid(__u64 req)
+{
+	return CHROME_REQUEST_TID_BASE + (__u32)(req % CHROME_REQUEST_TIDS);
+}
+
+static int ensure_request_track(struct chrome_writer *cw, __u32 pid, __u64 req)
+{
+	char name[48];
+
+	snprintf(name, sizeof(name), "request %llu", (unsigned long long)req);
+	return ensure_track(cw, pid, request_tid(req), name);
+}
+
+/* A complete event on a synthetic track; the caller writes its args and "}}". */
+static int open_slice(struct chrome_writer *cw, const char *cat, const char *name, __u32 pid, __u32 tid,
+		      uint64_t ts_ns, uint64_t dur_ns)
+{
+	if (!begin_event(cw, 0))
+		return 0;
+	fprintf(cw->f, "{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", cat);
+	put_json_string(cw->f, name);
+	fprintf(cw->f, ",\"pid\":%u,\"tid\":%u,\"ts\":", pid, tid);
+	put_us(cw->f, ts_ns);
+	fputs(",\"dur\":", cw->f);
+	put_us(cw->f, dur_ns);
+	return 1;
+}
+
+int chrome_step(struct chrome_writer *cw, const struct step_event *ev)
+{
+	char name[96];
+
+	if (ensure_track(cw, ev->h.pid, CHROME_STEP_TID, "engine steps"))
+		return -1;
+	snprintf(name, sizeof(name), "step %llu: %u seqs, %u prefill + %u decode tok",
+		 (unsigned long long)ev->step, ev->nseqs, ev->prefill_tokens, ev->decode_tokens);
+	if (!open_slice(cw, "step", name, ev->h.pid, CHROME_STEP_TID, ev->h.ts_ns, ev->dur_ns))
+		return 0;
+	fprintf(cw->f, ",\"args\":{\"step\":%llu,\"nseqs\":%u,\"prefill_tokens\":%u,\"decode_tokens\":%u,"
+		"\"kv_used_blocks\":%u}}", (unsigned long long)ev->step, ev->nseqs, ev->prefill_tokens,
+		ev->decode_tokens, ev->kv_used_blocks);
+	return 0;
+}
+
+static void request_phase(struct chrome_writer *cw, const struct request_event *ev, const char *phase,
+			  uint64_t begin_ns, uint64_t dur_ns)
+{
+	if (dur_ns && open_slice(cw, "request", phase, ev->h.pid, request_tid(ev->req), begin_ns, dur_ns))
+		fprintf(cw->f, ",\"args\":{\"req\":%llu}}", (unsigned long long)ev->req);
+}
+
+/* The request, then its phases inside it: queued (to its first admission),
+ * prefill (its last admission before the first token, to that token) and
+ * decode (the first token to the finish). */
+int chrome_request(struct chrome_writer *cw, const struct request_event *ev)
+{
+	uint64_t t0 = ev->h.ts_ns, first = t0 + ev->ttft_ns;
+	char name[48];
+
+	if (ensure_request_track(cw, ev->h.pid, ev->req))
+		return -1;
+	snprintf(name, sizeof(name), "request %llu", (unsigned long long)ev->req);
+	if (open_slice(cw, "request", name, ev->h.pid, request_tid(ev->req), t0, ev->dur_ns))
+		fprintf(cw->f, ",\"args\":{\"req\":%llu,\"prompt_tokens\":%u,\"generated_tokens\":%u,"
+			"\"finish_reason\":\"%s\",\"preemptions\":%u,\"ttft_ns\":%llu,\"queue_ns\":%llu}}",
+			(unsigned long long)ev->req, ev->prompt_tokens, ev->generated_tokens,
+			finish_reason_name(ev->finish_reason), ev->preemptions,
+			(unsigned long long)ev->ttft_ns, (unsigned long long)ev->queue_ns);
+	request_phase(cw, ev, "queued", t0, ev->queue_ns);
+	if (ev->ttft_ns) {
+		request_phase(cw, ev, "prefill", first - ev->prefill_ns, ev->prefill_ns);
+		request_phase(cw, ev, "decode", first, ev->decode_ns);
+	}
+	return 0;
+}
+
+static void write_flow(struct chrome_writer *cw, const char *ph, __u32 pid, __u32 tid, uint64_t ts_ns,
+		       uint64_t id)
+{
+	begin_event(cw, 0);
+	fprintf(cw->f, "{\"ph\":\"%s\",\"cat\":\"ride\",\"name\":\"ride\",\"id\":%llu,\"pid\":%u,\"tid\":%u,"
+		"\"bp\":\"e\",\"ts\":", ph, (unsigned long long)id, pid, tid);
+	put_us(cw->f, ts_ns);
+	fputs("}", cw->f);
+}
+
+/* A flow arrow from the request to the step its token came out of: both
+ * ends at the emit, which lies inside the step (the engine emits before
+ * step_end). Both ends or neither, so no arrow is left dangling. */
+int chrome_emit(struct chrome_writer *cw, const struct emit_event *ev)
+{
+	if (!ev->step)
+		return 0;
+	if (ensure_request_track(cw, ev->h.pid, ev->req) ||
+	    ensure_track(cw, ev->h.pid, CHROME_STEP_TID, "engine steps"))
+		return -1;
+	if (cw->written + 2 > cw->max_events) {
+		begin_event(cw, 0);
+		begin_event(cw, 0);
+		return 0;
+	}
+	cw->flows++;
+	write_flow(cw, "s", ev->h.pid, request_tid(ev->req), ev->h.ts_ns, cw->flows);
+	write_flow(cw, "f", ev->h.pid, CHROME_STEP_TID, ev->h.ts_ns, cw->flows);
+	return 0;
+}
+
 /* The session's handlers: a record the writer cannot keep (out of memory)
  * is counted and reported at close; it does not stop the tracing. */
 static int keep(struct chrome_writer *cw, int rc)
@@ -407,6 +524,9 @@ static int on_token(void *cw, const struct token_event *e) { return keep(cw, chr
 static int on_kernel(void *cw, const struct kernel_event *e) { return keep(cw, chrome_kernel(cw, e)); }
 static int on_kv(void *cw, const struct kv_event *e) { return keep(cw, chrome_kv(cw, e)); }
 static int on_alloc(void *cw, const struct alloc_event *e) { return keep(cw, chrome_alloc(cw, e)); }
+static int on_step(void *cw, const struct step_event *e) { return keep(cw, chrome_step(cw, e)); }
+static int on_request(void *cw, const struct request_event *e) { return keep(cw, chrome_request(cw, e)); }
+static int on_emit(void *cw, const struct emit_event *e) { return keep(cw, chrome_emit(cw, e)); }
 
 const struct event_handlers chrome_handlers = {
 	.span = on_span,
@@ -415,6 +535,9 @@ const struct event_handlers chrome_handlers = {
 	.kv = on_kv,
 	.alloc = on_alloc,
 	.free = on_alloc,
+	.step = on_step,
+	.request = on_request,
+	.emit = on_emit,
 };
 
 int chrome_write_record(struct chrome_writer *cw, const void *data, size_t size)

@@ -18,6 +18,12 @@
  *    by the device offset (see chrome_set_device_offset).
  *  - tokens: thread-scoped instant ("i") events at the token's end.
  *  - counters ("C"): KV-cache bytes and live bytes per pool, per process.
+ *  - the serving engine: its steps as "X" events on one track "engine steps"
+ *    (tid CHROME_STEP_TID), each named with its batch (sequences, prefill and
+ *    decode tokens); each request on a track of its own (tid
+ *    CHROME_REQUEST_TID_BASE + req mod CHROME_REQUEST_TIDS), the request
+ *    with its queued, prefill and decode phases inside it; and a flow arrow
+ *    (cat "ride") from the request to each step it got a token from.
  *
  * At most max_events events (process/thread name metadata excluded) are
  * written; the rest are counted, announced once on stderr, and the count is
@@ -33,6 +39,9 @@
 
 #define CHROME_QUEUE_TID_BASE 1000000u
 #define CHROME_DEFAULT_MAX_EVENTS 1000000u
+#define CHROME_STEP_TID (CHROME_QUEUE_TID_BASE - 1)
+#define CHROME_REQUEST_TID_BASE 2000000u
+#define CHROME_REQUEST_TIDS 1000000u
 
 struct chrome_writer;
 
@@ -62,11 +71,15 @@ int chrome_kernel(struct chrome_writer *cw, const struct kernel_event *ev);
 int chrome_token(struct chrome_writer *cw, const struct token_event *ev);
 int chrome_kv(struct chrome_writer *cw, const struct kv_event *ev);
 int chrome_alloc(struct chrome_writer *cw, const struct alloc_event *ev);
+int chrome_step(struct chrome_writer *cw, const struct step_event *ev);
+int chrome_request(struct chrome_writer *cw, const struct request_event *ev);
+int chrome_emit(struct chrome_writer *cw, const struct emit_event *ev);
 /* A generic counter track `name` with one series `series`. */
 int chrome_counter(struct chrome_writer *cw, __u32 pid, __u64 ts_ns, const char *name,
 		   const char *series, uint64_t value);
 
-/* The session's handlers (spans, tokens, kernels, kv, alloc/free); ctx is
+/* The session's handlers (spans, tokens, kernels, kv, alloc/free, steps,
+ * requests, emits); ctx is
  * the writer. They never stop the tracing: a record the writer cannot keep
  * is counted, and chrome_close() fails saying how many. */
 extern const struct event_handlers chrome_handlers;
