@@ -49,7 +49,7 @@ PY
 spans=$(jq '[.traceEvents[] | select(.ph == "X" and .cat == "span")] | length' "$T")
 assert_eq "span events = span records" "$(jq -s '[.[] | select(.type == "span")] | length' "$TMP/r.jsonl")" "$spans"
 if [ "$BACKEND" = opencl ]; then
-	kernels=$(jq '[.traceEvents[] | select(.ph == "X" and .tid >= 1000000)] | length' "$T")
+	kernels=$(jq '[.traceEvents[] | select(.ph == "X" and .cat == "opencl")] | length' "$T")
 	assert_eq "kernel track events = engine kernels" "$(jq .opencl.kernels "$TMP/stats.json")" "$kernels"
 	jq -e '[.traceEvents[] | select(.ph == "M" and .name == "thread_name" and (.args.name | startswith("OpenCL queue")))] | length > 0' \
 		"$T" >/dev/null || fail "no named OpenCL queue track"
