@@ -130,6 +130,7 @@ all=$(wc -l <"$TMP/all_requests.jsonl")
 assert_eq "summary TTFT count" "$all" "$(jq .ttft.count "$S")"
 assert_eq "summary ITL count = gaps" "$(jq -s 'map(.itl_count) | add' "$TMP/all_requests.jsonl")" "$(jq .itl.count "$S")"
 assert_eq "summary queue-time count" "$all" "$(jq .queue_time.count "$S")"
+assert_eq "summary e2e count" "$all" "$(jq .e2e.count "$S")"
 assert_eq "summary preemptions" "$(jq '.serving.preempted' "$sv")" "$(jq .preemptions "$S")"
 assert_le "TTFT p50 <= p99" "$(jq .ttft.p50_ns "$S")" "$(jq .ttft.p99_ns "$S")"
 met=$(jq -s --argjson t 1000e6 --argjson g 50e6 \

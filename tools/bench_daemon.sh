@@ -77,12 +77,6 @@ hits_per_token() {
 		| ([.[]] | add) / $tokens' --argjson tokens "$(jq .tokens "$1")" "$1"
 }
 
-# expected_ratio HITS NS TOKS: tok/s ratio if each token pays HITS x NS on
-# top of 1/TOKS seconds.
-expected_ratio() {
-	awk -v h="$1" -v c="${2:-}" -v t="$3" 'BEGIN { if (c + 0 <= 0 || t + 0 <= 0) print "n/a"; else printf "%.4f\n", 1 / (1 + h * c * 1e-9 * t) }'
-}
-
 # engine ERRFILE: one decode run of the demo model, in the background; sets EPID.
 engine() {
 	"${ENGINE[@]}" <"$TMP/requests" >/dev/null 2>"$1" &

@@ -57,6 +57,12 @@ paired_list() { paste "$1" "$2" | awk '$2 > 0 { printf "%s%.3f", sep, $1 / $2; s
 
 ratio() { echo "ratio $1 $2 $3"; }
 
+# expected_ratio HITS NS TOKS: tok/s ratio if each token pays HITS x NS on
+# top of 1/TOKS seconds.
+expected_ratio() {
+	awk -v h="$1" -v c="${2:-}" -v t="$3" 'BEGIN { if (c + 0 <= 0 || t + 0 <= 0) print "n/a"; else printf "%.4f\n", 1 / (1 + h * c * 1e-9 * t) }'
+}
+
 # tok_s FILE: the engine's "achieved tok/s: X (N tokens ...)" -> X
 tok_s() { sed -n 's/^achieved tok\/s: \([0-9.]*\) .*/\1/p' "$1" | tail -n1; }
 # tok_n FILE: ... -> N (the tokens the engine counted)

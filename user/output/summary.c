@@ -188,6 +188,7 @@ static void requests_json(json_object *j, struct runstats *r)
 
 	json_object_object_add(j, "ttft", dist_json(&r->ttft, NULL));
 	json_object_object_add(j, "itl", dist_json(&r->itl, NULL));
+	json_object_object_add(j, "e2e", dist_json(&r->requests, NULL));
 	json_object_object_add(j, "queue_time", dist_json(&r->queue, NULL));
 	json_object_object_add(j, "prefill_time", dist_json(&r->prefill, NULL));
 	json_object_object_add(j, "decode_time", dist_json(&r->decode, NULL));
