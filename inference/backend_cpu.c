@@ -105,6 +105,11 @@ dot_block(const float *w, size_t ldw, int R, const float *x, size_t ldx, int T, 
 	for (; j + 16 <= n; j += 16) {
 		v16f xv[4];
 
+		/* the next block of rows, while this one computes: with several
+		 * tokens the loads no longer keep the hardware prefetcher ahead */
+#pragma GCC unroll 4
+		for (int r = 0; r < R; r++)
+			__builtin_prefetch(w + (r + R) * ldw + j, 0, 3);
 #pragma GCC unroll 4
 		for (int t = 0; t < T; t++)
 			LOAD16(xv[t], x + t * ldx + j);
