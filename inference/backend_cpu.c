@@ -6,6 +6,15 @@
  * Keys and values live in a paged cache (see kvcache.h); each token finds
  * its sequence's earlier positions through that sequence's block table.
  *
+ * Threads: a forward is one OpenMP parallel region, not one per phase. It
+ * is a list of phases (norm, q/k/v, rope, attention, ... classifier), each
+ * cut into tiles that any thread takes from a shared counter; a thread
+ * moves to the next phase when every tile of this one is done, spinning
+ * briefly for the last ones. So a forward wakes the other threads once
+ * (with OMP_WAIT_POLICY=passive a wake-up is a futex and an IPI, tens of
+ * microseconds here), and a thread that loses its core holds back only the
+ * tile it is in. The first thread fires every span, at the phase edges.
+ *
  * Batch invariance: each output element of a matrix product is one dot
  * product over its row, the same code whatever the batch (matmul_tile); attention sums over
  * its own positions in order. Dot products are summed in 16 vector lanes
@@ -13,6 +22,8 @@
  * order is still fixed, and the compiler can keep the loads wide. */
 #include <math.h>
 #include <omp.h>
+#include <sched.h>
+#include <stdint.h>
 #include <string.h>
 #include "backend.h"
 #include "pool.h"
@@ -20,9 +31,40 @@
 #include "trace.h"
 
 #define CPU_MAX_BATCH 32
-/* Below this many multiply-adds a parallel region costs more than it saves. */
-#define PARALLEL_MIN_WORK 65536
-#define ATTN_PARALLEL_MIN_WORK 16384
+/* Below this many multiply-adds a forward runs on one thread: waking the
+ * others costs more than it saves (stories260K decodes alone). */
+#define PARALLEL_MIN_WORK (1L << 21)
+#define TILE_ROWS 16   /* rows per matrix tile: 64 bytes of each output row */
+#define LOGIT_TILE_ROWS 64 /* the classifier's 32000 rows need fewer grabs */
+#define CACHE_LINE 64
+
+/* The phases of a forward, in order; a layer runs PH_ATTN_NORM..PH_FFN_DOWN. */
+enum phase_kind {
+	PH_ATTN_NORM,  /* tile: a token */
+	PH_QKV,        /* tile: TILE_ROWS rows of wq, wk or wv */
+	PH_ROPE,       /* tile: a token (rotate q and k, store k and v) */
+	PH_ATTENTION,  /* tile: a (token, head) pair */
+	PH_ATTN_OUT,   /* tile: TILE_ROWS rows of wo, with the residual add */
+	PH_FFN_NORM,   /* tile: a token */
+	PH_FFN_UP,     /* tile: TILE_ROWS rows of w1 and of w3, with SwiGLU */
+	PH_FFN_DOWN,   /* tile: TILE_ROWS rows of w2, with the residual add */
+	PH_FINAL_NORM, /* tile: a token that wants logits */
+	PH_LOGITS,     /* tile: LOGIT_TILE_ROWS rows of the classifier */
+	PH_LAYER_COUNT = PH_FFN_DOWN + 1
+};
+
+/* A phase's tile counters, one cache line each: every thread hits them. */
+typedef struct {
+	int next;  /* tiles handed out */
+	int done;  /* tiles finished */
+	char pad[CACHE_LINE - 2 * sizeof(int)];
+} PhaseCounters;
+
+typedef struct {
+	enum phase_kind kind;
+	int layer;
+	int tiles;   /* in this forward */
+} Phase;
 
 typedef struct {
 	const Model *model;
@@ -34,13 +76,21 @@ typedef struct {
 	float *x, *xb, *xb2, *q, *k, *v, *hb, *hb2;
 	float *xo;          /* (max_out, dim) final-normed rows for the classifier */
 	float *att;         /* (CPU_MAX_BATCH, n_heads, seq_len) scores per token and head */
-	float *block;
+	float *rope_cs;     /* (seq_len, head_size / 2, 2) cos and sin per position and pair */
+	float *block;       /* the activations, from CACHE_LINE on */
+	void *block_mem;    /* the allocation behind block */
 	size_t block_bytes;
+	/* the forward's phases and their counters */
+	Phase *phases;      /* (n_phases) */
+	PhaseCounters *ctr; /* (n_phases) */
+	int n_phases;
+	int n, n_out;       /* tokens and logits rows of the current call */
+	float *logits;      /* (n_out, vocab_size) the caller's, during a call */
 	/* per token of the current call */
 	int *tpos;          /* (CPU_MAX_BATCH) its position */
 	const int **tblocks; /* (CPU_MAX_BATCH) its sequence's block table */
 	int *out_tok;       /* (max_out) tokens whose logits are wanted */
-	void *meta;
+	void *meta;         /* the per-token arrays and the phases */
 	size_t meta_bytes;
 	float *key_cache;   /* (n_layers, n_blocks * block_size, kv_dim) */
 	float *value_cache;
@@ -188,49 +238,37 @@ static void matmul_tile(const Proj *p, int r0, int r1, const float *x, int n, in
 	}
 }
 
-#define TILE_ROWS 16 /* a multiple of 4: rows go in fours inside a tile */
-
-/* Several projections of the same input in one parallel region (q/k/v,
- * w1/w3): fewer thread wake-ups per token. Each weight row is read once for
- * the whole batch. Tiles are handed out dynamically: on a shared 2-core
- * machine a thread that loses its core for a while no longer holds the
- * other back at the barrier (a tile's result does not depend on who
- * computes it). */
-static void matmul_fused(const Proj *p, int nproj, const float *x, int n, int batch)
+/* Tiles of rows tile_rows high over several projections of the same
+ * input (q/k/v): projection k holds tiles of its own rows only. */
+static int proj_tiles(const Proj *p, int nproj, int tile_rows)
 {
-	long tiles = 0, rows = 0, t;
+	int tiles = 0;
 
-	for (int k = 0; k < nproj; k++) {
-		tiles += (p[k].d + TILE_ROWS - 1) / TILE_ROWS;
-		rows += p[k].d;
-	}
-#pragma omp parallel for schedule(dynamic, 4) if (rows * n * batch >= PARALLEL_MIN_WORK)
-	for (t = 0; t < tiles; t++) {
-		int k = 0, r0 = (int)t * TILE_ROWS;
-
-		while (r0 >= p[k].d) { /* tile t in projection k, from row r0 */
-			r0 -= (p[k].d + TILE_ROWS - 1) / TILE_ROWS * TILE_ROWS;
-			k++;
-		}
-		int r1 = r0 + TILE_ROWS < p[k].d ? r0 + TILE_ROWS : p[k].d;
-		matmul_tile(&p[k], r0, r1, x, n, batch);
-	}
+	for (int k = 0; k < nproj; k++)
+		tiles += (p[k].d + tile_rows - 1) / tile_rows;
+	return tiles;
 }
 
-static void matmul(float *out, const float *x, const float *w, int n, int d, int batch)
+/* Runs tile t of proj_tiles' numbering. */
+static void proj_tile(const Proj *p, int nproj, int t, int tile_rows, const float *x, int n,
+		      int batch)
 {
-	Proj p = { out, w, d };
+	int k = 0, r0 = t * tile_rows;
 
-	matmul_fused(&p, 1, x, n, batch);
+	while (k + 1 < nproj && r0 >= p[k].d) { /* tile t lies in projection k, from row r0 */
+		r0 -= (p[k].d + tile_rows - 1) / tile_rows * tile_rows;
+		k++;
+	}
+	matmul_tile(&p[k], r0, r0 + tile_rows < p[k].d ? r0 + tile_rows : p[k].d, x, n, batch);
 }
 
-static void rope(float *q, float *k, int dim, int kv_dim, int head_size, int pos)
+/* RoPE on q and k of one token with the precomputed table: the same
+ * rotation as run.c, whose angles come from the same libm calls. */
+static void rope(float *q, float *k, int dim, int kv_dim, int head_size, const float *cs)
 {
 	for (int i = 0; i < dim; i += 2) {
-		int head_dim = i % head_size;
-		float freq = 1.0f / powf(10000.0f, head_dim / (float)head_size);
-		float val = pos * freq;
-		float fcr = cosf(val), fci = sinf(val);
+		const float *c = cs + (i % head_size);
+		float fcr = c[0], fci = c[1];
 		int rotn = i < kv_dim ? 2 : 1;
 
 		for (int v = 0; v < rotn; v++) {
@@ -241,6 +279,22 @@ static void rope(float *q, float *k, int dim, int kv_dim, int head_size, int pos
 			vec[i + 1] = v0 * fci + v1 * fcr;
 		}
 	}
+}
+
+/* The table rope reads: (cos, sin) of pos * 10000^(-2i / head_size) per
+ * position and pair, computed as run.c computes each angle. */
+static void fill_rope_table(CpuState *s)
+{
+	int hs = s->head_size;
+
+	for (int p = 0; p < s->c.seq_len; p++)
+		for (int i = 0; i < hs; i += 2) {
+			float freq = 1.0f / powf(10000.0f, i / (float)hs);
+			float val = p * freq;
+
+			s->rope_cs[(size_t)p * hs + i] = cosf(val);
+			s->rope_cs[(size_t)p * hs + i + 1] = sinf(val);
+		}
 }
 
 /* Row `row` of the pool (block * block_size + offset) in layer l. */
@@ -297,116 +351,288 @@ static void attend_head(const CpuState *s, int l, int b, int h, const float *q, 
 	}
 }
 
-/* Causal attention of every token of the batch, all (token, head) pairs in
- * one parallel region once there is enough work: one thread wake-up per
- * layer, not one per token. */
-static void attend(CpuState *s, int l, int n, const float *q, float *out)
-{
-	long work = 0, pairs = (long)n * s->c.n_heads, k;
+/* ---- the tiles of each phase ---- */
 
+static const Weights *weights(const CpuState *s)
+{
+	return &s->model->weights;
+}
+
+/* q/k/v of layer l as three projections of the normed tokens. */
+static void qkv_projs(const CpuState *s, int l, Proj p[3])
+{
+	const Weights *w = weights(s);
+	int dim = s->c.dim, kv = s->kv_dim;
+	size_t ldd = (size_t)l * dim * dim, ldk = (size_t)l * dim * kv;
+
+	p[0] = (Proj){ s->q, w->wq + ldd, dim };
+	p[1] = (Proj){ s->k, w->wk + ldk, kv };
+	p[2] = (Proj){ s->v, w->wv + ldk, kv };
+}
+
+/* RoPE on token b's q and k, then its k/v into their pool rows. */
+static void rope_and_store(const CpuState *s, int l, int b)
+{
+	int dim = s->c.dim, kv_dim = s->kv_dim, hs = s->head_size;
+	float *k = s->k + (size_t)b * kv_dim;
+	size_t row = pos_row(s, s->tblocks[b], s->tpos[b]);
+
+	rope(s->q + (size_t)b * dim, k, dim, kv_dim, hs, s->rope_cs + (size_t)s->tpos[b] * hs);
+	memcpy(cache_row(s, s->key_cache, l, row), k, kv_dim * sizeof(float));
+	memcpy(cache_row(s, s->value_cache, l, row), s->v + (size_t)b * kv_dim,
+	       kv_dim * sizeof(float));
+}
+
+/* x[b][r0..r1) += d[b][r0..r1) for every token: a tile's residual add. */
+static void residual_rows(float *x, const float *d, int width, int r0, int r1, int n)
+{
 	for (int b = 0; b < n; b++)
-		work += (long)(s->tpos[b] + 1) * s->c.dim;
-#pragma omp parallel for schedule(dynamic) if (work >= ATTN_PARALLEL_MIN_WORK)
-	for (k = 0; k < pairs; k++)
-		attend_head(s, l, (int)(k / s->c.n_heads), (int)(k % s->c.n_heads), q, out);
+		for (int r = r0; r < r1; r++)
+			x[(size_t)b * width + r] += d[(size_t)b * width + r];
 }
 
-static void residual_add(float *x, const float *d, size_t n)
+/* out += w @ in on the tile's rows of a (dim, k) matrix: wo and w2. */
+static void matmul_add_tile(const CpuState *s, const float *w, int k, const float *in,
+			    float *tmp, int t)
 {
-	for (size_t i = 0; i < n; i++)
-		x[i] += d[i];
+	int dim = s->c.dim, r0 = t * TILE_ROWS, r1 = r0 + TILE_ROWS < dim ? r0 + TILE_ROWS : dim;
+	Proj p = { tmp, w, dim };
+
+	matmul_tile(&p, r0, r1, in, k, s->n);
+	residual_rows(s->x, tmp, dim, r0, r1, s->n);
 }
 
-/* RoPE on q and k of each token, then k/v into their pool rows. */
-static void rope_and_store(CpuState *s, int l, int n)
+/* Hidden rows of w1 and w3, then SwiGLU on them: hb = silu(w1 x) * (w3 x). */
+static void ffn_up_tile(const CpuState *s, int l, int t)
 {
-	int dim = s->c.dim, kv_dim = s->kv_dim;
+	int dim = s->c.dim, hid = s->c.hidden_dim, r0 = t * TILE_ROWS;
+	int r1 = r0 + TILE_ROWS < hid ? r0 + TILE_ROWS : hid;
+	size_t lw = (size_t)l * dim * hid;
+	Proj p1 = { s->hb, weights(s)->w1 + lw, hid }, p3 = { s->hb2, weights(s)->w3 + lw, hid };
 
-	for (int b = 0; b < n; b++) {
-		float *k = s->k + (size_t)b * kv_dim;
-		size_t row = pos_row(s, s->tblocks[b], s->tpos[b]);
+	matmul_tile(&p1, r0, r1, s->xb, dim, s->n);
+	matmul_tile(&p3, r0, r1, s->xb, dim, s->n);
+	for (int b = 0; b < s->n; b++)
+		for (int r = r0; r < r1; r++) {
+			size_t i = (size_t)b * hid + r;
+			float val = s->hb[i];
 
-		rope(s->q + (size_t)b * dim, k, dim, kv_dim, s->head_size, s->tpos[b]);
-		memcpy(cache_row(s, s->key_cache, l, row), k, kv_dim * sizeof(float));
-		memcpy(cache_row(s, s->value_cache, l, row), s->v + (size_t)b * kv_dim,
-		       kv_dim * sizeof(float));
-	}
+			val *= (1.0f / (1.0f + expf(-val)));
+			s->hb[i] = val * s->hb2[i];
+		}
 }
 
-static void attention_block(CpuState *s, int l, int n)
+static void run_tile(const CpuState *s, const Phase *ph, int t)
 {
+	const Weights *w = weights(s);
 	const Config *c = &s->c;
-	const Weights *w = &s->model->weights;
-	int dim = c->dim, kv_dim = s->kv_dim;
-	size_t ldd = (size_t)l * dim * dim, ldk = (size_t)l * dim * kv_dim;
+	int l = ph->layer, dim = c->dim, hid = c->hidden_dim;
+	Proj p[3];
 
-	/* qkv holds its norm and rope, as the OpenCL backend's fused kernel does. */
-	trace_span_begin(SPAN_QKV, l);
-	trace_span_begin(SPAN_ATTN_NORM, l);
-	for (int b = 0; b < n; b++)
-		rmsnorm(s->xb + (size_t)b * dim, s->x + (size_t)b * dim,
+	switch (ph->kind) {
+	case PH_ATTN_NORM:
+		rmsnorm(s->xb + (size_t)t * dim, s->x + (size_t)t * dim,
 			w->rms_att_weight + (size_t)l * dim, dim);
-	trace_span_end(SPAN_ATTN_NORM, l);
-
-	matmul_fused((Proj[]){ { s->q, w->wq + ldd, dim }, { s->k, w->wk + ldk, kv_dim },
-			       { s->v, w->wv + ldk, kv_dim } }, 3, s->xb, dim, n);
-
-	trace_span_begin(SPAN_ROPE, l);
-	rope_and_store(s, l, n);
-	trace_span_end(SPAN_ROPE, l);
-	trace_span_end(SPAN_QKV, l);
-
-	trace_span_begin(SPAN_ATTENTION, l);
-	attend(s, l, n, s->q, s->xb);
-	trace_span_end(SPAN_ATTENTION, l);
-
-	trace_span_begin(SPAN_ATTN_OUT, l);
-	matmul(s->xb2, s->xb, w->wo + ldd, dim, dim, n);
-	residual_add(s->x, s->xb2, (size_t)n * dim);
-	trace_span_end(SPAN_ATTN_OUT, l);
-}
-
-static void swiglu(float *hb, const float *hb2, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		float val = hb[i];
-
-		val *= (1.0f / (1.0f + expf(-val)));
-		val *= hb2[i];
-		hb[i] = val;
+		break;
+	case PH_QKV:
+		qkv_projs(s, l, p);
+		proj_tile(p, 3, t, TILE_ROWS, s->xb, dim, s->n);
+		break;
+	case PH_ROPE:
+		rope_and_store(s, l, t);
+		break;
+	case PH_ATTENTION:
+		attend_head(s, l, t / c->n_heads, t % c->n_heads, s->q, s->xb);
+		break;
+	case PH_ATTN_OUT:
+		matmul_add_tile(s, w->wo + (size_t)l * dim * dim, dim, s->xb, s->xb2, t);
+		break;
+	case PH_FFN_NORM:
+		rmsnorm(s->xb + (size_t)t * dim, s->x + (size_t)t * dim,
+			w->rms_ffn_weight + (size_t)l * dim, dim);
+		break;
+	case PH_FFN_UP:
+		ffn_up_tile(s, l, t);
+		break;
+	case PH_FFN_DOWN:
+		matmul_add_tile(s, w->w2 + (size_t)l * dim * hid, hid, s->hb, s->xb, t);
+		break;
+	case PH_FINAL_NORM:
+		rmsnorm(s->xo + (size_t)t * dim, s->x + (size_t)s->out_tok[t] * dim,
+			w->rms_final_weight, dim);
+		break;
+	case PH_LOGITS:
+		p[0] = (Proj){ s->logits, w->wcls, c->vocab_size };
+		proj_tile(p, 1, t, LOGIT_TILE_ROWS, s->xo, dim, s->n_out);
+		break;
 	}
 }
 
-static void ffn_block(CpuState *s, int l, int n)
+/* Tiles of each phase for n tokens, n_out of them wanting logits. */
+static int phase_tiles(const CpuState *s, enum phase_kind kind)
 {
 	const Config *c = &s->c;
-	const Weights *w = &s->model->weights;
-	int dim = c->dim, hidden = c->hidden_dim;
-	size_t lw = (size_t)l * dim * hidden;
+	Proj p[3];
 
-	trace_span_begin(SPAN_FFN, l);
-	trace_span_begin(SPAN_FFN_NORM, l);
-	for (int b = 0; b < n; b++)
-		rmsnorm(s->xb + (size_t)b * dim, s->x + (size_t)b * dim,
-			w->rms_ffn_weight + (size_t)l * dim, dim);
-	trace_span_end(SPAN_FFN_NORM, l);
+	switch (kind) {
+	case PH_ATTN_NORM:
+	case PH_ROPE:
+	case PH_FFN_NORM:
+		return s->n;
+	case PH_QKV:
+		qkv_projs(s, 0, p);
+		return proj_tiles(p, 3, TILE_ROWS);
+	case PH_ATTENTION:
+		return s->n * c->n_heads;
+	case PH_ATTN_OUT:
+	case PH_FFN_DOWN:
+		return (c->dim + TILE_ROWS - 1) / TILE_ROWS;
+	case PH_FFN_UP:
+		return (c->hidden_dim + TILE_ROWS - 1) / TILE_ROWS;
+	case PH_FINAL_NORM:
+		return s->n_out;
+	case PH_LOGITS:
+		return s->n_out > 0 ? (c->vocab_size + LOGIT_TILE_ROWS - 1) / LOGIT_TILE_ROWS : 0;
+	}
+	return 0;
+}
 
-	matmul_fused((Proj[]){ { s->hb, w->w1 + lw, hidden }, { s->hb2, w->w3 + lw, hidden } },
-		     2, s->xb, dim, n);
-	swiglu(s->hb, s->hb2, (size_t)n * hidden);
-	matmul(s->xb, s->hb, w->w2 + lw, hidden, dim, n);
-	residual_add(s->x, s->xb, (size_t)n * dim);
-	trace_span_end(SPAN_FFN, l);
+/* ---- spans, fired by the first thread at the phase edges ---- */
+
+/* qkv holds attn_norm and rope; ffn holds ffn_norm; logits holds final_norm. */
+static void phase_enter(const Phase *ph)
+{
+	int l = ph->layer;
+
+	switch (ph->kind) {
+	case PH_ATTN_NORM:
+		trace_span_begin(SPAN_LAYER, l);
+		trace_span_begin(SPAN_QKV, l);
+		trace_span_begin(SPAN_ATTN_NORM, l);
+		break;
+	case PH_ROPE:
+		trace_span_begin(SPAN_ROPE, l);
+		break;
+	case PH_ATTENTION:
+		trace_span_begin(SPAN_ATTENTION, l);
+		break;
+	case PH_ATTN_OUT:
+		trace_span_begin(SPAN_ATTN_OUT, l);
+		break;
+	case PH_FFN_NORM:
+		trace_span_begin(SPAN_FFN, l);
+		trace_span_begin(SPAN_FFN_NORM, l);
+		break;
+	case PH_FINAL_NORM:
+		trace_span_begin(SPAN_LOGITS, LAYER_NONE);
+		trace_span_begin(SPAN_FINAL_NORM, LAYER_NONE);
+		break;
+	default:
+		break;
+	}
+}
+
+static void phase_leave(const Phase *ph)
+{
+	int l = ph->layer;
+
+	switch (ph->kind) {
+	case PH_ATTN_NORM:
+		trace_span_end(SPAN_ATTN_NORM, l);
+		break;
+	case PH_ROPE:
+		trace_span_end(SPAN_ROPE, l);
+		trace_span_end(SPAN_QKV, l);
+		break;
+	case PH_ATTENTION:
+		trace_span_end(SPAN_ATTENTION, l);
+		break;
+	case PH_ATTN_OUT:
+		trace_span_end(SPAN_ATTN_OUT, l);
+		break;
+	case PH_FFN_NORM:
+		trace_span_end(SPAN_FFN_NORM, l);
+		break;
+	case PH_FFN_DOWN:
+		trace_span_end(SPAN_FFN, l);
+		trace_span_end(SPAN_LAYER, l);
+		break;
+	case PH_FINAL_NORM:
+		trace_span_end(SPAN_FINAL_NORM, LAYER_NONE);
+		break;
+	case PH_LOGITS:
+		trace_span_end(SPAN_LOGITS, LAYER_NONE);
+		break;
+	default:
+		break;
+	}
+}
+
+/* ---- running the phases ---- */
+
+/* Waits until every tile of a phase is done. The wait is for tiles other
+ * threads are running, so it is short unless one lost its core: then,
+ * after a while, give the core away rather than spin a time slice. */
+static void wait_done(const PhaseCounters *pc, int tiles)
+{
+	for (unsigned spins = 0; __atomic_load_n(&pc->done, __ATOMIC_ACQUIRE) < tiles; spins++) {
+		if (spins < 4096)
+			__builtin_ia32_pause();
+		else
+			sched_yield();
+	}
+}
+
+/* Every thread of the region runs this: the phases in order, taking tiles
+ * until a phase has none left, then waiting for its last ones. */
+static void run_phases(CpuState *s, int first)
+{
+	for (int i = 0; i < s->n_phases; i++) {
+		const Phase *ph = &s->phases[i];
+		PhaseCounters *pc = &s->ctr[i];
+		int t;
+
+		if (first)
+			phase_enter(ph);
+		while ((t = __atomic_fetch_add(&pc->next, 1, __ATOMIC_RELAXED)) < ph->tiles) {
+			run_tile(s, ph, t);
+			__atomic_fetch_add(&pc->done, 1, __ATOMIC_RELEASE);
+		}
+		wait_done(pc, ph->tiles);
+		if (first)
+			phase_leave(ph);
+	}
+}
+
+/* Multiply-adds of a forward over n tokens, roughly: the weights it reads. */
+static long forward_work(const CpuState *s, int n, int n_out)
+{
+	const Config *c = &s->c;
+	long layer = (long)c->dim * (c->dim + 2 * s->kv_dim) + (long)c->dim * c->dim +
+		     3L * c->dim * c->hidden_dim;
+
+	return layer * c->n_layers * n + (long)c->vocab_size * c->dim * n_out;
+}
+
+static void run_forward(CpuState *s)
+{
+	for (int i = 0; i < s->n_phases; i++) {
+		s->phases[i].tiles = phase_tiles(s, s->phases[i].kind);
+		s->ctr[i].next = 0;
+		s->ctr[i].done = 0;
+	}
+#pragma omp parallel if (forward_work(s, s->n, s->n_out) >= PARALLEL_MIN_WORK)
+	run_phases(s, omp_get_thread_num() == 0);
 }
 
 /* Lays the batch out per token: embedding row, position, block table;
- * returns the number of tokens, and the logits rows in out_tok. */
-static int gather_batch(CpuState *s, const BatchSeq *seqs, int nseqs, int *n_out)
+ * sets the number of tokens, and the logits rows in out_tok. */
+static void gather_batch(CpuState *s, const BatchSeq *seqs, int nseqs)
 {
-	const float *emb = s->model->weights.token_embedding_table;
+	const float *emb = weights(s)->token_embedding_table;
 	int dim = s->c.dim, n = 0;
 
-	*n_out = 0;
+	s->n_out = 0;
 	for (int i = 0; i < nseqs; i++) {
 		for (int t = 0; t < seqs[i].n; t++, n++) {
 			memcpy(s->x + (size_t)n * dim, emb + (size_t)seqs[i].tokens[t] * dim,
@@ -415,43 +641,27 @@ static int gather_batch(CpuState *s, const BatchSeq *seqs, int nseqs, int *n_out
 			s->tblocks[n] = seqs[i].blocks;
 		}
 		if (seqs[i].want_logits)
-			s->out_tok[(*n_out)++] = n - 1;
+			s->out_tok[s->n_out++] = n - 1;
 	}
-	return n;
+	s->n = n;
 }
 
 static int cpu_forward_batch(void *state, const BatchSeq *seqs, int nseqs,
 			     float *logits, InferError *err)
 {
 	CpuState *s = state;
-	const Config *c = &s->c;
-	const Weights *w = &s->model->weights;
-	int dim = c->dim, n, n_out;
 
-	if (backend_check_batch(c, seqs, nseqs, CPU_MAX_BATCH, s->max_out, s->n_blocks,
+	if (backend_check_batch(&s->c, seqs, nseqs, CPU_MAX_BATCH, s->max_out, s->n_blocks,
 				s->block_size, err))
 		return -1;
 
 	trace_span_begin(SPAN_EMBED, LAYER_NONE);
-	n = gather_batch(s, seqs, nseqs, &n_out);
+	gather_batch(s, seqs, nseqs);
 	trace_span_end(SPAN_EMBED, LAYER_NONE);
 
-	for (int l = 0; l < c->n_layers; l++) {
-		trace_span_begin(SPAN_LAYER, l);
-		attention_block(s, l, n);
-		ffn_block(s, l, n);
-		trace_span_end(SPAN_LAYER, l);
-	}
-
-	trace_span_begin(SPAN_LOGITS, LAYER_NONE);
-	trace_span_begin(SPAN_FINAL_NORM, LAYER_NONE);
-	for (int i = 0; i < n_out; i++)
-		rmsnorm(s->xo + (size_t)i * dim, s->x + (size_t)s->out_tok[i] * dim,
-			w->rms_final_weight, dim);
-	trace_span_end(SPAN_FINAL_NORM, LAYER_NONE);
-	if (n_out > 0)
-		matmul(logits, s->xo, w->wcls, dim, c->vocab_size, n_out);
-	trace_span_end(SPAN_LOGITS, LAYER_NONE);
+	s->logits = logits;
+	run_forward(s);
+	s->logits = NULL;
 	return 0;
 }
 
@@ -475,16 +685,20 @@ static void cpu_destroy(void *state)
 		return;
 	pool_free(POOL_KV_CACHE, s->kv_block, s->kv_bytes);
 	pool_free(POOL_ACTIVATIONS, s->meta, s->meta_bytes);
-	pool_free(POOL_ACTIVATIONS, s->block, s->block_bytes);
+	pool_free(POOL_ACTIVATIONS, s->block_mem, s->block_bytes);
 	pool_free(POOL_ACTIVATIONS, s, sizeof(*s));
 }
 
-/* Carves the activation block: widths in floats per batch row. */
+/* Carves the activation block: the phase counters, then widths in floats
+ * per batch row. Each row starts a cache line when its width is a multiple
+ * of 16 floats, so threads writing neighbouring tiles share no line. */
 static void carve_activations(CpuState *s)
 {
 	size_t dim = (size_t)s->c.dim, hidden = (size_t)s->c.hidden_dim, kv = (size_t)s->kv_dim;
-	float *p = s->block;
+	float *p;
 
+	s->ctr = (PhaseCounters *)(void *)s->block;
+	p = (float *)(void *)(s->ctr + s->n_phases);
 	s->x = p;    p += CPU_MAX_BATCH * dim;
 	s->xb = p;   p += CPU_MAX_BATCH * dim;
 	s->xb2 = p;  p += CPU_MAX_BATCH * dim;
@@ -494,6 +708,7 @@ static void carve_activations(CpuState *s)
 	s->hb = p;   p += CPU_MAX_BATCH * hidden;
 	s->hb2 = p;  p += CPU_MAX_BATCH * hidden;
 	s->xo = p;   p += (size_t)s->max_out * dim;
+	s->rope_cs = p; p += (size_t)s->c.seq_len * s->head_size;
 	s->att = p;
 }
 
@@ -502,8 +717,21 @@ static void carve_meta(CpuState *s)
 	char *p = s->meta;
 
 	s->tblocks = (const int **)(void *)p;  p += CPU_MAX_BATCH * sizeof(*s->tblocks);
+	s->phases = (Phase *)(void *)p;        p += s->n_phases * sizeof(Phase);
 	s->tpos = (int *)(void *)p;            p += CPU_MAX_BATCH * sizeof(int);
 	s->out_tok = (int *)(void *)p;
+}
+
+/* The forward's phases: each layer's in order, then the classifier's. */
+static void plan_phases(CpuState *s)
+{
+	int i = 0;
+
+	for (int l = 0; l < s->c.n_layers; l++)
+		for (int k = 0; k < PH_LAYER_COUNT; k++)
+			s->phases[i++] = (Phase){ (enum phase_kind)k, l, 0 };
+	s->phases[i++] = (Phase){ PH_FINAL_NORM, LAYER_NONE, 0 };
+	s->phases[i++] = (Phase){ PH_LOGITS, LAYER_NONE, 0 };
 }
 
 static int cpu_alloc(CpuState *s, InferError *err)
@@ -513,20 +741,28 @@ static int cpu_alloc(CpuState *s, InferError *err)
 	size_t act_floats, kv_floats;
 
 	/* Sizes are bounded by config_validate, so these cannot overflow. */
+	s->n_phases = c->n_layers * PH_LAYER_COUNT + 2;
 	act_floats = CPU_MAX_BATCH * (4 * dim + 2 * kv + 2 * hidden) + (size_t)s->max_out * dim +
+		     (size_t)c->seq_len * s->head_size +
 		     (size_t)CPU_MAX_BATCH * c->n_heads * c->seq_len;
 	kv_floats = (size_t)c->n_layers * s->n_blocks * s->block_size * kv;
-	s->block_bytes = act_floats * sizeof(float);
-	s->meta_bytes = CPU_MAX_BATCH * (sizeof(int *) + sizeof(int)) + s->max_out * sizeof(int);
+	s->block_bytes = CACHE_LINE + s->n_phases * sizeof(PhaseCounters) +
+			 act_floats * sizeof(float);
+	s->meta_bytes = CPU_MAX_BATCH * (sizeof(int *) + sizeof(int)) +
+			s->n_phases * sizeof(Phase) + s->max_out * sizeof(int);
 	s->kv_bytes = 2 * kv_floats * sizeof(float);
-	s->block = pool_alloc(POOL_ACTIVATIONS, s->block_bytes);
+	s->block_mem = pool_alloc(POOL_ACTIVATIONS, s->block_bytes);
 	s->meta = pool_alloc(POOL_ACTIVATIONS, s->meta_bytes);
 	s->kv_block = pool_alloc(POOL_KV_CACHE, s->kv_bytes);
-	if (!s->block || !s->meta || !s->kv_block)
+	if (!s->block_mem || !s->meta || !s->kv_block)
 		return infer_fail(err, "cpu backend: cannot allocate %zu bytes of activations "
 				  "and %zu bytes of kv cache", s->block_bytes, s->kv_bytes);
+	s->block = (float *)(void *)(((uintptr_t)s->block_mem + CACHE_LINE - 1) &
+				     ~(uintptr_t)(CACHE_LINE - 1));
 	carve_activations(s);
 	carve_meta(s);
+	plan_phases(s);
+	fill_rope_table(s);
 	s->key_cache = s->kv_block;
 	s->value_cache = s->kv_block + kv_floats;
 	return 0;
