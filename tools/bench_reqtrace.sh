@@ -64,7 +64,8 @@ run_daemon() {
 		curl -sf --max-time 10 "http://127.0.0.1:$port/metrics" -o "$TMP/m.txt" &&
 			[ "$(awk '/^spantrace_generation_tokens_total\{/ { s += $NF } END { print s + 0 }' "$TMP/m.txt")" = "$n" ]
 	}
-	wait_until 15 counted || die "daemon counted $(grep '^spantrace_generation_tokens_total' "$TMP/m.txt") tokens, client $n"
+	rm -f "$TMP/m.txt"
+	wait_until 15 counted || die "daemon counted $(grep -s '^spantrace_generation_tokens_total' "$TMP/m.txt") tokens, client $n; daemon: $(tail -n3 "$TMP/daemon.log")"
 	kill -TERM "$TRACER"; wait "$TRACER" || die "daemon exited $?"; TRACER=
 	round_tok_s >>"$TMP/daemon"
 }
