@@ -96,11 +96,13 @@ all: $(BUILD)/libinfer.so $(BUILD)/infer $(BUILD)/mkmodel $(BUILD)/spantrace $(U
 DEB_PKGS := build-essential clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
             libjson-c-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
             systemtap-sdt-dev libncurses-dev libmicrohttpd-dev bpftrace linux-perf \
-            prometheus tmux valgrind libclang-rt-14-dev python3-pandas jq binutils curl bc libcap2-bin iproute2
-# The official OpenAI client (npm) for the HTTP engine's tests, demo and bench.
+            prometheus tmux valgrind libclang-rt-14-dev python3-pandas python3-altair jq binutils curl bc libcap2-bin iproute2
+# npm (tests/node): the official OpenAI client for the HTTP engine's tests,
+# demo and bench; vega-lite, vega and resvg to save Altair charts as PNG.
 # node and npm are checked as commands: a node from elsewhere (nodesource)
 # bundles npm and conflicts with Debian's npm package.
 NODE_DIR := tests/node
+NODE_PKGS := openai vega vega-lite @resvg/resvg-js
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -115,7 +117,7 @@ deps:
 	    echo "deps: installing nodejs npm"; \
 	    export DEBIAN_FRONTEND=noninteractive; apt-get update -qq >/dev/null && \
 	    apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null; }
-	@[ -d $(NODE_DIR)/node_modules/openai ] || \
+	@for p in $(NODE_PKGS); do [ -d $(NODE_DIR)/node_modules/$$p ] || exit 1; done || \
 	    (cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || \
 	    { echo "deps: npm ci in $(NODE_DIR) failed" >&2; exit 1; }
 
