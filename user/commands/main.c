@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "commands/commands.h"
+#include "core/options.h"
 #include "analysis/profile.h"
 
 struct command {
@@ -37,8 +38,14 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (!strcmp(argv[1], commands[i].name))
-			return commands[i].fn(argc - 1, argv + 1);
+		if (!strcmp(argv[1], commands[i].name)) {
+			int n = argc - 1;
+			char **args = argv + 1;
+			/* SPANTRACE_* variables become leading flags, so a flag wins. */
+			if (env_options_merge(&n, &args))
+				return 2;
+			return commands[i].fn(n, args);
+		}
 	fprintf(stderr, "spantrace: error: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

@@ -137,6 +137,8 @@ static const char record_doc[] =
 	"\n"
 	"JSONL record types: session, span, token, request, emit, step, req_state, alloc, free, kv,\n"
 	"kernel, drops, summary.\n"
+	"Environment: SPANTRACE_OUTPUT, _CSV, _SUMMARY, _METRICS, _CHROME and _LEVEL mirror their\n"
+	"flags; a flag wins over its variable.\n"
 	"Needs CAP_BPF and CAP_PERFMON (or root).";
 
 enum { OPT_CSV = 1000, OPT_SUMMARY, OPT_METRICS, OPT_RINGBUF, OPT_MIN_DUR, OPT_PERF, OPT_CHROME,
