@@ -78,7 +78,7 @@ USER_SRCS     := $(wildcard user/*/*.c)
 USER_OBJS     := $(patsubst %.c,$(BUILD)/%.o,$(USER_SRCS))
 USER_MAIN_OBJ := $(BUILD)/user/commands/main.o
 USER_LIB_OBJS := $(filter-out $(USER_MAIN_OBJ),$(USER_OBJS))
-USER_LIBS     := -lbpf -lelf -lz -ljson-c -lncursesw -lmicrohttpd -lm -lpthread
+USER_LIBS     := -lbpf -lelf -lz -ljson-c -lncursesw -lmicrohttpd -lcurl -lm -lpthread
 
 UNIT_SRCS     := $(wildcard tests/unit/*.c)
 UNIT_BINS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
@@ -95,14 +95,15 @@ all: $(BUILD)/libinfer.so $(BUILD)/infer $(BUILD)/mkmodel $(BUILD)/spantrace $(U
 # ---- Debian packages: install only what is missing, quietly ----
 DEB_PKGS := build-essential clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
             libjson-c-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
-            systemtap-sdt-dev libncurses-dev libmicrohttpd-dev bpftrace linux-perf \
+            systemtap-sdt-dev libncurses-dev libmicrohttpd-dev libcurl4-openssl-dev bpftrace linux-perf \
             prometheus tmux valgrind libclang-rt-14-dev python3-pandas python3-altair jq binutils curl bc libcap2-bin iproute2
 # npm (tests/node): the official OpenAI client for the HTTP engine's tests,
-# demo and bench; vega-lite, vega and resvg to save Altair charts as PNG.
+# demo and bench; vega-lite, vega and resvg to save Altair charts as PNG;
+# the OTLP protobuf types for the OTLP receiver of the tests.
 # node and npm are checked as commands: a node from elsewhere (nodesource)
 # bundles npm and conflicts with Debian's npm package.
 NODE_DIR := tests/node
-NODE_PKGS := openai vega vega-lite @resvg/resvg-js
+NODE_PKGS := openai vega vega-lite @resvg/resvg-js @opentelemetry/otlp-transformer
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \

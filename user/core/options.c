@@ -126,6 +126,7 @@ static const struct env_option env_options[] = {
 	{ "SPANTRACE_METRICS", "record", "--metrics", env_path_ok, "a path" },
 	{ "SPANTRACE_CHROME", "record", "--chrome", env_path_ok, "a path" },
 	{ "SPANTRACE_LEVEL", "record", "--level", env_level_ok, "coarse or detail" },
+	{ "SPANTRACE_OTLP_ENDPOINT", "record", "--otlp", env_path_ok, "a URL" },
 	{ "SPANTRACE_LEVEL", "top", "--level", env_level_ok, "coarse or detail" },
 	{ "SPANTRACE_INTERVAL_SECS", "top", "--delay", env_secs_ok, "seconds, 0.1..3600" },
 	{ "SPANTRACE_CMD_OUTPUT", "top", "--cmd-output", env_path_ok, "a path" },
