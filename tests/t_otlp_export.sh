@@ -110,3 +110,52 @@ grep -q "otlp: .* dropped [1-9]" "$TMP/refuse.err" || fail "stderr does not show
 ok "stderr: $(grep -o 'otlp: .*' "$TMP/refuse.err")"
 
 expect_fail "record --otlp ftp://x" "not an http:// or https:// URL" "$SPANTRACE" record --otlp ftp://x -- "$INFER" "$MODELS/stories260K.bin" -n 4 --ids
+
+# The serving engine: each request a trace (request -> token spans, each
+# linked to its step), each step a trace (step -> forward -> layer ...).
+source "$ROOT/tests/serve_lib.sh"
+need_node
+receiver serve
+start_engine "$MODELS/stories260K.bin" -b cpu --max-seqs 4
+"$SPANTRACE" record -q --level detail --otlp "http://127.0.0.1:$RPORT" -o "$TMP/serve.jsonl" --summary "$TMP/serve.sum" -p $EPID \
+	2>"$TMP/serve.err" &
+RPID=$!
+wait_for grep -q '"type":"session"' "$TMP/serve.jsonl" || fail "record -p never armed: $(cat "$TMP/serve.err")"
+echo '{"concurrent": true, "requests": [
+ {"prompt": [1, 300, 301], "max_tokens": 12, "temperature": 0},
+ {"prompt": [1, 400], "max_tokens": 9, "temperature": 0},
+ {"prompt": [1, 77, 78, 79], "max_tokens": 6, "temperature": 0}]}' >"$TMP/spec.json"
+client "$TMP/spec.json" "$TMP/client.jsonl"
+sleep 1
+kill -INT $RPID; wait $RPID || fail "record -p exited $?: $(cat "$TMP/serve.err")"
+stop_engine
+/usr/bin/python3 - "$TMP/serve.recv" "$TMP/client.jsonl" <<'PY' || fail "the serving engine's spans are wrong"
+import json, sys, collections
+recs = [json.loads(l) for l in open(sys.argv[1])]
+assert not [r for r in recs if "invalid" in r], [r for r in recs if "invalid" in r][:2]
+spans = [s for r in recs for s in r.get("spans", [])]
+client = [json.loads(l) for l in open(sys.argv[2])]
+byid = {s["spanId"]: s for s in spans}
+assert len(byid) == len(spans), "span ids are not unique"
+reqs = [s for s in spans if s["name"] == "request"]
+toks = [s for s in spans if s["name"] == "token"]
+steps = {s["spanId"]: s for s in spans if s["name"] == "step"}
+assert len(reqs) == len(client) == 3, (len(reqs), len(client))
+want_tokens = sum(c["usage"]["completion_tokens"] for c in client)
+assert len(toks) == want_tokens, (len(toks), want_tokens)
+for t in toks:
+    p = byid[t["parentSpanId"]]
+    assert p["name"] == "request" and p["traceId"] == t["traceId"], t
+    assert len(t["links"]) == 1 and t["links"][0]["spanId"] in steps, t
+    assert steps[t["links"][0]["spanId"]]["traceId"] == t["links"][0]["traceId"], t
+for s in spans:
+    if s["name"] in ("forward", "layer", "embed", "logits", "sample") or s["name"].startswith("opencl"):
+        p = byid.get(s["parentSpanId"])
+        assert p, ("no parent", s)
+        chain = p
+        while chain.get("parentSpanId"):
+            chain = byid[chain["parentSpanId"]]
+        assert chain["name"] == "step" and chain["traceId"] == s["traceId"], (s, chain)
+print("ok: serving: %d request traces, %d token spans (as the client's usage) linked to %d steps; "
+      "every forward/layer/op under a step" % (len(reqs), len(toks), len(steps)))
+PY
