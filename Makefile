@@ -96,7 +96,7 @@ all: $(BUILD)/libinfer.so $(BUILD)/infer $(BUILD)/mkmodel $(BUILD)/spantrace $(U
 DEB_PKGS := build-essential clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
             libjson-c-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
             systemtap-sdt-dev libncurses-dev libmicrohttpd-dev libcurl4-openssl-dev bpftrace linux-perf \
-            prometheus tmux valgrind libclang-rt-14-dev python3-pandas python3-altair jq binutils curl bc libcap2-bin iproute2
+            prometheus tmux valgrind libclang-rt-14-dev python3-pandas python3-altair python3-matplotlib jq binutils curl bc libcap2-bin iproute2
 # npm (tests/node): the official OpenAI client for the HTTP engine's tests,
 # demo and bench; vega-lite, vega and resvg to save Altair charts as PNG;
 # the OTLP protobuf types for the OTLP receiver of the tests.

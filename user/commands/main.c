@@ -17,6 +17,7 @@ static const struct command commands[] = {
 	{ "list", cmd_list, "list the infer USDT probes of a binary or a process" },
 	{ "top", cmd_top, "live view: span rates and latency percentiles of a traced engine" },
 	{ "profile", cmd_profile, "CPU samples and perf counters per span: flame graph input, counter totals, Chrome trace" },
+	{ "report", cmd_report, "text report and PNG plots of a recorded run (JSONL or CSV)" },
 	{ "daemon", cmd_daemon, "always-on: Prometheus metrics and slow-span JSONL for every process of a binary" },
 };
 
