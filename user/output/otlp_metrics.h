@@ -2,11 +2,13 @@
  * ExportMetricsServiceRequest, for `daemon --otlp URL` (sent to
  * URL/v1/metrics through otlp.h each interval).
  *
- * The same families as /metrics, under the same names: every duration and
- * token-count histogram (explicit bounds = the Prometheus `le` edges of its
- * kind, in seconds), the counters as monotonic sums and the pool, KV-cache
- * and tok/s values as gauges. The kernel's maps only ever grow, so sums and
- * histograms are CUMULATIVE, from the daemon's start. */
+ * Under /metrics' names: every duration and token-count histogram (explicit
+ * bounds = the Prometheus `le` edges of its kind, in seconds); tokens,
+ * requests, pool allocs/frees and events fired/delivered/dropped as
+ * monotonic sums; pool, KV-cache and tok/s values as gauges. Not (yet) the
+ * serving gauges, the error counters or the tail-capture series. The
+ * kernel's maps only ever grow, so sums and histograms are CUMULATIVE, from
+ * the daemon's start. */
 #ifndef SPANTRACE_OTLP_METRICS_H
 #define SPANTRACE_OTLP_METRICS_H
 
