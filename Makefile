@@ -7,6 +7,8 @@
 #   make bench      deps, build, print the speed ratios (tools/bench.sh)
 #   make fuzz       libFuzzer targets for a fixed budget each
 #   make deps       install missing Debian packages (needs root)
+#   make install    binaries, libinfer.so, report.py and man pages under
+#                   $(DESTDIR)$(PREFIX) (PREFIX defaults to /usr/local)
 #
 # Knobs: NO_PROBES=1 compiles the probes out; SANITIZE=1 builds with ASan+UBSan.
 #
@@ -78,7 +80,7 @@ USER_SRCS     := $(wildcard user/*/*.c)
 USER_OBJS     := $(patsubst %.c,$(BUILD)/%.o,$(USER_SRCS))
 USER_MAIN_OBJ := $(BUILD)/user/commands/main.o
 USER_LIB_OBJS := $(filter-out $(USER_MAIN_OBJ),$(USER_OBJS))
-USER_LIBS     := -lbpf -lelf -lz -ljson-c -lncursesw -lmicrohttpd -lm -lpthread
+USER_LIBS     := -lbpf -lelf -lz -ljson-c -lncursesw -lmicrohttpd -lcurl -lm -lpthread
 
 UNIT_SRCS     := $(wildcard tests/unit/*.c)
 UNIT_BINS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
@@ -86,7 +88,7 @@ UNIT_BINS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 DEMO_MODEL    := $(BUILD)/models/demo15M.bin
 DEMO_TOK      := $(BUILD)/models/demo_tokenizer.bin
 
-.PHONY: all deps check demo test bench fuzz soak clean models
+.PHONY: all deps check demo test bench fuzz soak clean models install
 # Keep the BPF objects and skeletons: as intermediates make would delete them
 # and rebuild every user object on the next run.
 .SECONDARY: $(BPF_OBJS) $(BPF_SKELS)
@@ -95,12 +97,15 @@ all: $(BUILD)/libinfer.so $(BUILD)/infer $(BUILD)/mkmodel $(BUILD)/spantrace $(U
 # ---- Debian packages: install only what is missing, quietly ----
 DEB_PKGS := build-essential clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
             libjson-c-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
-            systemtap-sdt-dev libncurses-dev libmicrohttpd-dev bpftrace linux-perf \
-            prometheus tmux valgrind libclang-rt-14-dev python3-pandas jq binutils curl bc libcap2-bin iproute2
-# The official OpenAI client (npm) for the HTTP engine's tests, demo and bench.
+            systemtap-sdt-dev libncurses-dev libmicrohttpd-dev libcurl4-openssl-dev bpftrace linux-perf \
+            prometheus tmux valgrind libclang-rt-14-dev python3-pandas python3-altair python3-matplotlib groff-base jq binutils curl bc libcap2-bin iproute2
+# npm (tests/node): the official OpenAI client for the HTTP engine's tests,
+# demo and bench; vega-lite, vega and resvg to save Altair charts as PNG;
+# the OTLP protobuf types for the OTLP receiver of the tests.
 # node and npm are checked as commands: a node from elsewhere (nodesource)
 # bundles npm and conflicts with Debian's npm package.
 NODE_DIR := tests/node
+NODE_PKGS := openai vega vega-lite @resvg/resvg-js @opentelemetry/otlp-transformer
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -115,7 +120,7 @@ deps:
 	    echo "deps: installing nodejs npm"; \
 	    export DEBIAN_FRONTEND=noninteractive; apt-get update -qq >/dev/null && \
 	    apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null; }
-	@[ -d $(NODE_DIR)/node_modules/openai ] || \
+	@for p in $(NODE_PKGS); do [ -d $(NODE_DIR)/node_modules/$$p ] || exit 1; done || \
 	    (cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || \
 	    { echo "deps: npm ci in $(NODE_DIR) failed" >&2; exit 1; }
 
@@ -137,9 +142,10 @@ $(BUILD)/inference/cl_source.o: $(BUILD)/kernels.cl
 $(BUILD)/libinfer.so: $(ENGINE_OBJS)
 	$(CC) -shared -o $@ $^ $(LDFLAGS) $(ENGINE_LIBS)
 
-# The programs link the library from their own directory.
+# The programs link the library from their own directory (the build tree) or
+# from ../lib (installed: PREFIX/bin and PREFIX/lib).
 LINK_ENGINE_PROGRAM = $(CC) $(ENGINE_CFLAGS) $(DEPFLAGS) -MF $@.d -o $@ $< -L$(BUILD) -linfer \
-                      -Wl,-rpath,'$$ORIGIN' $(LDFLAGS) -lm
+                      -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' $(LDFLAGS) -lm
 $(BUILD)/infer: inference/main.c $(BUILD)/libinfer.so
 	$(LINK_ENGINE_PROGRAM)
 $(BUILD)/mkmodel: inference/mkmodel.c $(BUILD)/libinfer.so
@@ -203,6 +209,17 @@ fuzz: deps
 soak: deps
 	$(MAKE) all models
 	tools/soak.sh
+
+# ---- install: DESTDIR for staging (packages), PREFIX for the layout ----
+PREFIX  ?= /usr/local
+DESTDIR ?=
+install: $(BUILD)/spantrace $(BUILD)/infer $(BUILD)/mkmodel $(BUILD)/libinfer.so
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/spantrace \
+	    $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 0755 $(BUILD)/spantrace $(BUILD)/infer $(BUILD)/mkmodel $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BUILD)/libinfer.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 0644 user/report/report.py $(DESTDIR)$(PREFIX)/share/spantrace/
+	install -m 0644 man/spantrace.1 man/infer.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 
 clean:
 	rm -rf $(BUILD)

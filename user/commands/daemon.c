@@ -25,6 +25,9 @@
 #include "output/outbuf.h"
 #include "analysis/stats.h"
 #include "output/prom.h"
+#include "output/otlp.h"
+#include "output/otlp_metrics.h"
+#include "core/clock.h"
 #include "output/rotate.h"
 #include "core/grow.h"
 #include "core/maps.h"
@@ -73,6 +76,10 @@ struct daemon {
 	struct hist merged;          /* scratch: one kind over the window */
 	unsigned wslot;
 	uint64_t slow_ns[SPAN_KIND_COUNT];
+
+	struct otlp_exporter *otlp;  /* --otlp: metrics each tick */
+	uint64_t otlp_start_ns;      /* Unix ns: the cumulative series' start */
+	char host[256];
 };
 
 /* ---- tail capture: the ring buffer carries only slow spans ---- */
@@ -372,6 +379,18 @@ static void publish(struct daemon *d, struct prom_snapshot *fresh)
 	prom_snapshot_free(&old);
 }
 
+/* One OTLP metrics request per tick; a failure is counted by otlp.c. */
+static void export_otlp(struct daemon *d, const struct prom_snapshot *s)
+{
+	uint64_t points = 0;
+	char *body;
+
+	if (!d->otlp)
+		return;
+	body = otlp_metrics_body(s, d->otlp_start_ns, (uint64_t)clock_read_ns(CLOCK_REALTIME), d->host, &points);
+	otlp_enqueue(d->otlp, body, points);
+}
+
 static void tick(struct daemon *d, uint64_t now)
 {
 	struct prom_snapshot s = { .binary = d->target.shown };
@@ -391,6 +410,7 @@ static void tick(struct daemon *d, uint64_t now)
 	if (d->rot && d->cfg.slow_ms < 0)
 		update_pct_thresholds(d, &s);
 	fill_tail(d, &s);
+	export_otlp(d, &s);
 	publish(d, &s);
 }
 
@@ -453,6 +473,12 @@ static int start(struct daemon *d, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
+	if (c->otlp) {
+		gethostname(d->host, sizeof(d->host) - 1);
+		d->otlp_start_ns = (uint64_t)clock_read_ns(CLOCK_REALTIME);
+		if (!(d->otlp = otlp_open(c->otlp, "metrics", err, errlen)))
+			return -1;
+	}
 	/* Bind before loading BPF: a port in use is the commonest mistake. */
 	if (!(d->http = httpd_start(&c->listen, render_metrics, d, err, errlen)))
 		return -1;
@@ -481,6 +507,14 @@ static void stop(struct daemon *d)
 	}
 	if (d->rot && rotate_flush(d->rot))
 		st_err("flushing the JSONL files: %s", strerror(errno));
+	if (d->otlp) {
+		struct otlp_stats st;
+		char line[256];
+		otlp_close(d->otlp, 5, &st);
+		d->otlp = NULL;
+		otlp_stats_text(&st, "data points", line, sizeof(line));
+		st_info("%s", line);
+	}
 	prom_snapshot_free(&d->snap);
 	if (d->session_open)
 		session_close(&d->s);

@@ -11,7 +11,7 @@
 
 enum opt {
 	OPT_BINARY, OPT_PID, OPT_LISTEN, OPT_JSONL_DIR, OPT_SLOW_MS, OPT_SLOW_PCT,
-	OPT_INTERVAL, OPT_FILE_MAX, OPT_TOTAL_MAX, OPT_RETAIN, OPT_LEVEL, OPT_DURATION, OPT_COUNT
+	OPT_INTERVAL, OPT_FILE_MAX, OPT_TOTAL_MAX, OPT_RETAIN, OPT_LEVEL, OPT_DURATION, OPT_OTLP, OPT_COUNT
 };
 
 static const struct {
@@ -29,20 +29,22 @@ static const struct {
 	[OPT_RETAIN] = { "--retain", NULL, "SPANTRACE_RETAIN_FILES" },
 	[OPT_LEVEL] = { "--level", NULL, "SPANTRACE_LEVEL" },
 	[OPT_DURATION] = { "--duration", NULL, NULL },
+	[OPT_OTLP] = { "--otlp", NULL, "SPANTRACE_OTLP_ENDPOINT" },
 };
 
 const char daemon_config_usage[] =
 	"usage: spantrace daemon --binary PATH [-p PID] [--listen ADDR:PORT] [--jsonl-dir DIR]\n"
 	"                        [--slow-ms X | --slow-pct P] [--interval SEC]\n"
 	"                        [--file-max SIZE] [--total-max SIZE] [--retain N]\n"
-	"                        [--level coarse|detail] [--duration SEC] [-q] [-v]\n"
+	"                        [--level coarse|detail] [--duration SEC] [--otlp URL] [-q] [-v]\n"
 	"Traces every current and future process of PATH (or only PID), serves Prometheus metrics on\n"
 	"http://ADDR:PORT/metrics (default 127.0.0.1:9464) and writes spans at least as slow\n"
 	"as the threshold (default: the running p99 of their kind) to rotating JSONL files.\n"
 	"Each flag has a variable that it overrides: SPANTRACE_BINARY, SPANTRACE_LISTEN,\n"
 	"SPANTRACE_JSONL_DIR, SPANTRACE_SLOW_MS, SPANTRACE_SLOW_PCT, SPANTRACE_INTERVAL_SECS,\n"
 	"SPANTRACE_FILE_MAX_BYTES, SPANTRACE_TOTAL_MAX_BYTES, SPANTRACE_RETAIN_FILES,\n"
-	"SPANTRACE_LEVEL. SIZE takes a K, M or G suffix. Defaults: --interval 5, --file-max 16M,\n"
+	"SPANTRACE_LEVEL, SPANTRACE_OTLP_ENDPOINT. --otlp also sends the metrics, each interval, as\n"
+	"OTLP/HTTP JSON to URL/v1/metrics (cumulative). SIZE takes a K, M or G suffix. Defaults: --interval 5, --file-max 16M,\n"
 	"--total-max 256M, --retain 16, --level coarse (forward/layer spans, tokens, requests,\n"
 	"memory; detail adds every op and OpenCL kernel at more probe hits per token).\n"
 	"--duration stops it after SEC seconds; -q logs nothing but errors; -v more.\n"
@@ -223,6 +225,9 @@ int daemon_config_parse(struct daemon_config *c, int argc, char **argv, char **e
 		return bad(err, errlen, OPT_LEVEL, &raw[OPT_LEVEL], "coarse or detail");
 	c->binary = raw[OPT_BINARY].text;
 	c->jsonl_dir = raw[OPT_JSONL_DIR].text;
+	c->otlp = raw[OPT_OTLP].text;
+	if (c->otlp && strncmp(c->otlp, "http://", 7) && strncmp(c->otlp, "https://", 8))
+		return bad(err, errlen, OPT_OTLP, &raw[OPT_OTLP], "an http:// or https:// URL");
 	if (raw[OPT_LISTEN].text) {
 		char why[160];
 		if (listen_addr_parse(raw[OPT_LISTEN].text, &c->listen, why, sizeof(why)) < 0) {

@@ -15,6 +15,7 @@
  *   --retain N         SPANTRACE_RETAIN_FILES      16
  *   --level L          SPANTRACE_LEVEL             coarse (or detail)
  *   --duration SEC     -                           until SIGTERM/SIGINT
+ *   --otlp URL         SPANTRACE_OTLP_ENDPOINT     none: no OTLP metrics
  *   -q, --quiet        -                           log start and stop
  *   -v, --verbose      -                           (twice: libbpf too)
  * SIZE is bytes with an optional K, M or G suffix (powers of 1024). --level,
@@ -33,6 +34,7 @@ struct daemon_config {
 	int pid;                 /* 0 = all processes of the binary */
 	struct listen_addr listen;
 	const char *jsonl_dir;   /* NULL: no tail capture */
+	const char *otlp;        /* NULL: no OTLP export */
 	double slow_ms;          /* < 0 when the threshold is a percentile */
 	double slow_pct;         /* in (0, 100) when slow_ms < 0 */
 	double interval_secs;

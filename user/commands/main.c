@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "commands/commands.h"
+#include "core/options.h"
 #include "analysis/profile.h"
 
 struct command {
@@ -16,6 +17,7 @@ static const struct command commands[] = {
 	{ "list", cmd_list, "list the infer USDT probes of a binary or a process" },
 	{ "top", cmd_top, "live view: span rates and latency percentiles of a traced engine" },
 	{ "profile", cmd_profile, "CPU samples and perf counters per span: flame graph input, counter totals, Chrome trace" },
+	{ "report", cmd_report, "text report and PNG plots of a recorded run (JSONL or CSV)" },
 	{ "daemon", cmd_daemon, "always-on: Prometheus metrics and slow-span JSONL for every process of a binary" },
 };
 
@@ -37,8 +39,14 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (!strcmp(argv[1], commands[i].name))
-			return commands[i].fn(argc - 1, argv + 1);
+		if (!strcmp(argv[1], commands[i].name)) {
+			int n = argc - 1;
+			char **args = argv + 1;
+			/* SPANTRACE_* variables become leading flags, so a flag wins. */
+			if (env_options_merge(&n, &args))
+				return 2;
+			return commands[i].fn(n, args);
+		}
 	fprintf(stderr, "spantrace: error: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

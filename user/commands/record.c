@@ -23,7 +23,9 @@
 #include "output/chrome.h"
 #include "output/csv.h"
 #include "output/jsonl.h"
+#include <unistd.h>
 #include "output/metrics.h"
+#include "output/otlp_trace.h"
 #include "output/outbuf.h"
 #include "output/summary.h"
 
@@ -32,7 +34,7 @@
 struct record_opts {
 	struct launch_opts target;
 	struct common_opts common;
-	const char *out, *csv, *summary, *metrics, *chrome;
+	const char *out, *csv, *summary, *metrics, *chrome, *otlp;
 	unsigned ringbuf_kb;
 	uint64_t min_dur_ns;
 	int perf;                 /* --perf: span counter deltas */
@@ -52,6 +54,9 @@ struct recorder {
 	struct perf_counters pc;              /* --perf */
 	struct profile_counters perf_totals;
 	struct chrome_writer *chrome;         /* --chrome */
+	struct otlp_exporter *otlp;           /* --otlp */
+	struct otlp_trace *otlp_spans;
+	struct otlp_stats otlp_final;
 	struct wall_clock clk;
 	uint64_t start_ns, last_tick_ns;
 	uint64_t tick_delivered, tick_tokens, last_dropped;  /* at the last tick */
@@ -70,6 +75,8 @@ static size_t record_sinks(struct recorder *r, struct event_sink *sinks)
 		sinks[n++] = (struct event_sink){ &metrics_handlers, r->ms };
 	if (r->chrome)
 		sinks[n++] = (struct event_sink){ &chrome_handlers, r->chrome };
+	if (r->otlp_spans)
+		sinks[n++] = (struct event_sink){ &otlp_trace_handlers, r->otlp_spans };
 	sinks[n++] = (struct event_sink){ &jsonl_handlers, &r->jsonl };
 	if (r->csv.buf)
 		sinks[n++] = (struct event_sink){ &csv_handlers, &r->csvw };
@@ -108,6 +115,8 @@ static enum stop_reason tick(void *ctx, uint64_t now)
 			(unsigned long long)dropped, secs > 0 ? (tokens - r->tick_tokens) / secs : 0.0);
 	if (r->ms)
 		metrics_write(r->ms, &r->metrics, wall_ms(), secs, events, dropped);
+	if (r->otlp_spans)
+		otlp_trace_flush(r->otlp_spans);
 	if (dropped != r->last_dropped)
 		jsonl_write_drops(&r->jsonl, mono_now_ns(), &c, delivered);
 	ob_flush(&r->jsonl);
@@ -137,10 +146,12 @@ static const char record_doc[] =
 	"\n"
 	"JSONL record types: session, span, token, request, emit, step, req_state, alloc, free, kv,\n"
 	"kernel, drops, summary.\n"
+	"Environment: SPANTRACE_OUTPUT, _CSV, _SUMMARY, _METRICS, _CHROME and _LEVEL mirror their\n"
+	"flags; a flag wins over its variable.\n"
 	"Needs CAP_BPF and CAP_PERFMON (or root).";
 
 enum { OPT_CSV = 1000, OPT_SUMMARY, OPT_METRICS, OPT_RINGBUF, OPT_MIN_DUR, OPT_PERF, OPT_CHROME,
-       OPT_SLO_TTFT, OPT_SLO_ITL };
+       OPT_SLO_TTFT, OPT_SLO_ITL, OPT_OTLP };
 
 static const struct argp_option record_options[] = {
 	{ "output", 'o', "FILE", 0, "JSONL output (default: stdout; '-' = stdout)", 1 },
@@ -149,6 +160,7 @@ static const struct argp_option record_options[] = {
 	{ "metrics", OPT_METRICS, "FILE", 0, "Metric records (JSONL), one per series per second", 1 },
 	{ "perf", OPT_PERF, NULL, 0, "Per-span perf counter deltas (" PERFEV_DEFAULT_EVENTS ") in span records and the summary", 1 },
 	{ "chrome", OPT_CHROME, "FILE", 0, "Chrome trace (ui.perfetto.dev) of the run as well", 1 },
+	{ "otlp", OPT_OTLP, "URL", 0, "Export spans as OTLP/HTTP JSON to URL/v1/traces (e.g. http://127.0.0.1:4318)", 1 },
 	{ "ringbuf-kb", OPT_RINGBUF, "KB", 0, "Ring buffer size in KiB (default 2048, rounded up to 2^n pages)", 2 },
 	{ "min-dur-ns", OPT_MIN_DUR, "NS", 0, "Stream only spans at least this long (all are counted)", 2 },
 	{ "slo-ttft-ms", OPT_SLO_TTFT, "MS", 0, "Goodput: a request meets it if its time to first token is at most MS", 3 },
@@ -191,6 +203,7 @@ static error_t record_parse(int key, char *arg, struct argp_state *state)
 		break;
 	}
 	case OPT_CHROME: o->chrome = arg; break;
+	case OPT_OTLP: o->otlp = arg; break;
 	default:
 		return ARGP_ERR_UNKNOWN;
 	}
@@ -247,7 +260,48 @@ static int open_outputs(struct recorder *r, char *err, size_t errlen)
 		chrome_set_counter_names(r->chrome, r->pc.names, r->pc.ncounters);
 		chrome_set_device_offset(r->chrome, clock_raw_to_mono_ns());
 	}
+	if (o->otlp) {
+		char host[256] = "";
+		gethostname(host, sizeof(host) - 1);
+		if (!(r->otlp = otlp_open(o->otlp, "traces", err, errlen)))
+			return -1;
+		if (!(r->otlp_spans = otlp_trace_new(r->otlp, &r->clk, host))) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+	}
 	return 0;
+}
+
+/* Sends the last spans (for at most 10 s) and keeps the transport's counts
+ * for the summary and the status line. */
+static void close_otlp(struct recorder *r)
+{
+	char line[256];
+
+	if (!r->otlp)
+		return;
+	otlp_trace_flush(r->otlp_spans);
+	otlp_close(r->otlp, 10, &r->otlp_final);
+	r->otlp = NULL;
+	otlp_stats_text(&r->otlp_final, "spans", line, sizeof(line));
+	if (!r->o->common.quiet)
+		fprintf(stderr, "spantrace: %s\n", line);
+}
+
+static json_object *otlp_json(const struct otlp_stats *st, uint64_t built)
+{
+	json_object *j = json_object_new_object();
+
+	json_object_object_add(j, "spans", json_object_new_int64((int64_t)built));
+	json_object_object_add(j, "sent", json_object_new_int64((int64_t)st->items_sent));
+	json_object_object_add(j, "requests", json_object_new_int64((int64_t)st->requests));
+	json_object_object_add(j, "retries", json_object_new_int64((int64_t)st->retries));
+	json_object_object_add(j, "rejected", json_object_new_int64((int64_t)st->items_rejected));
+	json_object_object_add(j, "dropped_queue_full", json_object_new_int64((int64_t)st->dropped_queue_full));
+	json_object_object_add(j, "dropped_failed", json_object_new_int64((int64_t)st->dropped_failed));
+	json_object_object_add(j, "dropped_at_exit", json_object_new_int64((int64_t)st->dropped_shutdown));
+	return j;
 }
 
 static int start_session(struct recorder *r, char *err, size_t errlen)
@@ -328,6 +382,8 @@ static int write_end(struct recorder *r, const struct counters *c, double wall_s
 		snprintf(err, errlen, "out of memory building the summary");
 		return -1;
 	}
+	if (r->otlp_spans)
+		json_object_object_add(sum, "otlp", otlp_json(&r->otlp_final, otlp_trace_spans(r->otlp_spans)));
 	if (!failed_output(r))
 		json_put_line(&r->jsonl, sum);
 	if (r->o->summary && json_write_file(r->o->summary, sum, err, errlen))
@@ -359,6 +415,7 @@ static int finish(struct recorder *r, enum stop_reason why, char *err, size_t er
 	maps_read_counters(&r->s, &c);
 	launch_end(&r->l);   /* interrupted or timed out: the command does not outlive us */
 	describe_stop(r, why, reason, sizeof(reason));
+	close_otlp(r);
 	rc = write_end(r, &c, wall_s, reason, err, errlen);
 	if (r->chrome && chrome_close(r->chrome, cerr, sizeof(cerr)) && !rc) {
 		snprintf(err, errlen, "%s", cerr);
@@ -387,6 +444,8 @@ static void recorder_free(struct recorder *r)
 	}
 	if (r->chrome)
 		chrome_close(r->chrome, NULL, 0);
+	otlp_close(r->otlp, 0, NULL);
+	otlp_trace_free(r->otlp_spans);
 	metrics_free(r->ms);
 	runstats_free(&r->stats);
 	proc_table_free(&r->procs);

@@ -74,7 +74,8 @@ static const char top_doc[] =
 	"\n"
 	"Batch mode ends when the target exits (after a final frame), after -n frames, after "
 	"--duration, or on SIGINT/SIGTERM (after a final frame). Dropped events are counted and "
-	"shown in the header. Needs CAP_BPF and CAP_PERFMON (or root).";
+	"shown in the header. Environment: SPANTRACE_LEVEL, SPANTRACE_INTERVAL_SECS (-d) and "
+	"SPANTRACE_CMD_OUTPUT mirror their flags; a flag wins. Needs CAP_BPF and CAP_PERFMON (or root).";
 
 enum { OPT_CMD_OUTPUT = 0x5400 };
 

@@ -2,6 +2,7 @@
 #include "core/options.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "core/log.h"
 #include "core/numparse.h"
@@ -88,4 +89,89 @@ const struct argp *common_argp(unsigned mask, const struct common_opts *defaults
 						  COMMON_GROUP };
 	opts[n] = (struct argp_option){ 0 };
 	return &child;
+}
+
+/* ---- SPANTRACE_* variables for record and top ---- */
+
+static int env_level_ok(const char *s)
+{
+	enum trace_level l;
+	return !trace_level_parse(s, &l);
+}
+
+static int env_secs_ok(const char *s)
+{
+	double d;
+	return !parse_real(s, 0.1, 3600, &d);
+}
+
+static int env_path_ok(const char *s)
+{
+	return *s != 0;
+}
+
+struct env_option {
+	const char *var;
+	const char *command;   /* record or top */
+	const char *flag;
+	int (*ok)(const char *value);
+	const char *expect;
+};
+
+/* README's "Environment" table is this table. */
+static const struct env_option env_options[] = {
+	{ "SPANTRACE_OUTPUT", "record", "--output", env_path_ok, "a path" },
+	{ "SPANTRACE_CSV", "record", "--csv", env_path_ok, "a path" },
+	{ "SPANTRACE_SUMMARY", "record", "--summary", env_path_ok, "a path" },
+	{ "SPANTRACE_METRICS", "record", "--metrics", env_path_ok, "a path" },
+	{ "SPANTRACE_CHROME", "record", "--chrome", env_path_ok, "a path" },
+	{ "SPANTRACE_LEVEL", "record", "--level", env_level_ok, "coarse or detail" },
+	{ "SPANTRACE_OTLP_ENDPOINT", "record", "--otlp", env_path_ok, "a URL" },
+	{ "SPANTRACE_LEVEL", "top", "--level", env_level_ok, "coarse or detail" },
+	{ "SPANTRACE_INTERVAL_SECS", "top", "--delay", env_secs_ok, "seconds, 0.1..3600" },
+	{ "SPANTRACE_CMD_OUTPUT", "top", "--cmd-output", env_path_ok, "a path" },
+};
+
+#define N_ENV_OPTIONS (sizeof(env_options) / sizeof(env_options[0]))
+
+/* "--flag=value" for entry e, or NULL (message printed). */
+static char *env_option_arg(const struct env_option *e, const char *value)
+{
+	char *arg;
+
+	if (!e->ok(value)) {
+		fprintf(stderr, "spantrace %s: error: %s='%s' is not valid (%s)\n", e->command, e->var,
+			value, e->expect);
+		return NULL;
+	}
+	if (asprintf(&arg, "%s=%s", e->flag, value) < 0) {
+		fprintf(stderr, "spantrace: error: out of memory\n");
+		return NULL;
+	}
+	return arg;
+}
+
+int env_options_merge(int *argc, char ***argv)
+{
+	static char **merged;   /* lives until exit: options point into it */
+	const char *value;
+	int n = 0;
+
+	if (!(merged = calloc((size_t)*argc + N_ENV_OPTIONS + 1, sizeof(*merged)))) {
+		fprintf(stderr, "spantrace: error: out of memory\n");
+		return -1;
+	}
+	merged[n++] = (*argv)[0];
+	for (size_t i = 0; i < N_ENV_OPTIONS; i++) {
+		if (strcmp(env_options[i].command, (*argv)[0]) || !(value = getenv(env_options[i].var)))
+			continue;
+		if (!(merged[n] = env_option_arg(&env_options[i], value)))
+			return -1;
+		n++;
+	}
+	for (int i = 1; i < *argc; i++)
+		merged[n++] = (*argv)[i];
+	*argc = n;
+	*argv = merged;
+	return 0;
 }

@@ -37,6 +37,14 @@ struct common_opts {
  * common_opts in ARGP_KEY_INIT (state->child_inputs[i]). One per process. */
 const struct argp *common_argp(unsigned mask, const struct common_opts *defaults);
 
+/* SPANTRACE_* mirrors of record's and top's flags (the table in options.c,
+ * and README's): for the command argv[0], each variable that is set becomes
+ * "--flag=VALUE" placed before the command line's own arguments, so a flag
+ * given on the command line, parsed later, wins. Called once, by main, for
+ * every command. 0 and a new argc and argv (which live until exit), or -1
+ * with a message on stderr naming the variable of a bad value. */
+int env_options_merge(int *argc, char ***argv);
+
 /* "coarse" / "detail", as in --level and the session record. */
 const char *trace_level_name(enum trace_level level);
 

@@ -123,35 +123,51 @@ static void record_begin(struct outbuf *ob, uint64_t ts_ms, const char *metric, 
 	ob_lit(ob, ",\"labels\":{");
 }
 
+/* A label whose value is a decimal number, written as the string seed 002
+ * asks for ("labels: object of string key/values"). */
+static void label_num(struct outbuf *ob, const char *key, int64_t v, int first)
+{
+	if (!first)
+		ob_lit(ob, ",");
+	ob_lit(ob, "\"");
+	ob_lit(ob, key);
+	ob_lit(ob, "\":\"");
+	ob_s64(ob, v);
+	ob_lit(ob, "\"");
+}
+
 static int simple(struct outbuf *ob, uint64_t ts_ms, const char *metric, double value, int64_t pid)
 {
 	if (ob_begin(ob))
 		return -1;
 	record_begin(ob, ts_ms, metric, value);
-	if (pid >= 0) {
-		ob_lit(ob, "\"pid\":");
-		ob_s64(ob, pid);
-	}
+	if (pid >= 0)
+		label_num(ob, "pid", pid, 1);
 	ob_lit(ob, "}}");
 	ob_end(ob);
 	return 0;
 }
 
-/* One latency record of series (kind, slot) of pid. */
-static int latency(struct outbuf *ob, uint64_t ts_ms, const char *metric, double value_ms,
-		   unsigned kind, unsigned slot, __u32 pid, uint64_t count)
+/* One record of series (kind, slot) of pid. Labels: target (what was
+ * measured: the span, and its layer as "span/L3"; the seed's colour key),
+ * span, layer and pid, all strings. */
+static int latency(struct outbuf *ob, uint64_t ts_ms, const char *metric, double value,
+		   unsigned kind, unsigned slot, __u32 pid)
 {
 	if (ob_begin(ob))
 		return -1;
-	record_begin(ob, ts_ms, metric, value_ms);
-	ob_lit(ob, "\"span\":\"");
+	record_begin(ob, ts_ms, metric, value);
+	ob_lit(ob, "\"target\":\"");
 	ob_lit(ob, span_kind_name(kind));
-	ob_lit(ob, "\",\"layer\":");
-	ob_s64(ob, slot ? (int64_t)slot - 1 : LAYER_NONE);
-	ob_lit(ob, ",\"pid\":");
-	ob_u64(ob, pid);
-	ob_lit(ob, ",\"count\":");
-	ob_u64(ob, count);
+	if (slot) {
+		ob_lit(ob, "/L");
+		ob_u64(ob, slot - 1);
+	}
+	ob_lit(ob, "\",\"span\":\"");
+	ob_lit(ob, span_kind_name(kind));
+	ob_lit(ob, "\"");
+	label_num(ob, "layer", slot ? (int64_t)slot - 1 : LAYER_NONE, 0);
+	label_num(ob, "pid", pid, 0);
 	ob_lit(ob, "}}");
 	ob_end(ob);
 	return 0;
@@ -164,13 +180,13 @@ static int series_records(struct outbuf *ob, uint64_t ts_ms, const struct hist *
 		{ "latency_p50_ms", 0.50 }, { "latency_p95_ms", 0.95 }, { "latency_p99_ms", 0.99 },
 	};
 
-	if (latency(ob, ts_ms, "latency_ms", hist_mean(h) / 1e6, kind, slot, pid, h->count))
+	if (latency(ob, ts_ms, "latency_ms", hist_mean(h) / 1e6, kind, slot, pid))
 		return -1;
 	for (size_t i = 0; i < sizeof(pct) / sizeof(pct[0]); i++)
-		if (latency(ob, ts_ms, pct[i].metric, (double)hist_quantile(h, pct[i].q) / 1e6, kind, slot, pid,
-			    h->count))
+		if (latency(ob, ts_ms, pct[i].metric, (double)hist_quantile(h, pct[i].q) / 1e6, kind, slot, pid))
 			return -1;
-	return 0;
+	/* A count is a value, so it is a series of its own, not a label. */
+	return latency(ob, ts_ms, "span_count", (double)h->count, kind, slot, pid);
 }
 
 static int pid_records(struct metrics_stream *m, struct pid_interval *p, struct outbuf *ob,

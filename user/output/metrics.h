@@ -2,9 +2,10 @@
  * per interval: {"ts_ms":…,"metric":…,"value":…,"labels":{…}}.
  *
  * Per process: latency_ms (the interval's mean) and latency_p50_ms,
- * latency_p95_ms, latency_p99_ms (from the one histogram, stats.h) per span
- * name and layer; tokens_per_s; kv_cache_bytes; memory_live_bytes. Then
- * events_per_s and dropped_events_total. */
+ * latency_p95_ms, latency_p99_ms (from the one histogram, stats.h) and
+ * span_count per span name and layer; tokens_per_s; kv_cache_bytes;
+ * memory_live_bytes. Then events_per_s and dropped_events_total. Labels
+ * are strings, as the seed's schema says. */
 #ifndef SPANTRACE_METRICS_H
 #define SPANTRACE_METRICS_H
 

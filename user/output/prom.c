@@ -202,11 +202,7 @@ static enum agg_class class_of(uint32_t kind)
 /* The histogram families: rows of kinds [lo, hi]; a count family's values
  * are not nanoseconds, so its le and sum are not scaled to seconds. The vLLM
  * name each stands for is in the README. */
-static const struct histogram_family {
-	const char *name, *help;
-	uint32_t lo, hi;
-	int count;
-} families[] = {
+static const struct histogram_family families[] = {
 	{ "spantrace_span_duration_seconds",
 	  "Engine span durations (span_begin/op_begin to end) by span kind and layer.", 0, SPAN_KIND_COUNT - 1, 0 },
 	{ "spantrace_token_duration_seconds", "Per-token decode time (token_begin to token_end).",
@@ -256,13 +252,13 @@ static void agg_labels(struct labels *l, const struct prom_snapshot *s, const st
  * fastest non-empty bucket to its slowest, over all processes and layers.
  * Every series of a kind then has the same edges, so sums across processes
  * and layers stay exact, and the edges only ever grow. */
-struct edges {
-	unsigned lo, hi;     /* bucket range; lo > hi: none yet */
-};
+const struct histogram_family *prom_histogram_families(size_t *n)
+{
+	*n = sizeof(families) / sizeof(families[0]);
+	return families;
+}
 
-#define KIND_SLOTS (AGG_KIND_KERNEL_BASE + KERNEL_COUNT)
-
-static void kind_edges(const struct prom_snapshot *s, struct edges e[KIND_SLOTS])
+void prom_kind_edges(const struct prom_snapshot *s, struct edges e[KIND_SLOTS])
 {
 	for (unsigned k = 0; k < KIND_SLOTS; k++)
 		e[k] = (struct edges){ HIST_BUCKETS, 0 };
@@ -700,7 +696,7 @@ int prom_render(struct prom_snapshot *s, char **out, size_t *len)
 		errno = ENOMEM;
 		return -1;
 	}
-	kind_edges(s, edges);
+	prom_kind_edges(s, edges);
 	for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++)
 		render_histograms(&b, s, &families[f], edges);
 	free(edges);

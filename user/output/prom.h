@@ -67,6 +67,25 @@ struct prom_snapshot {
 	int has_tail;             /* tail capture configured */
 };
 
+/* The histogram families: rows of agg kinds [lo, hi]; a count family's
+ * values are not nanoseconds, so they are not scaled to seconds. The OTLP
+ * exporter (otlp_metrics.c) exports the same families. */
+struct histogram_family {
+	const char *name, *help;
+	uint32_t lo, hi;
+	int count;
+};
+const struct histogram_family *prom_histogram_families(size_t *n);
+
+/* The bucket edges one kind exposes: every bucket from the one just below
+ * its fastest non-empty bucket to its slowest, over all processes and
+ * layers, so every series of a kind has the same edges. */
+struct edges {
+	unsigned lo, hi;     /* bucket range; lo > hi: none yet */
+};
+#define KIND_SLOTS (AGG_KIND_KERNEL_BASE + KERNEL_COUNT)
+void prom_kind_edges(const struct prom_snapshot *s, struct edges e[KIND_SLOTS]);
+
 /* Renders the snapshot as exposition text into a malloc'd, NUL-terminated
  * buffer (*out, *len). Sorts the snapshot's arrays in place so the output
  * is stable. Returns 0, or -1 (errno ENOMEM) with *out untouched. */
