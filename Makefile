@@ -120,7 +120,7 @@ deps:
 	    echo "deps: installing nodejs npm"; \
 	    export DEBIAN_FRONTEND=noninteractive; apt-get update -qq >/dev/null && \
 	    apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null; }
-	@for p in $(NODE_PKGS); do [ -d $(NODE_DIR)/node_modules/$$p ] || exit 1; done || \
+	@(for p in $(NODE_PKGS); do [ -d $(NODE_DIR)/node_modules/$$p ] || exit 1; done) || \
 	    (cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || \
 	    { echo "deps: npm ci in $(NODE_DIR) failed" >&2; exit 1; }
 
