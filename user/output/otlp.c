@@ -321,3 +321,19 @@ void otlp_stats_text(const struct otlp_stats *s, const char *what, char *buf, si
 		 (unsigned long long)s->dropped_queue_full, (unsigned long long)s->dropped_failed,
 		 (unsigned long long)s->dropped_shutdown, s->last_status);
 }
+
+void otlp_json_add(int *failed, json_object *o, const char *key, json_object *v)
+{
+	if (!o || !v || json_object_object_add(o, key, v)) {
+		json_object_put(v);
+		*failed = 1;
+	}
+}
+
+void otlp_json_push(int *failed, json_object *a, json_object *v)
+{
+	if (!a || !v || json_object_array_add(a, v)) {
+		json_object_put(v);
+		*failed = 1;
+	}
+}

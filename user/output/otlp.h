@@ -44,6 +44,14 @@ void otlp_stats_get(struct otlp_exporter *x, struct otlp_stats *out);
  * frees everything; *out (if not NULL) gets the final counters. */
 void otlp_close(struct otlp_exporter *x, double flush_s, struct otlp_stats *out);
 
+/* Building export requests with json-c, every allocation checked: these add
+ * v under key to object o, or append it to array a. If o/a or v is NULL, or
+ * the add fails, v is freed and *failed set: the builder then drops what it
+ * was building, and counts it, rather than send it half-built. */
+struct json_object;
+void otlp_json_add(int *failed, struct json_object *o, const char *key, struct json_object *v);
+void otlp_json_push(int *failed, struct json_object *a, struct json_object *v);
+
 /* "N sent in M requests, R retries, D dropped (...)" for status lines. */
 void otlp_stats_text(const struct otlp_stats *s, const char *what, char *buf, size_t len);
 

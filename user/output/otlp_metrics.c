@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "hist.h"
+#include "output/otlp.h"
 #include "probes.h"
 
 #define AGGREGATION_TEMPORALITY_CUMULATIVE 2
@@ -16,30 +17,43 @@ struct mbuild {
 	char start[24], now[24];
 	json_object *metrics;
 	uint64_t points;
+	int failed;   /* an allocation failed: the body is dropped, and from then on
+		       * the builders return NULL (so nothing freed is used) */
 };
 
-static void attr(json_object *attrs, const char *key, const char *sval, int64_t ival, int is_int)
+static void add(struct mbuild *m, json_object *o, const char *key, json_object *v)
+{
+	otlp_json_add(&m->failed, o, key, v);
+}
+
+static void push(struct mbuild *m, json_object *a, json_object *v)
+{
+	otlp_json_push(&m->failed, a, v);
+}
+
+static void attr(struct mbuild *m, json_object *attrs, const char *key, const char *sval, int64_t ival,
+		 int is_int)
 {
 	json_object *a = json_object_new_object(), *v = json_object_new_object();
 	char buf[24];
 
 	if (is_int) {
 		snprintf(buf, sizeof(buf), "%lld", (long long)ival);
-		json_object_object_add(v, "intValue", json_object_new_string(buf));
+		add(m, v, "intValue", json_object_new_string(buf));
 	} else {
-		json_object_object_add(v, "stringValue", json_object_new_string(sval));
+		add(m, v, "stringValue", json_object_new_string(sval));
 	}
-	json_object_object_add(a, "key", json_object_new_string(key));
-	json_object_object_add(a, "value", v);
-	json_object_array_add(attrs, a);
+	add(m, a, "key", json_object_new_string(key));
+	add(m, a, "value", v);
+	push(m, attrs, a);
 }
 
-static json_object *proc_attrs(const struct mbuild *m, uint32_t pid)
+static json_object *proc_attrs(struct mbuild *m, uint32_t pid)
 {
 	json_object *attrs = json_object_new_array();
 
-	attr(attrs, "pid", NULL, pid, 1);
-	attr(attrs, "binary", m->s->binary ? m->s->binary : "", 0, 0);
+	attr(m, attrs, "pid", NULL, pid, 1);
+	attr(m, attrs, "binary", m->s->binary ? m->s->binary : "", 0, 0);
 	return attrs;
 }
 
@@ -50,54 +64,52 @@ static json_object *metric_new(struct mbuild *m, const char *name, const char *h
 {
 	json_object *mt = json_object_new_object(), *data = json_object_new_object(), *pts = json_object_new_array();
 
-	json_object_object_add(mt, "name", json_object_new_string(name));
-	json_object_object_add(mt, "description", json_object_new_string(help));
-	json_object_object_add(mt, "unit", json_object_new_string(unit));
-	json_object_object_add(data, "dataPoints", pts);
-	if (strcmp(type, "gauge")) {
-		json_object_object_add(data, "aggregationTemporality",
-				       json_object_new_int(AGGREGATION_TEMPORALITY_CUMULATIVE));
-	}
+	add(m, mt, "name", json_object_new_string(name));
+	add(m, mt, "description", json_object_new_string(help));
+	add(m, mt, "unit", json_object_new_string(unit));
+	add(m, data, "dataPoints", pts);
+	if (strcmp(type, "gauge"))
+		add(m, data, "aggregationTemporality", json_object_new_int(AGGREGATION_TEMPORALITY_CUMULATIVE));
 	if (!strcmp(type, "sum"))
-		json_object_object_add(data, "isMonotonic", json_object_new_boolean(1));
-	json_object_object_add(mt, type, data);
-	json_object_array_add(m->metrics, mt);
-	return pts;
+		add(m, data, "isMonotonic", json_object_new_boolean(1));
+	add(m, mt, type, data);
+	push(m, m->metrics, mt);
+	return m->failed ? NULL : pts;
 }
 
 static json_object *point_new(struct mbuild *m, json_object *pts, json_object *attrs, int cumulative)
 {
 	json_object *p = json_object_new_object();
 
-	json_object_object_add(p, "attributes", attrs);
+	add(m, p, "attributes", attrs);
 	if (cumulative)
-		json_object_object_add(p, "startTimeUnixNano", json_object_new_string(m->start));
-	json_object_object_add(p, "timeUnixNano", json_object_new_string(m->now));
-	json_object_array_add(pts, p);
+		add(m, p, "startTimeUnixNano", json_object_new_string(m->start));
+	add(m, p, "timeUnixNano", json_object_new_string(m->now));
+	push(m, pts, p);
 	m->points++;
-	return p;
+	return m->failed ? NULL : p;
 }
 
-static void put_u64(json_object *o, const char *key, uint64_t v)
+static void put_u64(struct mbuild *m, json_object *o, const char *key, uint64_t v)
 {
 	char buf[24];
 
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
-	json_object_object_add(o, key, json_object_new_string(buf));
+	add(m, o, key, json_object_new_string(buf));
 }
 
 /* ---- histograms ---- */
 
-static json_object *agg_attrs(const struct mbuild *m, const struct prom_agg *a)
+static json_object *agg_attrs(struct mbuild *m, const struct prom_agg *a)
 {
 	json_object *attrs = proc_attrs(m, a->pid);
 
 	if (a->kind < SPAN_KIND_COUNT)
-		attr(attrs, "span", span_kind_name(a->kind), 0, 0);
+		attr(m, attrs, "span", span_kind_name(a->kind), 0, 0);
 	else if (a->kind >= AGG_KIND_KERNEL_BASE && a->kind < AGG_KIND_KERNEL_BASE + KERNEL_COUNT)
-		attr(attrs, "kernel", cl_kernel_name(a->kind - AGG_KIND_KERNEL_BASE), 0, 0);
+		attr(m, attrs, "kernel", cl_kernel_name(a->kind - AGG_KIND_KERNEL_BASE), 0, 0);
 	if (a->kind < SPAN_KIND_COUNT || a->kind >= AGG_KIND_KERNEL_BASE)
-		attr(attrs, "layer", NULL, a->layer, 1);
+		attr(m, attrs, "layer", NULL, a->layer, 1);
 	return attrs;
 }
 
@@ -118,19 +130,19 @@ static void histogram_point(struct mbuild *m, json_object *pts, const struct his
 		cum += a->buckets[k];
 		if (k < e->lo)
 			continue;
-		json_object_array_add(bounds, json_object_new_double((double)hist_bucket_high(k) / unit));
+		push(m, bounds, json_object_new_double((double)hist_bucket_high(k) / unit));
 		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)(cum - below));
-		json_object_array_add(counts, json_object_new_string(buf));
+		push(m, counts, json_object_new_string(buf));
 		below = cum;
 	}
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)(total - below));
-	json_object_array_add(counts, json_object_new_string(buf));
-	put_u64(p, "count", total);
-	json_object_object_add(p, "sum", json_object_new_double((double)a->sum_ns / unit));
+	push(m, counts, json_object_new_string(buf));
+	put_u64(m, p, "count", total);
+	add(m, p, "sum", json_object_new_double((double)a->sum_ns / unit));
 	if (total)
-		json_object_object_add(p, "max", json_object_new_double((double)a->max_ns / unit));
-	json_object_object_add(p, "bucketCounts", counts);
-	json_object_object_add(p, "explicitBounds", bounds);
+		add(m, p, "max", json_object_new_double((double)a->max_ns / unit));
+	add(m, p, "bucketCounts", counts);
+	add(m, p, "explicitBounds", bounds);
 }
 
 static void histograms(struct mbuild *m)
@@ -158,7 +170,7 @@ static void histograms(struct mbuild *m)
 
 static void int_point(struct mbuild *m, json_object *pts, json_object *attrs, uint64_t v, int cumulative)
 {
-	put_u64(point_new(m, pts, attrs, cumulative), "asInt", v);
+	put_u64(m, point_new(m, pts, attrs, cumulative), "asInt", v);
 }
 
 /* tokens and requests: the token and request histograms' counts, as sums
@@ -199,7 +211,7 @@ static void pools(struct mbuild *m)
 			const struct prom_pool *p = &m->s->pools[i];
 			json_object *attrs = proc_attrs(m, p->pid);
 			uint64_t v;
-			attr(attrs, "pool", pool_name(p->pool), 0, 0);
+			attr(m, attrs, "pool", pool_name(p->pool), 0, 0);
 			memcpy(&v, (const char *)p + fields[f].off, sizeof(v));
 			int_point(m, pts, attrs, v, sum);
 		}
@@ -219,7 +231,7 @@ static void gauges(struct mbuild *m)
 	}
 	for (size_t i = 0; i < m->s->nprocs; i++) {
 		json_object *p = point_new(m, tps, proc_attrs(m, m->s->procs[i].pid), 0);
-		json_object_object_add(p, "asDouble", json_object_new_double(m->s->procs[i].tokens_per_second));
+		add(m, p, "asDouble", json_object_new_double(m->s->procs[i].tokens_per_second));
 	}
 }
 
@@ -246,17 +258,17 @@ static json_object *request_json(struct mbuild *m, const char *host)
 		    *res = json_object_new_object(), *attrs = json_object_new_array(),
 		    *sms = json_object_new_array(), *sm = json_object_new_object(), *scope = json_object_new_object();
 
-	attr(attrs, "service.name", "spantrace", 0, 0);
-	attr(attrs, "host.name", host, 0, 0);
-	json_object_object_add(res, "attributes", attrs);
-	json_object_object_add(rm, "resource", res);
-	json_object_object_add(scope, "name", json_object_new_string("spantrace"));
-	json_object_object_add(sm, "scope", scope);
-	json_object_object_add(sm, "metrics", m->metrics);
-	json_object_array_add(sms, sm);
-	json_object_object_add(rm, "scopeMetrics", sms);
-	json_object_array_add(rms, rm);
-	json_object_object_add(req, "resourceMetrics", rms);
+	attr(m, attrs, "service.name", "spantrace", 0, 0);
+	attr(m, attrs, "host.name", host, 0, 0);
+	add(m, res, "attributes", attrs);
+	add(m, rm, "resource", res);
+	add(m, scope, "name", json_object_new_string("spantrace"));
+	add(m, sm, "scope", scope);
+	add(m, sm, "metrics", m->metrics);   /* the metrics go with req from here */
+	push(m, sms, sm);
+	add(m, rm, "scopeMetrics", sms);
+	push(m, rms, rm);
+	add(m, req, "resourceMetrics", rms);
 	return req;
 }
 
@@ -276,9 +288,10 @@ char *otlp_metrics_body(const struct prom_snapshot *s, uint64_t start_ns, uint64
 	pools(&m);
 	gauges(&m);
 	losses(&m);
+	m.failed |= !m.metrics;
 	req = request_json(&m, host);
-	text = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
-	body = text ? strdup(text) : NULL;
+	text = m.failed ? NULL : json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
+	body = text ? strdup(text) : NULL;   /* NULL: the caller counts the points as dropped */
 	json_object_put(req);
 	*npoints = m.points;
 	return body;

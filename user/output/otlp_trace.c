@@ -25,8 +25,9 @@ struct otlp_trace {
 	const struct wall_clock *clk;
 	char host[256];
 	uint64_t salt;
-	json_object *spans;       /* the batch being built */
+	json_object *spans;       /* the batch being built (NULL after a failed allocation) */
 	uint64_t built;
+	int failed;               /* an allocation for the span being built failed */
 	struct thread_slot threads[MAX_THREADS];
 	size_t nthreads;
 };
@@ -47,7 +48,19 @@ static uint64_t hash5(const struct otlp_trace *t, uint64_t a, uint64_t b, uint64
 	return mix(mix(mix(mix(mix(t->salt, a), b), c), d), e);
 }
 
-static void put_hex(json_object *o, const char *key, uint64_t hi, uint64_t lo, int bytes)
+/* Checked json-c builders (otlp.h): span_add drops, and counts, a span
+ * whose building failed. */
+static void add(struct otlp_trace *t, json_object *o, const char *key, json_object *v)
+{
+	otlp_json_add(&t->failed, o, key, v);
+}
+
+static void push(struct otlp_trace *t, json_object *array, json_object *v)
+{
+	otlp_json_push(&t->failed, array, v);
+}
+
+static void put_hex(struct otlp_trace *t, json_object *o, const char *key, uint64_t hi, uint64_t lo, int bytes)
 {
 	char buf[33];
 
@@ -55,7 +68,7 @@ static void put_hex(json_object *o, const char *key, uint64_t hi, uint64_t lo, i
 		snprintf(buf, sizeof(buf), "%016llx%016llx", (unsigned long long)hi, (unsigned long long)lo);
 	else
 		snprintf(buf, sizeof(buf), "%016llx", (unsigned long long)lo);
-	json_object_object_add(o, key, json_object_new_string(buf));
+	add(t, o, key, json_object_new_string(buf));
 }
 
 /* A trace: one per (pid, request), or per (pid, step) with is_step. */
@@ -107,34 +120,36 @@ static struct thread_slot *pid_slot(struct otlp_trace *t, __u32 pid)
 
 /* ---- building spans ---- */
 
-static void attr_int(json_object *attrs, const char *key, int64_t v)
+/* {"key": key, "value": {type: v}} */
+static void attr(struct otlp_trace *t, json_object *attrs, const char *key, const char *type, json_object *v)
 {
 	json_object *a = json_object_new_object(), *val = json_object_new_object();
+
+	add(t, val, type, v);
+	add(t, a, "key", json_object_new_string(key));
+	add(t, a, "value", val);
+	push(t, attrs, a);
+}
+
+static void attr_int(struct otlp_trace *t, json_object *attrs, const char *key, int64_t v)
+{
 	char buf[24];
 
 	snprintf(buf, sizeof(buf), "%lld", (long long)v);   /* int64 is a string in OTLP JSON */
-	json_object_object_add(val, "intValue", json_object_new_string(buf));
-	json_object_object_add(a, "key", json_object_new_string(key));
-	json_object_object_add(a, "value", val);
-	json_object_array_add(attrs, a);
+	attr(t, attrs, key, "intValue", json_object_new_string(buf));
 }
 
-static void attr_str(json_object *attrs, const char *key, const char *v)
+static void attr_str(struct otlp_trace *t, json_object *attrs, const char *key, const char *v)
 {
-	json_object *a = json_object_new_object(), *val = json_object_new_object();
-
-	json_object_object_add(val, "stringValue", json_object_new_string(v));
-	json_object_object_add(a, "key", json_object_new_string(key));
-	json_object_object_add(a, "value", val);
-	json_object_array_add(attrs, a);
+	attr(t, attrs, key, "stringValue", json_object_new_string(v));
 }
 
-static void put_time(json_object *o, const char *key, uint64_t unix_ns)
+static void put_time(struct otlp_trace *t, json_object *o, const char *key, uint64_t unix_ns)
 {
 	char buf[24];
 
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)unix_ns);
-	json_object_object_add(o, key, json_object_new_string(buf));
+	add(t, o, key, json_object_new_string(buf));
 }
 
 /* A span with its ids and times (CLOCK_MONOTONIC begin + duration); its
@@ -145,31 +160,43 @@ static json_object *span_new(struct otlp_trace *t, const char *name, struct trac
 	json_object *s = json_object_new_object();
 	uint64_t begin = (uint64_t)((int64_t)mono_begin + t->clk->mono_to_wall);
 
-	put_hex(s, "traceId", tr.hi, tr.lo, 16);
-	put_hex(s, "spanId", 0, id, 8);
+	t->failed = !s;
+	put_hex(t, s, "traceId", tr.hi, tr.lo, 16);
+	put_hex(t, s, "spanId", 0, id, 8);
 	if (parent)
-		put_hex(s, "parentSpanId", 0, parent, 8);
-	json_object_object_add(s, "name", json_object_new_string(name));
-	json_object_object_add(s, "kind", json_object_new_int(parent ? 1 : 2)); /* INTERNAL, or SERVER at a root */
-	put_time(s, "startTimeUnixNano", begin);
-	put_time(s, "endTimeUnixNano", begin + dur);
+		put_hex(t, s, "parentSpanId", 0, parent, 8);
+	add(t, s, "name", json_object_new_string(name));
+	add(t, s, "kind", json_object_new_int(parent ? 1 : 2)); /* INTERNAL, or SERVER at a root */
+	put_time(t, s, "startTimeUnixNano", begin);
+	put_time(t, s, "endTimeUnixNano", begin + dur);
 	*attrs = json_object_new_array();
-	json_object_object_add(s, "attributes", *attrs);
+	json_object_get(*attrs);   /* ours until span_add, even if adding it fails */
+	add(t, s, "attributes", *attrs);
 	return s;
 }
 
-static void span_add(struct otlp_trace *t, json_object *s)
+/* A span whose building failed is dropped and counted (a NULL body is
+ * counted as dropped by the exporter). */
+static void span_add(struct otlp_trace *t, json_object *s, json_object *attrs)
 {
-	json_object_array_add(t->spans, s);
+	json_object_put(attrs);
+	if (!t->spans)
+		t->spans = json_object_new_array();
+	if (t->failed || !t->spans || json_object_array_add(t->spans, s)) {
+		json_object_put(s);
+		t->failed = 0;
+		otlp_enqueue(t->x, NULL, 1);
+		return;
+	}
 	t->built++;
 	if (json_object_array_length(t->spans) >= OTLP_BATCH_SPANS)
 		otlp_trace_flush(t);
 }
 
-static void common_attrs(json_object *attrs, const struct event_header *h)
+static void common_attrs(struct otlp_trace *t, json_object *attrs, const struct event_header *h)
 {
-	attr_int(attrs, "process.pid", h->pid);
-	attr_int(attrs, "thread.id", h->tid);
+	attr_int(t, attrs, "process.pid", h->pid);
+	attr_int(t, attrs, "thread.id", h->tid);
 }
 
 /* ---- the handlers ---- */
@@ -206,16 +233,16 @@ static int on_span(void *ctx, const struct span_event *e)
 	if (e->depth == 0)
 		th->epoch++;   /* the next outermost span and its children get new ids */
 	s = span_new(t, span_kind_name(e->kind), tr, id, parent, e->h.ts_ns, e->dur_ns, &attrs);
-	json_object_object_add(s, "kind", json_object_new_int(1));
-	common_attrs(attrs, &e->h);
+	add(t, s, "kind", json_object_new_int(1));
+	common_attrs(t, attrs, &e->h);
 	if (e->layer >= 0)
-		attr_int(attrs, "spantrace.layer", e->layer);
-	attr_int(attrs, "spantrace.depth", e->depth);
+		attr_int(t, attrs, "spantrace.layer", e->layer);
+	attr_int(t, attrs, "spantrace.depth", e->depth);
 	if (e->req) {
-		attr_int(attrs, "spantrace.request", (int64_t)e->req);
-		attr_int(attrs, "spantrace.position", e->pos);
+		attr_int(t, attrs, "spantrace.request", (int64_t)e->req);
+		attr_int(t, attrs, "spantrace.position", e->pos);
 	}
-	span_add(t, s);
+	span_add(t, s, attrs);
 	return 0;
 }
 
@@ -226,12 +253,12 @@ static int on_token(void *ctx, const struct token_event *e)
 
 	s = span_new(t, "token", trace_of(t, e->h.pid, e->req, 0), token_id(t, e->h.pid, e->req, e->pos),
 		     request_id(t, e->h.pid, e->req), e->h.ts_ns, e->dur_ns, &attrs);
-	common_attrs(attrs, &e->h);
-	attr_int(attrs, "spantrace.request", (int64_t)e->req);
-	attr_int(attrs, "spantrace.position", e->pos);
-	attr_int(attrs, "spantrace.token_in", e->token_in);
-	attr_int(attrs, "spantrace.token_out", e->token_out);
-	span_add(t, s);
+	common_attrs(t, attrs, &e->h);
+	attr_int(t, attrs, "spantrace.request", (int64_t)e->req);
+	attr_int(t, attrs, "spantrace.position", e->pos);
+	attr_int(t, attrs, "spantrace.token_in", e->token_in);
+	attr_int(t, attrs, "spantrace.token_out", e->token_out);
+	span_add(t, s, attrs);
 	return 0;
 }
 
@@ -242,19 +269,19 @@ static int on_request(void *ctx, const struct request_event *e)
 
 	s = span_new(t, "request", trace_of(t, e->h.pid, e->req, 0), request_id(t, e->h.pid, e->req), 0,
 		     e->h.ts_ns, e->dur_ns, &attrs);
-	common_attrs(attrs, &e->h);
-	attr_int(attrs, "spantrace.request", (int64_t)e->req);
-	attr_int(attrs, "gen_ai.usage.input_tokens", e->prompt_tokens);
-	attr_int(attrs, "gen_ai.usage.output_tokens", e->generated_tokens);
+	common_attrs(t, attrs, &e->h);
+	attr_int(t, attrs, "spantrace.request", (int64_t)e->req);
+	attr_int(t, attrs, "gen_ai.usage.input_tokens", e->prompt_tokens);
+	attr_int(t, attrs, "gen_ai.usage.output_tokens", e->generated_tokens);
 	if (e->ttft_ns)
-		attr_int(attrs, "spantrace.ttft_ns", (int64_t)e->ttft_ns);
+		attr_int(t, attrs, "spantrace.ttft_ns", (int64_t)e->ttft_ns);
 	if (e->queue_ns)
-		attr_int(attrs, "spantrace.queue_ns", (int64_t)e->queue_ns);
+		attr_int(t, attrs, "spantrace.queue_ns", (int64_t)e->queue_ns);
 	if (e->preemptions)
-		attr_int(attrs, "spantrace.preemptions", e->preemptions);
+		attr_int(t, attrs, "spantrace.preemptions", e->preemptions);
 	if (e->finish_reason < FINISH_REASON_COUNT)
-		attr_str(attrs, "gen_ai.response.finish_reasons", finish_reason_name(e->finish_reason));
-	span_add(t, s);
+		attr_str(t, attrs, "gen_ai.response.finish_reasons", finish_reason_name(e->finish_reason));
+	span_add(t, s, attrs);
 	return 0;
 }
 
@@ -266,14 +293,14 @@ static int on_step(void *ctx, const struct step_event *e)
 	pid_slot(t, e->h.pid)->last_step = e->step;
 	s = span_new(t, "step", trace_of(t, e->h.pid, e->step, 1), step_id(t, e->h.pid, e->step), 0, e->h.ts_ns,
 		     e->dur_ns, &attrs);
-	json_object_object_add(s, "kind", json_object_new_int(1));
-	common_attrs(attrs, &e->h);
-	attr_int(attrs, "spantrace.step", (int64_t)e->step);
-	attr_int(attrs, "spantrace.sequences", e->nseqs);
-	attr_int(attrs, "spantrace.prefill_tokens", e->prefill_tokens);
-	attr_int(attrs, "spantrace.decode_tokens", e->decode_tokens);
-	attr_int(attrs, "spantrace.kv_used_blocks", e->kv_used_blocks);
-	span_add(t, s);
+	add(t, s, "kind", json_object_new_int(1));
+	common_attrs(t, attrs, &e->h);
+	attr_int(t, attrs, "spantrace.step", (int64_t)e->step);
+	attr_int(t, attrs, "spantrace.sequences", e->nseqs);
+	attr_int(t, attrs, "spantrace.prefill_tokens", e->prefill_tokens);
+	attr_int(t, attrs, "spantrace.decode_tokens", e->decode_tokens);
+	attr_int(t, attrs, "spantrace.kv_used_blocks", e->kv_used_blocks);
+	span_add(t, s, attrs);
 	return 0;
 }
 
@@ -291,20 +318,20 @@ static int on_emit(void *ctx, const struct emit_event *e)
 
 	s = span_new(t, "token", trace_of(t, e->h.pid, e->req, 0), hash5(t, ROLE_EMIT, e->h.pid, e->req, e->pos, 0),
 		     request_id(t, e->h.pid, e->req), e->h.ts_ns - gap, gap, &attrs);
-	common_attrs(attrs, &e->h);
-	attr_int(attrs, "spantrace.request", (int64_t)e->req);
-	attr_int(attrs, "spantrace.position", e->pos);
-	attr_int(attrs, "spantrace.token_out", e->token_id);
-	attr_int(attrs, "spantrace.step", (int64_t)e->step);
+	common_attrs(t, attrs, &e->h);
+	attr_int(t, attrs, "spantrace.request", (int64_t)e->req);
+	attr_int(t, attrs, "spantrace.position", e->pos);
+	attr_int(t, attrs, "spantrace.token_out", e->token_id);
+	attr_int(t, attrs, "spantrace.step", (int64_t)e->step);
 	if (e->step) {
 		links = json_object_new_array();
 		link = json_object_new_object();
-		put_hex(link, "traceId", st.hi, st.lo, 16);
-		put_hex(link, "spanId", 0, step_id(t, e->h.pid, e->step), 8);
-		json_object_array_add(links, link);
-		json_object_object_add(s, "links", links);
+		put_hex(t, link, "traceId", st.hi, st.lo, 16);
+		put_hex(t, link, "spanId", 0, step_id(t, e->h.pid, e->step), 8);
+		push(t, links, link);
+		add(t, s, "links", links);
 	}
-	span_add(t, s);
+	span_add(t, s, attrs);
 	return 0;
 }
 
@@ -323,17 +350,17 @@ static int on_kernel(void *ctx, const struct kernel_event *e)
 	snprintf(name, sizeof(name), "opencl %s", cl_kernel_name(e->kernel_id));
 	s = span_new(t, name, tr, hash5(t, ROLE_KERNEL, e->h.pid, e->h.ts_ns, e->index, e->kernel_id), outer,
 		     (uint64_t)mono_start, dur, &attrs);
-	json_object_object_add(s, "kind", json_object_new_int(1));
-	common_attrs(attrs, &e->h);
+	add(t, s, "kind", json_object_new_int(1));
+	common_attrs(t, attrs, &e->h);
 	if (e->layer >= 0)
-		attr_int(attrs, "spantrace.layer", e->layer);
-	attr_int(attrs, "spantrace.queue", e->queue);
-	attr_int(attrs, "spantrace.index", e->index);
-	attr_int(attrs, "spantrace.device.queued_ns", (int64_t)e->queued_ns);
-	attr_int(attrs, "spantrace.device.submit_ns", (int64_t)e->submit_ns);
-	attr_int(attrs, "spantrace.device.start_ns", (int64_t)e->start_ns);
-	attr_int(attrs, "spantrace.device.end_ns", (int64_t)e->end_ns);
-	span_add(t, s);
+		attr_int(t, attrs, "spantrace.layer", e->layer);
+	attr_int(t, attrs, "spantrace.queue", e->queue);
+	attr_int(t, attrs, "spantrace.index", e->index);
+	attr_int(t, attrs, "spantrace.device.queued_ns", (int64_t)e->queued_ns);
+	attr_int(t, attrs, "spantrace.device.submit_ns", (int64_t)e->submit_ns);
+	attr_int(t, attrs, "spantrace.device.start_ns", (int64_t)e->start_ns);
+	attr_int(t, attrs, "spantrace.device.end_ns", (int64_t)e->end_ns);
+	span_add(t, s, attrs);
 	return 0;
 }
 
@@ -348,6 +375,8 @@ const struct event_handlers otlp_trace_handlers = {
 
 /* ---- batches ---- */
 
+/* The export request around a batch; NULL if an allocation failed (the
+ * batch is freed with it). */
 static json_object *resource_spans(struct otlp_trace *t, json_object *spans)
 {
 	json_object *req = json_object_new_object(), *rss = json_object_new_array(),
@@ -355,34 +384,42 @@ static json_object *resource_spans(struct otlp_trace *t, json_object *spans)
 		    *attrs = json_object_new_array(), *scopes = json_object_new_array(),
 		    *scope_spans = json_object_new_object(), *scope = json_object_new_object();
 
-	attr_str(attrs, "service.name", "infer");
-	attr_str(attrs, "host.name", t->host);
-	attr_str(attrs, "telemetry.sdk.name", "spantrace");
-	json_object_object_add(res, "attributes", attrs);
-	json_object_object_add(rs, "resource", res);
-	json_object_object_add(scope, "name", json_object_new_string("spantrace"));
-	json_object_object_add(scope_spans, "scope", scope);
-	json_object_object_add(scope_spans, "spans", spans);
-	json_object_array_add(scopes, scope_spans);
-	json_object_object_add(rs, "scopeSpans", scopes);
-	json_object_array_add(rss, rs);
-	json_object_object_add(req, "resourceSpans", rss);
+	t->failed = 0;
+	json_object_get(spans);   /* ours until the end, whatever fails */
+	attr_str(t, attrs, "service.name", "infer");
+	attr_str(t, attrs, "host.name", t->host);
+	attr_str(t, attrs, "telemetry.sdk.name", "spantrace");
+	add(t, res, "attributes", attrs);
+	add(t, rs, "resource", res);
+	add(t, scope, "name", json_object_new_string("spantrace"));
+	add(t, scope_spans, "scope", scope);
+	add(t, scope_spans, "spans", spans);
+	push(t, scopes, scope_spans);
+	add(t, rs, "scopeSpans", scopes);
+	push(t, rss, rs);
+	add(t, req, "resourceSpans", rss);
+	json_object_put(spans);
+	if (t->failed) {
+		t->failed = 0;
+		json_object_put(req);
+		return NULL;
+	}
 	return req;
 }
 
 void otlp_trace_flush(struct otlp_trace *t)
 {
-	size_t n = json_object_array_length(t->spans);
+	size_t n = t->spans ? json_object_array_length(t->spans) : 0;
 	json_object *req;
 	const char *text;
 
 	if (!n)
 		return;
 	req = resource_spans(t, t->spans);
-	text = json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN);
+	text = req ? json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN) : NULL;
 	otlp_enqueue(t->x, text ? strdup(text) : NULL, n);   /* a NULL body is counted as dropped */
 	json_object_put(req);
-	t->spans = json_object_new_array();
+	t->spans = json_object_new_array();   /* NULL: span_add tries again */
 }
 
 struct otlp_trace *otlp_trace_new(struct otlp_exporter *x, const struct wall_clock *clk, const char *host)
