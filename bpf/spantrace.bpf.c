@@ -543,6 +543,7 @@ static __always_inline void kv_note(__u32 pid, __u64 used, __u64 capacity)
 
 /* ---- tokens and requests ---- */
 #include "requests.bpf.h"
+#include "opencl.bpf.h"
 
 SEC("usdt")
 int BPF_USDT(token_begin_prog, __u64 req, __u32 pos, __u32 token_in)
@@ -874,6 +875,7 @@ int handle_exit(void *ctx)
 	if (tid == tgid && (!target_tgid || tgid == target_tgid)) {
 		bpf_for_each_map_elem(&allocs, drop_pid_alloc, &tgid, 0);
 		bpf_for_each_map_elem(&requests, drop_pid_request, &tgid, 0);
+		bpf_for_each_map_elem(&cl_mems, cl_drop_pid_mem, &tgid, 0);
 		if (perf_mode)
 			bpf_map_delete_elem(&proc_span, &tgid);
 	}

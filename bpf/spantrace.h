@@ -21,6 +21,13 @@ enum event_type {
 	EV_STEP,        /* a serving engine step: step_begin .. step_end */
 	EV_EMIT,        /* one emitted token of a request (token_emit, or a CLI token_end) */
 	EV_REQ_STATE,   /* a serving request queued, admitted or preempted */
+	/* --opencl: calls into the OpenCL ICD loader (bpf/opencl.bpf.h) */
+	EV_CL_KERNEL,   /* one clEnqueueNDRangeKernel */
+	EV_CL_WAIT,     /* clFinish, clWaitForEvents, a blocking read/write/map */
+	EV_CL_TRANSFER, /* clEnqueueRead/Write/MapBuffer */
+	EV_CL_BUILD,    /* clBuildProgram */
+	EV_CL_MEM,      /* clCreateBuffer / clReleaseMemObject */
+	EV_CL_DEVTIME,  /* device times the application read (clGetEventProfilingInfo) */
 	EV_TYPE_COUNT
 };
 
@@ -303,5 +310,7 @@ struct sample_event {
 	__u64 req;
 	__u32 pos, pad2;
 };
+
+#include "opencl_events.h"
 
 #endif

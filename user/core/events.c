@@ -1,6 +1,8 @@
 /* events.c - the record table and the one dispatch (see events.h). */
 #include "core/events.h"
 
+#include <string.h>
+
 static int layer_ok(__s32 layer)
 {
 	return layer >= LAYER_NONE;
@@ -51,6 +53,40 @@ static enum event_verdict check_req_state(const void *rec)
 	return e->state < REQ_STATE_COUNT ? EVENT_OK : EVENT_BAD_FIELD;
 }
 
+/* A kernel name is a NUL-terminated string inside its field. */
+static int name_ok(const char *name, size_t size)
+{
+	return memchr(name, 0, size) != NULL;
+}
+
+static enum event_verdict check_cl_kernel(const void *rec)
+{
+	const struct cl_kernel_event *e = rec;
+
+	return name_ok(e->name, sizeof(e->name)) ? EVENT_OK : EVENT_BAD_FIELD;
+}
+
+static enum event_verdict check_cl_call(const void *rec)
+{
+	const struct cl_call_event *e = rec;
+
+	return e->op < CL_OP_COUNT && e->blocking <= 1 ? EVENT_OK : EVENT_BAD_FIELD;
+}
+
+static enum event_verdict check_cl_mem(const void *rec)
+{
+	const struct cl_mem_event *e = rec;
+
+	return e->op < CL_MEM_OP_COUNT && e->freed <= 1 && e->unknown <= 1 ? EVENT_OK : EVENT_BAD_FIELD;
+}
+
+static enum event_verdict check_cl_devtime(const void *rec)
+{
+	const struct cl_devtime_event *e = rec;
+
+	return e->mask <= 15 && e->named <= 1 && name_ok(e->name, sizeof(e->name)) ? EVENT_OK : EVENT_BAD_FIELD;
+}
+
 static enum event_verdict check_nothing(const void *rec)
 {
 	(void)rec;
@@ -74,6 +110,12 @@ static const struct {
 	[EV_STEP] = { "step", sizeof(struct step_event), check_nothing },
 	[EV_EMIT] = { "emit", sizeof(struct emit_event), check_nothing },
 	[EV_REQ_STATE] = { "req_state", sizeof(struct req_state_event), check_req_state },
+	[EV_CL_KERNEL] = { "cl_kernel", sizeof(struct cl_kernel_event), check_cl_kernel },
+	[EV_CL_WAIT] = { "cl_wait", sizeof(struct cl_call_event), check_cl_call },
+	[EV_CL_TRANSFER] = { "cl_transfer", sizeof(struct cl_call_event), check_cl_call },
+	[EV_CL_BUILD] = { "cl_build", sizeof(struct cl_call_event), check_cl_call },
+	[EV_CL_MEM] = { "cl_mem", sizeof(struct cl_mem_event), check_cl_mem },
+	[EV_CL_DEVTIME] = { "cl_devtime", sizeof(struct cl_devtime_event), check_cl_devtime },
 };
 
 const char *event_type_name(unsigned type)
@@ -125,6 +167,12 @@ static int handle(const struct event_sink *s, unsigned t, const void *rec)
 	case EV_STEP: return on->step ? on->step(s->ctx, rec) : 0;
 	case EV_EMIT: return on->emit ? on->emit(s->ctx, rec) : 0;
 	case EV_REQ_STATE: return on->req_state ? on->req_state(s->ctx, rec) : 0;
+	case EV_CL_KERNEL: return on->cl_kernel ? on->cl_kernel(s->ctx, rec) : 0;
+	case EV_CL_WAIT:
+	case EV_CL_TRANSFER:
+	case EV_CL_BUILD: return on->cl_call ? on->cl_call(s->ctx, rec) : 0;
+	case EV_CL_MEM: return on->cl_mem ? on->cl_mem(s->ctx, rec) : 0;
+	case EV_CL_DEVTIME: return on->cl_devtime ? on->cl_devtime(s->ctx, rec) : 0;
 	default: return 0;
 	}
 }

@@ -3,6 +3,7 @@
 #include "core/launch.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -12,6 +13,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "core/log.h"
+#include "core/stapsdt.h"
 
 #define TERM_GRACE_MS 2000  /* a command gets this long after SIGTERM, then SIGKILL */
 
@@ -194,6 +197,23 @@ static int start_command(struct launch *l, const struct launch_opts *o, char *er
 	return 0;
 }
 
+/* A program's probe ELF; with --opencl a program that exists but has no
+ * `infer` probes is fine too (its OpenCL calls are traced in the loader). */
+static int target_or_opencl(const char *prog, int search_path, int opencl, struct target *t,
+			    char *err, size_t errlen)
+{
+	char exe[PATH_MAX];
+
+	if (!target_from_program(prog, search_path, t, err, errlen))
+		return 0;
+	if (!opencl || (search_path ? resolve_command(prog, exe, sizeof(exe)) : access(prog, R_OK)))
+		return -1;
+	memset(t, 0, sizeof(*t));
+	t->pid = -1;
+	snprintf(t->shown, sizeof(t->shown), "%s", prog);
+	return 0;
+}
+
 int launch_start(struct launch *l, const struct launch_opts *o, char *err, size_t errlen)
 {
 	int rc;
@@ -205,15 +225,17 @@ int launch_start(struct launch *l, const struct launch_opts *o, char *err, size_
 	l->mode = launch_opts_mode(o);
 	switch (l->mode) {
 	case LAUNCH_PID:
-		if (target_from_pid(o->pid, &l->target, err, errlen))
+		if (target_from_pid(o->pid, &l->target, err, errlen) && !(o->opencl && kill(o->pid, 0) == 0))
 			return -1;
+		if (!l->target.elf[0])
+			st_debug("no infer probes in pid %d: OpenCL calls only", (int)o->pid);
 		/* Without pidfd (old kernel) launch_target_gone falls back to kill(). */
 		l->pidfd = (int)syscall(SYS_pidfd_open, o->pid, 0);
 		return 0;
 	case LAUNCH_BINARY:
-		return target_from_program(o->binary, 0, &l->target, err, errlen);
+		return target_or_opencl(o->binary, 0, o->opencl, &l->target, err, errlen);
 	case LAUNCH_COMMAND:
-		if ((rc = target_from_program(o->cmd[0], 1, &l->target, err, errlen)))
+		if ((rc = target_or_opencl(o->cmd[0], 1, o->opencl, &l->target, err, errlen)))
 			return rc;
 		return start_command(l, o, err, errlen);
 	default:

@@ -20,6 +20,11 @@ int target_from_pid(pid_t pid, struct target *t, char *err, size_t errlen);
 int target_from_program(const char *prog, int search_path, struct target *t, char *err,
 			size_t errlen);
 
+/* The first file mapped by pid whose base name starts with prefix (e.g.
+ * "libOpenCL.so"): elf gets a path to open, shown its name. 0 or -1. */
+int target_mapped_lib(pid_t pid, const char *prefix, char *elf, size_t elflen, char *shown,
+		      size_t shownlen);
+
 /* Parses a positive pid; -1 on bad text. */
 pid_t parse_pid(const char *s);
 
