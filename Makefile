@@ -97,7 +97,7 @@ DEB_PKGS := build-essential clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev 
             libjson-c-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
             systemtap-sdt-dev libncurses-dev libmicrohttpd-dev bpftrace linux-perf \
             prometheus tmux valgrind libclang-rt-14-dev python3-pandas jq binutils curl bc libcap2-bin iproute2 \
-            clpeak clblast-utils python3-pyopencl
+            clpeak clblast-utils python3-pyopencl hashcat
 # The official OpenAI client (npm) for the HTTP engine's tests, demo and bench.
 # node and npm are checked as commands: a node from elsewhere (nodesource)
 # bundles npm and conflicts with Debian's npm package.
