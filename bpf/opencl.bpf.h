@@ -20,6 +20,8 @@
  * Arguments past the sixth are on the stack (x86-64 SysV): at a function's
  * first instruction sp points at the return address, argument 7 at sp+8. */
 
+#include <bpf/bpf_core_read.h>
+
 #define CL_PENDING_MAX 4096
 
 struct cl_pending_key {
@@ -106,6 +108,27 @@ static const struct cl_ctx_val zero_cl_ctx;
 /* libbpf 1.1 has no PT_REGS_PARM6 (x86-64: r9). */
 #define CL_PARM6(x) ((x)->r9)
 
+/* --binary: only processes running this executable (its inode and device,
+ * as the kernel encodes it); 0 = every process target_tgid lets through.
+ * The loader is shared by every OpenCL program, so the filter is here. */
+const volatile __u64 cl_exe_ino = 0;
+const volatile __u32 cl_exe_dev = 0;
+
+/* The tgid when this process's OpenCL calls are traced, else 0. */
+static __always_inline __u32 cl_traced(void)
+{
+	struct task_struct *task;
+	__u32 tgid = traced_tgid();
+
+	if (!tgid || !cl_exe_ino)
+		return tgid;
+	task = (struct task_struct *)bpf_get_current_task();
+	if (BPF_CORE_READ(task, mm, exe_file, f_inode, i_ino) != cl_exe_ino ||
+	    BPF_CORE_READ(task, mm, exe_file, f_inode, i_sb, s_dev) != cl_exe_dev)
+		return 0;
+	return tgid;
+}
+
 static __always_inline __u64 cl_stack_arg(struct pt_regs *ctx, int n)
 {
 	__u64 v = 0;
@@ -120,7 +143,7 @@ static __always_inline int cl_enter(__u32 op, __u64 a0, __u64 a1, __u64 a2, __u6
 	struct cl_pending_key k = { .tid = (__u32)bpf_get_current_pid_tgid(), .op = op };
 	struct cl_pending p = { .a = { a0, a1, a2, a3, a4, a5 } };
 
-	if (!traced_tgid())
+	if (!cl_traced())
 		return 0;
 	p.ts = bpf_ktime_get_ns();
 	bpf_map_update_elem(&cl_pending, &k, &p, BPF_ANY);
@@ -144,7 +167,10 @@ static __always_inline void cl_send_call(__u32 type, __u32 op, const struct cl_p
 					 __u64 bytes, __s32 status, __u32 blocking, __u32 flags)
 {
 	struct cl_call_event *e;
+	__u32 kind = type == EV_CL_WAIT ? AGG_KIND_CL_WAIT :
+		     type == EV_CL_TRANSFER ? AGG_KIND_CL_TRANSFER : AGG_KIND_CL_BUILD;
 
+	agg_add(bpf_get_current_pid_tgid() >> 32, kind, LAYER_NONE, now - p->ts, status != 0);
 	if (stream_mode != STREAM_ALL)
 		return;
 	e = reserve(type, sizeof(*e));
@@ -310,7 +336,7 @@ int cl_ndrange_entry(struct pt_regs *ctx)
 	__u64 global = PT_REGS_PARM5(ctx), local = CL_PARM6(ctx);
 	struct cl_kernel_event *e;
 
-	if (!traced_tgid())
+	if (!cl_traced())
 		return 0;
 	e = lookup_or_init(&cl_enqueues, &tid, &zero_cl_kernel);
 	if (!e)
@@ -370,6 +396,7 @@ int BPF_KRETPROBE(cl_ndrange_ret, int status)
 	e->status = status;
 	if (e->event)
 		cl_event_note(e, k.pid);
+	agg_add(k.pid, AGG_KIND_CL_ENQUEUE, LAYER_NONE, e->host_ns, status != 0);
 	out = stream_mode == STREAM_ALL ? reserve(EV_CL_KERNEL, sizeof(*out)) : 0;
 	if (out) {
 		bpf_probe_read_kernel(out, sizeof(*out), e);
@@ -395,6 +422,8 @@ static __always_inline void cl_devtime_send(struct cl_handle_key *k, struct cl_d
 {
 	struct cl_devtime_event *out;
 
+	if ((d->mask & (CL_T_START | CL_T_END)) == (CL_T_START | CL_T_END) && d->t[3] >= d->t[2])
+		agg_add(k->pid, AGG_KIND_CL_DEVICE, LAYER_NONE, d->t[3] - d->t[2], 0);
 	out = stream_mode == STREAM_ALL ? reserve(EV_CL_DEVTIME, sizeof(*out)) : 0;
 	if (out) {
 		bpf_probe_read_kernel(out, sizeof(*out), d);
@@ -431,7 +460,7 @@ int BPF_KRETPROBE(cl_profiling_ret, int status)
 SEC("uprobe")
 int BPF_KPROBE(cl_release_event_entry, __u64 event)
 {
-	struct cl_handle_key k = { .pid = traced_tgid(), .handle = event };
+	struct cl_handle_key k = { .pid = cl_traced(), .handle = event };
 	struct cl_devtime_event *d;
 
 	if (!k.pid)
@@ -520,7 +549,7 @@ int BPF_KRETPROBE(cl_create_buf_ret, __u64 mem)
 SEC("uprobe")
 int BPF_KPROBE(cl_retain_mem_entry, __u64 mem)
 {
-	struct cl_handle_key k = { .pid = traced_tgid(), .handle = mem };
+	struct cl_handle_key k = { .pid = cl_traced(), .handle = mem };
 	struct cl_mem_val *m;
 
 	if (!k.pid)
@@ -535,7 +564,7 @@ int BPF_KPROBE(cl_retain_mem_entry, __u64 mem)
 SEC("uprobe")
 int BPF_KPROBE(cl_release_mem_entry, __u64 mem)
 {
-	struct cl_handle_key k = { .pid = traced_tgid(), .handle = mem };
+	struct cl_handle_key k = { .pid = cl_traced(), .handle = mem };
 	struct cl_mem_val *found, m = {};
 	struct cl_ctx_val *c = 0;
 	__u32 freed = 0;

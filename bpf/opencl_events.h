@@ -86,6 +86,15 @@ struct cl_devtime_event {
 	char name[CL_NAME_MAX];
 };
 
+/* Kinds of the `agg` map (spantrace.h) --opencl fills, per process, so the
+ * daemon and top need nothing streamed: host time in the loader's calls,
+ * and the device time (END - START) of kernels whose times the program read. */
+#define AGG_KIND_CL_ENQUEUE  80      /* clEnqueueNDRangeKernel, host */
+#define AGG_KIND_CL_WAIT     81      /* clFinish, clWaitForEvents, blocking transfers */
+#define AGG_KIND_CL_TRANSFER 82      /* read/write/map buffer calls, host */
+#define AGG_KIND_CL_BUILD    83      /* clBuildProgram */
+#define AGG_KIND_CL_DEVICE   84      /* kernel device time, when the program read it */
+
 /* Map `cl_ctxmem` (hash, key {pid, context}): device memory per context. */
 struct cl_ctx_key {
 	__u32 pid;

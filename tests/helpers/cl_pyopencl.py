@@ -3,7 +3,8 @@
 # our engine) for t_opencl_pyopencl.sh: it sets OpenCL up, prints "ready",
 # waits until the file argv[1] exists (the tracer has attached by pid), then
 # builds, enqueues, reads back, waits and frees, and prints as JSON what it
-# did and the device time it read itself from its profiling events.
+# did and the device time it read itself from its profiling events. With a
+# third argument it then waits until that file exists before exiting.
 import json, os, sys, time
 import numpy as np
 import pyopencl as cl
@@ -42,3 +43,5 @@ for i in range(iters):
 q.finish()
 buf.release()
 print(json.dumps({"iters": iters, "device_ns": device_ns, "last": float(out[1])}), flush=True)
+while len(sys.argv) > 3 and not os.path.exists(sys.argv[3]):
+    time.sleep(0.02)

@@ -29,6 +29,7 @@
 #include "core/grow.h"
 #include "core/maps.h"
 #include "core/session.h"
+#include "core/opencl_attach.h"
 #include "core/target.h"
 
 extern char **environ;
@@ -440,8 +441,8 @@ static int start(struct daemon *d, char *err, size_t errlen)
 {
 	const struct daemon_config *c = &d->cfg;
 	int rc = c->pid > 0 ? target_from_pid(c->pid, &d->target, err, errlen)
-			    : target_from_program(c->binary, 0, &d->target, err, errlen);
-	if (rc)
+			    : target_or_opencl(c->binary, 0, c->opencl, &d->target, err, errlen);
+	if (rc && (c->pid <= 0 || !c->opencl || target_pid_without_probes(c->pid, &d->target)))
 		return -1;
 	if (c->jsonl_dir) {
 		struct rotate_opts ro = { c->jsonl_dir, "spantrace", c->file_max_bytes, c->total_max_bytes,
@@ -461,6 +462,8 @@ static int start(struct daemon *d, char *err, size_t errlen)
 		.level = c->common.level,
 		.stream_mode = STREAM_TAIL,
 		.ringbuf_kb = DAEMON_RINGBUF_KB,
+		.opencl = c->opencl,
+		.opencl_binary = c->pid > 0 ? NULL : c->binary,
 	};
 	struct event_sink tail = { &tail_handlers, d };
 	if (session_open(&d->s, &so, &tail, 1, err, errlen))
@@ -468,7 +471,9 @@ static int start(struct daemon *d, char *err, size_t errlen)
 	d->session_open = 1;
 	initial_thresholds(d);
 	write_thresholds(d);  /* before attaching: the map starts at 0 = stream all */
-	return session_attach(&d->s, d->target.elf, c->pid > 0 ? c->pid : -1, err, errlen);
+	if (session_attach(&d->s, d->target.elf, c->pid > 0 ? c->pid : -1, err, errlen))
+		return -1;
+	return c->opencl ? opencl_attach_target(&d->s, c->pid > 0 ? c->pid : -1, c->pid > 0, err, errlen) : 0;
 }
 
 static void stop(struct daemon *d)

@@ -6,7 +6,6 @@
 
 #include <argp.h>
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,13 +273,9 @@ static int start_session(struct recorder *r, char *err, size_t errlen)
 		.perf_ncounters = r->pc.ncounters,
 		.perf_ncpus = r->pc.ncpus,
 		.opencl = o->opencl,
+		.opencl_binary = r->o->target.binary,
 	};
-	/* A command is not exec'd yet: its loader is the one ld.so would give. */
-	pid_t cl_pid = r->l.mode == LAUNCH_PID ? t->pid : -1;
-	char cl_lib[PATH_MAX];
 
-	if (o->opencl && opencl_find_loader(cl_pid, cl_lib, sizeof(cl_lib), err, errlen))
-		return -1;
 	if (session_open(&r->s, &so, sinks, record_sinks(r, sinks), err, errlen))
 		return -1;
 	r->session_ok = 1;
@@ -288,7 +283,7 @@ static int start_session(struct recorder *r, char *err, size_t errlen)
 		return -1;
 	if (session_attach(&r->s, t->elf, t->pid > 0 ? t->pid : -1, err, errlen))
 		return -1;
-	return o->opencl ? opencl_attach(&r->s, cl_lib, t->pid > 0 ? t->pid : -1, err, errlen) : 0;
+	return o->opencl ? opencl_attach_target(&r->s, t->pid, r->l.mode == LAUNCH_PID, err, errlen) : 0;
 }
 
 /* The first JSONL line; once it is on disk scripts know the probes are armed. */

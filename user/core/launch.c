@@ -3,7 +3,6 @@
 #include "core/launch.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,7 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 #include "core/log.h"
-#include "core/stapsdt.h"
 
 #define TERM_GRACE_MS 2000  /* a command gets this long after SIGTERM, then SIGKILL */
 
@@ -197,23 +195,6 @@ static int start_command(struct launch *l, const struct launch_opts *o, char *er
 	return 0;
 }
 
-/* A program's probe ELF; with --opencl a program that exists but has no
- * `infer` probes is fine too (its OpenCL calls are traced in the loader). */
-static int target_or_opencl(const char *prog, int search_path, int opencl, struct target *t,
-			    char *err, size_t errlen)
-{
-	char exe[PATH_MAX];
-
-	if (!target_from_program(prog, search_path, t, err, errlen))
-		return 0;
-	if (!opencl || (search_path ? resolve_command(prog, exe, sizeof(exe)) : access(prog, R_OK)))
-		return -1;
-	memset(t, 0, sizeof(*t));
-	t->pid = -1;
-	snprintf(t->shown, sizeof(t->shown), "%s", prog);
-	return 0;
-}
-
 int launch_start(struct launch *l, const struct launch_opts *o, char *err, size_t errlen)
 {
 	int rc;
@@ -225,7 +206,8 @@ int launch_start(struct launch *l, const struct launch_opts *o, char *err, size_
 	l->mode = launch_opts_mode(o);
 	switch (l->mode) {
 	case LAUNCH_PID:
-		if (target_from_pid(o->pid, &l->target, err, errlen) && !(o->opencl && kill(o->pid, 0) == 0))
+		if (target_from_pid(o->pid, &l->target, err, errlen) &&
+		    (!o->opencl || target_pid_without_probes(o->pid, &l->target)))
 			return -1;
 		if (!l->target.elf[0])
 			st_debug("no infer probes in pid %d: OpenCL calls only", (int)o->pid);

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <bpf/libbpf.h>
 #include "core/log.h"
 #include "core/session.h"
@@ -68,7 +70,20 @@ size_t opencl_probe_count(void)
 	return NPROBES;
 }
 
-int opencl_set_autoload(struct spantrace_bpf *skel, int on)
+/* --binary: the executable the BPF side compares each caller's with. */
+static int set_exe_filter(struct spantrace_bpf *skel, const char *binary)
+{
+	struct stat st;
+
+	if (stat(binary, &st))
+		return -1;
+	skel->rodata->cl_exe_ino = st.st_ino;
+	/* the kernel's s_dev encoding: major << 20 | minor */
+	skel->rodata->cl_exe_dev = (__u32)(major(st.st_dev) << 20 | minor(st.st_dev));
+	return 0;
+}
+
+int opencl_set_autoload(struct spantrace_bpf *skel, int on, const char *binary)
 {
 	struct bpf_map *maps[] = { skel->maps.cl_pending, skel->maps.cl_enqueues, skel->maps.cl_names,
 				   skel->maps.cl_mems, skel->maps.cl_ctxmem, skel->maps.cl_events };
@@ -78,7 +93,7 @@ int opencl_set_autoload(struct spantrace_bpf *skel, int on)
 	for (size_t i = 0; !on && i < sizeof(maps) / sizeof(maps[0]); i++)
 		if (bpf_map__set_max_entries(maps[i], 1))
 			return -1;
-	return 0;
+	return on && binary ? set_exe_filter(skel, binary) : 0;
 }
 
 /* The path the dynamic linker resolves the soname to. Loading the ICD
@@ -140,4 +155,14 @@ int opencl_attach(struct session *s, const char *lib, pid_t pid, char *err, size
 		}
 	}
 	return 0;
+}
+
+int opencl_attach_target(struct session *s, pid_t pid, int running, char *err, size_t errlen)
+{
+	char lib[PATH_MAX];
+
+	/* A command is not exec'd yet: its loader is the one ld.so would give. */
+	if (opencl_find_loader(running ? pid : -1, lib, sizeof(lib), err, errlen))
+		return -1;
+	return opencl_attach(s, lib, pid > 0 ? pid : -1, err, errlen);
 }

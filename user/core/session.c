@@ -110,8 +110,9 @@ static int size_profile_maps(struct session *s, const struct session_opts *o,
 	}
 	/* The sampling program is only verified and loaded when it is used. */
 	bpf_program__set_autoload(s->skel->progs.profile_sample, o->perf_mode != 0);
-	if (opencl_set_autoload(s->skel, o->opencl)) {
-		snprintf(err, errlen, "cannot size the OpenCL maps");
+	if (opencl_set_autoload(s->skel, o->opencl, o->opencl_binary)) {
+		snprintf(err, errlen, "cannot set up --opencl (%s)",
+			 o->opencl_binary ? o->opencl_binary : "map sizes");
 		return -1;
 	}
 	return 0;

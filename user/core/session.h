@@ -36,6 +36,7 @@ struct session_opts {
 	unsigned perf_ncounters;      /* span perf counters per CPU, 0 = off */
 	unsigned perf_ncpus;          /* possible CPUs the counter map spans */
 	int opencl;                   /* load the --opencl programs (core/opencl_attach.h) */
+	const char *opencl_binary;    /* --opencl --binary: only this executable's processes */
 };
 
 struct spantrace_bpf;

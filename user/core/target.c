@@ -151,3 +151,28 @@ int target_from_program(const char *prog, int search_path, struct target *t, cha
 	fill_build_id(t);
 	return 0;
 }
+
+int target_or_opencl(const char *prog, int search_path, int opencl, struct target *t, char *err,
+		     size_t errlen)
+{
+	char exe[PATH_MAX];
+
+	if (!target_from_program(prog, search_path, t, err, errlen))
+		return 0;
+	if (!opencl || (search_path ? resolve_command(prog, exe, sizeof(exe)) : access(prog, R_OK)))
+		return -1;
+	memset(t, 0, sizeof(*t));
+	t->pid = -1;
+	snprintf(t->shown, sizeof(t->shown), "%s", prog);
+	return 0;
+}
+
+int target_pid_without_probes(pid_t pid, struct target *t)
+{
+	if (kill(pid, 0))
+		return -1;
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	snprintf(t->shown, sizeof(t->shown), "pid %d", (int)pid);
+	return 0;
+}

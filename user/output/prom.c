@@ -194,7 +194,8 @@ static enum agg_class class_of(uint32_t kind)
 		return CLASS_SPAN;
 	if (kind >= AGG_KIND_KERNEL_BASE && kind < AGG_KIND_KERNEL_BASE + KERNEL_COUNT)
 		return CLASS_KERNEL;
-	if (kind >= AGG_KIND_TOKEN && kind <= AGG_KIND_STEP_TOKENS)
+	if ((kind >= AGG_KIND_TOKEN && kind <= AGG_KIND_STEP_TOKENS) ||
+	    (kind >= AGG_KIND_CL_ENQUEUE && kind <= AGG_KIND_CL_DEVICE))
 		return CLASS_PROCESS;
 	return CLASS_NONE;
 }
@@ -229,6 +230,18 @@ static const struct histogram_family {
 	  AGG_KIND_STEP, AGG_KIND_STEP, 0 },
 	{ "spantrace_iteration_tokens", "Tokens (prefill + decode) per serving engine step.",
 	  AGG_KIND_STEP_TOKENS, AGG_KIND_STEP_TOKENS, 1 },
+	{ "spantrace_opencl_enqueue_seconds", "Host time in clEnqueueNDRangeKernel (--opencl).",
+	  AGG_KIND_CL_ENQUEUE, AGG_KIND_CL_ENQUEUE, 0 },
+	{ "spantrace_opencl_wait_seconds",
+	  "Host time blocked in clFinish, clWaitForEvents and blocking transfers (--opencl).",
+	  AGG_KIND_CL_WAIT, AGG_KIND_CL_WAIT, 0 },
+	{ "spantrace_opencl_transfer_seconds", "Host time in clEnqueueRead/Write/MapBuffer (--opencl).",
+	  AGG_KIND_CL_TRANSFER, AGG_KIND_CL_TRANSFER, 0 },
+	{ "spantrace_opencl_build_seconds", "Host time in clBuildProgram (--opencl).",
+	  AGG_KIND_CL_BUILD, AGG_KIND_CL_BUILD, 0 },
+	{ "spantrace_opencl_kernel_device_seconds",
+	  "Kernel device time (END - START) of the kernels whose times the program read itself (--opencl).",
+	  AGG_KIND_CL_DEVICE, AGG_KIND_CL_DEVICE, 0 },
 	{ "spantrace_kernel_duration_seconds",
 	  "OpenCL kernel device time (profiling end - start) by kernel and layer.",
 	  AGG_KIND_KERNEL_BASE, AGG_KIND_KERNEL_BASE + KERNEL_COUNT - 1, 0 },

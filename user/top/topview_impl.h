@@ -25,6 +25,10 @@ struct tv_layer {
 /* Request-level rows: their times are request phases, not spans. */
 enum tv_req_row { RR_TTFT, RR_ITL, RR_QUEUE, RR_STEP, TV_REQ_ROWS };
 
+/* --opencl rows: host time in the loader's calls, and the device time of
+ * kernels whose START and END the program read itself. */
+enum tv_cl_row { CLR_ENQUEUE, CLR_WAIT, CLR_TRANSFER, CLR_BUILD, CLR_DEVICE, TV_CL_ROWS };
+
 /* A serving request in flight (queued, or running). */
 struct tv_req {
 	__u32 pid;
@@ -39,7 +43,7 @@ struct tv_req {
 
 enum node_type {
 	N_REQUEST, N_TOKEN, N_REQ_ROW, N_FORWARD, N_SPAN, N_LAYERS, N_PHASE_AGG,
-	N_LAYER, N_LAYER_PHASE, N_KERNELS, N_KERNEL,
+	N_LAYER, N_LAYER_PHASE, N_KERNELS, N_KERNEL, N_CL_ROW,
 };
 
 struct tv_node {
@@ -67,6 +71,7 @@ struct topview {
 
 	struct tv_row request, token;
 	struct tv_row req_rows[TV_REQ_ROWS];       /* enum tv_req_row */
+	struct tv_row cl_rows[TV_CL_ROWS];         /* enum tv_cl_row */
 	/* serving: the engine's gauges, its last step, the requests in flight */
 	int serving_seen;
 	uint32_t running, waiting;
