@@ -518,6 +518,8 @@ int op_end_prog(struct pt_regs *ctx)
 	return span_end_args(ctx, 0);
 }
 
+#include "userspans.bpf.h"
+
 /* ---- the KV cache ---- */
 /* The KV cache of a process now: the kv map (the daemon's gauges) and, when
  * streaming, a kv record. */

@@ -6,6 +6,13 @@
 #include "probes.h"
 #include "hist.h"
 
+/* User-defined spans (--span) are kinds USER_SPAN_BASE .. + USER_SPAN_MAX - 1,
+ * named by the tracer's table (user/core/userspans.h); SPAN_KINDS sizes the
+ * per-kind tables of userspace. SPAN_KIND_COUNT stays the "no span" value. */
+#define USER_SPAN_BASE 32
+#define USER_SPAN_MAX 16
+#define SPAN_KINDS (USER_SPAN_BASE + USER_SPAN_MAX)
+
 #define SPAN_STACK_DEPTH 16   /* per-thread nesting the kernel tracks */
 #define PERF_COUNTERS_MAX 4   /* span-attributed perf counters (profile mode) */
 

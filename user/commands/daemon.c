@@ -441,8 +441,8 @@ static int start(struct daemon *d, char *err, size_t errlen)
 {
 	const struct daemon_config *c = &d->cfg;
 	int rc = c->pid > 0 ? target_from_pid(c->pid, &d->target, err, errlen)
-			    : target_or_opencl(c->binary, 0, c->opencl, &d->target, err, errlen);
-	if (rc && (c->pid <= 0 || !c->opencl || target_pid_without_probes(c->pid, &d->target)))
+			    : target_or_opencl(c->binary, 0, c->opencl || c->spans, &d->target, err, errlen);
+	if (rc && (c->pid <= 0 || !(c->opencl || c->spans) || target_pid_without_probes(c->pid, &d->target)))
 		return -1;
 	if (c->jsonl_dir) {
 		struct rotate_opts ro = { c->jsonl_dir, "spantrace", c->file_max_bytes, c->total_max_bytes,

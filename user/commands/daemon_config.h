@@ -41,6 +41,7 @@ struct daemon_config {
 	struct common_opts common;  /* level, duration, quiet */
 	int verbose;             /* -v: debug log (twice: libbpf's too) */
 	int opencl;              /* --opencl: the OpenCL ICD loader's calls too */
+	int spans;               /* --span specs given (core/userspans.h holds them) */
 };
 
 enum { DAEMON_CONFIG_OK = 0, DAEMON_CONFIG_HELP = 1, DAEMON_CONFIG_ERROR = -1 };

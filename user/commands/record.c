@@ -19,6 +19,7 @@
 #include "core/numparse.h"
 #include "core/opencl_attach.h"
 #include "core/options.h"
+#include "core/userspans.h"
 #include "core/runloop.h"
 #include "core/session.h"
 #include "output/chrome.h"
@@ -136,6 +137,8 @@ static const char record_doc[] =
 	"        every engine process started from now on, coarse spans only\n"
 	"  spantrace record --csv spans.csv --summary s.json -- build/infer ...\n"
 	"        CSV rows and a summary file besides the JSONL on stdout\n"
+	"  spantrace record --span uprobe:/usr/bin/gzip:deflate -- gzip -k big.tar\n"
+	"        a function of any program as a span (histogram, JSONL, summary)\n"
 	"  spantrace record --opencl -p 4321 -o cl.jsonl\n"
 	"        any running OpenCL program: kernels by name, waits, transfers, buffers\n"
 	"\n"
@@ -145,7 +148,7 @@ static const char record_doc[] =
 	"Needs CAP_BPF and CAP_PERFMON (or root).";
 
 enum { OPT_CSV = 1000, OPT_SUMMARY, OPT_METRICS, OPT_RINGBUF, OPT_MIN_DUR, OPT_PERF, OPT_CHROME,
-       OPT_SLO_TTFT, OPT_SLO_ITL, OPT_OPENCL };
+       OPT_SLO_TTFT, OPT_SLO_ITL, OPT_OPENCL, OPT_SPAN };
 
 static const struct argp_option record_options[] = {
 	{ "output", 'o', "FILE", 0, "JSONL output (default: stdout; '-' = stdout)", 1 },
@@ -157,6 +160,9 @@ static const struct argp_option record_options[] = {
 	{ "opencl", OPT_OPENCL, NULL, 0,
 	  "Also trace the target's calls into the OpenCL ICD loader (libOpenCL.so.1): kernels, waits, "
 	  "transfers, buffers, builds; any OpenCL program, no restart", 1 },
+	{ "span", OPT_SPAN, "SPEC", 0,
+	  "Also a span of any program: uprobe:PATH:FUNCTION[:NAME] (entry to return) or "
+	  "usdt:PATH:PROVIDER:BEGIN,END[:NAME] (repeatable)", 1 },
 	{ "ringbuf-kb", OPT_RINGBUF, "KB", 0, "Ring buffer size in KiB (default 2048, rounded up to 2^n pages)", 2 },
 	{ "min-dur-ns", OPT_MIN_DUR, "NS", 0, "Stream only spans at least this long (all are counted)", 2 },
 	{ "slo-ttft-ms", OPT_SLO_TTFT, "MS", 0, "Goodput: a request meets it if its time to first token is at most MS", 3 },
@@ -189,7 +195,14 @@ static error_t record_parse(int key, char *arg, struct argp_state *state)
 			argp_error(state, "invalid --min-dur-ns '%s'", arg);
 		break;
 	case OPT_PERF: o->perf = 1; break;
-	case OPT_OPENCL: o->opencl = o->target.opencl = 1; break;
+	case OPT_OPENCL: o->opencl = o->target.probes_optional = 1; break;
+	case OPT_SPAN: {
+		char err[512];
+		if (user_span_add(arg, err, sizeof(err)))
+			argp_error(state, "%s", err);
+		o->target.probes_optional = 1;
+		break;
+	}
 	case OPT_SLO_TTFT:
 	case OPT_SLO_ITL: {
 		double ms;

@@ -14,6 +14,7 @@
 #include "core/numparse.h"
 #include "core/opencl_attach.h"
 #include "core/options.h"
+#include "core/userspans.h"
 #include "core/runloop.h"
 #include "core/session.h"
 #include "top/screen.h"
@@ -80,7 +81,7 @@ static const char top_doc[] =
 	"--duration, or on SIGINT/SIGTERM (after a final frame). Dropped events are counted and "
 	"shown in the header. Needs CAP_BPF and CAP_PERFMON (or root).";
 
-enum { OPT_CMD_OUTPUT = 0x5400, OPT_OPENCL };
+enum { OPT_CMD_OUTPUT = 0x5400, OPT_OPENCL, OPT_SPAN };
 
 static const struct argp_option top_options[] = {
 	{ "delay", 'd', "SECONDS", 0, "Refresh interval (default 1; 0.1..3600); the window is 10 intervals", 1 },
@@ -89,6 +90,9 @@ static const struct argp_option top_options[] = {
 	{ "width", 'w', "COLS", 0, "Width of batch frames (default 80)", 1 },
 	{ "cmd-output", OPT_CMD_OUTPUT, "FILE", 0,
 	  "Send -- CMD's stdout and stderr here (default: /dev/null when interactive, else ours)", 1 },
+	{ "span", OPT_SPAN, "SPEC", 0,
+	  "Also a span of any program, a row of its own: uprobe:PATH:FUNCTION[:NAME] or "
+	  "usdt:PATH:PROVIDER:BEGIN,END[:NAME] (repeatable)", 1 },
 	{ "opencl", OPT_OPENCL, NULL, 0,
 	  "Also trace the target's calls into the OpenCL ICD loader: rows cl enqueue/wait/transfer/build/device", 1 },
 	{ 0 },
@@ -120,7 +124,14 @@ static error_t top_parse(int key, char *arg, struct argp_state *state)
 		o->width = (int)v;
 		break;
 	case OPT_CMD_OUTPUT: o->cmd_output = arg; break;
-	case OPT_OPENCL: o->opencl = o->target.opencl = 1; break;
+	case OPT_OPENCL: o->opencl = o->target.probes_optional = 1; break;
+	case OPT_SPAN: {
+		char err[512];
+		if (user_span_add(arg, err, sizeof(err)))
+			argp_error(state, "%s", err);
+		o->target.probes_optional = 1;
+		break;
+	}
 	case ARGP_KEY_END:
 		if (o->cmd_output && !o->target.cmd)
 			argp_error(state, "--cmd-output is only for -- CMD");

@@ -2,6 +2,7 @@
 #include "core/events.h"
 
 #include <string.h>
+#include "core/userspans.h"
 
 static int layer_ok(__s32 layer)
 {
@@ -12,7 +13,8 @@ static enum event_verdict check_span(const void *rec)
 {
 	const struct span_event *e = rec;
 
-	if (e->kind >= SPAN_KIND_COUNT || e->parent_kind > SPAN_KIND_COUNT || e->depth >= SPAN_STACK_DEPTH ||
+	if (!span_kind_known(e->kind) || (e->parent_kind != SPAN_KIND_COUNT && !span_kind_known(e->parent_kind)) ||
+	    e->depth >= SPAN_STACK_DEPTH ||
 	    e->ncounters > PERF_COUNTERS_MAX || !layer_ok(e->layer) || !layer_ok(e->parent_layer))
 		return EVENT_BAD_FIELD;
 	return EVENT_OK;
@@ -36,7 +38,8 @@ static enum event_verdict check_sample(const void *rec)
 {
 	const struct sample_event *e = rec;
 
-	return e->kind <= SPAN_KIND_COUNT && layer_ok(e->layer) ? EVENT_OK : EVENT_BAD_FIELD;
+	return (e->kind == SPAN_KIND_COUNT || span_kind_known(e->kind)) && layer_ok(e->layer) ? EVENT_OK
+											      : EVENT_BAD_FIELD;
 }
 
 static enum event_verdict check_request(const void *rec)

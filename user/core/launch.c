@@ -207,7 +207,7 @@ int launch_start(struct launch *l, const struct launch_opts *o, char *err, size_
 	switch (l->mode) {
 	case LAUNCH_PID:
 		if (target_from_pid(o->pid, &l->target, err, errlen) &&
-		    (!o->opencl || target_pid_without_probes(o->pid, &l->target)))
+		    (!o->probes_optional || target_pid_without_probes(o->pid, &l->target)))
 			return -1;
 		if (!l->target.elf[0])
 			st_debug("no infer probes in pid %d: OpenCL calls only", (int)o->pid);
@@ -215,9 +215,9 @@ int launch_start(struct launch *l, const struct launch_opts *o, char *err, size_
 		l->pidfd = (int)syscall(SYS_pidfd_open, o->pid, 0);
 		return 0;
 	case LAUNCH_BINARY:
-		return target_or_opencl(o->binary, 0, o->opencl, &l->target, err, errlen);
+		return target_or_opencl(o->binary, 0, o->probes_optional, &l->target, err, errlen);
 	case LAUNCH_COMMAND:
-		if ((rc = target_or_opencl(o->cmd[0], 1, o->opencl, &l->target, err, errlen)))
+		if ((rc = target_or_opencl(o->cmd[0], 1, o->probes_optional, &l->target, err, errlen)))
 			return rc;
 		return start_command(l, o, err, errlen);
 	default:

@@ -14,6 +14,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "core/opencl_attach.h"
+#include "core/userspans.h"
 #include "spantrace.skel.h"
 
 #ifndef CAP_PERFMON
@@ -270,6 +271,8 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 		if (elf[0] && (!table[i].detail_only || s->level == LEVEL_DETAIL) &&
 		    attach_probe(s, table[i].prog, table[i].probe, elf, pid, err, errlen))
 			return -1;
+	if (user_span_count() && user_spans_attach(s, pid, err, errlen))
+		return -1;
 	s->attach_ns = mono_now_ns() - t0;
 	s->skel->bss->armed = 1; /* see span_orphan() in the BPF program */
 	return 0;

@@ -68,7 +68,8 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
 		 size_t nsinks, char *err, size_t errlen);
 /* Attaches every program the level wants to the `infer` probes of `elf`;
  * pid -1 attaches to every process mapping it, now and later. An empty elf
- * (an --opencl target without our probes) attaches only the exit cleanup. */
+ * (an --opencl target without our probes) attaches only the exit cleanup.
+ * The --span specs (core/userspans.h) are attached too, for pid. */
 int session_attach(struct session *s, const char *elf, pid_t pid, char *err, size_t errlen);
 /* Keeps link for session_detach (0), or destroys it (-1: out of memory). */
 int session_add_link(struct session *s, struct bpf_link *link);

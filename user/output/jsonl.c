@@ -38,7 +38,7 @@ static void span_fields(struct outbuf *ob, const void *rec)
 	ob_s64(ob, e->layer);
 	ob_key(ob, "depth");
 	ob_u64(ob, e->depth);
-	if (e->parent_kind < SPAN_KIND_COUNT) {
+	if (e->parent_kind != SPAN_KIND_COUNT) {
 		ob_key_name(ob, "parent", span_kind_name(e->parent_kind));
 	} else {
 		ob_key(ob, "parent");

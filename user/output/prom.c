@@ -190,7 +190,7 @@ enum agg_class { CLASS_SPAN, CLASS_KERNEL, CLASS_PROCESS, CLASS_NONE };
 
 static enum agg_class class_of(uint32_t kind)
 {
-	if (kind < SPAN_KIND_COUNT)
+	if (kind < SPAN_KINDS)
 		return CLASS_SPAN;
 	if (kind >= AGG_KIND_KERNEL_BASE && kind < AGG_KIND_KERNEL_BASE + KERNEL_COUNT)
 		return CLASS_KERNEL;
@@ -209,7 +209,7 @@ static const struct histogram_family {
 	int count;
 } families[] = {
 	{ "spantrace_span_duration_seconds",
-	  "Engine span durations (span_begin/op_begin to end) by span kind and layer.", 0, SPAN_KIND_COUNT - 1, 0 },
+	  "Engine span durations (span_begin/op_begin to end) by span kind and layer.", 0, SPAN_KINDS - 1, 0 },
 	{ "spantrace_token_duration_seconds", "Per-token decode time (token_begin to token_end).",
 	  AGG_KIND_TOKEN, AGG_KIND_TOKEN, 0 },
 	{ "spantrace_request_duration_seconds", "Request durations, end to end (as e2e_request_latency).",

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "core/grow.h"
+#include "core/userspans.h"
 
 /* ---- small helpers ---- */
 
@@ -71,12 +72,12 @@ void topview_free(struct topview *tv)
 		row_free(&tv->req_rows[r]);
 	for (unsigned r = 0; r < TV_CL_ROWS; r++)
 		row_free(&tv->cl_rows[r]);
-	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
+	for (unsigned k = 0; k < SPAN_KINDS; k++)
 		row_free(&tv->none[k]);
 	for (unsigned k = 0; k < KERNEL_COUNT; k++)
 		row_free(&tv->kernel[k]);
 	for (unsigned l = 0; l < tv->nlayers; l++)
-		for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
+		for (unsigned k = 0; k < SPAN_KINDS; k++)
 			row_free(&tv->layers[l].kind[k]);
 	free(tv->layers);
 	free(tv->binary);
@@ -148,7 +149,7 @@ static void note_pid(struct topview *tv, const struct event_header *h)
 void topview_on_span(struct topview *tv, const struct span_event *ev)
 {
 	note_pid(tv, &ev->h);
-	if (ev->kind >= SPAN_KIND_COUNT) {
+	if (!span_kind_known(ev->kind)) {
 		tv->bad_events++;
 		return;
 	}
@@ -509,12 +510,12 @@ static void compute_rows(struct topview *tv, uint64_t now)
 		refresh_leaf(tv, &tv->cl_rows[r], now, secs);
 		tv->cl_rows[r].st.share = -1.0;   /* not part of a forward pass */
 	}
-	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
+	for (unsigned k = 0; k < SPAN_KINDS; k++)
 		refresh_leaf(tv, &tv->none[k], now, secs);
 	for (unsigned l = 0; l < tv->nlayers; l++)
-		for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
+		for (unsigned k = 0; k < SPAN_KINDS; k++)
 			refresh_leaf(tv, &tv->layers[l].kind[k], now, secs);
-	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++) {
+	for (unsigned k = 0; k < SPAN_KINDS; k++) {
 		for (unsigned l = 0; l < tv->nlayers; l++)
 			members[l] = &tv->layers[l].kind[k];
 		struct tv_row *agg = k == SPAN_LAYER ? &tv->layers_agg : &tv->phase_agg[k];
@@ -527,7 +528,7 @@ static void compute_rows(struct topview *tv, uint64_t now)
 	refresh_aggregate(tv, &tv->kernels_agg, members, KERNEL_COUNT, now, secs);
 
 	uint64_t fwd = tv->none[SPAN_FORWARD].wsum;
-	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++) {
+	for (unsigned k = 0; k < SPAN_KINDS; k++) {
 		set_share(&tv->none[k], fwd);
 		set_share(k == SPAN_LAYER ? &tv->layers_agg : &tv->phase_agg[k], fwd);
 		for (unsigned l = 0; l < tv->nlayers; l++)
@@ -594,7 +595,7 @@ static int node_equal(const struct tv_node *a, const struct tv_node *b)
 
 static int layer_has_data(const struct topview *tv, unsigned l)
 {
-	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
+	for (unsigned k = 0; k < SPAN_KINDS; k++)
 		if (tv->layers[l].kind[k].count)
 			return 1;
 	return 0;
@@ -608,6 +609,7 @@ static unsigned layers_with_data(const struct topview *tv)
 	return n;
 }
 
+/* The engine's own spans (user-defined ones are rows of their own). */
 static int any_span(const struct topview *tv)
 {
 	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
@@ -631,7 +633,7 @@ static void node_name(const struct topview *tv, const struct tv_node *n, char *b
 	}
 }
 
-#define MAX_KIDS (TOPVIEW_MAX_LAYERS + SPAN_KIND_COUNT + KERNEL_COUNT + TV_CL_ROWS + 4)
+#define MAX_KIDS (TOPVIEW_MAX_LAYERS + SPAN_KINDS + KERNEL_COUNT + TV_CL_ROWS + 4)
 
 struct kid {
 	struct tv_node node;
@@ -664,6 +666,9 @@ static size_t children_of(const struct topview *tv, const struct tv_node *parent
 		for (unsigned r = 0; r < TV_CL_ROWS; r++)
 			if (tv->cl_rows[r].count)
 				n = push_kid(kids, n, N_CL_ROW, r, LAYER_NONE);
+		for (unsigned k = USER_SPAN_BASE; k < SPAN_KINDS; k++)   /* --span */
+			if (tv->none[k].count)
+				n = push_kid(kids, n, N_SPAN, k, LAYER_NONE);
 		return n;
 	}
 	switch (parent->type) {
@@ -681,13 +686,13 @@ static size_t children_of(const struct topview *tv, const struct tv_node *parent
 				if (layer_has_data(tv, l))
 					n = push_kid(kids, n, N_LAYER, SPAN_LAYER, (int)l);
 		} else {
-			for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
+			for (unsigned k = 0; k < SPAN_KINDS; k++)
 				if (k != SPAN_LAYER && tv->phase_agg[k].count)
 					n = push_kid(kids, n, N_PHASE_AGG, k, LAYER_NONE);
 		}
 		break;
 	case N_LAYER:
-		for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
+		for (unsigned k = 0; k < SPAN_KINDS; k++)
 			if (k != SPAN_LAYER && tv->layers[parent->layer].kind[k].count)
 				n = push_kid(kids, n, N_LAYER_PHASE, k, parent->layer);
 		break;
@@ -865,7 +870,7 @@ static void reset_windows(struct topview *tv)
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
 		if (fixed[i]->win.slots)
 			window_reset(&fixed[i]->win);
-	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++) {
+	for (unsigned k = 0; k < SPAN_KINDS; k++) {
 		if (tv->none[k].win.slots)
 			window_reset(&tv->none[k].win);
 		for (unsigned l = 0; l < tv->nlayers; l++)

@@ -19,7 +19,7 @@ struct tv_row {
 
 /* A layer's own span (kind[SPAN_LAYER]) and its phases. */
 struct tv_layer {
-	struct tv_row kind[SPAN_KIND_COUNT];
+	struct tv_row kind[SPAN_KINDS];
 };
 
 /* Request-level rows: their times are request phases, not spans. */
@@ -79,11 +79,11 @@ struct topview {
 	struct tv_req active[TOPVIEW_MAX_ACTIVE];
 	unsigned nactive;
 	uint64_t active_untracked;
-	struct tv_row none[SPAN_KIND_COUNT];      /* spans outside any layer */
+	struct tv_row none[SPAN_KINDS];      /* spans outside any layer */
 	struct tv_row kernel[KERNEL_COUNT];
 	struct tv_layer *layers;
 	unsigned nlayers;                          /* highest layer seen + 1 */
-	struct tv_row layers_agg, phase_agg[SPAN_KIND_COUNT], kernels_agg;
+	struct tv_row layers_agg, phase_agg[SPAN_KINDS], kernels_agg;
 	int split_layers;
 
 	char *binary, *level;

@@ -1,0 +1,177 @@
+/* userspans.c - the table of --span specs and their attach (see userspans.h). */
+#include "core/userspans.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+#include "core/session.h"
+#include "spantrace.h"
+#include "spantrace.skel.h"
+
+#define NAME_MAX_LEN 31
+
+enum user_span_type { US_UPROBE, US_USDT };
+
+struct user_span {
+	enum user_span_type type;
+	char name[NAME_MAX_LEN + 1];
+	char path[PATH_MAX];
+	char func[256];                /* uprobe: the function; usdt: the provider */
+	char begin[128], end[128];     /* usdt probe names */
+};
+
+static struct user_span spans[USER_SPAN_MAX];
+static size_t nspans;
+
+static int name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > NAME_MAX_LEN)
+		return 0;
+	return strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") == n;
+}
+
+/* Splits s at each ':' into at most max fields; the count, or -1. */
+static int split(char *s, char **f, int max)
+{
+	int n = 0;
+
+	for (char *p = s; n < max; n++) {
+		f[n] = p;
+		p = strchr(p, ':');
+		if (!p)
+			return n + 1;
+		*p++ = 0;
+	}
+	return -1;
+}
+
+static int copy(char *dst, size_t size, const char *src)
+{
+	return (size_t)snprintf(dst, size, "%s", src) >= size || !*src ? -1 : 0;
+}
+
+/* The fields after the type: PATH:FUNCTION[:NAME] or PATH:PROVIDER:BEGIN,END[:NAME]. */
+static int fill(struct user_span *u, char **f, int n)
+{
+	char *comma;
+
+	if (u->type == US_UPROBE) {
+		if (n < 3 || n > 4 || copy(u->path, sizeof(u->path), f[1]) || copy(u->func, sizeof(u->func), f[2]))
+			return -1;
+		return copy(u->name, sizeof(u->name), n == 4 ? f[3] : f[2]);
+	}
+	if (n < 4 || n > 5 || !(comma = strchr(f[3], ',')))
+		return -1;
+	*comma = 0;
+	if (copy(u->path, sizeof(u->path), f[1]) || copy(u->func, sizeof(u->func), f[2]) ||
+	    copy(u->begin, sizeof(u->begin), f[3]) || copy(u->end, sizeof(u->end), comma + 1))
+		return -1;
+	return copy(u->name, sizeof(u->name), n == 5 ? f[4] : f[3]);
+}
+
+int user_span_add(const char *spec, char *err, size_t errlen)
+{
+	struct user_span u = { 0 };
+	char buf[PATH_MAX + 512], *f[6];
+	int n;
+
+	if (nspans >= USER_SPAN_MAX) {
+		snprintf(err, errlen, "--span: at most %d spans", USER_SPAN_MAX);
+		return -1;
+	}
+	if (copy(buf, sizeof(buf), spec) || (n = split(buf, f, 6)) < 0 ||
+	    (strcmp(f[0], "uprobe") && strcmp(f[0], "usdt"))) {
+		snprintf(err, errlen, "--span '%s': want uprobe:PATH:FUNCTION or usdt:PATH:PROVIDER:BEGIN,END[:NAME]", spec);
+		return -1;
+	}
+	u.type = strcmp(f[0], "uprobe") ? US_USDT : US_UPROBE;
+	if (fill(&u, f, n)) {
+		snprintf(err, errlen, "--span '%s': want %s", spec,
+			 u.type == US_UPROBE ? "uprobe:PATH:FUNCTION[:NAME]" : "usdt:PATH:PROVIDER:BEGIN,END[:NAME]");
+		return -1;
+	}
+	if (!name_ok(u.name)) {
+		snprintf(err, errlen, "--span '%s': name '%s' must be 1..%d of [A-Za-z0-9_.-]", spec, u.name, NAME_MAX_LEN);
+		return -1;
+	}
+	for (size_t i = 0; i < nspans; i++)
+		if (!strcmp(spans[i].name, u.name)) {
+			snprintf(err, errlen, "--span '%s': the name '%s' is already used", spec, u.name);
+			return -1;
+		}
+	if (access(u.path, R_OK)) {
+		snprintf(err, errlen, "--span '%s': %s: %s", spec, u.path, strerror(errno));
+		return -1;
+	}
+	spans[nspans++] = u;
+	return 0;
+}
+
+size_t user_span_count(void)
+{
+	return nspans;
+}
+
+unsigned user_span_kind(size_t i)
+{
+	return USER_SPAN_BASE + (unsigned)i;
+}
+
+const char *user_span_name(unsigned kind)
+{
+	if (kind < USER_SPAN_BASE || kind - USER_SPAN_BASE >= nspans)
+		return NULL;
+	return spans[kind - USER_SPAN_BASE].name;
+}
+
+int span_kind_known(unsigned kind)
+{
+	return kind < SPAN_KIND_COUNT || user_span_name(kind) != NULL;
+}
+
+void user_spans_reset(void)
+{
+	nspans = 0;
+}
+
+/* One end (end != 0) or begin of span i. */
+static struct bpf_link *attach_one(struct spantrace_bpf *sk, size_t i, int end, pid_t pid)
+{
+	const struct user_span *u = &spans[i];
+	__u64 cookie = user_span_kind(i);
+
+	if (u->type == US_UPROBE) {
+		LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = u->func, .retprobe = end != 0, .bpf_cookie = cookie);
+		return bpf_program__attach_uprobe_opts(end ? sk->progs.user_fn_return : sk->progs.user_fn_entry,
+						       pid, u->path, 0, &uo);
+	}
+	LIBBPF_OPTS(bpf_usdt_opts, so, .usdt_cookie = cookie);
+	return bpf_program__attach_usdt(end ? sk->progs.user_usdt_end : sk->progs.user_usdt_begin, pid, u->path,
+					u->func, end ? u->end : u->begin, &so);
+}
+
+int user_spans_attach(struct session *s, pid_t pid, char *err, size_t errlen)
+{
+	for (int end = 1; end >= 0; end--) {
+		for (size_t i = 0; i < nspans; i++) {
+			struct bpf_link *link = attach_one(s->skel, i, end, pid);
+
+			if (!link) {
+				snprintf(err, errlen, "--span %s: cannot attach %s in %s: %s", spans[i].name,
+					 spans[i].type == US_UPROBE ? spans[i].func : (end ? spans[i].end : spans[i].begin),
+					 spans[i].path, strerror(errno));
+				return -1;
+			}
+			if (session_add_link(s, link)) {
+				snprintf(err, errlen, "out of memory");
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
