@@ -90,7 +90,7 @@ DEMO_TOK      := $(BUILD)/models/demo_tokenizer.bin
 # Keep the BPF objects and skeletons: as intermediates make would delete them
 # and rebuild every user object on the next run.
 .SECONDARY: $(BPF_OBJS) $(BPF_SKELS)
-all: $(BUILD)/libinfer.so $(BUILD)/infer $(BUILD)/mkmodel $(BUILD)/spantrace $(UNIT_BINS)
+all: $(BUILD)/libinfer.so $(BUILD)/infer $(BUILD)/mkmodel $(BUILD)/spantrace $(UNIT_BINS) $(BUILD)/spans_example
 
 # ---- Debian packages: install only what is missing, quietly ----
 DEB_PKGS := build-essential clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
@@ -169,6 +169,11 @@ $(BUILD)/libspantrace.a: $(USER_LIB_OBJS)
 
 $(BUILD)/spantrace: $(USER_MAIN_OBJ) $(BUILD)/libspantrace.a
 	$(CC) -o $@ $^ $(LDFLAGS) $(USER_LIBS)
+
+# An engine of someone else's: spans through the public header only.
+$(BUILD)/spans_example: examples/spans_example.c include/spantrace/spans.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Iinclude -o $@ $<
 
 # ---- unit tests link the tracer's library and the engine ----
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libspantrace.a $(BUILD)/libinfer.so
