@@ -196,13 +196,7 @@ static error_t record_parse(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_PERF: o->perf = 1; break;
 	case OPT_OPENCL: o->opencl = o->target.probes_optional = 1; break;
-	case OPT_SPAN: {
-		char err[512];
-		if (user_span_add(arg, err, sizeof(err)))
-			argp_error(state, "%s", err);
-		o->target.probes_optional = 1;
-		break;
-	}
+	case OPT_SPAN: user_span_option(state, arg, &o->target); break;
 	case OPT_SLO_TTFT:
 	case OPT_SLO_ITL: {
 		double ms;

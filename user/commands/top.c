@@ -125,13 +125,7 @@ static error_t top_parse(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_CMD_OUTPUT: o->cmd_output = arg; break;
 	case OPT_OPENCL: o->opencl = o->target.probes_optional = 1; break;
-	case OPT_SPAN: {
-		char err[512];
-		if (user_span_add(arg, err, sizeof(err)))
-			argp_error(state, "%s", err);
-		o->target.probes_optional = 1;
-		break;
-	}
+	case OPT_SPAN: user_span_option(state, arg, &o->target); break;
 	case ARGP_KEY_END:
 		if (o->cmd_output && !o->target.cmd)
 			argp_error(state, "--cmd-output is only for -- CMD");

@@ -1,12 +1,14 @@
 /* userspans.c - the table of --span specs and their attach (see userspans.h). */
 #include "core/userspans.h"
 
+#include <argp.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
+#include "core/launch.h"
 #include "core/session.h"
 #include "spantrace.h"
 #include "spantrace.skel.h"
@@ -110,6 +112,15 @@ int user_span_add(const char *spec, char *err, size_t errlen)
 	}
 	spans[nspans++] = u;
 	return 0;
+}
+
+void user_span_option(struct argp_state *state, const char *spec, struct launch_opts *target)
+{
+	char err[PATH_MAX + 128];
+
+	if (user_span_add(spec, err, sizeof(err)))
+		argp_error(state, "%s", err);
+	target->probes_optional = 1;
 }
 
 size_t user_span_count(void)

@@ -16,6 +16,13 @@
 
 struct session;
 
+struct argp_state;
+struct launch_opts;
+
+/* --span SPEC in a command's argp parser: adds it (argp_error on a bad
+ * one) and lets the target go without `infer` probes. */
+void user_span_option(struct argp_state *state, const char *spec, struct launch_opts *target);
+
 /* Adds one spec; -1 with a one-line reason for a malformed spec, a name
  * that is not [A-Za-z0-9_.-]{1,31}, a name used twice, or more than
  * USER_SPAN_MAX specs. */
