@@ -1,4 +1,5 @@
-/* userspans.c - the table of --span specs and their attach (see userspans.h). */
+/* userspans.c - the table of --span specs (see userspans.h); the attach is
+ * userspans_attach.c, so the table links without libbpf. */
 #include "core/userspans.h"
 
 #include <argp.h>
@@ -7,23 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#include <bpf/libbpf.h>
 #include "core/launch.h"
-#include "core/session.h"
 #include "spantrace.h"
-#include "spantrace.skel.h"
 
 #define NAME_MAX_LEN 31
-
-enum user_span_type { US_UPROBE, US_USDT };
-
-struct user_span {
-	enum user_span_type type;
-	char name[NAME_MAX_LEN + 1];
-	char path[PATH_MAX];
-	char func[256];                /* uprobe: the function; usdt: the provider */
-	char begin[128], end[128];     /* usdt probe names */
-};
 
 static struct user_span spans[USER_SPAN_MAX];
 static size_t nspans;
@@ -123,6 +111,11 @@ void user_span_option(struct argp_state *state, const char *spec, struct launch_
 	target->probes_optional = 1;
 }
 
+const struct user_span *user_span_get(size_t i)
+{
+	return i < nspans ? &spans[i] : NULL;
+}
+
 size_t user_span_count(void)
 {
 	return nspans;
@@ -148,41 +141,4 @@ int span_kind_known(unsigned kind)
 void user_spans_reset(void)
 {
 	nspans = 0;
-}
-
-/* One end (end != 0) or begin of span i. */
-static struct bpf_link *attach_one(struct spantrace_bpf *sk, size_t i, int end, pid_t pid)
-{
-	const struct user_span *u = &spans[i];
-	__u64 cookie = user_span_kind(i);
-
-	if (u->type == US_UPROBE) {
-		LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = u->func, .retprobe = end != 0, .bpf_cookie = cookie);
-		return bpf_program__attach_uprobe_opts(end ? sk->progs.user_fn_return : sk->progs.user_fn_entry,
-						       pid, u->path, 0, &uo);
-	}
-	LIBBPF_OPTS(bpf_usdt_opts, so, .usdt_cookie = cookie);
-	return bpf_program__attach_usdt(end ? sk->progs.user_usdt_end : sk->progs.user_usdt_begin, pid, u->path,
-					u->func, end ? u->end : u->begin, &so);
-}
-
-int user_spans_attach(struct session *s, pid_t pid, char *err, size_t errlen)
-{
-	for (int end = 1; end >= 0; end--) {
-		for (size_t i = 0; i < nspans; i++) {
-			struct bpf_link *link = attach_one(s->skel, i, end, pid);
-
-			if (!link) {
-				snprintf(err, errlen, "--span %s: cannot attach %s in %s: %s", spans[i].name,
-					 spans[i].type == US_UPROBE ? spans[i].func : (end ? spans[i].end : spans[i].begin),
-					 spans[i].path, strerror(errno));
-				return -1;
-			}
-			if (session_add_link(s, link)) {
-				snprintf(err, errlen, "out of memory");
-				return -1;
-			}
-		}
-	}
-	return 0;
 }

@@ -11,6 +11,7 @@
 #ifndef SPANTRACE_USERSPANS_H
 #define SPANTRACE_USERSPANS_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -18,6 +19,19 @@ struct session;
 
 struct argp_state;
 struct launch_opts;
+
+enum user_span_type { US_UPROBE, US_USDT };
+
+struct user_span {
+	enum user_span_type type;
+	char name[32];                 /* 1..31 of [A-Za-z0-9_.-] */
+	char path[PATH_MAX];
+	char func[256];                /* uprobe: the function; usdt: the provider */
+	char begin[128], end[128];     /* usdt probe names */
+};
+
+/* The i-th spec, NULL past the end. */
+const struct user_span *user_span_get(size_t i);
 
 /* --span SPEC in a command's argp parser: adds it (argp_error on a bad
  * one) and lets the target go without `infer` probes. */
@@ -34,7 +48,7 @@ const char *user_span_name(unsigned kind);
 /* An engine span kind, or a user-defined one in the table. */
 int span_kind_known(unsigned kind);
 /* Attaches every spec, for pid (-1: every process). Ends before begins,
- * like the engine's probes (see session_attach). */
+ * like the engine's probes (see session_attach). In userspans_attach.c. */
 int user_spans_attach(struct session *s, pid_t pid, char *err, size_t errlen);
 /* Forgets every spec (tests). */
 void user_spans_reset(void);
