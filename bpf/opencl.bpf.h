@@ -146,7 +146,8 @@ static __always_inline int cl_enter(__u32 op, __u64 a0, __u64 a1, __u64 a2, __u6
 	if (!cl_traced())
 		return 0;
 	p.ts = bpf_ktime_get_ns();
-	bpf_map_update_elem(&cl_pending, &k, &p, BPF_ANY);
+	if (bpf_map_update_elem(&cl_pending, &k, &p, BPF_ANY))
+		COUNT(cl_table_full);
 	return 0;
 }
 
@@ -339,8 +340,10 @@ int cl_ndrange_entry(struct pt_regs *ctx)
 	if (!cl_traced())
 		return 0;
 	e = lookup_or_init(&cl_enqueues, &tid, &zero_cl_kernel);
-	if (!e)
+	if (!e) {
+		COUNT(cl_table_full);
 		return 0;
+	}
 	bpf_probe_read_kernel(e, sizeof(*e), &zero_cl_kernel);
 	e->queue = PT_REGS_PARM1(ctx);
 	e->kernel = PT_REGS_PARM2(ctx);
@@ -533,7 +536,7 @@ int BPF_KRETPROBE(cl_create_buf_ret, __u64 mem)
 		return 0;
 	}
 	if (bpf_map_update_elem(&cl_mems, &k, &m, BPF_ANY)) {
-		COUNT(alloc_table_full);   /* not counted live; its release shows unknown */
+		COUNT(cl_table_full);   /* not counted live; its release shows unknown */
 		cl_send_mem(CL_MEM_CREATE, mem, &m, c, 0, 0, 0);
 		return 0;
 	}
@@ -592,7 +595,14 @@ int BPF_KPROBE(cl_release_mem_entry, __u64 mem)
 	return 0;
 }
 
-/* A process's buffers go with it (called from handle_exit). */
+/* A thread's enqueue slot goes with it, a process's buffers with it
+ * (called from handle_exit). */
+static __always_inline void cl_forget_thread(__u32 tid)
+{
+	bpf_map_delete_elem(&cl_enqueues, &tid);
+}
+
+
 static long cl_drop_pid_mem(struct bpf_map *map, struct cl_handle_key *key, struct cl_mem_val *val,
 			    void *data)
 {

@@ -870,6 +870,7 @@ int handle_exit(void *ctx)
 	__u32 tid = (__u32)id, tgid = id >> 32;
 
 	bpf_map_delete_elem(&threads, &tid);
+	cl_forget_thread(tid);
 	if (perf_ncounters)
 		bpf_map_delete_elem(&thread_counters, &tid);
 	/* When the whole process goes, so do its outstanding allocations. The

@@ -190,6 +190,8 @@ struct counters {
 	__u64 req_table_full;
 	/* Serving probes of a request never seen queued (before the attach). */
 	__u64 req_orphans;
+	/* --opencl calls not recorded: a per-thread or per-buffer table was full. */
+	__u64 cl_table_full;
 };
 
 

@@ -64,4 +64,5 @@ cl_compare() {
 		"$(cl_ours "$j" ".type == \"cl_build\" and .pid == $pid")"
 	n=$(jq -s 'map(select(.type == "summary"))[0].loss | "\(.dropped) \(.invalid)"' -r "$j")
 	assert_eq "records lost or rejected" "0 0" "$n"
+	assert_eq "calls unrecorded (table full)" 0 "$(jq -s 'map(select(.type == "summary"))[0].cl_table_full' "$j")"
 }

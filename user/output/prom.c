@@ -589,6 +589,9 @@ static void render_losses(struct textbuf *b, const struct prom_snapshot *s)
 			"Request probes of requests queued before the tracer attached (not timed).", c->req_orphans);
 	render_counter1(b, "spantrace_request_table_full_total",
 			"Requests not timed because the kernel's request table was full.", c->req_table_full);
+	render_counter1(b, "spantrace_opencl_table_full_total",
+			"OpenCL loader calls not recorded because a kernel table was full (--opencl).",
+			c->cl_table_full);
 	render_counter1(b, "spantrace_agg_table_full_total",
 			"Durations not aggregated because the kernel's histogram table was full.",
 			c->agg_table_full);

@@ -214,6 +214,7 @@ static void error_counters(json_object *j, const struct counters *c)
 	add_u64(j, "agg_table_full", c->agg_table_full);
 	add_u64(j, "kernels_truncated", c->kernels_truncated);
 	add_u64(j, "req_table_full", c->req_table_full);
+	add_u64(j, "cl_table_full", c->cl_table_full);
 	add_u64(j, "req_orphans", c->req_orphans);
 }
 
