@@ -3,7 +3,8 @@
 # program (Debian's python3-pyopencl): top's rows cl enqueue / transfer /
 # build / device count exactly the program's calls; the daemon, attached by
 # pid with nothing streamed, serves spantrace_opencl_* histograms whose
-# counts are the same calls, aggregated in the kernel.
+# counts are the same calls, aggregated in the kernel, and device memory
+# per context (peak, buffers created).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
 need_bpf
@@ -47,3 +48,7 @@ assert_eq "daemon: enqueues" $((2 * iters)) "$(msum "$TMP/m.txt" spantrace_openc
 assert_eq "daemon: transfers" $((iters + 1)) "$(msum "$TMP/m.txt" spantrace_opencl_transfer_seconds_count)"
 assert_eq "daemon: builds" 1 "$(msum "$TMP/m.txt" spantrace_opencl_build_seconds_count)"
 assert_eq "daemon: kernel device times read" $iters "$(msum "$TMP/m.txt" spantrace_opencl_kernel_device_seconds_count)"
+# Device memory per context: the program's buffers all released by now.
+assert_eq "daemon: device memory peak (16 KB buffer + the largest temporary)" $((16384 + 1024 * iters)) \
+	"$(msum "$TMP/m.txt" spantrace_opencl_device_memory_peak_bytes)"
+assert_eq "daemon: buffers created" $((iters + 1)) "$(msum "$TMP/m.txt" spantrace_opencl_buffers_created_total)"

@@ -208,6 +208,17 @@ static int kv_entry(void *ctx, __u32 pid, const struct kv_val *v)
 	return 0;
 }
 
+static int clmem_entry(void *ctx, const struct cl_ctx_key *k, const struct cl_ctx_val *v)
+{
+	struct map_read *r = ctx;
+
+	if (ARRAY_GROW(r->s->clmems, r->cap, r->s->nclmems))
+		return -1;
+	r->s->clmems[r->s->nclmems++] = (struct prom_clmem){ k->pid, k->context, v->live_bytes, v->peak_bytes,
+							     v->creates, v->frees };
+	return 0;
+}
+
 static int serving_entry(void *ctx, __u32 pid, const struct serving_val *v)
 {
 	struct map_read *r = ctx;
@@ -221,9 +232,11 @@ static int serving_entry(void *ctx, __u32 pid, const struct serving_val *v)
 static int read_maps(struct daemon *d, struct prom_snapshot *s)
 {
 	struct map_read aggs = { d, s, 0 }, pools = { d, s, 0 }, kvs = { d, s, 0 }, serving = { d, s, 0 };
+	struct map_read clmems = { d, s, 0 };
 
 	return maps_foreach_agg(&d->s, agg_entry, &aggs) || maps_foreach_pool(&d->s, pool_entry, &pools) ||
-	       maps_foreach_kv(&d->s, kv_entry, &kvs) || maps_foreach_serving(&d->s, serving_entry, &serving) ? -1 : 0;
+	       maps_foreach_kv(&d->s, kv_entry, &kvs) || maps_foreach_serving(&d->s, serving_entry, &serving) ||
+	       maps_foreach_clmem(&d->s, clmem_entry, &clmems) ? -1 : 0;
 }
 
 static void map_memory_entry(void *ctx, const char *name, uint64_t bytes)
@@ -305,6 +318,11 @@ static void forget_pid(struct daemon *d, struct prom_snapshot *s, uint32_t pid)
 		if (s->servings[i].pid != pid)
 			s->servings[w++] = s->servings[i];
 	s->nservings = w;
+	w = 0;
+	for (size_t i = 0; i < s->nclmems; i++)
+		if (s->clmems[i].pid != pid)
+			s->clmems[w++] = s->clmems[i];
+	s->nclmems = w;
 	st_info("daemon: process %u exited; its series are gone from /metrics", pid);
 }
 
@@ -318,6 +336,8 @@ static int update_procs(struct daemon *d, struct prom_snapshot *s, uint64_t now,
 		note_pid(d, s->kvs[i].pid);
 	for (size_t i = 0; i < s->nservings; i++)
 		note_pid(d, s->servings[i].pid);
+	for (size_t i = 0; i < s->nclmems; i++)
+		note_pid(d, s->clmems[i].pid);
 
 	size_t w = 0;
 	for (size_t i = 0; i < d->nprocs; i++) {

@@ -413,6 +413,39 @@ static void render_pools(struct textbuf *b, const struct prom_snapshot *s)
 	}
 }
 
+static void render_clmem(struct textbuf *b, const struct prom_snapshot *s)
+{
+	static const struct {
+		const char *name, *type, *help;
+		size_t off;
+	} fields[] = {
+		{ "spantrace_opencl_device_memory_bytes", "gauge",
+		  "Bytes of live clCreateBuffer buffers per context (--opencl).", offsetof(struct prom_clmem, live_bytes) },
+		{ "spantrace_opencl_device_memory_peak_bytes", "gauge",
+		  "Peak of the live buffer bytes per context (--opencl).", offsetof(struct prom_clmem, peak_bytes) },
+		{ "spantrace_opencl_buffers_created_total", "counter", "clCreateBuffer calls per context (--opencl).",
+		  offsetof(struct prom_clmem, creates) },
+		{ "spantrace_opencl_buffers_freed_total", "counter",
+		  "Buffers whose last reference was released, per context (--opencl).", offsetof(struct prom_clmem, frees) },
+	};
+	struct labels l;
+	char ctx[24];
+
+	for (size_t f = 0; s->nclmems && f < sizeof(fields) / sizeof(fields[0]); f++) {
+		family(b, fields[f].name, fields[f].type, fields[f].help);
+		for (size_t i = 0; i < s->nclmems; i++) {
+			const struct prom_clmem *m = &s->clmems[i];
+			uint64_t v;
+			snprintf(ctx, sizeof(ctx), "0x%llx", (unsigned long long)m->context);
+			labels_start(&l);
+			labels_add(&l, "context", ctx);
+			labels_add_proc(&l, s, m->pid);
+			memcpy(&v, (const char *)m + fields[f].off, sizeof(v));
+			sample_u64(b, fields[f].name, &l, v);
+		}
+	}
+}
+
 static void render_kv(struct textbuf *b, const struct prom_snapshot *s)
 {
 	struct labels l;
@@ -724,6 +757,7 @@ int prom_render(struct prom_snapshot *s, char **out, size_t *len)
 	render_kind_counter(&b, s, AGG_KIND_TOKEN, "spantrace_tokens_total", "Tokens decoded.");
 	render_kind_counter(&b, s, AGG_KIND_REQUEST, "spantrace_requests_total", "Requests completed.");
 	render_pools(&b, s);
+	render_clmem(&b, s);
 	render_kv(&b, s);
 	render_serving(&b, s);
 	render_procs(&b, s);
@@ -747,14 +781,16 @@ void prom_snapshot_free(struct prom_snapshot *s)
 	free(s->aggs);
 	free(s->pools);
 	free(s->kvs);
+	free(s->clmems);
 	free(s->servings);
 	free(s->procs);
 	free(s->maps);
 	s->aggs = NULL;
 	s->pools = NULL;
 	s->kvs = NULL;
+	s->clmems = NULL;
 	s->servings = NULL;
 	s->procs = NULL;
 	s->maps = NULL;
-	s->naggs = s->npools = s->nkvs = s->nservings = s->nprocs = s->nmaps = 0;
+	s->naggs = s->npools = s->nkvs = s->nclmems = s->nservings = s->nprocs = s->nmaps = 0;
 }
