@@ -92,13 +92,14 @@ DEMO_TOK      := $(BUILD)/models/demo_tokenizer.bin
 # Keep the BPF objects and skeletons: as intermediates make would delete them
 # and rebuild every user object on the next run.
 .SECONDARY: $(BPF_OBJS) $(BPF_SKELS)
-all: $(BUILD)/libinfer.so $(BUILD)/infer $(BUILD)/mkmodel $(BUILD)/spantrace $(UNIT_BINS)
+all: $(BUILD)/libinfer.so $(BUILD)/infer $(BUILD)/mkmodel $(BUILD)/spantrace $(UNIT_BINS) $(BUILD)/spans_example
 
 # ---- Debian packages: install only what is missing, quietly ----
 DEB_PKGS := build-essential clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
             libjson-c-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
             systemtap-sdt-dev libncurses-dev libmicrohttpd-dev libcurl4-openssl-dev bpftrace linux-perf \
-            prometheus tmux valgrind libclang-rt-14-dev python3-pandas python3-altair python3-matplotlib groff-base jq binutils curl bc libcap2-bin iproute2
+            prometheus tmux valgrind libclang-rt-14-dev python3-pandas python3-altair python3-matplotlib groff-base jq binutils curl bc libcap2-bin iproute2 \
+            clpeak clblast-utils python3-pyopencl hashcat
 # npm (tests/node): the official OpenAI client for the HTTP engine's tests,
 # demo and bench; vega-lite, vega and resvg to save Altair charts as PNG;
 # the OTLP protobuf types for the OTLP receiver of the tests.
@@ -174,6 +175,11 @@ $(BUILD)/libspantrace.a: $(USER_LIB_OBJS)
 
 $(BUILD)/spantrace: $(USER_MAIN_OBJ) $(BUILD)/libspantrace.a
 	$(CC) -o $@ $^ $(LDFLAGS) $(USER_LIBS)
+
+# An engine of someone else's: spans through the public header only.
+$(BUILD)/spans_example: examples/spans_example.c include/spantrace/spans.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Iinclude -o $@ $<
 
 # ---- unit tests link the tracer's library and the engine ----
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libspantrace.a $(BUILD)/libinfer.so

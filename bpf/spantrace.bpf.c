@@ -518,6 +518,8 @@ int op_end_prog(struct pt_regs *ctx)
 	return span_end_args(ctx, 0);
 }
 
+#include "userspans.bpf.h"
+
 /* ---- the KV cache ---- */
 /* The KV cache of a process now: the kv map (the daemon's gauges) and, when
  * streaming, a kv record. */
@@ -543,6 +545,7 @@ static __always_inline void kv_note(__u32 pid, __u64 used, __u64 capacity)
 
 /* ---- tokens and requests ---- */
 #include "requests.bpf.h"
+#include "opencl.bpf.h"
 
 SEC("usdt")
 int BPF_USDT(token_begin_prog, __u64 req, __u32 pos, __u32 token_in)
@@ -867,6 +870,7 @@ int handle_exit(void *ctx)
 	__u32 tid = (__u32)id, tgid = id >> 32;
 
 	bpf_map_delete_elem(&threads, &tid);
+	cl_forget_thread(tid);
 	if (perf_ncounters)
 		bpf_map_delete_elem(&thread_counters, &tid);
 	/* When the whole process goes, so do its outstanding allocations. The
@@ -874,6 +878,7 @@ int handle_exit(void *ctx)
 	if (tid == tgid && (!target_tgid || tgid == target_tgid)) {
 		bpf_for_each_map_elem(&allocs, drop_pid_alloc, &tgid, 0);
 		bpf_for_each_map_elem(&requests, drop_pid_request, &tgid, 0);
+		bpf_for_each_map_elem(&cl_mems, cl_drop_pid_mem, &tgid, 0);
 		if (perf_mode)
 			bpf_map_delete_elem(&proc_span, &tgid);
 	}

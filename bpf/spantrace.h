@@ -6,6 +6,13 @@
 #include "probes.h"
 #include "hist.h"
 
+/* User-defined spans (--span) are kinds USER_SPAN_BASE .. + USER_SPAN_MAX - 1,
+ * named by the tracer's table (user/core/userspans.h); SPAN_KINDS sizes the
+ * per-kind tables of userspace. SPAN_KIND_COUNT stays the "no span" value. */
+#define USER_SPAN_BASE 32
+#define USER_SPAN_MAX 16
+#define SPAN_KINDS (USER_SPAN_BASE + USER_SPAN_MAX)
+
 #define SPAN_STACK_DEPTH 16   /* per-thread nesting the kernel tracks */
 #define PERF_COUNTERS_MAX 4   /* span-attributed perf counters (profile mode) */
 
@@ -21,6 +28,13 @@ enum event_type {
 	EV_STEP,        /* a serving engine step: step_begin .. step_end */
 	EV_EMIT,        /* one emitted token of a request (token_emit, or a CLI token_end) */
 	EV_REQ_STATE,   /* a serving request queued, admitted or preempted */
+	/* --opencl: calls into the OpenCL ICD loader (bpf/opencl.bpf.h) */
+	EV_CL_KERNEL,   /* one clEnqueueNDRangeKernel */
+	EV_CL_WAIT,     /* clFinish, clWaitForEvents, a blocking read/write/map */
+	EV_CL_TRANSFER, /* clEnqueueRead/Write/MapBuffer */
+	EV_CL_BUILD,    /* clBuildProgram */
+	EV_CL_MEM,      /* clCreateBuffer / clReleaseMemObject */
+	EV_CL_DEVTIME,  /* device times the application read (clGetEventProfilingInfo) */
 	EV_TYPE_COUNT
 };
 
@@ -177,6 +191,8 @@ struct counters {
 	__u64 req_table_full;
 	/* Serving probes of a request never seen queued (before the attach). */
 	__u64 req_orphans;
+	/* --opencl calls not recorded: a per-thread or per-buffer table was full. */
+	__u64 cl_table_full;
 };
 
 
@@ -304,5 +320,7 @@ struct sample_event {
 	__u64 req;
 	__u32 pos, pad2;
 };
+
+#include "opencl_events.h"
 
 #endif

@@ -170,9 +170,20 @@ static const char *const cl_kernel_names[KERNEL_COUNT] = {
 	"swiglu", "residual", "qkv", "ffn_up", "attn_out", "ffn_down", "logits",
 };
 
+#ifdef INFER_PROBE_NAMES_ONLY
+/* The tracer's names of user-defined spans (--span), NULL for none. */
+const char *user_span_name(unsigned kind);
+#endif
+
 static inline const char *span_kind_name(unsigned kind)
 {
-	return kind < SPAN_KIND_COUNT ? span_kind_names[kind] : "unknown";
+	if (kind < SPAN_KIND_COUNT)
+		return span_kind_names[kind];
+#ifdef INFER_PROBE_NAMES_ONLY
+	if (user_span_name(kind))
+		return user_span_name(kind);
+#endif
+	return "unknown";
 }
 
 static inline const char *pool_name(unsigned pool)

@@ -1,5 +1,6 @@
 /* profile.c - sample and counter aggregation for profile mode (see profile.h). */
 #include "analysis/profile.h"
+#include "core/userspans.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -83,7 +84,7 @@ void profile_counters_init(struct profile_counters *pc, const char *const *names
 
 void profile_counters_add(struct profile_counters *pc, const struct span_event *ev)
 {
-	if (ev->kind >= SPAN_KIND_COUNT)
+	if (!span_kind_known(ev->kind))
 		return;
 	struct span_counter_totals *t = &pc->kinds[ev->kind];
 	t->spans++;
@@ -105,7 +106,7 @@ int profile_counters_write(const struct profile_counters *pc, FILE *out)
 	for (unsigned i = 0; i < pc->ncounters; i++)
 		fprintf(out, " %18s %14s", pc->names[i], "mean");
 	fputc('\n', out);
-	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++) {
+	for (unsigned k = 0; k < SPAN_KINDS; k++) {
 		const struct span_counter_totals *t = &pc->kinds[k];
 		if (!t->spans)
 			continue;
@@ -159,7 +160,7 @@ json_object *profile_counters_json(const struct profile_counters *pc)
 	json_object *all = json_object_new_object();
 	if (!all)
 		return NULL;
-	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++) {
+	for (unsigned k = 0; k < SPAN_KINDS; k++) {
 		if (!pc->kinds[k].spans)
 			continue;
 		if (put(all, span_kind_name(k), kind_json(pc, &pc->kinds[k]))) {

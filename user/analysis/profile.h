@@ -57,7 +57,7 @@ struct span_counter_totals {
 struct profile_counters {
 	unsigned ncounters;
 	const char *names[PERF_COUNTERS_MAX];  /* not owned */
-	struct span_counter_totals kinds[SPAN_KIND_COUNT];
+	struct span_counter_totals kinds[SPAN_KINDS];
 };
 
 void profile_counters_init(struct profile_counters *pc, const char *const *names, unsigned n);

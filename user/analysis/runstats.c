@@ -8,9 +8,9 @@ static struct dist *all_dists(struct runstats *r, size_t i)
 	struct dist *named[] = { &r->tokens, &r->requests, &r->ttft, &r->itl, &r->queue, &r->prefill,
 				 &r->decode, &r->steps, &r->step_tokens };
 
-	if (i < SPAN_KIND_COUNT)
+	if (i < SPAN_KINDS)
 		return &r->spans[i];
-	i -= SPAN_KIND_COUNT;
+	i -= SPAN_KINDS;
 	if (i < KERNEL_COUNT)
 		return &r->kernels[i];
 	i -= KERNEL_COUNT;
@@ -42,7 +42,7 @@ uint64_t runstats_spans(const struct runstats *r)
 {
 	uint64_t n = 0;
 
-	for (int k = 0; k < SPAN_KIND_COUNT; k++)
+	for (int k = 0; k < SPAN_KINDS; k++)
 		n += r->spans[k].hist.count;
 	return n;
 }

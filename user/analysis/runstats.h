@@ -16,7 +16,7 @@ struct slo {
 };
 
 struct runstats {
-	struct dist spans[SPAN_KIND_COUNT];
+	struct dist spans[SPAN_KINDS];
 	struct dist kernels[KERNEL_COUNT];
 	struct dist tokens, requests;
 	/* request level: from request, emit and step records */

@@ -32,6 +32,7 @@
 #include "core/grow.h"
 #include "core/maps.h"
 #include "core/session.h"
+#include "core/opencl_attach.h"
 #include "core/target.h"
 
 extern char **environ;
@@ -214,6 +215,17 @@ static int kv_entry(void *ctx, __u32 pid, const struct kv_val *v)
 	return 0;
 }
 
+static int clmem_entry(void *ctx, const struct cl_ctx_key *k, const struct cl_ctx_val *v)
+{
+	struct map_read *r = ctx;
+
+	if (ARRAY_GROW(r->s->clmems, r->cap, r->s->nclmems))
+		return -1;
+	r->s->clmems[r->s->nclmems++] = (struct prom_clmem){ k->pid, k->context, v->live_bytes, v->peak_bytes,
+							     v->creates, v->frees };
+	return 0;
+}
+
 static int serving_entry(void *ctx, __u32 pid, const struct serving_val *v)
 {
 	struct map_read *r = ctx;
@@ -227,9 +239,11 @@ static int serving_entry(void *ctx, __u32 pid, const struct serving_val *v)
 static int read_maps(struct daemon *d, struct prom_snapshot *s)
 {
 	struct map_read aggs = { d, s, 0 }, pools = { d, s, 0 }, kvs = { d, s, 0 }, serving = { d, s, 0 };
+	struct map_read clmems = { d, s, 0 };
 
 	return maps_foreach_agg(&d->s, agg_entry, &aggs) || maps_foreach_pool(&d->s, pool_entry, &pools) ||
-	       maps_foreach_kv(&d->s, kv_entry, &kvs) || maps_foreach_serving(&d->s, serving_entry, &serving) ? -1 : 0;
+	       maps_foreach_kv(&d->s, kv_entry, &kvs) || maps_foreach_serving(&d->s, serving_entry, &serving) ||
+	       maps_foreach_clmem(&d->s, clmem_entry, &clmems) ? -1 : 0;
 }
 
 static void map_memory_entry(void *ctx, const char *name, uint64_t bytes)
@@ -311,6 +325,11 @@ static void forget_pid(struct daemon *d, struct prom_snapshot *s, uint32_t pid)
 		if (s->servings[i].pid != pid)
 			s->servings[w++] = s->servings[i];
 	s->nservings = w;
+	w = 0;
+	for (size_t i = 0; i < s->nclmems; i++)
+		if (s->clmems[i].pid != pid)
+			s->clmems[w++] = s->clmems[i];
+	s->nclmems = w;
 	st_info("daemon: process %u exited; its series are gone from /metrics", pid);
 }
 
@@ -324,6 +343,8 @@ static int update_procs(struct daemon *d, struct prom_snapshot *s, uint64_t now,
 		note_pid(d, s->kvs[i].pid);
 	for (size_t i = 0; i < s->nservings; i++)
 		note_pid(d, s->servings[i].pid);
+	for (size_t i = 0; i < s->nclmems; i++)
+		note_pid(d, s->clmems[i].pid);
 
 	size_t w = 0;
 	for (size_t i = 0; i < d->nprocs; i++) {
@@ -460,8 +481,8 @@ static int start(struct daemon *d, char *err, size_t errlen)
 {
 	const struct daemon_config *c = &d->cfg;
 	int rc = c->pid > 0 ? target_from_pid(c->pid, &d->target, err, errlen)
-			    : target_from_program(c->binary, 0, &d->target, err, errlen);
-	if (rc)
+			    : target_or_opencl(c->binary, 0, c->opencl || c->spans, &d->target, err, errlen);
+	if (rc && (c->pid <= 0 || !(c->opencl || c->spans) || target_pid_without_probes(c->pid, &d->target)))
 		return -1;
 	if (c->jsonl_dir) {
 		struct rotate_opts ro = { c->jsonl_dir, "spantrace", c->file_max_bytes, c->total_max_bytes,
@@ -487,6 +508,8 @@ static int start(struct daemon *d, char *err, size_t errlen)
 		.level = c->common.level,
 		.stream_mode = STREAM_TAIL,
 		.ringbuf_kb = DAEMON_RINGBUF_KB,
+		.opencl = c->opencl,
+		.opencl_binary = c->pid > 0 ? NULL : c->binary,
 	};
 	struct event_sink tail = { &tail_handlers, d };
 	if (session_open(&d->s, &so, &tail, 1, err, errlen))
@@ -494,7 +517,9 @@ static int start(struct daemon *d, char *err, size_t errlen)
 	d->session_open = 1;
 	initial_thresholds(d);
 	write_thresholds(d);  /* before attaching: the map starts at 0 = stream all */
-	return session_attach(&d->s, d->target.elf, c->pid > 0 ? c->pid : -1, err, errlen);
+	if (session_attach(&d->s, d->target.elf, c->pid > 0 ? c->pid : -1, err, errlen))
+		return -1;
+	return c->opencl ? opencl_attach_target(&d->s, c->pid > 0 ? c->pid : -1, c->pid > 0, err, errlen) : 0;
 }
 
 static void stop(struct daemon *d)

@@ -3,6 +3,7 @@
  * validated once, so an error names where the bad value came from. */
 #include "commands/daemon_config.h"
 #include "core/numparse.h"
+#include "core/userspans.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -36,7 +37,8 @@ const char daemon_config_usage[] =
 	"usage: spantrace daemon --binary PATH [-p PID] [--listen ADDR:PORT] [--jsonl-dir DIR]\n"
 	"                        [--slow-ms X | --slow-pct P] [--interval SEC]\n"
 	"                        [--file-max SIZE] [--total-max SIZE] [--retain N]\n"
-	"                        [--level coarse|detail] [--duration SEC] [--otlp URL] [-q] [-v]\n"
+	"                        [--level coarse|detail] [--duration SEC] [--otlp URL] [--opencl] [--span SPEC]...\n"
+	"                        [-q] [-v]\n"
 	"Traces every current and future process of PATH (or only PID), serves Prometheus metrics on\n"
 	"http://ADDR:PORT/metrics (default 127.0.0.1:9464) and writes spans at least as slow\n"
 	"as the threshold (default: the running p99 of their kind) to rotating JSONL files.\n"
@@ -48,6 +50,9 @@ const char daemon_config_usage[] =
 	"--total-max 256M, --retain 16, --level coarse (forward/layer spans, tokens, requests,\n"
 	"memory; detail adds every op and OpenCL kernel at more probe hits per token).\n"
 	"--duration stops it after SEC seconds; -q logs nothing but errors; -v more.\n"
+	"--opencl also times the target's calls into the OpenCL ICD loader (libOpenCL.so.1; any\n"
+	"OpenCL program, no restart): spantrace_opencl_* histograms. --span uprobe:PATH:FUNCTION[:NAME]\n"
+	"or usdt:PATH:PROVIDER:BEGIN,END[:NAME] adds a span of any program (a span label).\n"
 	"SIGHUP reopens the JSONL file; SIGTERM and SIGINT flush and exit.\n";
 
 struct raw_value {
@@ -99,6 +104,20 @@ static int collect_flags(struct daemon_config *c, struct raw_value *raw, int arg
 		}
 		if (!strcmp(arg, "-q") || !strcmp(arg, "--quiet")) {
 			c->common.quiet = 1;
+			continue;
+		}
+		if (!strcmp(arg, "--opencl")) {
+			c->opencl = 1;
+			continue;
+		}
+		if (!strcmp(arg, "--span")) {   /* repeatable: straight into the table */
+			if (i + 1 >= argc) {
+				snprintf(err, errlen, "daemon: --span needs a value");
+				return DAEMON_CONFIG_ERROR;
+			}
+			if (user_span_add(argv[++i], err, errlen))
+				return DAEMON_CONFIG_ERROR;
+			c->spans++;
 			continue;
 		}
 		const char *eq = !strncmp(arg, "--", 2) ? strchr(arg, '=') : NULL;

@@ -42,6 +42,8 @@ struct daemon_config {
 	unsigned retain_files;
 	struct common_opts common;  /* level, duration, quiet */
 	int verbose;             /* -v: debug log (twice: libbpf's too) */
+	int opencl;              /* --opencl: the OpenCL ICD loader's calls too */
+	int spans;               /* --span specs given (core/userspans.h holds them) */
 };
 
 enum { DAEMON_CONFIG_OK = 0, DAEMON_CONFIG_HELP = 1, DAEMON_CONFIG_ERROR = -1 };

@@ -51,7 +51,7 @@ struct profiler {
 	struct outbuf spans;
 	uint64_t inherited;            /* samples attributed via proc_span */
 	uint64_t alloc_failed;
-	uint64_t span_count[SPAN_KIND_COUNT], span_ns[SPAN_KIND_COUNT];
+	uint64_t span_count[SPAN_KINDS], span_ns[SPAN_KINDS];
 	struct sym_pid {
 		pid_t pid;
 		int engine;                /* maps read after its first probe hit */
@@ -86,7 +86,7 @@ static void symbols_for_pid(struct profiler *p, pid_t pid, int engine)
 static int on_sample(void *ctx, const struct sample_event *e)
 {
 	struct profiler *p = ctx;
-	const char *span = e->kind < SPAN_KIND_COUNT ? span_kind_name(e->kind) : NULL;
+	const char *span = e->kind != SPAN_KIND_COUNT ? span_kind_name(e->kind) : NULL;
 	int have_k = maps_read_stack(p->s, e->kstack_id, p->kips) == 0;
 	int have_u = maps_read_stack(p->s, e->ustack_id, p->uips) == 0;
 
@@ -245,7 +245,7 @@ static json_object *samples_json(const struct profiler *p, const struct counters
 static json_object *spans_json(const struct profiler *p)
 {
 	json_object *j = json_object_new_object();
-	for (int k = 0; j && k < SPAN_KIND_COUNT; k++) {
+	for (int k = 0; j && k < SPAN_KINDS; k++) {
 		if (!p->span_count[k])
 			continue;
 		json_object *s = json_object_new_object();

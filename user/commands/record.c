@@ -17,7 +17,9 @@
 #include "core/launch.h"
 #include "core/maps.h"
 #include "core/numparse.h"
+#include "core/opencl_attach.h"
 #include "core/options.h"
+#include "core/userspans.h"
 #include "core/runloop.h"
 #include "core/session.h"
 #include "output/chrome.h"
@@ -39,6 +41,7 @@ struct record_opts {
 	uint64_t min_dur_ns;
 	int perf;                 /* --perf: span counter deltas */
 	struct slo slo;           /* --slo-ttft-ms, --slo-itl-ms: goodput */
+	int opencl;               /* --opencl: the OpenCL ICD loader's calls */
 };
 
 struct recorder {
@@ -143,15 +146,20 @@ static const char record_doc[] =
 	"        every engine process started from now on, coarse spans only\n"
 	"  spantrace record --csv spans.csv --summary s.json -- build/infer ...\n"
 	"        CSV rows and a summary file besides the JSONL on stdout\n"
+	"  spantrace record --span uprobe:/usr/bin/gzip:deflate -- gzip -k big.tar\n"
+	"        a function of any program as a span (histogram, JSONL, summary)\n"
+	"  spantrace record --opencl -p 4321 -o cl.jsonl\n"
+	"        any running OpenCL program: kernels by name, waits, transfers, buffers\n"
 	"\n"
 	"JSONL record types: session, span, token, request, emit, step, req_state, alloc, free, kv,\n"
-	"kernel, drops, summary.\n"
+	"kernel, drops, summary; with --opencl also cl_kernel, cl_wait, cl_transfer, cl_build,\n"
+	"cl_mem, cl_devtime.\n"
 	"Environment: SPANTRACE_OUTPUT, _CSV, _SUMMARY, _METRICS, _CHROME and _LEVEL mirror their\n"
 	"flags; a flag wins over its variable.\n"
 	"Needs CAP_BPF and CAP_PERFMON (or root).";
 
 enum { OPT_CSV = 1000, OPT_SUMMARY, OPT_METRICS, OPT_RINGBUF, OPT_MIN_DUR, OPT_PERF, OPT_CHROME,
-       OPT_SLO_TTFT, OPT_SLO_ITL, OPT_OTLP };
+       OPT_SLO_TTFT, OPT_SLO_ITL, OPT_OTLP, OPT_OPENCL, OPT_SPAN };
 
 static const struct argp_option record_options[] = {
 	{ "output", 'o', "FILE", 0, "JSONL output (default: stdout; '-' = stdout)", 1 },
@@ -161,6 +169,12 @@ static const struct argp_option record_options[] = {
 	{ "perf", OPT_PERF, NULL, 0, "Per-span perf counter deltas (" PERFEV_DEFAULT_EVENTS ") in span records and the summary", 1 },
 	{ "chrome", OPT_CHROME, "FILE", 0, "Chrome trace (ui.perfetto.dev) of the run as well", 1 },
 	{ "otlp", OPT_OTLP, "URL", 0, "Export spans as OTLP/HTTP JSON to URL/v1/traces (e.g. http://127.0.0.1:4318)", 1 },
+	{ "opencl", OPT_OPENCL, NULL, 0,
+	  "Also trace the target's calls into the OpenCL ICD loader (libOpenCL.so.1): kernels, waits, "
+	  "transfers, buffers, builds; any OpenCL program, no restart", 1 },
+	{ "span", OPT_SPAN, "SPEC", 0,
+	  "Also a span of any program: uprobe:PATH:FUNCTION[:NAME] (entry to return) or "
+	  "usdt:PATH:PROVIDER:BEGIN,END[:NAME] (repeatable)", 1 },
 	{ "ringbuf-kb", OPT_RINGBUF, "KB", 0, "Ring buffer size in KiB (default 2048, rounded up to 2^n pages)", 2 },
 	{ "min-dur-ns", OPT_MIN_DUR, "NS", 0, "Stream only spans at least this long (all are counted)", 2 },
 	{ "slo-ttft-ms", OPT_SLO_TTFT, "MS", 0, "Goodput: a request meets it if its time to first token is at most MS", 3 },
@@ -193,6 +207,8 @@ static error_t record_parse(int key, char *arg, struct argp_state *state)
 			argp_error(state, "invalid --min-dur-ns '%s'", arg);
 		break;
 	case OPT_PERF: o->perf = 1; break;
+	case OPT_OPENCL: o->opencl = o->target.probes_optional = 1; break;
+	case OPT_SPAN: user_span_option(state, arg, &o->target); break;
 	case OPT_SLO_TTFT:
 	case OPT_SLO_ITL: {
 		double ms;
@@ -317,6 +333,8 @@ static int start_session(struct recorder *r, char *err, size_t errlen)
 		.ringbuf_kb = o->ringbuf_kb,
 		.perf_ncounters = r->pc.ncounters,
 		.perf_ncpus = r->pc.ncpus,
+		.opencl = o->opencl,
+		.opencl_binary = r->o->target.binary,
 	};
 
 	if (session_open(&r->s, &so, sinks, record_sinks(r, sinks), err, errlen))
@@ -324,7 +342,9 @@ static int start_session(struct recorder *r, char *err, size_t errlen)
 	r->session_ok = 1;
 	if (r->pc.ncounters && perfev_counters_install(&r->pc, maps_perf_counters_fd(&r->s), err, errlen))
 		return -1;
-	return session_attach(&r->s, t->elf, t->pid > 0 ? t->pid : -1, err, errlen);
+	if (session_attach(&r->s, t->elf, t->pid > 0 ? t->pid : -1, err, errlen))
+		return -1;
+	return o->opencl ? opencl_attach_target(&r->s, t->pid, r->l.mode == LAUNCH_PID, err, errlen) : 0;
 }
 
 /* The first JSONL line; once it is on disk scripts know the probes are armed. */

@@ -12,7 +12,9 @@
 #include "core/launch.h"
 #include "core/maps.h"
 #include "core/numparse.h"
+#include "core/opencl_attach.h"
 #include "core/options.h"
+#include "core/userspans.h"
 #include "core/runloop.h"
 #include "core/session.h"
 #include "top/screen.h"
@@ -33,6 +35,7 @@ struct top_opts {
 	int iterations;          /* 0 = until the target exits or q / ^C */
 	int width;               /* batch frame width, 0 = 80 */
 	const char *cmd_output;
+	int opencl;              /* --opencl: rows for the OpenCL loader's calls */
 };
 
 struct top_run {
@@ -71,13 +74,15 @@ static const char top_doc[] =
 	"        five one-second text frames over every engine process\n"
 	"  spantrace top -b --level coarse -- build/infer model.bin --ids -n 64 -b cpu\n"
 	"        a frame a second until the command exits, then a final frame\n"
+	"  spantrace top --opencl -p $(pidof clpeak)\n"
+	"        any OpenCL program: its loader calls (enqueue, wait, transfer, build) as rows\n"
 	"\n"
 	"Batch mode ends when the target exits (after a final frame), after -n frames, after "
 	"--duration, or on SIGINT/SIGTERM (after a final frame). Dropped events are counted and "
 	"shown in the header. Environment: SPANTRACE_LEVEL, SPANTRACE_INTERVAL_SECS (-d) and "
 	"SPANTRACE_CMD_OUTPUT mirror their flags; a flag wins. Needs CAP_BPF and CAP_PERFMON (or root).";
 
-enum { OPT_CMD_OUTPUT = 0x5400 };
+enum { OPT_CMD_OUTPUT = 0x5400, OPT_OPENCL, OPT_SPAN };
 
 static const struct argp_option top_options[] = {
 	{ "delay", 'd', "SECONDS", 0, "Refresh interval (default 1; 0.1..3600); the window is 10 intervals", 1 },
@@ -86,6 +91,11 @@ static const struct argp_option top_options[] = {
 	{ "width", 'w', "COLS", 0, "Width of batch frames (default 80)", 1 },
 	{ "cmd-output", OPT_CMD_OUTPUT, "FILE", 0,
 	  "Send -- CMD's stdout and stderr here (default: /dev/null when interactive, else ours)", 1 },
+	{ "span", OPT_SPAN, "SPEC", 0,
+	  "Also a span of any program, a row of its own: uprobe:PATH:FUNCTION[:NAME] or "
+	  "usdt:PATH:PROVIDER:BEGIN,END[:NAME] (repeatable)", 1 },
+	{ "opencl", OPT_OPENCL, NULL, 0,
+	  "Also trace the target's calls into the OpenCL ICD loader: rows cl enqueue/wait/transfer/build/device", 1 },
 	{ 0 },
 };
 
@@ -115,6 +125,8 @@ static error_t top_parse(int key, char *arg, struct argp_state *state)
 		o->width = (int)v;
 		break;
 	case OPT_CMD_OUTPUT: o->cmd_output = arg; break;
+	case OPT_OPENCL: o->opencl = o->target.probes_optional = 1; break;
+	case OPT_SPAN: user_span_option(state, arg, &o->target); break;
 	case ARGP_KEY_END:
 		if (o->cmd_output && !o->target.cmd)
 			argp_error(state, "--cmd-output is only for -- CMD");
@@ -215,6 +227,8 @@ static int start_tracing(struct top_run *r, char *err, size_t errlen)
 		.pid_filter = t->pid > 0 ? (uint32_t)t->pid : 0,
 		.level = o->common.level,
 		.stream_mode = STREAM_ALL,
+		.opencl = o->opencl,
+		.opencl_binary = o->target.binary,
 	};
 
 	r->tv = topview_new((uint64_t)(o->delay_s * 1e9), TOPVIEW_DEFAULT_SLOTS, mono_now_ns());
@@ -227,6 +241,7 @@ static int start_tracing(struct top_run *r, char *err, size_t errlen)
 		return -1;
 	r->session_ok = 1;
 	if (session_attach(&r->s, t->elf, t->pid > 0 ? t->pid : -1, err, errlen) ||
+	    (o->opencl && opencl_attach_target(&r->s, t->pid, r->l.mode == LAUNCH_PID, err, errlen)) ||
 	    launch_release(&r->l, err, errlen))
 		return -1;
 	st_debug("attached to %s (pid %d) in %.3f ms", t->elf, (int)t->pid, r->s.attach_ns / 1e6);

@@ -1,6 +1,9 @@
 /* events.c - the record table and the one dispatch (see events.h). */
 #include "core/events.h"
 
+#include <string.h>
+#include "core/userspans.h"
+
 static int layer_ok(__s32 layer)
 {
 	return layer >= LAYER_NONE;
@@ -10,7 +13,8 @@ static enum event_verdict check_span(const void *rec)
 {
 	const struct span_event *e = rec;
 
-	if (e->kind >= SPAN_KIND_COUNT || e->parent_kind > SPAN_KIND_COUNT || e->depth >= SPAN_STACK_DEPTH ||
+	if (!span_kind_known(e->kind) || (e->parent_kind != SPAN_KIND_COUNT && !span_kind_known(e->parent_kind)) ||
+	    e->depth >= SPAN_STACK_DEPTH ||
 	    e->ncounters > PERF_COUNTERS_MAX || !layer_ok(e->layer) || !layer_ok(e->parent_layer))
 		return EVENT_BAD_FIELD;
 	return EVENT_OK;
@@ -34,7 +38,8 @@ static enum event_verdict check_sample(const void *rec)
 {
 	const struct sample_event *e = rec;
 
-	return e->kind <= SPAN_KIND_COUNT && layer_ok(e->layer) ? EVENT_OK : EVENT_BAD_FIELD;
+	return (e->kind == SPAN_KIND_COUNT || span_kind_known(e->kind)) && layer_ok(e->layer) ? EVENT_OK
+											      : EVENT_BAD_FIELD;
 }
 
 static enum event_verdict check_request(const void *rec)
@@ -49,6 +54,40 @@ static enum event_verdict check_req_state(const void *rec)
 	const struct req_state_event *e = rec;
 
 	return e->state < REQ_STATE_COUNT ? EVENT_OK : EVENT_BAD_FIELD;
+}
+
+/* A kernel name is a NUL-terminated string inside its field. */
+static int name_ok(const char *name, size_t size)
+{
+	return memchr(name, 0, size) != NULL;
+}
+
+static enum event_verdict check_cl_kernel(const void *rec)
+{
+	const struct cl_kernel_event *e = rec;
+
+	return name_ok(e->name, sizeof(e->name)) ? EVENT_OK : EVENT_BAD_FIELD;
+}
+
+static enum event_verdict check_cl_call(const void *rec)
+{
+	const struct cl_call_event *e = rec;
+
+	return e->op < CL_OP_COUNT && e->blocking <= 1 ? EVENT_OK : EVENT_BAD_FIELD;
+}
+
+static enum event_verdict check_cl_mem(const void *rec)
+{
+	const struct cl_mem_event *e = rec;
+
+	return e->op < CL_MEM_OP_COUNT && e->freed <= 1 && e->unknown <= 1 ? EVENT_OK : EVENT_BAD_FIELD;
+}
+
+static enum event_verdict check_cl_devtime(const void *rec)
+{
+	const struct cl_devtime_event *e = rec;
+
+	return e->mask <= 15 && e->named <= 1 && name_ok(e->name, sizeof(e->name)) ? EVENT_OK : EVENT_BAD_FIELD;
 }
 
 static enum event_verdict check_nothing(const void *rec)
@@ -74,6 +113,12 @@ static const struct {
 	[EV_STEP] = { "step", sizeof(struct step_event), check_nothing },
 	[EV_EMIT] = { "emit", sizeof(struct emit_event), check_nothing },
 	[EV_REQ_STATE] = { "req_state", sizeof(struct req_state_event), check_req_state },
+	[EV_CL_KERNEL] = { "cl_kernel", sizeof(struct cl_kernel_event), check_cl_kernel },
+	[EV_CL_WAIT] = { "cl_wait", sizeof(struct cl_call_event), check_cl_call },
+	[EV_CL_TRANSFER] = { "cl_transfer", sizeof(struct cl_call_event), check_cl_call },
+	[EV_CL_BUILD] = { "cl_build", sizeof(struct cl_call_event), check_cl_call },
+	[EV_CL_MEM] = { "cl_mem", sizeof(struct cl_mem_event), check_cl_mem },
+	[EV_CL_DEVTIME] = { "cl_devtime", sizeof(struct cl_devtime_event), check_cl_devtime },
 };
 
 const char *event_type_name(unsigned type)
@@ -125,6 +170,12 @@ static int handle(const struct event_sink *s, unsigned t, const void *rec)
 	case EV_STEP: return on->step ? on->step(s->ctx, rec) : 0;
 	case EV_EMIT: return on->emit ? on->emit(s->ctx, rec) : 0;
 	case EV_REQ_STATE: return on->req_state ? on->req_state(s->ctx, rec) : 0;
+	case EV_CL_KERNEL: return on->cl_kernel ? on->cl_kernel(s->ctx, rec) : 0;
+	case EV_CL_WAIT:
+	case EV_CL_TRANSFER:
+	case EV_CL_BUILD: return on->cl_call ? on->cl_call(s->ctx, rec) : 0;
+	case EV_CL_MEM: return on->cl_mem ? on->cl_mem(s->ctx, rec) : 0;
+	case EV_CL_DEVTIME: return on->cl_devtime ? on->cl_devtime(s->ctx, rec) : 0;
 	default: return 0;
 	}
 }

@@ -31,6 +31,11 @@ struct event_handlers {
 	int (*step)(void *ctx, const struct step_event *e);
 	int (*emit)(void *ctx, const struct emit_event *e);
 	int (*req_state)(void *ctx, const struct req_state_event *e);
+	/* --opencl (bpf/opencl_events.h) */
+	int (*cl_kernel)(void *ctx, const struct cl_kernel_event *e);
+	int (*cl_call)(void *ctx, const struct cl_call_event *e);  /* wait, transfer, build */
+	int (*cl_mem)(void *ctx, const struct cl_mem_event *e);
+	int (*cl_devtime)(void *ctx, const struct cl_devtime_event *e);
 };
 
 struct event_sink {

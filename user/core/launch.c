@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "core/log.h"
 
 #define TERM_GRACE_MS 2000  /* a command gets this long after SIGTERM, then SIGKILL */
 
@@ -205,15 +206,18 @@ int launch_start(struct launch *l, const struct launch_opts *o, char *err, size_
 	l->mode = launch_opts_mode(o);
 	switch (l->mode) {
 	case LAUNCH_PID:
-		if (target_from_pid(o->pid, &l->target, err, errlen))
+		if (target_from_pid(o->pid, &l->target, err, errlen) &&
+		    (!o->probes_optional || target_pid_without_probes(o->pid, &l->target)))
 			return -1;
+		if (!l->target.elf[0])
+			st_debug("no infer probes in pid %d: OpenCL calls only", (int)o->pid);
 		/* Without pidfd (old kernel) launch_target_gone falls back to kill(). */
 		l->pidfd = (int)syscall(SYS_pidfd_open, o->pid, 0);
 		return 0;
 	case LAUNCH_BINARY:
-		return target_from_program(o->binary, 0, &l->target, err, errlen);
+		return target_or_opencl(o->binary, 0, o->probes_optional, &l->target, err, errlen);
 	case LAUNCH_COMMAND:
-		if ((rc = target_from_program(o->cmd[0], 1, &l->target, err, errlen)))
+		if ((rc = target_or_opencl(o->cmd[0], 1, o->probes_optional, &l->target, err, errlen)))
 			return rc;
 		return start_command(l, o, err, errlen);
 	default:

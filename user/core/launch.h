@@ -41,6 +41,8 @@ struct launch_opts {
 	/* Only for a command (the caller sets them, not launch_argp): */
 	const char *cmd_output;  /* its stdout and stderr go here; NULL = ours */
 	int cmd_stdin_null;      /* its stdin is /dev/null (e.g. we own the tty) */
+	int probes_optional;     /* --opencl, --span: a target without `infer` probes
+				  * is fine (target.elf is then empty) */
 };
 
 enum launch_mode { LAUNCH_NONE = 0, LAUNCH_PID, LAUNCH_BINARY, LAUNCH_COMMAND };

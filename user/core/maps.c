@@ -99,6 +99,18 @@ int maps_foreach_pool(const struct session *s, maps_pool_fn fn, void *ctx)
 	return walk(s->skel->maps.pools, pool_entry, &w);
 }
 
+static int clmem_entry(void *ctx, const void *key, const void *value)
+{
+	struct typed_walk *w = ctx;
+	return ((maps_clmem_fn)w->fn)(w->ctx, key, value);
+}
+
+int maps_foreach_clmem(const struct session *s, maps_clmem_fn fn, void *ctx)
+{
+	struct typed_walk w = { (void *)fn, ctx };
+	return walk(s->skel->maps.cl_ctxmem, clmem_entry, &w);
+}
+
 static int kv_entry(void *ctx, const void *key, const void *value)
 {
 	struct typed_walk *w = ctx;
@@ -147,6 +159,35 @@ static int collect_pid_key(void *ctx, const struct agg_key *k, const struct agg_
 	return 0;
 }
 
+/* The same for cl_ctxmem's {pid, context} keys. */
+struct pid_cl_keys {
+	__u32 pid;
+	struct cl_ctx_key *keys;
+	size_t n, cap;
+};
+
+static int collect_pid_cl_key(void *ctx, const struct cl_ctx_key *k, const struct cl_ctx_val *v)
+{
+	struct pid_cl_keys *pk = ctx;
+
+	if (k->pid != pk->pid)
+		return 0;
+	if (ARRAY_GROW(pk->keys, pk->cap, pk->n))
+		return -1;
+	pk->keys[pk->n++] = *k;
+	return 0;
+}
+
+static void forget_pid_clmem(const struct session *s, __u32 pid)
+{
+	struct pid_cl_keys pk = { .pid = pid };
+
+	maps_foreach_clmem(s, collect_pid_cl_key, &pk);
+	for (size_t i = 0; i < pk.n; i++)
+		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.cl_ctxmem), &pk.keys[i]);
+	free(pk.keys);
+}
+
 void maps_forget_pid(const struct session *s, __u32 pid)
 {
 	struct pid_keys pk = { .pid = pid };
@@ -161,6 +202,7 @@ void maps_forget_pid(const struct session *s, __u32 pid)
 	}
 	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.kv), &pid);
 	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.serving), &pid);
+	forget_pid_clmem(s, pid);
 }
 
 /* ---- tables userspace writes or reads by key ---- */

@@ -22,6 +22,9 @@ int maps_foreach_agg(const struct session *s, maps_agg_fn fn, void *ctx);
 /* `pools`: live/peak/reserved bytes per (pid, pool). */
 typedef int (*maps_pool_fn)(void *ctx, const struct pool_key *k, const struct pool_val *v);
 int maps_foreach_pool(const struct session *s, maps_pool_fn fn, void *ctx);
+/* --opencl: device memory per {pid, context} (map cl_ctxmem, bpf/opencl.bpf.h). */
+typedef int (*maps_clmem_fn)(void *ctx, const struct cl_ctx_key *k, const struct cl_ctx_val *v);
+int maps_foreach_clmem(const struct session *s, maps_clmem_fn fn, void *ctx);
 
 /* `kv`: the last kv_usage of each pid. */
 typedef int (*maps_kv_fn)(void *ctx, __u32 pid, const struct kv_val *v);

@@ -13,6 +13,8 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "core/opencl_attach.h"
+#include "core/userspans.h"
 #include "spantrace.skel.h"
 
 #ifndef CAP_PERFMON
@@ -109,6 +111,11 @@ static int size_profile_maps(struct session *s, const struct session_opts *o,
 	}
 	/* The sampling program is only verified and loaded when it is used. */
 	bpf_program__set_autoload(s->skel->progs.profile_sample, o->perf_mode != 0);
+	if (opencl_set_autoload(s->skel, o->opencl, o->opencl_binary)) {
+		snprintf(err, errlen, "cannot set up --opencl (%s)",
+			 o->opencl_binary ? o->opencl_binary : "map sizes");
+		return -1;
+	}
 	return 0;
 }
 
@@ -177,7 +184,7 @@ fail:
 	return -1;
 }
 
-static int add_link(struct session *s, struct bpf_link *link)
+int session_add_link(struct session *s, struct bpf_link *link)
 {
 	struct bpf_link **nl = realloc(s->links, (s->nlinks + 1) * sizeof(*nl));
 
@@ -208,7 +215,7 @@ static int attach_probe(struct session *s, struct bpf_program *prog, const char 
 			 pid > 0 ? "" : " (all processes)", strerror(e));
 		return -1;
 	}
-	if (add_link(s, link)) {
+	if (session_add_link(s, link)) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -254,16 +261,18 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 	/* The exit cleanup once per session. */
 	if (s->nlinks == 0) {
 		link = bpf_program__attach(sk->progs.handle_exit);
-		if (!link || add_link(s, link)) {
+		if (!link || session_add_link(s, link)) {
 			snprintf(err, errlen, "cannot attach sched_process_exit: %s", strerror(errno));
 			return -1;
 		}
 	}
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
 		/* unattached sites stay nops */
-		if ((!table[i].detail_only || s->level == LEVEL_DETAIL) &&
+		if (elf[0] && (!table[i].detail_only || s->level == LEVEL_DETAIL) &&
 		    attach_probe(s, table[i].prog, table[i].probe, elf, pid, err, errlen))
 			return -1;
+	if (user_span_count() && user_spans_attach(s, pid, err, errlen))
+		return -1;
 	s->attach_ns = mono_now_ns() - t0;
 	s->skel->bss->armed = 1; /* see span_orphan() in the BPF program */
 	return 0;
@@ -281,7 +290,7 @@ int session_attach_sampler(struct session *s, const int *fds, unsigned nfds,
 			snprintf(err, errlen, "cannot attach the sampler on CPU %u: %s", cpu, strerror(errno));
 			return -1;
 		}
-		if (add_link(s, link)) {
+		if (session_add_link(s, link)) {
 			snprintf(err, errlen, "out of memory");
 			return -1;
 		}

@@ -35,6 +35,8 @@ struct session_opts {
 	unsigned ringbuf_kb;          /* 0 = default 2048; rounded up to 2^n pages */
 	unsigned perf_ncounters;      /* span perf counters per CPU, 0 = off */
 	unsigned perf_ncpus;          /* possible CPUs the counter map spans */
+	int opencl;                   /* load the --opencl programs (core/opencl_attach.h) */
+	const char *opencl_binary;    /* --opencl --binary: only this executable's processes */
 };
 
 struct spantrace_bpf;
@@ -65,8 +67,12 @@ int session_check_caps(char *err, size_t errlen);
 int session_open(struct session *s, const struct session_opts *o, const struct event_sink *sinks,
 		 size_t nsinks, char *err, size_t errlen);
 /* Attaches every program the level wants to the `infer` probes of `elf`;
- * pid -1 attaches to every process mapping it, now and later. */
+ * pid -1 attaches to every process mapping it, now and later. An empty elf
+ * (an --opencl target without our probes) attaches only the exit cleanup.
+ * The --span specs (core/userspans.h) are attached too, for pid. */
 int session_attach(struct session *s, const char *elf, pid_t pid, char *err, size_t errlen);
+/* Keeps link for session_detach (0), or destroys it (-1: out of memory). */
+int session_add_link(struct session *s, struct bpf_link *link);
 /* Profile mode (session_open with perf_mode set; after session_attach):
  * attaches the sampling program to every per-CPU sampling fd (fds[i] < 0
  * are skipped). The counter fds go in with perfev_counters_install() into

@@ -392,3 +392,51 @@ int resolve_command(const char *cmd, char *out, size_t outlen)
 	errno = ENOENT;
 	return -1;
 }
+
+/* ---- a function's first bytes (core/opencl_attach.c picks its probe site) ---- */
+static uint64_t dynsym_addr(struct elf_file *f, const char *func)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr shdr;
+	GElf_Sym sym;
+
+	while ((scn = elf_nextscn(f->elf, scn))) {
+		Elf_Data *d;
+		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_DYNSYM || !shdr.sh_entsize)
+			continue;
+		d = elf_getdata(scn, NULL);
+		for (size_t i = 0; d && i < shdr.sh_size / shdr.sh_entsize; i++) {
+			const char *name;
+			if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_value)
+				continue;
+			name = elf_strptr(f->elf, shdr.sh_link, sym.st_name);
+			if (name && !strcmp(name, func))
+				return sym.st_value;
+		}
+	}
+	return 0;
+}
+
+int elf_func_bytes(const char *path, const char *func, uint8_t *buf, size_t n)
+{
+	struct elf_file f;
+	char err[PATH_MAX + 64];
+	uint64_t addr;
+	GElf_Phdr ph;
+	size_t nph;
+	int rc = -1;
+
+	if (elf_file_open(path, &f, err, sizeof(err)))
+		return -1;
+	addr = dynsym_addr(&f, func);
+	for (size_t i = 0; addr && !elf_getphdrnum(f.elf, &nph) && i < nph && rc; i++) {
+		if (!gelf_getphdr(f.elf, (int)i, &ph) || ph.p_type != PT_LOAD || addr < ph.p_vaddr ||
+		    addr + n > ph.p_vaddr + ph.p_filesz)
+			continue;
+		if (pread(f.fd, buf, n, (off_t)(addr - ph.p_vaddr + ph.p_offset)) == (ssize_t)n)
+			rc = 0;
+		break;
+	}
+	elf_file_close(&f);
+	return rc;
+}

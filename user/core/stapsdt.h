@@ -36,6 +36,10 @@ size_t sdt_count_provider(const char *path, const char *provider);
 int sdt_find_provider_elf(const char *exe, const char *provider, char *out, size_t outlen,
 			  char *err, size_t errlen);
 
+/* The first n bytes of the code of `func`, a function in path's dynamic
+ * symbol table. 0, or -1 (unreadable, no such function). */
+int elf_func_bytes(const char *path, const char *func, uint8_t *buf, size_t n);
+
 /* Resolves a command name like execvp would (PATH when it has no '/'). */
 int resolve_command(const char *cmd, char *out, size_t outlen);
 

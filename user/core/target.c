@@ -109,6 +109,29 @@ int target_from_pid(pid_t pid, struct target *t, char *err, size_t errlen)
 	return -1;
 }
 
+int target_mapped_lib(pid_t pid, const char *prefix, char *elf, size_t elflen, char *shown,
+		      size_t shownlen)
+{
+	char maps[64], line[PATH_MAX + 256];
+	const char *base;
+	int rc = -1;
+	FILE *f;
+
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)pid);
+	f = fopen(maps, "re");
+	if (!f)
+		return -1;
+	while (rc && fgets(line, sizeof(line), f)) {
+		if (mapped_file(pid, line, elf, elflen, shown, shownlen))
+			continue;
+		base = strrchr(shown, '/');
+		if (base && !strncmp(base + 1, prefix, strlen(prefix)))
+			rc = 0;
+	}
+	fclose(f);
+	return rc;
+}
+
 int target_from_program(const char *prog, int search_path, struct target *t, char *err,
 			size_t errlen)
 {
@@ -126,5 +149,30 @@ int target_from_program(const char *prog, int search_path, struct target *t, cha
 		return -1;
 	snprintf(t->shown, sizeof(t->shown), "%s", t->elf);
 	fill_build_id(t);
+	return 0;
+}
+
+int target_or_opencl(const char *prog, int search_path, int opencl, struct target *t, char *err,
+		     size_t errlen)
+{
+	char exe[PATH_MAX];
+
+	if (!target_from_program(prog, search_path, t, err, errlen))
+		return 0;
+	if (!opencl || (search_path ? resolve_command(prog, exe, sizeof(exe)) : access(prog, R_OK)))
+		return -1;
+	memset(t, 0, sizeof(*t));
+	t->pid = -1;
+	snprintf(t->shown, sizeof(t->shown), "%s", prog);
+	return 0;
+}
+
+int target_pid_without_probes(pid_t pid, struct target *t)
+{
+	if (kill(pid, 0))
+		return -1;
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	snprintf(t->shown, sizeof(t->shown), "pid %d", (int)pid);
 	return 0;
 }

@@ -20,6 +20,19 @@ int target_from_pid(pid_t pid, struct target *t, char *err, size_t errlen);
 int target_from_program(const char *prog, int search_path, struct target *t, char *err,
 			size_t errlen);
 
+/* --opencl: a target without `infer` probes is fine, its OpenCL calls are
+ * traced in the loader. target_or_opencl is target_from_program that, with
+ * opencl set, accepts a program that exists but has no probes; and
+ * target_pid_without_probes a live pid. Either leaves t->elf empty. */
+int target_or_opencl(const char *prog, int search_path, int opencl, struct target *t, char *err,
+		     size_t errlen);
+int target_pid_without_probes(pid_t pid, struct target *t);
+
+/* The first file mapped by pid whose base name starts with prefix (e.g.
+ * "libOpenCL.so"): elf gets a path to open, shown its name. 0 or -1. */
+int target_mapped_lib(pid_t pid, const char *prefix, char *elf, size_t elflen, char *shown,
+		      size_t shownlen);
+
 /* Parses a positive pid; -1 on bad text. */
 pid_t parse_pid(const char *s);
 

@@ -38,7 +38,7 @@ static void span_fields(struct outbuf *ob, const void *rec)
 	ob_s64(ob, e->layer);
 	ob_key(ob, "depth");
 	ob_u64(ob, e->depth);
-	if (e->parent_kind < SPAN_KIND_COUNT) {
+	if (e->parent_kind != SPAN_KIND_COUNT) {
 		ob_key_name(ob, "parent", span_kind_name(e->parent_kind));
 	} else {
 		ob_key(ob, "parent");
@@ -242,6 +242,147 @@ static void kernel_fields(struct outbuf *ob, const void *rec)
 	ob_u64(ob, e->pos);
 }
 
+/* ---- --opencl records: what the loader could not tell is null ---- */
+static void u64_or_null(struct outbuf *ob, const char *key, int known, uint64_t v)
+{
+	ob_key(ob, key);
+	if (known)
+		ob_u64(ob, v);
+	else
+		ob_lit(ob, "null");
+}
+
+static void cl_name_field(struct outbuf *ob, int known, const char *name, size_t size)
+{
+	ob_key(ob, "name");
+	if (known)
+		ob_jstr(ob, name, size);
+	else
+		ob_lit(ob, "null");
+}
+
+static void cl_sizes(struct outbuf *ob, const char *key, int known, const __u64 *v, unsigned dim)
+{
+	ob_key(ob, key);
+	if (!known) {
+		ob_lit(ob, "null");
+		return;
+	}
+	ob_lit(ob, "[");
+	for (unsigned i = 0; i < dim && i < 3; i++) {
+		if (i)
+			ob_lit(ob, ",");
+		ob_u64(ob, v[i]);
+	}
+	ob_lit(ob, "]");
+}
+
+static void cl_kernel_fields(struct outbuf *ob, const void *rec)
+{
+	const struct cl_kernel_event *e = rec;
+
+	cl_name_field(ob, e->flags & CL_K_NAMED, e->name, sizeof(e->name));
+	ob_key(ob, "api");
+	ob_lit(ob, "\"opencl\"");
+	ob_key(ob, "kernel");
+	ob_u64(ob, e->kernel);
+	ob_key(ob, "queue");
+	ob_u64(ob, e->queue);
+	ob_key(ob, "work_dim");
+	ob_u64(ob, e->work_dim);
+	cl_sizes(ob, "global", 1, e->global, e->work_dim);
+	cl_sizes(ob, "local", e->flags & CL_K_LOCAL, e->local, e->work_dim);
+	ob_key(ob, "host_ns");
+	ob_u64(ob, e->host_ns);
+	ob_key(ob, "status");
+	ob_s64(ob, e->status);
+	u64_or_null(ob, "event", e->flags & CL_K_EVENT, e->event);
+	/* Device times are known only from a cl_devtime record (same event). */
+	ob_lit(ob, ",\"queued_ns\":null,\"submit_ns\":null,\"start_ns\":null,\"end_ns\":null");
+}
+
+static const char *const cl_op_names[CL_OP_COUNT] = {
+	"clFinish", "clWaitForEvents", "clEnqueueReadBuffer", "clEnqueueWriteBuffer",
+	"clEnqueueMapBuffer", "clBuildProgram",
+};
+
+/* read: device to host; write: host to device; map: by its flags (1 read). */
+static const char *cl_direction(const struct cl_call_event *e)
+{
+	if (e->op == CL_OP_READ)
+		return "d2h";
+	if (e->op == CL_OP_WRITE)
+		return "h2d";
+	return (e->flags & 2) ? "map_write" : "map_read";
+}
+
+static void cl_call_fields(struct outbuf *ob, const void *rec)
+{
+	const struct cl_call_event *e = rec;
+
+	ob_key_name(ob, "call", e->op < CL_OP_COUNT ? cl_op_names[e->op] : "?");
+	ob_key(ob, "host_ns");
+	ob_u64(ob, e->host_ns);
+	ob_key(ob, e->op == CL_OP_BUILD ? "program" : "queue");
+	ob_u64(ob, e->handle);
+	ob_key(ob, "status");
+	ob_s64(ob, e->status);
+	if (e->op == CL_OP_WAIT_EVENTS) {
+		ob_key(ob, "events");
+		ob_u64(ob, e->bytes);
+	}
+	if (e->h.type != EV_CL_TRANSFER && e->op != CL_OP_READ && e->op != CL_OP_WRITE && e->op != CL_OP_MAP)
+		return;
+	ob_key(ob, "bytes");
+	ob_u64(ob, e->bytes);
+	ob_key_name(ob, "direction", cl_direction(e));
+	ob_key(ob, "blocking");
+	ob_lit(ob, e->blocking ? "true" : "false");
+	/* A non-blocking call only enqueues: its host time says nothing of the copy. */
+	ob_key(ob, "gbps");
+	if (e->blocking && e->host_ns)
+		ob_double(ob, (double)e->bytes / (double)e->host_ns);
+	else
+		ob_lit(ob, "null");
+}
+
+static void cl_mem_fields(struct outbuf *ob, const void *rec)
+{
+	const struct cl_mem_event *e = rec;
+
+	ob_key_name(ob, "op", e->op == CL_MEM_CREATE ? "create" : "release");
+	ob_key(ob, "mem");
+	ob_u64(ob, e->mem);
+	u64_or_null(ob, "context", !e->unknown, e->context);
+	u64_or_null(ob, "bytes", !e->unknown, e->bytes);
+	u64_or_null(ob, "live_bytes", !e->unknown, e->live_bytes);
+	u64_or_null(ob, "peak_bytes", !e->unknown, e->peak_bytes);
+	ob_key(ob, "freed");
+	ob_lit(ob, e->freed ? "true" : "false");
+	ob_key(ob, "unknown");
+	ob_lit(ob, e->unknown ? "true" : "false");
+	ob_key(ob, "status");
+	ob_s64(ob, e->status);
+}
+
+static void cl_devtime_fields(struct outbuf *ob, const void *rec)
+{
+	const struct cl_devtime_event *e = rec;
+	static const char *const keys[4] = { "queued_ns", "submit_ns", "start_ns", "end_ns" };
+
+	cl_name_field(ob, e->named, e->name, sizeof(e->name));
+	ob_key(ob, "event");
+	ob_u64(ob, e->event);
+	ob_key(ob, "kernel");
+	ob_u64(ob, e->kernel);
+	ob_key(ob, "queue");
+	ob_u64(ob, e->queue);
+	for (int i = 0; i < 4; i++)
+		u64_or_null(ob, keys[i], e->mask & (1u << i), e->t[i]);
+	u64_or_null(ob, "dur_ns", (e->mask & (CL_T_START | CL_T_END)) == (CL_T_START | CL_T_END) &&
+		    e->t[3] >= e->t[2], e->t[3] - e->t[2]);
+}
+
 static int on_span(void *ob, const struct span_event *e) { return line(ob, &e->h, span_fields, e); }
 static int on_token(void *ob, const struct token_event *e) { return line(ob, &e->h, token_fields, e); }
 static int on_request(void *ob, const struct request_event *e) { return line(ob, &e->h, request_fields, e); }
@@ -251,6 +392,10 @@ static int on_kernel(void *ob, const struct kernel_event *e) { return line(ob, &
 static int on_step(void *ob, const struct step_event *e) { return line(ob, &e->h, step_fields, e); }
 static int on_emit(void *ob, const struct emit_event *e) { return line(ob, &e->h, emit_fields, e); }
 static int on_req_state(void *ob, const struct req_state_event *e) { return line(ob, &e->h, req_state_fields, e); }
+static int on_cl_kernel(void *ob, const struct cl_kernel_event *e) { return line(ob, &e->h, cl_kernel_fields, e); }
+static int on_cl_call(void *ob, const struct cl_call_event *e) { return line(ob, &e->h, cl_call_fields, e); }
+static int on_cl_mem(void *ob, const struct cl_mem_event *e) { return line(ob, &e->h, cl_mem_fields, e); }
+static int on_cl_devtime(void *ob, const struct cl_devtime_event *e) { return line(ob, &e->h, cl_devtime_fields, e); }
 
 const struct event_handlers jsonl_handlers = {
 	.span = on_span,
@@ -263,6 +408,10 @@ const struct event_handlers jsonl_handlers = {
 	.step = on_step,
 	.emit = on_emit,
 	.req_state = on_req_state,
+	.cl_kernel = on_cl_kernel,
+	.cl_call = on_cl_call,
+	.cl_mem = on_cl_mem,
+	.cl_devtime = on_cl_devtime,
 };
 
 int jsonl_write_record(struct outbuf *ob, const void *data, size_t size)

@@ -13,7 +13,7 @@
 struct pid_interval {
 	__u32 pid;
 	uint64_t tokens;
-	struct hist *series[SPAN_KIND_COUNT][LAYER_SLOTS];
+	struct hist *series[SPAN_KINDS][LAYER_SLOTS];
 };
 
 struct metrics_stream {
@@ -37,7 +37,7 @@ void metrics_free(struct metrics_stream *m)
 	if (!m)
 		return;
 	for (size_t i = 0; i < m->npids; i++) {
-		for (int k = 0; k < SPAN_KIND_COUNT; k++)
+		for (int k = 0; k < SPAN_KINDS; k++)
 			for (int l = 0; l < LAYER_SLOTS; l++)
 				free(m->pids[i]->series[k][l]);
 		free(m->pids[i]);
@@ -194,7 +194,7 @@ static int pid_records(struct metrics_stream *m, struct pid_interval *p, struct 
 {
 	const struct proc_state *ps = proc_table_find(m->procs, p->pid);
 
-	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
+	for (unsigned k = 0; k < SPAN_KINDS; k++)
 		for (unsigned l = 0; l < LAYER_SLOTS; l++) {
 			struct hist *h = p->series[k][l];
 			if (!h || !h->count)

@@ -104,11 +104,11 @@ static json_object *agg_attrs(struct mbuild *m, const struct prom_agg *a)
 {
 	json_object *attrs = proc_attrs(m, a->pid);
 
-	if (a->kind < SPAN_KIND_COUNT)
+	if (a->kind < SPAN_KINDS)   /* the engine's kinds, and --span ones */
 		attr(m, attrs, "span", span_kind_name(a->kind), 0, 0);
 	else if (a->kind >= AGG_KIND_KERNEL_BASE && a->kind < AGG_KIND_KERNEL_BASE + KERNEL_COUNT)
 		attr(m, attrs, "kernel", cl_kernel_name(a->kind - AGG_KIND_KERNEL_BASE), 0, 0);
-	if (a->kind < SPAN_KIND_COUNT || a->kind >= AGG_KIND_KERNEL_BASE)
+	if (a->kind < SPAN_KINDS || a->kind >= AGG_KIND_KERNEL_BASE)
 		attr(m, attrs, "layer", NULL, a->layer, 1);
 	return attrs;
 }

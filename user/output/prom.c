@@ -190,11 +190,12 @@ enum agg_class { CLASS_SPAN, CLASS_KERNEL, CLASS_PROCESS, CLASS_NONE };
 
 static enum agg_class class_of(uint32_t kind)
 {
-	if (kind < SPAN_KIND_COUNT)
+	if (kind < SPAN_KINDS)
 		return CLASS_SPAN;
 	if (kind >= AGG_KIND_KERNEL_BASE && kind < AGG_KIND_KERNEL_BASE + KERNEL_COUNT)
 		return CLASS_KERNEL;
-	if (kind >= AGG_KIND_TOKEN && kind <= AGG_KIND_STEP_TOKENS)
+	if ((kind >= AGG_KIND_TOKEN && kind <= AGG_KIND_STEP_TOKENS) ||
+	    (kind >= AGG_KIND_CL_ENQUEUE && kind <= AGG_KIND_CL_DEVICE))
 		return CLASS_PROCESS;
 	return CLASS_NONE;
 }
@@ -204,7 +205,7 @@ static enum agg_class class_of(uint32_t kind)
  * name each stands for is in the README. */
 static const struct histogram_family families[] = {
 	{ "spantrace_span_duration_seconds",
-	  "Engine span durations (span_begin/op_begin to end) by span kind and layer.", 0, SPAN_KIND_COUNT - 1, 0 },
+	  "Engine span durations (span_begin/op_begin to end) by span kind and layer.", 0, SPAN_KINDS - 1, 0 },
 	{ "spantrace_token_duration_seconds", "Per-token decode time (token_begin to token_end).",
 	  AGG_KIND_TOKEN, AGG_KIND_TOKEN, 0 },
 	{ "spantrace_request_duration_seconds", "Request durations, end to end (as e2e_request_latency).",
@@ -225,6 +226,18 @@ static const struct histogram_family families[] = {
 	  AGG_KIND_STEP, AGG_KIND_STEP, 0 },
 	{ "spantrace_iteration_tokens", "Tokens (prefill + decode) per serving engine step.",
 	  AGG_KIND_STEP_TOKENS, AGG_KIND_STEP_TOKENS, 1 },
+	{ "spantrace_opencl_enqueue_seconds", "Host time in clEnqueueNDRangeKernel (--opencl).",
+	  AGG_KIND_CL_ENQUEUE, AGG_KIND_CL_ENQUEUE, 0 },
+	{ "spantrace_opencl_wait_seconds",
+	  "Host time blocked in clFinish, clWaitForEvents and blocking transfers (--opencl).",
+	  AGG_KIND_CL_WAIT, AGG_KIND_CL_WAIT, 0 },
+	{ "spantrace_opencl_transfer_seconds", "Host time in clEnqueueRead/Write/MapBuffer (--opencl).",
+	  AGG_KIND_CL_TRANSFER, AGG_KIND_CL_TRANSFER, 0 },
+	{ "spantrace_opencl_build_seconds", "Host time in clBuildProgram (--opencl).",
+	  AGG_KIND_CL_BUILD, AGG_KIND_CL_BUILD, 0 },
+	{ "spantrace_opencl_kernel_device_seconds",
+	  "Kernel device time (END - START) of the kernels whose times the program read itself (--opencl).",
+	  AGG_KIND_CL_DEVICE, AGG_KIND_CL_DEVICE, 0 },
 	{ "spantrace_kernel_duration_seconds",
 	  "OpenCL kernel device time (profiling end - start) by kernel and layer.",
 	  AGG_KIND_KERNEL_BASE, AGG_KIND_KERNEL_BASE + KERNEL_COUNT - 1, 0 },
@@ -391,6 +404,39 @@ static void render_pools(struct textbuf *b, const struct prom_snapshot *s)
 			labels_add_proc(&l, s, p->pid);
 			uint64_t v;
 			memcpy(&v, (const char *)p + fields[f].off, sizeof(v));
+			sample_u64(b, fields[f].name, &l, v);
+		}
+	}
+}
+
+static void render_clmem(struct textbuf *b, const struct prom_snapshot *s)
+{
+	static const struct {
+		const char *name, *type, *help;
+		size_t off;
+	} fields[] = {
+		{ "spantrace_opencl_device_memory_bytes", "gauge",
+		  "Bytes of live clCreateBuffer buffers per context (--opencl).", offsetof(struct prom_clmem, live_bytes) },
+		{ "spantrace_opencl_device_memory_peak_bytes", "gauge",
+		  "Peak of the live buffer bytes per context (--opencl).", offsetof(struct prom_clmem, peak_bytes) },
+		{ "spantrace_opencl_buffers_created_total", "counter", "clCreateBuffer calls per context (--opencl).",
+		  offsetof(struct prom_clmem, creates) },
+		{ "spantrace_opencl_buffers_freed_total", "counter",
+		  "Buffers whose last reference was released, per context (--opencl).", offsetof(struct prom_clmem, frees) },
+	};
+	struct labels l;
+	char ctx[24];
+
+	for (size_t f = 0; s->nclmems && f < sizeof(fields) / sizeof(fields[0]); f++) {
+		family(b, fields[f].name, fields[f].type, fields[f].help);
+		for (size_t i = 0; i < s->nclmems; i++) {
+			const struct prom_clmem *m = &s->clmems[i];
+			uint64_t v;
+			snprintf(ctx, sizeof(ctx), "0x%llx", (unsigned long long)m->context);
+			labels_start(&l);
+			labels_add(&l, "context", ctx);
+			labels_add_proc(&l, s, m->pid);
+			memcpy(&v, (const char *)m + fields[f].off, sizeof(v));
 			sample_u64(b, fields[f].name, &l, v);
 		}
 	}
@@ -572,6 +618,9 @@ static void render_losses(struct textbuf *b, const struct prom_snapshot *s)
 			"Request probes of requests queued before the tracer attached (not timed).", c->req_orphans);
 	render_counter1(b, "spantrace_request_table_full_total",
 			"Requests not timed because the kernel's request table was full.", c->req_table_full);
+	render_counter1(b, "spantrace_opencl_table_full_total",
+			"OpenCL loader calls not recorded because a kernel table was full (--opencl).",
+			c->cl_table_full);
 	render_counter1(b, "spantrace_agg_table_full_total",
 			"Durations not aggregated because the kernel's histogram table was full.",
 			c->agg_table_full);
@@ -704,6 +753,7 @@ int prom_render(struct prom_snapshot *s, char **out, size_t *len)
 	render_kind_counter(&b, s, AGG_KIND_TOKEN, "spantrace_tokens_total", "Tokens decoded.");
 	render_kind_counter(&b, s, AGG_KIND_REQUEST, "spantrace_requests_total", "Requests completed.");
 	render_pools(&b, s);
+	render_clmem(&b, s);
 	render_kv(&b, s);
 	render_serving(&b, s);
 	render_procs(&b, s);
@@ -727,14 +777,16 @@ void prom_snapshot_free(struct prom_snapshot *s)
 	free(s->aggs);
 	free(s->pools);
 	free(s->kvs);
+	free(s->clmems);
 	free(s->servings);
 	free(s->procs);
 	free(s->maps);
 	s->aggs = NULL;
 	s->pools = NULL;
 	s->kvs = NULL;
+	s->clmems = NULL;
 	s->servings = NULL;
 	s->procs = NULL;
 	s->maps = NULL;
-	s->naggs = s->npools = s->nkvs = s->nservings = s->nprocs = s->nmaps = 0;
+	s->naggs = s->npools = s->nkvs = s->nclmems = s->nservings = s->nprocs = s->nmaps = 0;
 }

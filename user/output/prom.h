@@ -24,6 +24,13 @@ struct prom_pool {
 	uint64_t live_bytes, peak_bytes, allocs, frees, reserved_bytes;
 };
 
+/* --opencl: device memory of one context of one process. */
+struct prom_clmem {
+	uint32_t pid;
+	uint64_t context;
+	uint64_t live_bytes, peak_bytes, creates, frees;
+};
+
 struct prom_kv {
 	uint32_t pid;
 	uint64_t used_bytes, capacity_bytes;
@@ -58,6 +65,7 @@ struct prom_snapshot {
 	struct prom_agg *aggs;   size_t naggs;
 	struct prom_pool *pools; size_t npools;
 	struct prom_kv *kvs;     size_t nkvs;
+	struct prom_clmem *clmems; size_t nclmems;
 	struct prom_serving *servings; size_t nservings;
 	struct prom_proc *procs; size_t nprocs;
 	struct prom_map_mem *maps; size_t nmaps;

@@ -90,7 +90,7 @@ static json_object *dist_json(struct dist *d, const uint64_t *count_in_kernel)
 
 static int count_span_kind(void *ctx, const struct agg_key *k, const struct agg_val *v)
 {
-	if (k->kind < SPAN_KIND_COUNT)
+	if (k->kind < SPAN_KINDS)
 		((uint64_t *)ctx)[k->kind] += v->count;
 	return 0;
 }
@@ -100,10 +100,10 @@ static int count_span_kind(void *ctx, const struct agg_key *k, const struct agg_
 static json_object *spans_json(struct runstats *r, const struct session *s)
 {
 	json_object *j = json_object_new_object();
-	uint64_t in_kernel[SPAN_KIND_COUNT] = { 0 };
+	uint64_t in_kernel[SPAN_KINDS] = { 0 };
 
 	maps_foreach_agg(s, count_span_kind, in_kernel);
-	for (int k = 0; j && k < SPAN_KIND_COUNT; k++)
+	for (int k = 0; j && k < SPAN_KINDS; k++)
 		if (r->spans[k].hist.count || in_kernel[k])
 			json_object_object_add(j, span_kind_name(k),
 					       dist_json(&r->spans[k], &in_kernel[k]));
@@ -215,6 +215,7 @@ static void error_counters(json_object *j, const struct counters *c)
 	add_u64(j, "agg_table_full", c->agg_table_full);
 	add_u64(j, "kernels_truncated", c->kernels_truncated);
 	add_u64(j, "req_table_full", c->req_table_full);
+	add_u64(j, "cl_table_full", c->cl_table_full);
 	add_u64(j, "req_orphans", c->req_orphans);
 }
 

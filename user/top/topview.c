@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "core/grow.h"
+#include "core/userspans.h"
 
 /* ---- small helpers ---- */
 
@@ -69,12 +70,14 @@ void topview_free(struct topview *tv)
 	row_free(&tv->token);
 	for (unsigned r = 0; r < TV_REQ_ROWS; r++)
 		row_free(&tv->req_rows[r]);
-	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
+	for (unsigned r = 0; r < TV_CL_ROWS; r++)
+		row_free(&tv->cl_rows[r]);
+	for (unsigned k = 0; k < SPAN_KINDS; k++)
 		row_free(&tv->none[k]);
 	for (unsigned k = 0; k < KERNEL_COUNT; k++)
 		row_free(&tv->kernel[k]);
 	for (unsigned l = 0; l < tv->nlayers; l++)
-		for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
+		for (unsigned k = 0; k < SPAN_KINDS; k++)
 			row_free(&tv->layers[l].kind[k]);
 	free(tv->layers);
 	free(tv->binary);
@@ -146,7 +149,7 @@ static void note_pid(struct topview *tv, const struct event_header *h)
 void topview_on_span(struct topview *tv, const struct span_event *ev)
 {
 	note_pid(tv, &ev->h);
-	if (ev->kind >= SPAN_KIND_COUNT) {
+	if (!span_kind_known(ev->kind)) {
 		tv->bad_events++;
 		return;
 	}
@@ -296,6 +299,43 @@ void topview_on_kv(struct topview *tv, const struct kv_event *ev)
 		proc_table_handlers.kv(&tv->procs, ev);
 }
 
+/* ---- --opencl: one row per kind of loader call ---- */
+static int on_cl_kernel(void *ctx, const struct cl_kernel_event *e)
+{
+	struct topview *tv = ctx;
+
+	note_pid(tv, &e->h);
+	row_add(tv, &tv->cl_rows[CLR_ENQUEUE], e->h.ts_ns, e->host_ns);
+	return 0;
+}
+
+static int on_cl_call(void *ctx, const struct cl_call_event *e)
+{
+	struct topview *tv = ctx;
+	unsigned r = e->h.type == EV_CL_WAIT ? CLR_WAIT : e->h.type == EV_CL_TRANSFER ? CLR_TRANSFER : CLR_BUILD;
+
+	note_pid(tv, &e->h);
+	row_add(tv, &tv->cl_rows[r], e->h.ts_ns, e->host_ns);
+	return 0;
+}
+
+static int on_cl_devtime(void *ctx, const struct cl_devtime_event *e)
+{
+	struct topview *tv = ctx;
+
+	note_pid(tv, &e->h);
+	/* only a kernel whose START and END were both read has a duration */
+	if ((e->mask & (CL_T_START | CL_T_END)) == (CL_T_START | CL_T_END) && e->t[3] >= e->t[2])
+		row_add(tv, &tv->cl_rows[CLR_DEVICE], e->h.ts_ns, e->t[3] - e->t[2]);
+	return 0;
+}
+
+static int on_cl_mem(void *ctx, const struct cl_mem_event *e)
+{
+	note_pid(ctx, &e->h);
+	return 0;
+}
+
 static int on_span(void *tv, const struct span_event *e) { topview_on_span(tv, e); return 0; }
 static int on_token(void *tv, const struct token_event *e) { topview_on_token(tv, e); return 0; }
 static int on_request(void *tv, const struct request_event *e) { topview_on_request(tv, e); return 0; }
@@ -326,6 +366,10 @@ const struct event_handlers topview_handlers = {
 	.kv = on_kv,
 	.kernel = on_kernel,
 	.sample = on_sample,
+	.cl_kernel = on_cl_kernel,
+	.cl_call = on_cl_call,
+	.cl_mem = on_cl_mem,
+	.cl_devtime = on_cl_devtime,
 };
 
 int topview_on_record(void *ctx, const void *data, size_t size)
@@ -485,12 +529,16 @@ static void compute_rows(struct topview *tv, uint64_t now)
 	refresh_leaf(tv, &tv->token, now, secs);
 	for (unsigned r = 0; r < TV_REQ_ROWS; r++)
 		refresh_leaf(tv, &tv->req_rows[r], now, secs);
-	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
+	for (unsigned r = 0; r < TV_CL_ROWS; r++) {
+		refresh_leaf(tv, &tv->cl_rows[r], now, secs);
+		tv->cl_rows[r].st.share = -1.0;   /* not part of a forward pass */
+	}
+	for (unsigned k = 0; k < SPAN_KINDS; k++)
 		refresh_leaf(tv, &tv->none[k], now, secs);
 	for (unsigned l = 0; l < tv->nlayers; l++)
-		for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
+		for (unsigned k = 0; k < SPAN_KINDS; k++)
 			refresh_leaf(tv, &tv->layers[l].kind[k], now, secs);
-	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++) {
+	for (unsigned k = 0; k < SPAN_KINDS; k++) {
 		for (unsigned l = 0; l < tv->nlayers; l++)
 			members[l] = &tv->layers[l].kind[k];
 		struct tv_row *agg = k == SPAN_LAYER ? &tv->layers_agg : &tv->phase_agg[k];
@@ -503,7 +551,7 @@ static void compute_rows(struct topview *tv, uint64_t now)
 	refresh_aggregate(tv, &tv->kernels_agg, members, KERNEL_COUNT, now, secs);
 
 	uint64_t fwd = tv->none[SPAN_FORWARD].wsum;
-	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++) {
+	for (unsigned k = 0; k < SPAN_KINDS; k++) {
 		set_share(&tv->none[k], fwd);
 		set_share(k == SPAN_LAYER ? &tv->layers_agg : &tv->phase_agg[k], fwd);
 		for (unsigned l = 0; l < tv->nlayers; l++)
@@ -536,6 +584,8 @@ void topview_refresh(struct topview *tv, uint64_t now_ns)
 /* ttft: queued .. first token; itl: each gap after it; queue: queued ..
  * admitted; step: one serving engine step. */
 static const char *const req_row_names[TV_REQ_ROWS] = { "ttft", "itl", "queue", "step" };
+static const char *const cl_row_names[TV_CL_ROWS] = { "cl enqueue", "cl wait", "cl transfer", "cl build",
+						      "cl device" };
 
 static struct tv_row *node_row(struct topview *tv, const struct tv_node *n)
 {
@@ -543,6 +593,7 @@ static struct tv_row *node_row(struct topview *tv, const struct tv_node *n)
 	case N_REQUEST: return &tv->request;
 	case N_TOKEN: return &tv->token;
 	case N_REQ_ROW: return &tv->req_rows[n->kind];
+	case N_CL_ROW: return &tv->cl_rows[n->kind];
 	case N_FORWARD: return &tv->none[SPAN_FORWARD];
 	case N_SPAN: return &tv->none[n->kind];
 	case N_LAYERS: return &tv->layers_agg;
@@ -567,7 +618,7 @@ static int node_equal(const struct tv_node *a, const struct tv_node *b)
 
 static int layer_has_data(const struct topview *tv, unsigned l)
 {
-	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
+	for (unsigned k = 0; k < SPAN_KINDS; k++)
 		if (tv->layers[l].kind[k].count)
 			return 1;
 	return 0;
@@ -581,6 +632,7 @@ static unsigned layers_with_data(const struct topview *tv)
 	return n;
 }
 
+/* The engine's own spans (user-defined ones are rows of their own). */
 static int any_span(const struct topview *tv)
 {
 	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
@@ -595,6 +647,7 @@ static void node_name(const struct topview *tv, const struct tv_node *n, char *b
 	case N_REQUEST: snprintf(buf, size, "request"); break;
 	case N_TOKEN: snprintf(buf, size, "token"); break;
 	case N_REQ_ROW: snprintf(buf, size, "%s", req_row_names[n->kind]); break;
+	case N_CL_ROW: snprintf(buf, size, "%s", cl_row_names[n->kind]); break;
 	case N_LAYERS: snprintf(buf, size, "layers (%u)", layers_with_data(tv)); break;
 	case N_LAYER: snprintf(buf, size, "layer %d", (int)n->layer); break;
 	case N_KERNELS: snprintf(buf, size, "opencl kernels"); break;
@@ -603,7 +656,7 @@ static void node_name(const struct topview *tv, const struct tv_node *n, char *b
 	}
 }
 
-#define MAX_KIDS (TOPVIEW_MAX_LAYERS + SPAN_KIND_COUNT + KERNEL_COUNT + 4)
+#define MAX_KIDS (TOPVIEW_MAX_LAYERS + SPAN_KINDS + KERNEL_COUNT + TV_CL_ROWS + 4)
 
 struct kid {
 	struct tv_node node;
@@ -633,6 +686,12 @@ static size_t children_of(const struct topview *tv, const struct tv_node *parent
 			n = push_kid(kids, n, N_FORWARD, SPAN_FORWARD, LAYER_NONE);
 		if (tv->kernels_agg.count)
 			n = push_kid(kids, n, N_KERNELS, 0, LAYER_NONE);
+		for (unsigned r = 0; r < TV_CL_ROWS; r++)
+			if (tv->cl_rows[r].count)
+				n = push_kid(kids, n, N_CL_ROW, r, LAYER_NONE);
+		for (unsigned k = USER_SPAN_BASE; k < SPAN_KINDS; k++)   /* --span */
+			if (tv->none[k].count)
+				n = push_kid(kids, n, N_SPAN, k, LAYER_NONE);
 		return n;
 	}
 	switch (parent->type) {
@@ -650,13 +709,13 @@ static size_t children_of(const struct topview *tv, const struct tv_node *parent
 				if (layer_has_data(tv, l))
 					n = push_kid(kids, n, N_LAYER, SPAN_LAYER, (int)l);
 		} else {
-			for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
+			for (unsigned k = 0; k < SPAN_KINDS; k++)
 				if (k != SPAN_LAYER && tv->phase_agg[k].count)
 					n = push_kid(kids, n, N_PHASE_AGG, k, LAYER_NONE);
 		}
 		break;
 	case N_LAYER:
-		for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
+		for (unsigned k = 0; k < SPAN_KINDS; k++)
 			if (k != SPAN_LAYER && tv->layers[parent->layer].kind[k].count)
 				n = push_kid(kids, n, N_LAYER_PHASE, k, parent->layer);
 		break;
@@ -834,7 +893,7 @@ static void reset_windows(struct topview *tv)
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
 		if (fixed[i]->win.slots)
 			window_reset(&fixed[i]->win);
-	for (unsigned k = 0; k < SPAN_KIND_COUNT; k++) {
+	for (unsigned k = 0; k < SPAN_KINDS; k++) {
 		if (tv->none[k].win.slots)
 			window_reset(&tv->none[k].win);
 		for (unsigned l = 0; l < tv->nlayers; l++)
@@ -844,6 +903,9 @@ static void reset_windows(struct topview *tv)
 	for (unsigned k = 0; k < KERNEL_COUNT; k++)
 		if (tv->kernel[k].win.slots)
 			window_reset(&tv->kernel[k].win);
+	for (unsigned r = 0; r < TV_CL_ROWS; r++)
+		if (tv->cl_rows[r].win.slots)
+			window_reset(&tv->cl_rows[r].win);
 	tv->base_ns = tv->now_ns;
 	compute_rows(tv, tv->now_ns);
 	layout(tv);

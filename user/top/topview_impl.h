@@ -19,11 +19,15 @@ struct tv_row {
 
 /* A layer's own span (kind[SPAN_LAYER]) and its phases. */
 struct tv_layer {
-	struct tv_row kind[SPAN_KIND_COUNT];
+	struct tv_row kind[SPAN_KINDS];
 };
 
 /* Request-level rows: their times are request phases, not spans. */
 enum tv_req_row { RR_TTFT, RR_ITL, RR_QUEUE, RR_STEP, TV_REQ_ROWS };
+
+/* --opencl rows: host time in the loader's calls, and the device time of
+ * kernels whose START and END the program read itself. */
+enum tv_cl_row { CLR_ENQUEUE, CLR_WAIT, CLR_TRANSFER, CLR_BUILD, CLR_DEVICE, TV_CL_ROWS };
 
 /* A serving request in flight (queued, or running). */
 struct tv_req {
@@ -39,7 +43,7 @@ struct tv_req {
 
 enum node_type {
 	N_REQUEST, N_TOKEN, N_REQ_ROW, N_FORWARD, N_SPAN, N_LAYERS, N_PHASE_AGG,
-	N_LAYER, N_LAYER_PHASE, N_KERNELS, N_KERNEL,
+	N_LAYER, N_LAYER_PHASE, N_KERNELS, N_KERNEL, N_CL_ROW,
 };
 
 struct tv_node {
@@ -67,6 +71,7 @@ struct topview {
 
 	struct tv_row request, token;
 	struct tv_row req_rows[TV_REQ_ROWS];       /* enum tv_req_row */
+	struct tv_row cl_rows[TV_CL_ROWS];         /* enum tv_cl_row */
 	/* serving: the engine's gauges, its last step, the requests in flight */
 	int serving_seen;
 	uint32_t running, waiting;
@@ -74,11 +79,11 @@ struct topview {
 	struct tv_req active[TOPVIEW_MAX_ACTIVE];
 	unsigned nactive;
 	uint64_t active_untracked;
-	struct tv_row none[SPAN_KIND_COUNT];      /* spans outside any layer */
+	struct tv_row none[SPAN_KINDS];      /* spans outside any layer */
 	struct tv_row kernel[KERNEL_COUNT];
 	struct tv_layer *layers;
 	unsigned nlayers;                          /* highest layer seen + 1 */
-	struct tv_row layers_agg, phase_agg[SPAN_KIND_COUNT], kernels_agg;
+	struct tv_row layers_agg, phase_agg[SPAN_KINDS], kernels_agg;
 	int split_layers;
 
 	char *binary, *level;
