@@ -92,11 +92,15 @@ for c in client:
     before.append((r["ts_ns"] + off) / 1e6 - c["sent_epoch_ms"])
     after.append(c["first_chunk_epoch_ms"] - (r["ts_ns"] + r["ttft_ns"] + off) / 1e6)
     es = sorted(emits.get(r["req"], []), key=lambda e: e["pos"])
-    tgaps = [e["gap_ns"] / 1e6 for e in es if not e["first"]]
-    cg = c["gaps_ms"]
-    # the client sees one chunk per token, and a last one with usage only
-    for a, b in zip(tgaps, cg):
-        gap_d.append(abs(a - b))
+    # A chunk carries the tokens made since the last one (several when the
+    # connection falls behind): compare each gap between two chunks that carry
+    # tokens with the tracer's gap between their last tokens.
+    ts = [e["ts_ns"] for e in es]
+    ct = c["chunk_tokens"]
+    ends = [sum(ct[:k + 1]) for k in range(len(ct))]
+    for k in range(1, len(ct)):
+        if ct[k] and ct[k - 1] and ends[k] <= len(ts):
+            gap_d.append(abs((ts[ends[k] - 1] - ts[ends[k - 1] - 1]) / 1e6 - c["gaps_ms"][k - 1]))
     if len(es) != n:
         print(f"request of {n} tokens: {len(es)} emit records"); bad += 1
 med_ttft = statistics.median(ttft_d)

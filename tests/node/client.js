@@ -26,7 +26,7 @@ const client = new OpenAI({ baseURL: base + '/v1', apiKey: 'unused', maxRetries:
 
 async function streamed(params, abortAfter, t0) {
 	const stream = await client.completions.create({ ...params, stream: true });
-	const out = { text: '', token_ids: [], finish_reason: null, usage: null, chunks: 0, gaps_ms: [] };
+	const out = { text: '', token_ids: [], finish_reason: null, usage: null, chunks: 0, gaps_ms: [], chunk_tokens: [] };
 	let last = null;
 	for await (const chunk of stream) {
 		const now = performance.now();
@@ -40,6 +40,7 @@ async function streamed(params, abortAfter, t0) {
 		out.chunks++;
 		out.text += c.text;
 		if (c.token_ids) out.token_ids.push(...c.token_ids);
+		out.chunk_tokens.push(c.token_ids ? c.token_ids.length : 0);
 		if (c.finish_reason) out.finish_reason = c.finish_reason;
 		if (chunk.usage) out.usage = chunk.usage;
 		if (abortAfter && out.chunks >= abortAfter) {
