@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "core/uprobe_multi.h"
 #include "spantrace.skel.h"
 
 #ifndef CAP_PERFMON
@@ -156,12 +157,19 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
 	/* Probes are attached by session_attach, for the level's probe names. */
 	bpf_object__for_each_program(prog, s->skel->obj)
 		bpf_program__set_autoattach(prog, false);
+	s->um = umulti_new();
+	if (!s->um || (umulti_enabled(s->um) && umulti_prepare(s->skel->obj))) {
+		snprintf(err, errlen, "cannot set up the USDT links");
+		goto fail;
+	}
 	rc = spantrace_bpf__load(s->skel);
 	if (rc) {
 		snprintf(err, errlen, "cannot load the BPF programs: %s (run with -v for the verifier log)",
 			 strerror(-rc));
 		goto fail;
 	}
+	if (umulti_enabled(s->um) && umulti_set_specs_map(s->um, s->skel->obj, err, errlen))
+		goto fail;
 	/* Loading parsed the kernel's BTF (several MB, freed by libbpf); give
 	 * those pages back so a long session's RSS is what it really uses. */
 	malloc_trim(0);
@@ -172,6 +180,8 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
 	}
 	return 0;
 fail:
+	umulti_free(s->um);
+	s->um = NULL;
 	spantrace_bpf__destroy(s->skel);
 	s->skel = NULL;
 	return -1;
@@ -196,7 +206,19 @@ static int add_link(struct session *s, struct bpf_link *link)
 static int attach_probe(struct session *s, struct bpf_program *prog, const char *probe, const char *elf,
 			pid_t pid, char *err, size_t errlen)
 {
-	struct bpf_link *link = bpf_program__attach_usdt(prog, pid, elf, INFER_PROVIDER, probe, NULL);
+	struct bpf_link *link;
+
+	if (umulti_enabled(s->um)) {
+		int rc = umulti_attach(s->um, bpf_program__fd(prog), elf, pid, INFER_PROVIDER, probe, err, errlen);
+		if (rc == -ENOENT && strcmp(probe, "span_begin")) {
+			st_debug("%s has no infer:%s probe", elf, probe);
+			return 0;
+		}
+		if (rc == -ENOENT)
+			snprintf(err, errlen, "cannot attach infer:%s in %s: %s", probe, elf, strerror(ENOENT));
+		return rc ? -1 : 0;
+	}
+	link = bpf_program__attach_usdt(prog, pid, elf, INFER_PROVIDER, probe, NULL);
 
 	if (!link) {
 		int e = errno;
@@ -252,7 +274,7 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 	struct bpf_link *link;
 
 	/* The exit cleanup once per session. */
-	if (s->nlinks == 0) {
+	if (s->nlinks == 0 && umulti_nlinks(s->um) == 0) {
 		link = bpf_program__attach(sk->progs.handle_exit);
 		if (!link || add_link(s, link)) {
 			snprintf(err, errlen, "cannot attach sched_process_exit: %s", strerror(errno));
@@ -305,11 +327,13 @@ int session_consume(struct session *s)
 
 void session_detach(struct session *s)
 {
-	/* Each uprobe removal waits for a grace period (~100 ms here) and the
-	 * kernel serializes them, so this takes ~0.1 s per probe site.
+	/* A classic uprobe link's removal waits for a grace period (~100 ms
+	 * here) and the kernel serializes them: ~0.1 s per probe site. The
+	 * uprobe_multi links close in parallel, in about one grace period.
 	 * Reverse attach order: begins go before ends, so open spans can close. */
 	if (s->skel && s->skel->bss)
 		s->skel->bss->armed = 0;
+	umulti_detach(s->um);
 	for (size_t i = s->nlinks; i-- > 0;)
 		bpf_link__destroy(s->links[i]);
 	free(s->links);
@@ -320,6 +344,8 @@ void session_detach(struct session *s)
 void session_close(struct session *s)
 {
 	session_detach(s);
+	umulti_free(s->um);
+	s->um = NULL;
 	ring_buffer__free(s->rb);
 	s->rb = NULL;
 	spantrace_bpf__destroy(s->skel);

@@ -40,12 +40,14 @@ struct session_opts {
 struct spantrace_bpf;
 struct ring_buffer;
 struct bpf_link;
+struct umulti;
 
 struct session {
 	struct spantrace_bpf *skel;   /* only core/session.c and core/maps.c use it */
 	struct ring_buffer *rb;
 	struct bpf_link **links;
 	size_t nlinks;
+	struct umulti *um;            /* the USDT links, when uprobe_multi (core/uprobe_multi.h) */
 	enum trace_level level;
 	unsigned ringbuf_bytes;
 	struct event_sink sinks[SESSION_MAX_SINKS];
