@@ -468,7 +468,9 @@ static int start(struct daemon *d, char *err, size_t errlen)
 	d->session_open = 1;
 	initial_thresholds(d);
 	write_thresholds(d);  /* before attaching: the map starts at 0 = stream all */
-	return session_attach(&d->s, d->target.elf, c->pid > 0 ? c->pid : -1, err, errlen);
+	if (session_attach(&d->s, d->target.elf, c->pid > 0 ? c->pid : -1, err, errlen))
+		return -1;
+	return c->pid > 0 ? 0 : session_follow(&d->s, d->target.elf, err, errlen);
 }
 
 static void stop(struct daemon *d)

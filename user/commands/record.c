@@ -270,7 +270,9 @@ static int start_session(struct recorder *r, char *err, size_t errlen)
 	r->session_ok = 1;
 	if (r->pc.ncounters && perfev_counters_install(&r->pc, maps_perf_counters_fd(&r->s), err, errlen))
 		return -1;
-	return session_attach(&r->s, t->elf, t->pid > 0 ? t->pid : -1, err, errlen);
+	if (session_attach(&r->s, t->elf, t->pid > 0 ? t->pid : -1, err, errlen))
+		return -1;
+	return t->pid > 0 ? 0 : session_follow(&r->s, t->elf, err, errlen);
 }
 
 /* The first JSONL line; once it is on disk scripts know the probes are armed. */

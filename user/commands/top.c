@@ -226,6 +226,7 @@ static int start_tracing(struct top_run *r, char *err, size_t errlen)
 		return -1;
 	r->session_ok = 1;
 	if (session_attach(&r->s, t->elf, t->pid > 0 ? t->pid : -1, err, errlen) ||
+	    (t->pid <= 0 && session_follow(&r->s, t->elf, err, errlen)) ||
 	    launch_release(&r->l, err, errlen))
 		return -1;
 	st_debug("attached to %s (pid %d) in %.3f ms", t->elf, (int)t->pid, r->s.attach_ns / 1e6);

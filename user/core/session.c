@@ -13,6 +13,8 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "core/follow.h"
+#include "core/stapsdt.h"
 #include "core/uprobe_multi.h"
 #include "spantrace.skel.h"
 
@@ -291,6 +293,33 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 	return 0;
 }
 
+int session_follow(struct session *s, const char *elf, char *err, size_t errlen)
+{
+	s->follow = follow_new(elf, err, errlen);
+	return s->follow ? 0 : -1;
+}
+
+void session_follow_poll(struct session *s)
+{
+	char path[64], err[512];
+	struct sdt_list l;
+	int fd;
+
+	while (s->follow && (fd = follow_next(s->follow, INFER_PROVIDER)) >= 0) {
+		int rc;
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		rc = session_attach(s, path, -1, err, sizeof(err));
+		if (rc)
+			st_err("%s was replaced; cannot attach to the new file: %s", follow_path(s->follow), err);
+		else if (!sdt_read(path, &l, err, sizeof(err))) {
+			st_info("%s was replaced: re-attached to the new file (build id %s); processes running the old one stay traced",
+				follow_path(s->follow), l.build_id[0] ? l.build_id : "none");
+			sdt_free(&l);
+		}
+		follow_done(s->follow, fd, rc == 0);
+	}
+}
+
 int session_attach_sampler(struct session *s, const int *fds, unsigned nfds,
 			   char *err, size_t errlen)
 {
@@ -346,6 +375,8 @@ void session_close(struct session *s)
 	session_detach(s);
 	umulti_free(s->um);
 	s->um = NULL;
+	follow_free(s->follow);
+	s->follow = NULL;
 	ring_buffer__free(s->rb);
 	s->rb = NULL;
 	spantrace_bpf__destroy(s->skel);
