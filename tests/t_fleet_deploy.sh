@@ -23,14 +23,8 @@ deploy() {
 "$SPANTRACE" record --binary "$app/libinfer.so" -o "$TMP/t.jsonl" 2>"$TMP/rec.err" &
 rec=$!
 wait_for [ -s "$TMP/t.jsonl" ] || fail "tracer did not attach: $(cat "$TMP/rec.err")"
-mkfifo "$TMP/in"
-OMP_NUM_THREADS=1 "$app/infer" "$DEMO_MODEL" -z "$DEMO_TOK" --serve -n 6 -b cpu -t 0 \
-	<"$TMP/in" >"$TMP/out" 2>"$TMP/srv.err" &
-old=$!
-exec 3>"$TMP/in"
-lines() { wc -l <"$TMP/out"; }
-have_replies() { [ "$(lines)" -ge "$1" ]; }
-ask() { local want=$(($(lines) + 1)); echo "once upon a time" >&3; wait_for have_replies $want || fail "no reply to request $want"; }
+fifo_engine "$app/infer"
+old=$SRV
 ask
 deploy
 grep -q "libinfer.so (deleted)" /proc/$old/maps || fail "the old engine does not run a replaced file"

@@ -10,14 +10,8 @@ need_models
 [ -r "$DEMO_MODEL" ] || fail "no $DEMO_MODEL (make models)"
 for b in "$INFER" "$SPANTRACE"; do [ -x "$b" ] || fail "no $b (build first)"; done
 
-mkfifo "$TMP/in"
-OMP_NUM_THREADS=1 "$INFER" "$DEMO_MODEL" -z "$DEMO_TOK" --serve -n 6 -b cpu -t 0 \
-	<"$TMP/in" >"$TMP/out" 2>"$TMP/srv.err" &
-srv=$!
-exec 3>"$TMP/in"
-lines() { wc -l <"$TMP/out"; }
-have_replies() { [ "$(lines)" -ge "$1" ]; }
-ask() { local want=$(($(lines) + 1)); echo "once upon a time" >&3; wait_for have_replies $want || fail "no reply to request $want"; }
+fifo_engine
+srv=$SRV
 ask
 
 # The span_begin semaphore, read from the engine's memory.

@@ -12,14 +12,8 @@ for b in "$INFER" "$SPANTRACE"; do [ -x "$b" ] || fail "no $b (build first)"; do
 app=$TMP/app
 mkdir "$app"
 cp "$INFER" "$BUILD/libinfer.so" "$app/"
-mkfifo "$TMP/in"
-OMP_NUM_THREADS=1 "$app/infer" "$DEMO_MODEL" -z "$DEMO_TOK" --serve -n 6 -b cpu -t 0 \
-	<"$TMP/in" >"$TMP/out" 2>"$TMP/srv.err" &
-srv=$!
-exec 3>"$TMP/in"
-lines() { wc -l <"$TMP/out"; }
-have_replies() { [ "$(lines)" -ge "$1" ]; }
-ask() { local want=$(($(lines) + 1)); echo "once upon a time" >&3; wait_for have_replies $want || fail "no reply to request $want"; }
+fifo_engine "$app/infer"
+srv=$SRV
 ask
 
 # The deploy: a new file renamed over the old one, as package managers do.
