@@ -29,6 +29,7 @@
 #include "core/grow.h"
 #include "core/maps.h"
 #include "core/session.h"
+#include "core/statereq.h"
 #include "core/target.h"
 
 extern char **environ;
@@ -470,6 +471,8 @@ static int start(struct daemon *d, char *err, size_t errlen)
 	write_thresholds(d);  /* before attaching: the map starts at 0 = stream all */
 	if (session_attach(&d->s, d->target.elf, c->pid > 0 ? c->pid : -1, err, errlen))
 		return -1;
+	if (c->pid > 0 && state_request(c->pid) < 0)
+		st_err("cannot ask pid %d for its state: %s", (int)c->pid, strerror(errno));
 	return c->pid > 0 ? 0 : session_follow(&d->s, d->target.elf, err, errlen);
 }
 

@@ -20,6 +20,7 @@
 #include "core/options.h"
 #include "core/runloop.h"
 #include "core/session.h"
+#include "core/statereq.h"
 #include "output/chrome.h"
 #include "output/csv.h"
 #include "output/jsonl.h"
@@ -272,6 +273,8 @@ static int start_session(struct recorder *r, char *err, size_t errlen)
 		return -1;
 	if (session_attach(&r->s, t->elf, t->pid > 0 ? t->pid : -1, err, errlen))
 		return -1;
+	if (r->l.mode == LAUNCH_PID && state_request(t->pid) < 0)
+		st_err("cannot ask pid %d for its state: %s", (int)t->pid, strerror(errno));
 	return t->pid > 0 ? 0 : session_follow(&r->s, t->elf, err, errlen);
 }
 

@@ -1,6 +1,8 @@
 /* events.c - the record table and the one dispatch (see events.h). */
 #include "core/events.h"
 
+#include <string.h>
+
 static int layer_ok(__s32 layer)
 {
 	return layer >= LAYER_NONE;
@@ -20,7 +22,18 @@ static enum event_verdict check_alloc(const void *rec)
 {
 	const struct alloc_event *e = rec;
 
-	return e->pool < POOL_COUNT && e->unknown <= 1 ? EVENT_OK : EVENT_BAD_FIELD;
+	/* unknown: 1 only on a free (never seen allocated), 2 only on an
+	 * alloc (made before the attach, from a state dump). */
+	return e->pool < POOL_COUNT && (e->unknown == 0 || e->unknown == (e->h.type == EV_FREE ? 1u : 2u))
+		       ? EVENT_OK : EVENT_BAD_FIELD;
+}
+
+static enum event_verdict check_tensor(const void *rec)
+{
+	const struct tensor_event *e = rec;
+
+	return e->pool < POOL_COUNT && e->device <= 1 && memchr(e->name, 0, sizeof(e->name))
+		       ? EVENT_OK : EVENT_BAD_FIELD;
 }
 
 static enum event_verdict check_kernel(const void *rec)
@@ -74,6 +87,7 @@ static const struct {
 	[EV_STEP] = { "step", sizeof(struct step_event), check_nothing },
 	[EV_EMIT] = { "emit", sizeof(struct emit_event), check_nothing },
 	[EV_REQ_STATE] = { "req_state", sizeof(struct req_state_event), check_req_state },
+	[EV_TENSOR] = { "tensor", sizeof(struct tensor_event), check_tensor },
 };
 
 const char *event_type_name(unsigned type)
@@ -125,6 +139,7 @@ static int handle(const struct event_sink *s, unsigned t, const void *rec)
 	case EV_STEP: return on->step ? on->step(s->ctx, rec) : 0;
 	case EV_EMIT: return on->emit ? on->emit(s->ctx, rec) : 0;
 	case EV_REQ_STATE: return on->req_state ? on->req_state(s->ctx, rec) : 0;
+	case EV_TENSOR: return on->tensor ? on->tensor(s->ctx, rec) : 0;
 	default: return 0;
 	}
 }

@@ -31,6 +31,7 @@ struct event_handlers {
 	int (*step)(void *ctx, const struct step_event *e);
 	int (*emit)(void *ctx, const struct emit_event *e);
 	int (*req_state)(void *ctx, const struct req_state_event *e);
+	int (*tensor)(void *ctx, const struct tensor_event *e);
 };
 
 struct event_sink {

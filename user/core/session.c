@@ -268,6 +268,12 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 		 * free went unseen would stay live. */
 		{ sk->progs.free_prog, "free", 0 },
 		{ sk->progs.alloc_prog, "alloc", 0 },
+		/* The state dump (inference/state.h), after alloc/free. */
+		{ sk->progs.state_pool_prog, "state_pool", 0 },
+		{ sk->progs.state_alloc_prog, "state_alloc", 0 },
+		{ sk->progs.kv_usage_prog, "state_kv", 0 },
+		{ sk->progs.kv_blocks_prog, "state_kv_blocks", 0 },
+		{ sk->progs.state_tensor_prog, "state_tensor", 0 },
 		{ sk->progs.kv_usage_prog, "kv_usage", 0 },
 		{ sk->progs.kv_blocks_prog, "kv_blocks", 0 },
 		{ sk->progs.cl_batch_prog, "cl_batch", 1 },

@@ -200,7 +200,30 @@ static void alloc_fields(struct outbuf *ob, const void *rec)
 	if (e->h.type == EV_FREE) {
 		ob_key(ob, "unknown");
 		ob_lit(ob, e->unknown ? "true" : "false");
+	} else if (e->unknown == 2) {
+		ob_key(ob, "at_attach");   /* made before the attach, from a state dump */
+		ob_lit(ob, "true");
 	}
+}
+
+static void tensor_fields(struct outbuf *ob, const void *rec)
+{
+	const struct tensor_event *e = rec;
+
+	ob_key(ob, "name");
+	ob_jstr(ob, e->name, sizeof(e->name));
+	ob_key(ob, "shape");
+	ob_lit(ob, "[");
+	for (int i = 0; i < 4 && e->shape[i]; i++) {
+		if (i)
+			ob_lit(ob, ",");
+		ob_u64(ob, e->shape[i]);
+	}
+	ob_lit(ob, "]");
+	ob_key(ob, "bytes");
+	ob_u64(ob, e->bytes);
+	ob_key_name(ob, "pool", pool_name(e->pool));
+	ob_key_name(ob, "device", e->device ? "opencl" : "host");
 }
 
 static void kv_fields(struct outbuf *ob, const void *rec)
@@ -251,6 +274,7 @@ static int on_kernel(void *ob, const struct kernel_event *e) { return line(ob, &
 static int on_step(void *ob, const struct step_event *e) { return line(ob, &e->h, step_fields, e); }
 static int on_emit(void *ob, const struct emit_event *e) { return line(ob, &e->h, emit_fields, e); }
 static int on_req_state(void *ob, const struct req_state_event *e) { return line(ob, &e->h, req_state_fields, e); }
+static int on_tensor(void *ob, const struct tensor_event *e) { return line(ob, &e->h, tensor_fields, e); }
 
 const struct event_handlers jsonl_handlers = {
 	.span = on_span,
@@ -263,6 +287,7 @@ const struct event_handlers jsonl_handlers = {
 	.step = on_step,
 	.emit = on_emit,
 	.req_state = on_req_state,
+	.tensor = on_tensor,
 };
 
 int jsonl_write_record(struct outbuf *ob, const void *data, size_t size)

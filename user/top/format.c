@@ -329,6 +329,12 @@ static void format_kv_rss(const struct topview *tv, char *buf, size_t size, int 
 		put(buf, size, width, &pos, "  rss -");
 	}
 	put(buf, size, width, &pos, "  allocs %" PRIu64 "  frees %" PRIu64, tv->allocs, tv->frees);
+	if (tv->at_attach)
+		put(buf, size, width, &pos, "  at attach %" PRIu64, tv->at_attach);
+	if (tv->tensors) {
+		fmt_bytes(a, sizeof(a), tv->tensor_bytes);
+		put(buf, size, width, &pos, "  tensors %" PRIu64 " (%s)", tv->tensors, a);
+	}
 }
 
 static void format_problems(const struct topview *tv, char *buf, size_t size, int width)

@@ -269,7 +269,10 @@ static void on_pool_event(struct topview *tv, const struct alloc_event *ev)
 
 void topview_on_alloc(struct topview *tv, const struct alloc_event *ev)
 {
-	tv->allocs++;
+	if (ev->unknown == 2)
+		tv->at_attach++;   /* not an allocation made while watching */
+	else
+		tv->allocs++;
 	on_pool_event(tv, ev);
 }
 
@@ -299,6 +302,19 @@ static int on_alloc(void *tv, const struct alloc_event *e) { topview_on_alloc(tv
 static int on_free(void *tv, const struct alloc_event *e) { topview_on_free(tv, e); return 0; }
 static int on_kv(void *tv, const struct kv_event *e) { topview_on_kv(tv, e); return 0; }
 
+/* A dump repeats the tree: count each name once per process and dump. */
+static int on_tensor(void *ctx, const struct tensor_event *e)
+{
+	struct topview *tv = ctx;
+
+	note_pid(tv, &e->h);
+	if (!strcmp(e->name, "tok_embeddings"))   /* the first of a dump */
+		tv->tensors = tv->tensor_bytes = 0;
+	tv->tensors++;
+	tv->tensor_bytes += e->bytes;
+	return 0;
+}
+
 /* profile-mode samples: nothing for top to show, but they are events */
 static int on_sample(void *tv, const struct sample_event *e)
 {
@@ -318,6 +334,7 @@ const struct event_handlers topview_handlers = {
 	.kv = on_kv,
 	.kernel = on_kernel,
 	.sample = on_sample,
+	.tensor = on_tensor,
 };
 
 int topview_on_record(void *ctx, const void *data, size_t size)
