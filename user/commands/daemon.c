@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "commands/daemon_config.h"
+#include "commands/daemon_host.h"
 #include "core/runloop.h"
 #include "output/jsonl.h"
 #include "output/httpd.h"
@@ -38,6 +39,7 @@ extern char **environ;
 #define DEAD_GRACE_MIN_NS (30ull * 1000000000ull)
 #define DAEMON_RINGBUF_KB 1024      /* only slow spans travel through it */
 #define POLL_MS 100
+#define HOST_SCAN_NS (500ull * 1000000ull) /* host mode: a /proc pass this often */
 
 /* A process seen in the maps. */
 struct proc_track {
@@ -68,6 +70,7 @@ struct daemon {
 	struct proc_track *procs;
 	size_t nprocs, procs_cap;
 	uint64_t last_tick_ns, dead_grace_ns;
+	struct daemon_host *host;    /* --all-engines, else NULL */
 
 	/* --slow-pct: per-kind bucket deltas of the last THRESH_WINDOW ticks */
 	struct kind_counts cum, prev_cum, retired, window[THRESH_WINDOW];
@@ -305,7 +308,25 @@ static void forget_pid(struct daemon *d, struct prom_snapshot *s, uint32_t pid)
 		if (s->servings[i].pid != pid)
 			s->servings[w++] = s->servings[i];
 	s->nservings = w;
+	if (d->host)
+		daemon_host_drop(d->host, pid);
 	st_info("daemon: process %u exited; its series are gone from /metrics", pid);
+}
+
+/* Host mode found a new engine under a pid it had labelled: the old
+ * process's series end now, so the two never add up. */
+static void forget_reused(void *ctx, uint32_t pid)
+{
+	struct daemon *d = ctx;
+	size_t w = 0;
+
+	pthread_mutex_lock(&d->lock);
+	forget_pid(d, &d->snap, pid);
+	pthread_mutex_unlock(&d->lock);
+	for (size_t i = 0; i < d->nprocs; i++)
+		if (d->procs[i].pid != pid)
+			d->procs[w++] = d->procs[i];
+	d->nprocs = w;
 }
 
 static int update_procs(struct daemon *d, struct prom_snapshot *s, uint64_t now, double dt)
@@ -382,7 +403,7 @@ static void tick(struct daemon *d, uint64_t now)
 	struct map_read mem = { d, &s, 0 };
 
 	maps_foreach_memory(&d->s, map_memory_entry, &mem);
-	if (read_maps(d, &s) || update_procs(d, &s, now, dt)) {
+	if (read_maps(d, &s) || update_procs(d, &s, now, dt) || (d->host && daemon_host_labels(d->host, &s))) {
 		st_err("out of memory reading the maps; keeping the previous snapshot");
 		prom_snapshot_free(&s);
 		return;
@@ -440,10 +461,13 @@ static void describe_listen(const struct httpd *h, const struct listen_addr *a, 
 static int start(struct daemon *d, char *err, size_t errlen)
 {
 	const struct daemon_config *c = &d->cfg;
-	int rc = c->pid > 0 ? target_from_pid(c->pid, &d->target, err, errlen)
-			    : target_from_program(c->binary, 0, &d->target, err, errlen);
+	int rc = c->all_engines ? 0
+		 : c->pid > 0 ? target_from_pid(c->pid, &d->target, err, errlen)
+			      : target_from_program(c->binary, 0, &d->target, err, errlen);
 	if (rc)
 		return -1;
+	if (c->all_engines)
+		snprintf(d->target.shown, sizeof(d->target.shown), "every engine on the host");
 	if (c->jsonl_dir) {
 		struct rotate_opts ro = { c->jsonl_dir, "spantrace", c->file_max_bytes, c->total_max_bytes,
 					  c->retain_files };
@@ -469,6 +493,14 @@ static int start(struct daemon *d, char *err, size_t errlen)
 	d->session_open = 1;
 	initial_thresholds(d);
 	write_thresholds(d);  /* before attaching: the map starts at 0 = stream all */
+	if (c->all_engines) {
+		if (!(d->host = daemon_host_new(&d->s, forget_reused, d))) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		daemon_host_scan(d->host);   /* the engines running now */
+		return 0;
+	}
 	if (session_attach(&d->s, d->target.elf, c->pid > 0 ? c->pid : -1, err, errlen))
 		return -1;
 	if (c->pid > 0 && state_request(c->pid) < 0)
@@ -487,6 +519,8 @@ static void stop(struct daemon *d)
 	if (d->rot && rotate_flush(d->rot))
 		st_err("flushing the JSONL files: %s", strerror(errno));
 	prom_snapshot_free(&d->snap);
+	daemon_host_free(d->host);
+	d->host = NULL;
 	if (d->session_open)
 		session_close(&d->s);
 	rotate_close(d->rot);
@@ -507,7 +541,13 @@ static void reopen(void *ctx)
 
 static enum stop_reason on_tick(void *ctx, uint64_t now)
 {
-	tick(ctx, now);
+	struct daemon *d = ctx;
+
+	if (d->host)
+		daemon_host_scan(d->host);
+	/* Host mode ticks at the scan period; the snapshot stays at the interval. */
+	if (!d->host || now - d->last_tick_ns + HOST_SCAN_NS / 10 >= (uint64_t)(d->cfg.interval_secs * 1e9))
+		tick(d, now);
 	return STOP_NONE;
 }
 
@@ -524,6 +564,8 @@ static enum stop_reason run(struct daemon *d)
 		.deadline_ns = secs > 0 ? now + (uint64_t)(secs * 1e9) : 0,
 	};
 
+	if (d->host && rl.tick_ns > HOST_SCAN_NS)
+		rl.tick_ns = HOST_SCAN_NS;
 	tick(d, now);   /* /metrics has numbers from the start */
 	return runloop_run(&rl);
 }
@@ -574,7 +616,7 @@ int cmd_daemon(int argc, char **argv)
 	char where[80];
 	describe_listen(d->http, &d->cfg.listen, where, sizeof(where));
 	st_info("daemon: tracing %s%s, metrics at http://%s/metrics%s%s", d->target.shown,
-		d->cfg.pid > 0 ? " (one pid)" : " (all processes)", where,
+		d->cfg.all_engines ? "" : d->cfg.pid > 0 ? " (one pid)" : " (all processes)", where,
 		d->rot ? ", slow spans to " : "", d->rot ? rotate_current_path(d->rot) : "");
 	enum stop_reason why = run(d);
 	if (why == STOP_RINGBUF_ERROR)

@@ -32,11 +32,13 @@ static const struct {
 };
 
 const char daemon_config_usage[] =
-	"usage: spantrace daemon --binary PATH [-p PID] [--listen ADDR:PORT] [--jsonl-dir DIR]\n"
+	"usage: spantrace daemon {--binary PATH [-p PID] | --all-engines} [--listen ADDR:PORT] [--jsonl-dir DIR]\n"
 	"                        [--slow-ms X | --slow-pct P] [--interval SEC]\n"
 	"                        [--file-max SIZE] [--total-max SIZE] [--retain N]\n"
 	"                        [--level coarse|detail] [--duration SEC] [-q] [-v]\n"
-	"Traces every current and future process of PATH (or only PID), serves Prometheus metrics on\n"
+	"Traces every current and future process of PATH (or only PID), or with --all-engines every\n"
+	"process on the host that maps a file with `infer` probes, whatever its path, mount namespace\n"
+	"or container (series get ns_pid and cgroup labels); serves Prometheus metrics on\n"
 	"http://ADDR:PORT/metrics (default 127.0.0.1:9464) and writes spans at least as slow\n"
 	"as the threshold (default: the running p99 of their kind) to rotating JSONL files.\n"
 	"Each flag has a variable that it overrides: SPANTRACE_BINARY, SPANTRACE_LISTEN,\n"
@@ -93,6 +95,10 @@ static int collect_flags(struct daemon_config *c, struct raw_value *raw, int arg
 			return DAEMON_CONFIG_HELP;
 		if (!strcmp(arg, "-v") || !strcmp(arg, "--verbose")) {
 			c->verbose++;
+			continue;
+		}
+		if (!strcmp(arg, "--all-engines")) {
+			c->all_engines = 1;
 			continue;
 		}
 		if (!strcmp(arg, "-q") || !strcmp(arg, "--quiet")) {
@@ -215,8 +221,12 @@ int daemon_config_parse(struct daemon_config *c, int argc, char **argv, char **e
 		return rc;
 	if (resolve_slow(raw, err, errlen) < 0)
 		return DAEMON_CONFIG_ERROR;
-	if (!raw[OPT_BINARY].text && !raw[OPT_PID].text) {
-		snprintf(err, errlen, "daemon: need --binary PATH (or SPANTRACE_BINARY) or -p PID");
+	if (!raw[OPT_BINARY].text && !raw[OPT_PID].text && !c->all_engines) {
+		snprintf(err, errlen, "daemon: need --binary PATH (or SPANTRACE_BINARY), -p PID or --all-engines");
+		return DAEMON_CONFIG_ERROR;
+	}
+	if (c->all_engines && (raw[OPT_BINARY].text || raw[OPT_PID].text)) {
+		snprintf(err, errlen, "daemon: --all-engines traces every engine; it takes no --binary or -p");
 		return DAEMON_CONFIG_ERROR;
 	}
 	if (raw[OPT_LEVEL].text && trace_level_parse(raw[OPT_LEVEL].text, &c->common.level))

@@ -5,6 +5,8 @@
  *   flag               variable                    default
  *   --binary PATH      SPANTRACE_BINARY            (this or -p is required)
  *   -p, --pid PID      -                           every process of the binary
+ *   --all-engines      -                           host mode: every process on the host
+ *                                                  mapping a file with `infer` probes
  *   --listen A:P       SPANTRACE_LISTEN            127.0.0.1:9464
  *   --jsonl-dir DIR    SPANTRACE_JSONL_DIR         none: no tail capture
  *   --slow-ms X        SPANTRACE_SLOW_MS           -
@@ -31,6 +33,7 @@
 struct daemon_config {
 	const char *binary;      /* points into argv or envp; NULL with -p only */
 	int pid;                 /* 0 = all processes of the binary */
+	int all_engines;         /* host mode: no binary, no pid */
 	struct listen_addr listen;
 	const char *jsonl_dir;   /* NULL: no tail capture */
 	double slow_ms;          /* < 0 when the threshold is a percentile */

@@ -154,6 +154,14 @@ static void labels_add_layer(struct labels *l, int32_t layer)
 static void labels_add_proc(struct labels *l, const struct prom_snapshot *s, uint32_t pid)
 {
 	labels_add_u64(l, "pid", pid);
+	for (size_t i = 0; i < s->nmetas; i++)
+		if (s->metas[i].pid == pid) {
+			/* host mode: which container, and the pid it knows itself by */
+			labels_add_u64(l, "ns_pid", s->metas[i].ns_pid);
+			labels_add(l, "cgroup", s->metas[i].cgroup);
+			labels_add(l, "binary", s->metas[i].binary);
+			return;
+		}
 	labels_add(l, "binary", s->binary ? s->binary : "");
 }
 
@@ -734,6 +742,9 @@ void prom_snapshot_free(struct prom_snapshot *s)
 	free(s->servings);
 	free(s->procs);
 	free(s->maps);
+	free(s->metas);
+	s->metas = NULL;
+	s->nmetas = 0;
 	s->aggs = NULL;
 	s->pools = NULL;
 	s->kvs = NULL;
