@@ -24,6 +24,7 @@
 #include "output/jsonl.h"
 #include "output/httpd.h"
 #include "output/outbuf.h"
+#include "analysis/rssattr.h"
 #include "analysis/stats.h"
 #include "output/prom.h"
 #include "output/rotate.h"
@@ -329,6 +330,22 @@ static void forget_reused(void *ctx, uint32_t pid)
 	d->nprocs = w;
 }
 
+/* The process's RSS, split by what its pools reserve (analysis/rssattr.h). */
+static void rss_of(const struct prom_snapshot *s, struct prom_proc *pp)
+{
+	uint64_t reserved[POOL_COUNT] = { 0 };
+	struct rss_split sp;
+
+	for (size_t i = 0; i < s->npools; i++)
+		if (s->pools[i].pid == pp->pid && s->pools[i].pool < POOL_COUNT)
+			reserved[s->pools[i].pool] = s->pools[i].reserved_bytes;
+	if (rss_split_read((pid_t)pp->pid, reserved, &sp))
+		return;
+	pp->rss_ok = 1;
+	pp->rss_pools = sp.pools;
+	pp->rss_other = sp.other;
+}
+
 static int update_procs(struct daemon *d, struct prom_snapshot *s, uint64_t now, double dt)
 {
 	for (size_t i = 0; i < s->naggs; i++)
@@ -366,8 +383,11 @@ static int update_procs(struct daemon *d, struct prom_snapshot *s, uint64_t now,
 	if (!s->procs)
 		return -1;
 	for (size_t i = 0; i < d->nprocs; i++)
-		if (d->procs[i].alive)
-			s->procs[s->nprocs++] = (struct prom_proc){ d->procs[i].pid, d->procs[i].tokens_per_second };
+		if (d->procs[i].alive) {
+			struct prom_proc *pp = &s->procs[s->nprocs++];
+			*pp = (struct prom_proc){ d->procs[i].pid, d->procs[i].tokens_per_second, 0, 0, 0 };
+			rss_of(s, pp);
+		}
 	return 0;
 }
 

@@ -527,6 +527,21 @@ static void render_procs(struct textbuf *b, const struct prom_snapshot *s)
 		labels_add_proc(&l, s, s->procs[i].pid);
 		sample_double(b, "spantrace_tokens_per_second", &l, s->procs[i].tokens_per_second);
 	}
+	family(b, "spantrace_process_resident_bytes", "gauge",
+	       "Resident memory (RSS) of the process: part=pools is what the engine's pools hold "
+	       "(reserved bytes, at most RSS), part=other the rest; they add up to RSS.");
+	for (size_t i = 0; i < s->nprocs; i++) {
+		if (!s->procs[i].rss_ok)
+			continue;
+		labels_start(&l);
+		labels_add_proc(&l, s, s->procs[i].pid);
+		labels_add(&l, "part", "pools");
+		sample_u64(b, "spantrace_process_resident_bytes", &l, s->procs[i].rss_pools);
+		labels_start(&l);
+		labels_add_proc(&l, s, s->procs[i].pid);
+		labels_add(&l, "part", "other");
+		sample_u64(b, "spantrace_process_resident_bytes", &l, s->procs[i].rss_other);
+	}
 	family(b, "spantrace_traced_processes", "gauge", "Processes of the binary currently traced.");
 	sample_u64(b, "spantrace_traced_processes", NULL, s->nprocs);
 }

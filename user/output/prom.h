@@ -39,6 +39,8 @@ struct prom_serving {
 struct prom_proc {
 	uint32_t pid;
 	double tokens_per_second;
+	int rss_ok;                   /* rss_pools/other read at the tick */
+	uint64_t rss_pools, rss_other;  /* analysis/rssattr.h */
 };
 
 /* Host mode (daemon --all-engines): a process's labels beyond its pid. */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "analysis/rssattr.h"
 #include <unistd.h>
 #include "core/grow.h"
 
@@ -353,28 +354,7 @@ int topview_on_record(void *ctx, const void *data, size_t size)
 
 int topview_read_rss(__u32 pid, uint64_t *bytes)
 {
-	char path[64], line[128];
-	snprintf(path, sizeof(path), "/proc/%u/statm", pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return -1;
-	char *ok = fgets(line, sizeof(line), f);
-	fclose(f);
-	if (!ok)
-		return -1;
-	/* statm: size resident shared ... (pages) */
-	char *end;
-	errno = 0;
-	strtoull(line, &end, 10);
-	if (errno || end == line || *end != ' ')
-		return -1;
-	char *start = end + 1;
-	unsigned long long resident = strtoull(start, &end, 10);
-	if (errno || end == start)
-		return -1;
-	long page = sysconf(_SC_PAGESIZE);
-	*bytes = (uint64_t)resident * (uint64_t)(page > 0 ? page : 4096);
-	return 0;
+	return rss_read((pid_t)pid, bytes);
 }
 
 int topview_poll_proc(struct topview *tv)
