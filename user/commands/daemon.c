@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -28,6 +29,7 @@
 #include "analysis/stats.h"
 #include "output/prom.h"
 #include "output/rotate.h"
+#include "core/fleet.h"
 #include "core/grow.h"
 #include "core/maps.h"
 #include "core/session.h"
@@ -48,6 +50,8 @@ struct proc_track {
 	int alive;
 	uint64_t prev_tokens;
 	uint64_t dead_since_ns;     /* 0 while alive */
+	uint64_t start_ticks;       /* tells a reused pid; 0: gone when first seen */
+	int start_seen;             /* start_ticks was read */
 	double tokens_per_second;
 };
 
@@ -252,11 +256,6 @@ static struct proc_track *track(struct daemon *d, uint32_t pid)
 	return &d->procs[d->nprocs++];
 }
 
-static int pid_alive(uint32_t pid)
-{
-	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
-}
-
 static void note_pid(struct daemon *d, uint32_t pid)
 {
 	size_t before = d->nprocs;
@@ -346,6 +345,29 @@ static void rss_of(const struct prom_snapshot *s, struct prom_proc *pp)
 	pp->rss_other = sp.other;
 }
 
+/* Whether the tracked process still runs, by its start time: kill(pid, 0)
+ * alone takes any later process that got the pid for it, and a thousand
+ * short-lived engines recycle pids fast. A process gone when first seen is
+ * dead (start 0). A different live process under the pid: the old one's
+ * series end now rather than merge with the new one's; returns -1 then. */
+static int still_running(struct daemon *d, struct prom_snapshot *s, struct proc_track *p)
+{
+	uint64_t start = fleet_start_ticks((pid_t)p->pid);
+
+	if (!p->start_seen) {
+		p->start_seen = 1;
+		p->start_ticks = start;
+	}
+	if (!start)
+		return 0;
+	if (start == p->start_ticks)
+		return 1;
+	if (p->start_ticks)
+		st_info("daemon: pid %u was reused by a new process", p->pid);
+	forget_pid(d, s, p->pid);
+	return -1;
+}
+
 static int update_procs(struct daemon *d, struct prom_snapshot *s, uint64_t now, double dt)
 {
 	for (size_t i = 0; i < s->naggs; i++)
@@ -363,7 +385,10 @@ static int update_procs(struct daemon *d, struct prom_snapshot *s, uint64_t now,
 		uint64_t tokens = tokens_of(s, p->pid);
 		p->tokens_per_second = dt > 0 && tokens >= p->prev_tokens ? (tokens - p->prev_tokens) / dt : 0;
 		p->prev_tokens = tokens;
-		p->alive = pid_alive(p->pid);
+		int run = still_running(d, s, p);
+		if (run < 0)
+			continue;   /* its old series are gone; the new process is noted next tick */
+		p->alive = run;
 		if (p->alive)
 			p->dead_since_ns = 0;
 		else if (!p->dead_since_ns)
@@ -434,6 +459,11 @@ static void tick(struct daemon *d, uint64_t now)
 		update_pct_thresholds(d, &s);
 	fill_tail(d, &s);
 	publish(d, &s);
+	/* Each tick frees the last snapshot's arrays; without this the freed
+	 * pages (and those of the BTF parsed at load) come back into RSS as
+	 * the arrays land elsewhere, and a daemon watching many short-lived
+	 * processes grows towards its load-time peak. */
+	malloc_trim(0);
 }
 
 /* The serving gauges are read at the scrape, not at the last tick, so they
@@ -628,6 +658,8 @@ int cmd_daemon(int argc, char **argv)
 	d->dead_grace_ns = (uint64_t)(3 * d->cfg.interval_secs * 1e9);
 	if (d->dead_grace_ns < DEAD_GRACE_MIN_NS)
 		d->dead_grace_ns = DEAD_GRACE_MIN_NS;
+	if (d->cfg.expire_secs > 0)
+		d->dead_grace_ns = (uint64_t)(d->cfg.expire_secs * 1e9);
 	runloop_install_signals();   /* before attaching: Ctrl-C counts */
 	if (session_check_caps(err, sizeof(err)) || start(d, err, sizeof(err))) {
 		st_err("%s", err);

@@ -11,7 +11,7 @@
 
 enum opt {
 	OPT_BINARY, OPT_PID, OPT_LISTEN, OPT_JSONL_DIR, OPT_SLOW_MS, OPT_SLOW_PCT,
-	OPT_INTERVAL, OPT_FILE_MAX, OPT_TOTAL_MAX, OPT_RETAIN, OPT_LEVEL, OPT_DURATION, OPT_COUNT
+	OPT_INTERVAL, OPT_FILE_MAX, OPT_TOTAL_MAX, OPT_RETAIN, OPT_LEVEL, OPT_DURATION, OPT_EXPIRE, OPT_COUNT
 };
 
 static const struct {
@@ -29,13 +29,14 @@ static const struct {
 	[OPT_RETAIN] = { "--retain", NULL, "SPANTRACE_RETAIN_FILES" },
 	[OPT_LEVEL] = { "--level", NULL, "SPANTRACE_LEVEL" },
 	[OPT_DURATION] = { "--duration", NULL, NULL },
+	[OPT_EXPIRE] = { "--expire", NULL, "SPANTRACE_EXPIRE_SECS" },
 };
 
 const char daemon_config_usage[] =
 	"usage: spantrace daemon {--binary PATH [-p PID] | --all-engines} [--listen ADDR:PORT] [--jsonl-dir DIR]\n"
 	"                        [--slow-ms X | --slow-pct P] [--interval SEC]\n"
 	"                        [--file-max SIZE] [--total-max SIZE] [--retain N]\n"
-	"                        [--level coarse|detail] [--duration SEC] [-q] [-v]\n"
+	"                        [--level coarse|detail] [--expire SEC] [--duration SEC] [-q] [-v]\n"
 	"Traces every current and future process of PATH (or only PID), or with --all-engines every\n"
 	"process on the host that maps a file with `infer` probes, whatever its path, mount namespace\n"
 	"or container (series get ns_pid and cgroup labels); serves Prometheus metrics on\n"
@@ -47,6 +48,8 @@ const char daemon_config_usage[] =
 	"SPANTRACE_LEVEL. SIZE takes a K, M or G suffix. Defaults: --interval 5, --file-max 16M,\n"
 	"--total-max 256M, --retain 16, --level coarse (forward/layer spans, tokens, requests,\n"
 	"memory; detail adds every op and OpenCL kernel at more probe hits per token).\n"
+	"--expire SEC (SPANTRACE_EXPIRE_SECS): an exited process's series leave /metrics, and its\n"
+	"entries the kernel maps, SEC seconds after it exits (default: 3 intervals, at least 30).\n"
 	"--duration stops it after SEC seconds; -q logs nothing but errors; -v more.\n"
 	"SIGHUP reopens the JSONL file; SIGTERM and SIGINT flush and exit.\n";
 
@@ -166,6 +169,9 @@ static int apply_numbers(struct daemon_config *c, const struct raw_value *raw, c
 			return bad(err, errlen, OPT_SLOW_PCT, r, "a percentile strictly between 0 and 100");
 		c->slow_ms = -1;
 	}
+	if ((r = &raw[OPT_EXPIRE])->text &&
+	    parse_real(r->text, 0.1, 86400 * 7, &c->expire_secs) < 0)
+		return bad(err, errlen, OPT_EXPIRE, r, "seconds between 0.1 and 604800");
 	if ((r = &raw[OPT_INTERVAL])->text) {
 		if (parse_real(r->text, 0.05, 86400, &c->interval_secs) < 0)
 			return bad(err, errlen, OPT_INTERVAL, r, "seconds between 0.05 and 86400");

@@ -16,6 +16,8 @@
  *   --total-max SIZE   SPANTRACE_TOTAL_MAX_BYTES   256M
  *   --retain N         SPANTRACE_RETAIN_FILES      16
  *   --level L          SPANTRACE_LEVEL             coarse (or detail)
+ *   --expire SEC       SPANTRACE_EXPIRE_SECS       3 intervals, at least 30: an exited
+ *                                                  process's series and map entries go
  *   --duration SEC     -                           until SIGTERM/SIGINT
  *   -q, --quiet        -                           log start and stop
  *   -v, --verbose      -                           (twice: libbpf too)
@@ -39,6 +41,7 @@ struct daemon_config {
 	double slow_ms;          /* < 0 when the threshold is a percentile */
 	double slow_pct;         /* in (0, 100) when slow_ms < 0 */
 	double interval_secs;
+	double expire_secs;      /* 0: 3 intervals, at least 30 s */
 	uint64_t file_max_bytes, total_max_bytes;
 	unsigned retain_files;
 	struct common_opts common;  /* level, duration, quiet */

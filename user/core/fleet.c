@@ -53,7 +53,7 @@ void fleet_free(struct fleet *f)
 	free(f);
 }
 
-static uint64_t start_ticks(pid_t pid)
+uint64_t fleet_start_ticks(pid_t pid)
 {
 	char path[64], buf[1024], *p;
 	unsigned long long v = 0;
@@ -126,7 +126,7 @@ int fleet_read_proc(pid_t pid, struct fleet_proc *p)
 {
 	memset(p, 0, sizeof(*p));
 	p->pid = pid;
-	if (!(p->start_ticks = start_ticks(pid)))
+	if (!(p->start_ticks = fleet_start_ticks(pid)))
 		return -1;
 	p->ns_pid = ns_pid(pid);
 	read_cgroup(pid, p->cgroup, sizeof(p->cgroup));
@@ -230,7 +230,7 @@ static int want_scan(const struct fleet *f, const struct fleet_seen *s, uint64_t
 static int visit(struct fleet *f, pid_t pid, const struct fleet_callbacks *cb, void *ctx,
 		 unsigned full_every)
 {
-	uint64_t start = start_ticks(pid);
+	uint64_t start = fleet_start_ticks(pid);
 	struct fleet_seen *s;
 	int rc;
 

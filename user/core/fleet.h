@@ -39,6 +39,9 @@ void fleet_free(struct fleet *f);
 /* One pass over /proc. Processes already scanned are skipped, except on
  * every `full_every`-th pass (a library loaded late). 0 or -1 (errno). */
 int fleet_scan(struct fleet *f, const struct fleet_callbacks *cb, void *ctx, unsigned full_every);
+/* /proc/PID/stat's start time (clock ticks since boot); 0 when unreadable.
+ * A pid whose start time changed is another process. */
+uint64_t fleet_start_ticks(pid_t pid);
 /* Reads pid's labels (ns pid, cgroup, start time). 0 or -1. */
 int fleet_read_proc(pid_t pid, struct fleet_proc *p);
 
