@@ -54,6 +54,18 @@ int BPF_USDT(state_alloc_prog, __u32 pool, __u64 ptr, __u64 bytes, __u64 reserve
 	return 0;
 }
 
+/* The serving gauges as of the engine's last lifecycle probe: known from
+ * the attach on, not from the next admission or finish. */
+SEC("usdt")
+int BPF_USDT(state_requests_prog, __u32 running, __u32 waiting)
+{
+	__u32 pid = traced_tgid();
+
+	if (pid)
+		serving_gauges(pid, running, waiting);
+	return 0;
+}
+
 SEC("usdt")
 int BPF_USDT(state_tensor_prog, __u64 name, __u64 shape01, __u64 shape23, __u64 bytes, __u32 pool,
 	     __u32 device)

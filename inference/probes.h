@@ -38,6 +38,7 @@
  * state_kv_blocks       u32 used, u32 total, u32 block_size, u64 block_bytes (as kv_blocks)
  * state_tensor          u64 name (char *), u64 shape01, u64 shape23, u64 bytes, u32 pool, u32 device
  *                       (shapeAB = dimA << 32 | dimB; unused dims 0; device 0 host, 1 OpenCL)
+ * state_requests        u32 running, u32 waiting   (the serving engine's gauges, last values)
  * state_end             u32 allocs, u32 tensors   (what this dump re-fired)
  *
  * running/waiting are the engine's gauges just after the event, so a tracer's
@@ -254,6 +255,7 @@ INFER_DECLARE_SEMAPHORE(state_kv);
 INFER_DECLARE_SEMAPHORE(state_kv_blocks);
 INFER_DECLARE_SEMAPHORE(state_tensor);
 INFER_DECLARE_SEMAPHORE(state_end);
+INFER_DECLARE_SEMAPHORE(state_requests);
 
 #define INFER_PROBE_ENABLED(name) __builtin_expect(INFER_SEMAPHORE(name) != 0, 0)
 #define INFER_PROBE2(name, a, b) \

@@ -29,7 +29,8 @@ static size_t ntensors;
 static uint64_t kv_used, kv_cap;
 static uint32_t kvb_used, kvb_total, kvb_size;
 static uint64_t kvb_bytes;
-static int kv_known, kvb_known;
+static int kv_known, kvb_known, gauges_known;
+static uint32_t g_running, g_waiting;
 
 void state_lock(void) { pthread_mutex_lock(&lock); }
 void state_unlock(void) { pthread_mutex_unlock(&lock); }
@@ -64,6 +65,15 @@ void state_note_kv(uint64_t used_bytes, uint64_t capacity_bytes)
 	kv_used = used_bytes;
 	kv_cap = capacity_bytes;
 	kv_known = 1;
+	state_unlock();
+}
+
+void state_note_gauges(uint32_t running, uint32_t waiting)
+{
+	state_lock();
+	g_running = running;
+	g_waiting = waiting;
+	gauges_known = 1;
 	state_unlock();
 }
 
@@ -120,6 +130,11 @@ static __attribute__((noinline)) void fire_kv_blocks(uint32_t used, uint32_t tot
 	INFER_PROBE4(state_kv_blocks, used, total, size, bytes);
 }
 
+static __attribute__((noinline)) void fire_gauges(uint32_t running, uint32_t waiting)
+{
+	INFER_PROBE2(state_requests, running, waiting);
+}
+
 static __attribute__((noinline)) void fire_end(uint32_t allocs, uint32_t ntens)
 {
 	INFER_PROBE2(state_end, allocs, ntens);
@@ -151,6 +166,8 @@ void state_dump(void)
 		fire_kv(kv_used, kv_cap);
 	if (kvb_known)
 		fire_kv_blocks(kvb_used, kvb_total, kvb_size, kvb_bytes);
+	if (gauges_known)
+		fire_gauges(g_running, g_waiting);
 	dump_tensors();
 	fire_end((uint32_t)nlive, (uint32_t)ntensors);
 	state_unlock();

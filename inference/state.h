@@ -24,6 +24,7 @@ int state_track(unsigned pool, uint64_t handle, uint64_t bytes, uint64_t reserve
 void state_untrack(uint64_t handle);
 
 void state_note_kv(uint64_t used_bytes, uint64_t capacity_bytes);
+void state_note_gauges(uint32_t running, uint32_t waiting);
 void state_note_kv_blocks(uint32_t used, uint32_t total, uint32_t block_size, uint64_t block_bytes);
 
 /* A weight tensor: shape has up to 4 dims (0 = unused); device 0 host,

@@ -46,6 +46,7 @@ DEFINE_SEMAPHORE(state_kv);
 DEFINE_SEMAPHORE(state_kv_blocks);
 DEFINE_SEMAPHORE(state_tensor);
 DEFINE_SEMAPHORE(state_end);
+DEFINE_SEMAPHORE(state_requests);
 #endif
 
 enum probe_name {
@@ -271,6 +272,7 @@ static void note_gauges(uint32_t running, uint32_t waiting)
 	serve_seen = 1;
 	v->running = running;
 	v->waiting = waiting;
+	state_note_gauges(running, waiting);
 	if (running > v->peak_running)
 		v->peak_running = running;
 	if (waiting > v->peak_waiting)

@@ -274,6 +274,7 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 		{ sk->progs.kv_usage_prog, "state_kv", 0 },
 		{ sk->progs.kv_blocks_prog, "state_kv_blocks", 0 },
 		{ sk->progs.state_tensor_prog, "state_tensor", 0 },
+		{ sk->progs.state_requests_prog, "state_requests", 0 },
 		{ sk->progs.kv_usage_prog, "kv_usage", 0 },
 		{ sk->progs.kv_blocks_prog, "kv_blocks", 0 },
 		{ sk->progs.cl_batch_prog, "cl_batch", 1 },
