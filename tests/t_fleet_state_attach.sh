@@ -30,6 +30,15 @@ grep -q 'tensors 11 ' <<<"$last" || fail "no weight tree in top: $last"
 grep -q 'unknown frees' <<<"$last" && fail "top lists unknown frees: $last"
 ok "top -p on the idle engine: $(grep -o 'weights [^ ]*' <<<"$last"), $(grep -o 'kv_cache [^ ]*' <<<"$last"), $(grep -o 'tensors [^)]*)' <<<"$last")"
 
+# top --binary: the running processes of the file are asked for their state too
+"$SPANTRACE" top -b -n 2 -d 0.5 -w 200 --binary "$BUILD/libinfer.so" >"$TMP/bframes" 2>"$TMP/btop.err" 3>&- ||
+	fail "top --binary exited $?: $(cat "$TMP/btop.err")"
+last=$(awk '/^spantrace top/ {n++} {f[n] = f[n] $0 "\n"} END {printf "%s", f[n]}' "$TMP/bframes")
+grep -q 'weights [0-9.]*[KMG]' <<<"$last" || fail "no weights pool in top --binary: $last"
+grep -q 'tensors 11 ' <<<"$last" || fail "no weight tree in top --binary: $last"
+grep -q 'unknown frees' <<<"$last" && fail "top --binary lists unknown frees: $last"
+ok "top --binary with the engine running: $(grep -o 'weights [^ ]*' <<<"$last"), $(grep -o 'tensors [^)]*)' <<<"$last")"
+
 # record through a request and the engine's exit
 "$SPANTRACE" record -q -p $SRV -o "$TMP/t.jsonl" 2>"$TMP/rec.err" 3>&- &
 rec=$!

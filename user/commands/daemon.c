@@ -555,6 +555,8 @@ static int start(struct daemon *d, char *err, size_t errlen)
 		return -1;
 	if (c->pid > 0 && state_request(c->pid) < 0)
 		st_err("cannot ask pid %d for its state: %s", (int)c->pid, strerror(errno));
+	if (c->pid <= 0 && state_request_binary(d->target.elf) < 0)
+		st_err("cannot ask the running processes of %s for their state: %s", d->target.elf, strerror(errno));
 	return c->pid > 0 ? 0 : session_follow(&d->s, d->target.elf, err, errlen);
 }
 

@@ -275,6 +275,8 @@ static int start_session(struct recorder *r, char *err, size_t errlen)
 		return -1;
 	if (r->l.mode == LAUNCH_PID && state_request(t->pid) < 0)
 		st_err("cannot ask pid %d for its state: %s", (int)t->pid, strerror(errno));
+	if (r->l.mode == LAUNCH_BINARY && state_request_binary(t->elf) < 0)
+		st_err("cannot ask the running processes of %s for their state: %s", t->elf, strerror(errno));
 	return t->pid > 0 ? 0 : session_follow(&r->s, t->elf, err, errlen);
 }
 

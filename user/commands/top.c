@@ -232,6 +232,8 @@ static int start_tracing(struct top_run *r, char *err, size_t errlen)
 		return -1;
 	if (r->l.mode == LAUNCH_PID && state_request(t->pid) < 0)
 		st_err("cannot ask pid %d for its state: %s", (int)t->pid, strerror(errno));
+	if (r->l.mode == LAUNCH_BINARY && state_request_binary(t->elf) < 0)
+		st_err("cannot ask the running processes of %s for their state: %s", t->elf, strerror(errno));
 	st_debug("attached to %s (pid %d) in %.3f ms", t->elf, (int)t->pid, r->s.attach_ns / 1e6);
 	return 0;
 }

@@ -192,8 +192,11 @@ static int scan_pid(struct fleet *f, pid_t pid, const struct fleet_callbacks *cb
 				engine = -1;
 			continue;
 		}
-		if (!engine && fleet_read_proc(pid, &p) == 0)
+		if (!engine && fleet_read_proc(pid, &p) == 0) {
 			snprintf(p.path, sizeof(p.path), "%.*s", (int)sizeof(p.path) - 1, shown);
+			p.dev = st.st_dev;
+			p.ino = st.st_ino;
+		}
 		if (is_new && cb->on_inode)
 			cb->on_inode(ctx, open_path, &p);
 		engine = 1;

@@ -24,6 +24,8 @@ struct fleet_proc {
 	uint64_t start_ticks;    /* /proc/PID/stat starttime: tells a reused pid */
 	char cgroup[256];        /* its cgroup v2 path ("/" at the root) */
 	char path[512];          /* the probe file as the process sees it */
+	dev_t dev;               /* the probe file's inode */
+	ino_t ino;
 };
 
 struct fleet_callbacks {

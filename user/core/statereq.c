@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include "core/fleet.h"
 #include "core/log.h"
 #include "probes.h"
 
@@ -44,4 +46,31 @@ int state_request(pid_t pid)
 		return -1;
 	st_debug("asked pid %d for its state", (int)pid);
 	return 1;
+}
+
+struct binary_req {
+	struct stat st;
+	int asked;
+};
+
+static void ask_if_same(void *ctx, const struct fleet_proc *p)
+{
+	struct binary_req *b = ctx;
+
+	if (p->dev == b->st.st_dev && p->ino == b->st.st_ino && state_request(p->pid) == 1)
+		b->asked++;
+}
+
+int state_request_binary(const char *elf)
+{
+	static const struct fleet_callbacks cb = { NULL, ask_if_same };
+	struct binary_req b = { .asked = 0 };
+	struct fleet *f;
+	int rc;
+
+	if (stat(elf, &b.st) || !(f = fleet_new(INFER_PROVIDER)))
+		return -1;
+	rc = fleet_scan(f, &cb, &b, 0);
+	fleet_free(f);
+	return rc ? -1 : b.asked;
 }

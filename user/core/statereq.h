@@ -14,4 +14,9 @@
  * supports it, -1 error (errno). */
 int state_request(pid_t pid);
 
+/* Binary mode: state_request() to every process that maps the inode of
+ * elf (found as host mode finds engines, core/fleet.h). Returns how many
+ * were asked, or -1. */
+int state_request_binary(const char *elf);
+
 #endif
