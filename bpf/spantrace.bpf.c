@@ -731,6 +731,9 @@ int BPF_USDT(kv_usage_prog, __u64 used, __u64 capacity)
 	return 0;
 }
 
+/* ---- the engine's state at attach ---- */
+#include "state.bpf.h"
+
 /* ---- OpenCL kernel batches ---- */
 struct batch_ctx {
 	__u64 records;

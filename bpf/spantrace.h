@@ -35,6 +35,7 @@ enum event_type {
 	EV_CL_BUILD,    /* clBuildProgram */
 	EV_CL_MEM,      /* clCreateBuffer / clReleaseMemObject */
 	EV_CL_DEVTIME,  /* device times the application read (clGetEventProfilingInfo) */
+	EV_TENSOR,      /* a weight tensor, from a state dump (state_tensor) */
 	EV_TYPE_COUNT
 };
 
@@ -142,7 +143,18 @@ struct alloc_event {
 	__u64 peak_bytes;
 	__u64 reserved_bytes; /* held by the pool's live allocations, after it */
 	__u32 pool;         /* enum pool_id */
-	__u32 unknown;      /* free of a pointer never seen allocated */
+	__u32 unknown;      /* free of a pointer never seen allocated; on an
+			     * EV_ALLOC, 2: made before the attach (state_alloc) */
+};
+
+/* One weight tensor of a state dump (inference/state.h). */
+struct tensor_event {
+	struct event_header h;
+	char name[48];
+	__u32 shape[4];     /* unused dims 0 */
+	__u64 bytes;
+	__u32 pool;         /* enum pool_id */
+	__u32 device;       /* 0 host, 1 OpenCL */
 };
 
 struct kv_event {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include "model.h"
 #include "pool.h"
+#include "state.h"
 
 #define HEADER_BYTES (7 * sizeof(int32_t))
 
@@ -134,6 +135,30 @@ static void point_weights(Model *m)
 	w->wcls = c->shared_classifier ? w->token_embedding_table : base + off[T_WCLS];
 }
 
+/* The weight tree for tracers that attach late (state.h): each tensor of
+ * the checkpoint, stacked over layers, with its shape, in the weights pool. */
+static void register_tensors(const Config *c)
+{
+	static const char *const names[T_END] = {
+		"tok_embeddings", "layers.rms_att", "layers.wq", "layers.wk", "layers.wv", "layers.wo",
+		"layers.rms_ffn", "layers.w1", "layers.w2", "layers.w3", "rms_final", NULL, "classifier",
+	};
+	uint32_t L = (uint32_t)c->n_layers, d = (uint32_t)c->dim, h = (uint32_t)c->hidden_dim;
+	uint32_t v = (uint32_t)c->vocab_size, kv = d / (uint32_t)c->n_heads * (uint32_t)c->n_kv_heads;
+	const uint32_t shapes[T_END][4] = {
+		[T_EMB] = { v, d }, [T_RMS_ATT] = { L, d }, [T_WQ] = { L, d, d }, [T_WK] = { L, kv, d },
+		[T_WV] = { L, kv, d }, [T_WO] = { L, d, d }, [T_RMS_FFN] = { L, d }, [T_W1] = { L, h, d },
+		[T_W2] = { L, d, h }, [T_W3] = { L, h, d }, [T_RMS_FINAL] = { d }, [T_WCLS] = { v, d },
+	};
+	size_t off[T_END + 1];
+
+	tensor_offsets(c, off);
+	for (int t = 0; t < T_END; t++)
+		if (names[t] && off[t + 1] > off[t])
+			state_add_tensor(names[t], shapes[t], (off[t + 1] - off[t]) * sizeof(float),
+					 POOL_WEIGHTS, 0);
+}
+
 /* A mapping holds whole pages: what the weights pool reserves. */
 static size_t mapped_bytes(size_t len)
 {
@@ -201,6 +226,7 @@ int model_load(Model *m, const char *path, InferError *err)
 	}
 	point_weights(m);
 	pool_note_alloc(POOL_WEIGHTS, (uintptr_t)m->map, m->map_size, mapped_bytes(m->map_size));
+	register_tensors(&m->config);
 	return 0;
 }
 
@@ -210,6 +236,7 @@ void model_free(Model *m)
 		pool_note_free(POOL_WEIGHTS, (uintptr_t)m->map, m->map_size,
 			       mapped_bytes(m->map_size));
 		munmap(m->map, m->map_size);
+		state_forget_tensors(POOL_WEIGHTS);
 	}
 	memset(m, 0, sizeof(*m));
 }

@@ -2,10 +2,13 @@
  *
  * Counters are updated atomically: the OpenCL backend or a future server
  * thread may allocate off the main thread. Each probe name has exactly one
- * site (announce_alloc / announce_free), so a tracer attaches once. */
+ * site (announce_alloc / announce_free), so a tracer attaches once. Each
+ * alloc/free is counted, announced and noted in the live table (state.c)
+ * under one lock, so a state dump sits at one point of the probe stream. */
 #include <malloc.h>
 #include <stdlib.h>
 #include "pool.h"
+#include "state.h"
 
 static PoolStats pools[POOL_COUNT];
 
@@ -58,8 +61,11 @@ void *pool_alloc(enum pool_id pool, size_t bytes)
 	if (!p)
 		return NULL;
 	size_t reserved = malloc_usable_size(p);
+	state_lock();
 	count_alloc(pool, bytes, reserved);
 	announce_alloc(pool, (uintptr_t)p, bytes, reserved);
+	state_track(pool, (uintptr_t)p, bytes, reserved);
+	state_unlock();
 	return p;
 }
 
@@ -67,8 +73,11 @@ void pool_free(enum pool_id pool, void *p, size_t bytes)
 {
 	if (!p || (unsigned)pool >= POOL_COUNT)
 		return;
+	state_lock();
 	count_free(pool, bytes, malloc_usable_size(p));
 	announce_free(pool, (uintptr_t)p, bytes);
+	state_untrack((uintptr_t)p);
+	state_unlock();
 	free(p);
 }
 
@@ -78,8 +87,11 @@ void pool_note_alloc(enum pool_id pool, uint64_t handle, size_t bytes, size_t re
 		return;
 	if (reserved < bytes)  /* nothing holds less than it was given */
 		reserved = bytes;
+	state_lock();
 	count_alloc(pool, bytes, reserved);
 	announce_alloc(pool, handle, bytes, reserved);
+	state_track(pool, handle, bytes, reserved);
+	state_unlock();
 }
 
 void pool_note_free(enum pool_id pool, uint64_t handle, size_t bytes, size_t reserved)
@@ -88,8 +100,11 @@ void pool_note_free(enum pool_id pool, uint64_t handle, size_t bytes, size_t res
 		return;
 	if (reserved < bytes)  /* as pool_note_alloc */
 		reserved = bytes;
+	state_lock();
 	count_free(pool, bytes, reserved);
 	announce_free(pool, handle, bytes);
+	state_untrack(handle);
+	state_unlock();
 }
 
 void pool_get_stats(enum pool_id pool, PoolStats *out)

@@ -29,6 +29,18 @@
  * token_emit            u64 req, u32 pos, u32 token_id
  * kv_blocks             u32 used, u32 total, u32 block_size, u64 block_bytes
  *
+ * State at attach (inference/state.c): when a tracer asks (the signal
+ * INFER_STATE_SIGNAL), the engine re-fires what exists, under the pools' lock,
+ * so the dump is consistent with the alloc/free stream around it:
+ * state_pool            u32 pool, u64 peak_bytes, u64 peak_reserved_bytes
+ * state_alloc           u32 pool, u64 ptr, u64 bytes, u64 reserved   (each live allocation)
+ * state_kv              u64 used_bytes, u64 capacity_bytes           (as kv_usage, last values)
+ * state_kv_blocks       u32 used, u32 total, u32 block_size, u64 block_bytes (as kv_blocks)
+ * state_tensor          u64 name (char *), u64 shape01, u64 shape23, u64 bytes, u32 pool, u32 device
+ *                       (shapeAB = dimA << 32 | dimB; unused dims 0; device 0 host, 1 OpenCL)
+ * state_requests        u32 running, u32 waiting   (the serving engine's gauges, last values)
+ * state_end             u32 allocs, u32 tensors   (what this dump re-fired)
+ *
  * running/waiting are the engine's gauges just after the event, so a tracer's
  * gauges equal the engine's at every probe (they change only at these four).
  * No probe has more than 6 arguments: bpftrace reads only arg0..arg5. req_queued fires when a request
@@ -69,6 +81,10 @@
 #endif
 
 #define INFER_PROVIDER "infer"
+/* A tracer sends SIGRTMIN + this to ask for a state dump. The engine blocks
+ * it in every thread and one thread waits for it (sigwaitinfo), so a tracer
+ * sends it only to a process whose /proc/PID/status SigBlk has it. */
+#define INFER_STATE_SIGNAL_OFFSET 6
 #define LAYER_NONE (-1)
 
 enum span_kind {
@@ -244,6 +260,13 @@ INFER_DECLARE_SEMAPHORE(step_begin);
 INFER_DECLARE_SEMAPHORE(step_end);
 INFER_DECLARE_SEMAPHORE(token_emit);
 INFER_DECLARE_SEMAPHORE(kv_blocks);
+INFER_DECLARE_SEMAPHORE(state_pool);
+INFER_DECLARE_SEMAPHORE(state_alloc);
+INFER_DECLARE_SEMAPHORE(state_kv);
+INFER_DECLARE_SEMAPHORE(state_kv_blocks);
+INFER_DECLARE_SEMAPHORE(state_tensor);
+INFER_DECLARE_SEMAPHORE(state_end);
+INFER_DECLARE_SEMAPHORE(state_requests);
 
 #define INFER_PROBE_ENABLED(name) __builtin_expect(INFER_SEMAPHORE(name) != 0, 0)
 #define INFER_PROBE2(name, a, b) \

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "pool.h"
+#include "state.h"
 #include "trace.h"
 
 #ifndef INFER_NO_PROBES
@@ -39,6 +40,13 @@ DEFINE_SEMAPHORE(step_begin);
 DEFINE_SEMAPHORE(step_end);
 DEFINE_SEMAPHORE(token_emit);
 DEFINE_SEMAPHORE(kv_blocks);
+DEFINE_SEMAPHORE(state_pool);
+DEFINE_SEMAPHORE(state_alloc);
+DEFINE_SEMAPHORE(state_kv);
+DEFINE_SEMAPHORE(state_kv_blocks);
+DEFINE_SEMAPHORE(state_tensor);
+DEFINE_SEMAPHORE(state_end);
+DEFINE_SEMAPHORE(state_requests);
 #endif
 
 enum probe_name {
@@ -217,6 +225,7 @@ void trace_span_end(enum span_kind kind, int layer)
 void trace_kv_usage(uint64_t used_bytes, uint64_t capacity_bytes)
 {
 	count_call(P_KV_USAGE);
+	state_note_kv(used_bytes, capacity_bytes);
 	INFER_PROBE2(kv_usage, used_bytes, capacity_bytes);
 }
 
@@ -263,6 +272,7 @@ static void note_gauges(uint32_t running, uint32_t waiting)
 	serve_seen = 1;
 	v->running = running;
 	v->waiting = waiting;
+	state_note_gauges(running, waiting);
 	if (running > v->peak_running)
 		v->peak_running = running;
 	if (waiting > v->peak_waiting)
@@ -395,6 +405,7 @@ void trace_kv_blocks(uint32_t used, uint32_t total, uint32_t block_size, uint64_
 	if (used > v->kv_peak)
 		v->kv_peak = used;
 	pthread_mutex_unlock(&stats_lock);
+	state_note_kv_blocks(used, total, block_size, block_bytes);
 	INFER_PROBE4(kv_blocks, used, total, block_size, block_bytes);
 }
 

@@ -49,3 +49,21 @@ expect_fail() {
 	grep -q -- "$pat" "$TMP/err" || fail "$name: stderr lacks '$pat': $(head -c 300 "$TMP/err")"
 	ok "$name: exit $rc, '$(grep -m1 -- "$pat" "$TMP/err" | head -c 160)'"
 }
+
+# fifo_engine [INFER_BIN]: `infer --serve` on the demo model, fed through a
+# fifo held on fd 3; sets SRV. ask: one prompt, waits for its reply line.
+# Close fd 3 (exec 3>&-) to end it; start tracers with 3>&-.
+fifo_engine() {
+	mkfifo "$TMP/in"
+	OMP_NUM_THREADS=1 "${1:-$INFER}" "$DEMO_MODEL" -z "$DEMO_TOK" --serve -n 6 -b cpu -t 0 \
+		<"$TMP/in" >"$TMP/out" 2>"$TMP/srv.err" &
+	SRV=$!
+	exec 3>"$TMP/in"
+}
+fifo_lines() { wc -l <"$TMP/out"; }
+fifo_has_replies() { [ "$(fifo_lines)" -ge "$1" ]; }
+ask() {
+	local want=$(($(fifo_lines) + 1))
+	echo "once upon a time" >&3
+	wait_for fifo_has_replies $want || fail "no reply to request $want: $(cat "$TMP/srv.err")"
+}

@@ -36,9 +36,11 @@ static void walk_lines(struct symbolizer *s, char *text)
 		uint64_t start = strtoull(line, &end, 16);
 		char copy[512];
 		const char *path;
+		int deleted = -1;
 
 		snprintf(copy, sizeof(copy), "%s", line);
-		path = maps_path(copy);
+		path = maps_path(copy, &deleted);
+		FUZZ_CHECK(!path || deleted == 0 || deleted == 1);
 		FUZZ_CHECK(!path || (path[0] == '/' && path >= copy && path < copy + sizeof(copy)));
 		(void)parse_pid(line);
 		check_lookup(s, start);

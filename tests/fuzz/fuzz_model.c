@@ -1,5 +1,5 @@
 /* fuzz_model.c - the checkpoint loader: any bytes as a llama2.c .bin file.
- * fuzz-sources: inference/model.c inference/error.c inference/pool.c
+ * fuzz-sources: inference/model.c inference/error.c inference/pool.c inference/state.c
  */
 #include "fuzz_common.h"
 #include "model.h"

@@ -51,7 +51,7 @@ static int on_pool_event(void *ctx, const struct alloc_event *e)
 {
 	struct proc_state *p = proc_table_get(ctx, e->h.pid);
 
-	if (p && !e->unknown) {
+	if (p && e->unknown != 1) {   /* an unknown free carries no pool state */
 		p->live[e->pool] = e->live_bytes;
 		p->peak[e->pool] = e->peak_bytes;
 		p->reserved[e->pool] = e->reserved_bytes;

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -19,20 +20,24 @@
 #include <unistd.h>
 
 #include "commands/daemon_config.h"
+#include "commands/daemon_host.h"
 #include "core/runloop.h"
 #include "output/jsonl.h"
 #include "output/httpd.h"
 #include "output/outbuf.h"
+#include "analysis/rssattr.h"
 #include "analysis/stats.h"
 #include "output/prom.h"
 #include "output/otlp.h"
 #include "output/otlp_metrics.h"
 #include "core/clock.h"
 #include "output/rotate.h"
+#include "core/fleet.h"
 #include "core/grow.h"
 #include "core/maps.h"
 #include "core/session.h"
 #include "core/opencl_attach.h"
+#include "core/statereq.h"
 #include "core/target.h"
 
 extern char **environ;
@@ -41,6 +46,7 @@ extern char **environ;
 #define DEAD_GRACE_MIN_NS (30ull * 1000000000ull)
 #define DAEMON_RINGBUF_KB 1024      /* only slow spans travel through it */
 #define POLL_MS 100
+#define HOST_SCAN_NS (500ull * 1000000ull) /* host mode: a /proc pass this often */
 
 /* A process seen in the maps. */
 struct proc_track {
@@ -48,6 +54,8 @@ struct proc_track {
 	int alive;
 	uint64_t prev_tokens;
 	uint64_t dead_since_ns;     /* 0 while alive */
+	uint64_t start_ticks;       /* tells a reused pid; 0: gone when first seen */
+	int start_seen;             /* start_ticks was read */
 	double tokens_per_second;
 };
 
@@ -71,6 +79,7 @@ struct daemon {
 	struct proc_track *procs;
 	size_t nprocs, procs_cap;
 	uint64_t last_tick_ns, dead_grace_ns;
+	struct daemon_host *host;    /* --all-engines, else NULL */
 
 	/* --slow-pct: per-kind bucket deltas of the last THRESH_WINDOW ticks */
 	struct kind_counts cum, prev_cum, retired, window[THRESH_WINDOW];
@@ -80,7 +89,7 @@ struct daemon {
 
 	struct otlp_exporter *otlp;  /* --otlp: metrics each tick */
 	uint64_t otlp_start_ns;      /* Unix ns: the cumulative series' start */
-	char host[256];
+	char hostname[256];         /* OTLP resource host.name */
 };
 
 /* ---- tail capture: the ring buffer carries only slow spans ---- */
@@ -268,11 +277,6 @@ static struct proc_track *track(struct daemon *d, uint32_t pid)
 	return &d->procs[d->nprocs++];
 }
 
-static int pid_alive(uint32_t pid)
-{
-	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
-}
-
 static void note_pid(struct daemon *d, uint32_t pid)
 {
 	size_t before = d->nprocs;
@@ -330,7 +334,64 @@ static void forget_pid(struct daemon *d, struct prom_snapshot *s, uint32_t pid)
 		if (s->clmems[i].pid != pid)
 			s->clmems[w++] = s->clmems[i];
 	s->nclmems = w;
+	if (d->host)
+		daemon_host_drop(d->host, pid);
 	st_info("daemon: process %u exited; its series are gone from /metrics", pid);
+}
+
+/* Host mode found a new engine under a pid it had labelled: the old
+ * process's series end now, so the two never add up. */
+static void forget_reused(void *ctx, uint32_t pid)
+{
+	struct daemon *d = ctx;
+	size_t w = 0;
+
+	pthread_mutex_lock(&d->lock);
+	forget_pid(d, &d->snap, pid);
+	pthread_mutex_unlock(&d->lock);
+	for (size_t i = 0; i < d->nprocs; i++)
+		if (d->procs[i].pid != pid)
+			d->procs[w++] = d->procs[i];
+	d->nprocs = w;
+}
+
+/* The process's RSS, split by what its pools reserve (analysis/rssattr.h). */
+static void rss_of(const struct prom_snapshot *s, struct prom_proc *pp)
+{
+	uint64_t reserved[POOL_COUNT] = { 0 };
+	struct rss_split sp;
+
+	for (size_t i = 0; i < s->npools; i++)
+		if (s->pools[i].pid == pp->pid && s->pools[i].pool < POOL_COUNT)
+			reserved[s->pools[i].pool] = s->pools[i].reserved_bytes;
+	if (rss_split_read((pid_t)pp->pid, reserved, &sp))
+		return;
+	pp->rss_ok = 1;
+	pp->rss_pools = sp.pools;
+	pp->rss_other = sp.other;
+}
+
+/* Whether the tracked process still runs, by its start time: kill(pid, 0)
+ * alone takes any later process that got the pid for it, and a thousand
+ * short-lived engines recycle pids fast. A process gone when first seen is
+ * dead (start 0). A different live process under the pid: the old one's
+ * series end now rather than merge with the new one's; returns -1 then. */
+static int still_running(struct daemon *d, struct prom_snapshot *s, struct proc_track *p)
+{
+	uint64_t start = fleet_start_ticks((pid_t)p->pid);
+
+	if (!p->start_seen) {
+		p->start_seen = 1;
+		p->start_ticks = start;
+	}
+	if (!start)
+		return 0;
+	if (start == p->start_ticks)
+		return 1;
+	if (p->start_ticks)
+		st_info("daemon: pid %u was reused by a new process", p->pid);
+	forget_pid(d, s, p->pid);
+	return -1;
 }
 
 static int update_procs(struct daemon *d, struct prom_snapshot *s, uint64_t now, double dt)
@@ -352,7 +413,10 @@ static int update_procs(struct daemon *d, struct prom_snapshot *s, uint64_t now,
 		uint64_t tokens = tokens_of(s, p->pid);
 		p->tokens_per_second = dt > 0 && tokens >= p->prev_tokens ? (tokens - p->prev_tokens) / dt : 0;
 		p->prev_tokens = tokens;
-		p->alive = pid_alive(p->pid);
+		int run = still_running(d, s, p);
+		if (run < 0)
+			continue;   /* its old series are gone; the new process is noted next tick */
+		p->alive = run;
 		if (p->alive)
 			p->dead_since_ns = 0;
 		else if (!p->dead_since_ns)
@@ -372,8 +436,11 @@ static int update_procs(struct daemon *d, struct prom_snapshot *s, uint64_t now,
 	if (!s->procs)
 		return -1;
 	for (size_t i = 0; i < d->nprocs; i++)
-		if (d->procs[i].alive)
-			s->procs[s->nprocs++] = (struct prom_proc){ d->procs[i].pid, d->procs[i].tokens_per_second };
+		if (d->procs[i].alive) {
+			struct prom_proc *pp = &s->procs[s->nprocs++];
+			*pp = (struct prom_proc){ d->procs[i].pid, d->procs[i].tokens_per_second, 0, 0, 0 };
+			rss_of(s, pp);
+		}
 	return 0;
 }
 
@@ -408,7 +475,7 @@ static void export_otlp(struct daemon *d, const struct prom_snapshot *s)
 
 	if (!d->otlp)
 		return;
-	body = otlp_metrics_body(s, d->otlp_start_ns, (uint64_t)clock_read_ns(CLOCK_REALTIME), d->host, &points);
+	body = otlp_metrics_body(s, d->otlp_start_ns, (uint64_t)clock_read_ns(CLOCK_REALTIME), d->hostname, &points);
 	otlp_enqueue(d->otlp, body, points);
 }
 
@@ -421,7 +488,7 @@ static void tick(struct daemon *d, uint64_t now)
 	struct map_read mem = { d, &s, 0 };
 
 	maps_foreach_memory(&d->s, map_memory_entry, &mem);
-	if (read_maps(d, &s) || update_procs(d, &s, now, dt)) {
+	if (read_maps(d, &s) || update_procs(d, &s, now, dt) || (d->host && daemon_host_labels(d->host, &s))) {
 		st_err("out of memory reading the maps; keeping the previous snapshot");
 		prom_snapshot_free(&s);
 		return;
@@ -433,6 +500,11 @@ static void tick(struct daemon *d, uint64_t now)
 	fill_tail(d, &s);
 	export_otlp(d, &s);
 	publish(d, &s);
+	/* Each tick frees the last snapshot's arrays; without this the freed
+	 * pages (and those of the BTF parsed at load) come back into RSS as
+	 * the arrays land elsewhere, and a daemon watching many short-lived
+	 * processes grows towards its load-time peak. */
+	malloc_trim(0);
 }
 
 /* The serving gauges are read at the scrape, not at the last tick, so they
@@ -480,10 +552,13 @@ static void describe_listen(const struct httpd *h, const struct listen_addr *a, 
 static int start(struct daemon *d, char *err, size_t errlen)
 {
 	const struct daemon_config *c = &d->cfg;
-	int rc = c->pid > 0 ? target_from_pid(c->pid, &d->target, err, errlen)
-			    : target_or_opencl(c->binary, 0, c->opencl || c->spans, &d->target, err, errlen);
+	int rc = c->all_engines ? 0
+		 : c->pid > 0 ? target_from_pid(c->pid, &d->target, err, errlen)
+			      : target_or_opencl(c->binary, 0, c->opencl || c->spans, &d->target, err, errlen);
 	if (rc && (c->pid <= 0 || !(c->opencl || c->spans) || target_pid_without_probes(c->pid, &d->target)))
 		return -1;
+	if (c->all_engines)
+		snprintf(d->target.shown, sizeof(d->target.shown), "every engine on the host");
 	if (c->jsonl_dir) {
 		struct rotate_opts ro = { c->jsonl_dir, "spantrace", c->file_max_bytes, c->total_max_bytes,
 					  c->retain_files };
@@ -495,7 +570,7 @@ static int start(struct daemon *d, char *err, size_t errlen)
 		return -1;
 	}
 	if (c->otlp) {
-		gethostname(d->host, sizeof(d->host) - 1);
+		gethostname(d->hostname, sizeof(d->hostname) - 1);
 		d->otlp_start_ns = (uint64_t)clock_read_ns(CLOCK_REALTIME);
 		if (!(d->otlp = otlp_open(c->otlp, "metrics", err, errlen)))
 			return -1;
@@ -517,9 +592,23 @@ static int start(struct daemon *d, char *err, size_t errlen)
 	d->session_open = 1;
 	initial_thresholds(d);
 	write_thresholds(d);  /* before attaching: the map starts at 0 = stream all */
+	if (c->all_engines) {
+		if (!(d->host = daemon_host_new(&d->s, forget_reused, d))) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		daemon_host_scan(d->host);   /* the engines running now */
+		return 0;
+	}
 	if (session_attach(&d->s, d->target.elf, c->pid > 0 ? c->pid : -1, err, errlen))
 		return -1;
-	return c->opencl ? opencl_attach_target(&d->s, c->pid > 0 ? c->pid : -1, c->pid > 0, err, errlen) : 0;
+	if (c->opencl && opencl_attach_target(&d->s, c->pid > 0 ? c->pid : -1, c->pid > 0, err, errlen))
+		return -1;
+	if (c->pid > 0 && state_request(c->pid) < 0)
+		st_err("cannot ask pid %d for its state: %s", (int)c->pid, strerror(errno));
+	if (c->pid <= 0 && state_request_binary(d->target.elf) < 0)
+		st_err("cannot ask the running processes of %s for their state: %s", d->target.elf, strerror(errno));
+	return c->pid > 0 ? 0 : session_follow(&d->s, d->target.elf, err, errlen);
 }
 
 static void stop(struct daemon *d)
@@ -541,6 +630,8 @@ static void stop(struct daemon *d)
 		st_info("%s", line);
 	}
 	prom_snapshot_free(&d->snap);
+	daemon_host_free(d->host);
+	d->host = NULL;
 	if (d->session_open)
 		session_close(&d->s);
 	rotate_close(d->rot);
@@ -561,7 +652,13 @@ static void reopen(void *ctx)
 
 static enum stop_reason on_tick(void *ctx, uint64_t now)
 {
-	tick(ctx, now);
+	struct daemon *d = ctx;
+
+	if (d->host)
+		daemon_host_scan(d->host);
+	/* Host mode ticks at the scan period; the snapshot stays at the interval. */
+	if (!d->host || now - d->last_tick_ns + HOST_SCAN_NS / 10 >= (uint64_t)(d->cfg.interval_secs * 1e9))
+		tick(d, now);
 	return STOP_NONE;
 }
 
@@ -578,6 +675,8 @@ static enum stop_reason run(struct daemon *d)
 		.deadline_ns = secs > 0 ? now + (uint64_t)(secs * 1e9) : 0,
 	};
 
+	if (d->host && rl.tick_ns > HOST_SCAN_NS)
+		rl.tick_ns = HOST_SCAN_NS;
 	tick(d, now);   /* /metrics has numbers from the start */
 	return runloop_run(&rl);
 }
@@ -620,6 +719,8 @@ int cmd_daemon(int argc, char **argv)
 	d->dead_grace_ns = (uint64_t)(3 * d->cfg.interval_secs * 1e9);
 	if (d->dead_grace_ns < DEAD_GRACE_MIN_NS)
 		d->dead_grace_ns = DEAD_GRACE_MIN_NS;
+	if (d->cfg.expire_secs > 0)
+		d->dead_grace_ns = (uint64_t)(d->cfg.expire_secs * 1e9);
 	runloop_install_signals();   /* before attaching: Ctrl-C counts */
 	if (session_check_caps(err, sizeof(err)) || start(d, err, sizeof(err))) {
 		st_err("%s", err);
@@ -628,7 +729,7 @@ int cmd_daemon(int argc, char **argv)
 	char where[80];
 	describe_listen(d->http, &d->cfg.listen, where, sizeof(where));
 	st_info("daemon: tracing %s%s, metrics at http://%s/metrics%s%s", d->target.shown,
-		d->cfg.pid > 0 ? " (one pid)" : " (all processes)", where,
+		d->cfg.all_engines ? "" : d->cfg.pid > 0 ? " (one pid)" : " (all processes)", where,
 		d->rot ? ", slow spans to " : "", d->rot ? rotate_current_path(d->rot) : "");
 	enum stop_reason why = run(d);
 	if (why == STOP_RINGBUF_ERROR)

@@ -12,7 +12,7 @@
 
 enum opt {
 	OPT_BINARY, OPT_PID, OPT_LISTEN, OPT_JSONL_DIR, OPT_SLOW_MS, OPT_SLOW_PCT,
-	OPT_INTERVAL, OPT_FILE_MAX, OPT_TOTAL_MAX, OPT_RETAIN, OPT_LEVEL, OPT_DURATION, OPT_OTLP, OPT_COUNT
+	OPT_INTERVAL, OPT_FILE_MAX, OPT_TOTAL_MAX, OPT_RETAIN, OPT_LEVEL, OPT_DURATION, OPT_OTLP, OPT_EXPIRE, OPT_COUNT
 };
 
 static const struct {
@@ -31,15 +31,18 @@ static const struct {
 	[OPT_LEVEL] = { "--level", NULL, "SPANTRACE_LEVEL" },
 	[OPT_DURATION] = { "--duration", NULL, NULL },
 	[OPT_OTLP] = { "--otlp", NULL, "SPANTRACE_OTLP_ENDPOINT" },
+	[OPT_EXPIRE] = { "--expire", NULL, "SPANTRACE_EXPIRE_SECS" },
 };
 
 const char daemon_config_usage[] =
-	"usage: spantrace daemon --binary PATH [-p PID] [--listen ADDR:PORT] [--jsonl-dir DIR]\n"
+	"usage: spantrace daemon {--binary PATH [-p PID] | --all-engines} [--listen ADDR:PORT] [--jsonl-dir DIR]\n"
 	"                        [--slow-ms X | --slow-pct P] [--interval SEC]\n"
 	"                        [--file-max SIZE] [--total-max SIZE] [--retain N]\n"
-	"                        [--level coarse|detail] [--duration SEC] [--otlp URL] [--opencl] [--span SPEC]...\n"
-	"                        [-q] [-v]\n"
-	"Traces every current and future process of PATH (or only PID), serves Prometheus metrics on\n"
+	"                        [--level coarse|detail] [--expire SEC] [--duration SEC] [--otlp URL] [--opencl]\n"
+	"                        [--span SPEC]... [-q] [-v]\n"
+	"Traces every current and future process of PATH (or only PID), or with --all-engines every\n"
+	"process on the host that maps a file with `infer` probes, whatever its path, mount namespace\n"
+	"or container (series get ns_pid and cgroup labels); serves Prometheus metrics on\n"
 	"http://ADDR:PORT/metrics (default 127.0.0.1:9464) and writes spans at least as slow\n"
 	"as the threshold (default: the running p99 of their kind) to rotating JSONL files.\n"
 	"Each flag has a variable that it overrides: SPANTRACE_BINARY, SPANTRACE_LISTEN,\n"
@@ -49,6 +52,8 @@ const char daemon_config_usage[] =
 	"OTLP/HTTP JSON to URL/v1/metrics (cumulative). SIZE takes a K, M or G suffix. Defaults: --interval 5, --file-max 16M,\n"
 	"--total-max 256M, --retain 16, --level coarse (forward/layer spans, tokens, requests,\n"
 	"memory; detail adds every op and OpenCL kernel at more probe hits per token).\n"
+	"--expire SEC (SPANTRACE_EXPIRE_SECS): an exited process's series leave /metrics, and its\n"
+	"entries the kernel maps, SEC seconds after it exits (default: 3 intervals, at least 30).\n"
 	"--duration stops it after SEC seconds; -q logs nothing but errors; -v more.\n"
 	"--opencl also times the target's calls into the OpenCL ICD loader (libOpenCL.so.1; any\n"
 	"OpenCL program, no restart): spantrace_opencl_* histograms. --span uprobe:PATH:FUNCTION[:NAME]\n"
@@ -100,6 +105,10 @@ static int collect_flags(struct daemon_config *c, struct raw_value *raw, int arg
 			return DAEMON_CONFIG_HELP;
 		if (!strcmp(arg, "-v") || !strcmp(arg, "--verbose")) {
 			c->verbose++;
+			continue;
+		}
+		if (!strcmp(arg, "--all-engines")) {
+			c->all_engines = 1;
 			continue;
 		}
 		if (!strcmp(arg, "-q") || !strcmp(arg, "--quiet")) {
@@ -181,6 +190,9 @@ static int apply_numbers(struct daemon_config *c, const struct raw_value *raw, c
 			return bad(err, errlen, OPT_SLOW_PCT, r, "a percentile strictly between 0 and 100");
 		c->slow_ms = -1;
 	}
+	if ((r = &raw[OPT_EXPIRE])->text &&
+	    parse_real(r->text, 0.1, 86400 * 7, &c->expire_secs) < 0)
+		return bad(err, errlen, OPT_EXPIRE, r, "seconds between 0.1 and 604800");
 	if ((r = &raw[OPT_INTERVAL])->text) {
 		if (parse_real(r->text, 0.05, 86400, &c->interval_secs) < 0)
 			return bad(err, errlen, OPT_INTERVAL, r, "seconds between 0.05 and 86400");
@@ -236,8 +248,12 @@ int daemon_config_parse(struct daemon_config *c, int argc, char **argv, char **e
 		return rc;
 	if (resolve_slow(raw, err, errlen) < 0)
 		return DAEMON_CONFIG_ERROR;
-	if (!raw[OPT_BINARY].text && !raw[OPT_PID].text) {
-		snprintf(err, errlen, "daemon: need --binary PATH (or SPANTRACE_BINARY) or -p PID");
+	if (!raw[OPT_BINARY].text && !raw[OPT_PID].text && !c->all_engines) {
+		snprintf(err, errlen, "daemon: need --binary PATH (or SPANTRACE_BINARY), -p PID or --all-engines");
+		return DAEMON_CONFIG_ERROR;
+	}
+	if (c->all_engines && (raw[OPT_BINARY].text || raw[OPT_PID].text)) {
+		snprintf(err, errlen, "daemon: --all-engines traces every engine; it takes no --binary or -p");
 		return DAEMON_CONFIG_ERROR;
 	}
 	if (raw[OPT_LEVEL].text && trace_level_parse(raw[OPT_LEVEL].text, &c->common.level))

@@ -5,6 +5,8 @@
  *   flag               variable                    default
  *   --binary PATH      SPANTRACE_BINARY            (this or -p is required)
  *   -p, --pid PID      -                           every process of the binary
+ *   --all-engines      -                           host mode: every process on the host
+ *                                                  mapping a file with `infer` probes
  *   --listen A:P       SPANTRACE_LISTEN            127.0.0.1:9464
  *   --jsonl-dir DIR    SPANTRACE_JSONL_DIR         none: no tail capture
  *   --slow-ms X        SPANTRACE_SLOW_MS           -
@@ -14,6 +16,8 @@
  *   --total-max SIZE   SPANTRACE_TOTAL_MAX_BYTES   256M
  *   --retain N         SPANTRACE_RETAIN_FILES      16
  *   --level L          SPANTRACE_LEVEL             coarse (or detail)
+ *   --expire SEC       SPANTRACE_EXPIRE_SECS       3 intervals, at least 30: an exited
+ *                                                  process's series and map entries go
  *   --duration SEC     -                           until SIGTERM/SIGINT
  *   --otlp URL         SPANTRACE_OTLP_ENDPOINT     none: no OTLP metrics
  *   -q, --quiet        -                           log start and stop
@@ -32,12 +36,14 @@
 struct daemon_config {
 	const char *binary;      /* points into argv or envp; NULL with -p only */
 	int pid;                 /* 0 = all processes of the binary */
+	int all_engines;         /* host mode: no binary, no pid */
 	struct listen_addr listen;
 	const char *jsonl_dir;   /* NULL: no tail capture */
 	const char *otlp;        /* NULL: no OTLP export */
 	double slow_ms;          /* < 0 when the threshold is a percentile */
 	double slow_pct;         /* in (0, 100) when slow_ms < 0 */
 	double interval_secs;
+	double expire_secs;      /* 0: 3 intervals, at least 30 s */
 	uint64_t file_max_bytes, total_max_bytes;
 	unsigned retain_files;
 	struct common_opts common;  /* level, duration, quiet */

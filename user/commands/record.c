@@ -22,6 +22,7 @@
 #include "core/userspans.h"
 #include "core/runloop.h"
 #include "core/session.h"
+#include "core/statereq.h"
 #include "output/chrome.h"
 #include "output/csv.h"
 #include "output/jsonl.h"
@@ -344,7 +345,13 @@ static int start_session(struct recorder *r, char *err, size_t errlen)
 		return -1;
 	if (session_attach(&r->s, t->elf, t->pid > 0 ? t->pid : -1, err, errlen))
 		return -1;
-	return o->opencl ? opencl_attach_target(&r->s, t->pid, r->l.mode == LAUNCH_PID, err, errlen) : 0;
+	if (o->opencl && opencl_attach_target(&r->s, t->pid, r->l.mode == LAUNCH_PID, err, errlen))
+		return -1;
+	if (r->l.mode == LAUNCH_PID && state_request(t->pid) < 0)
+		st_err("cannot ask pid %d for its state: %s", (int)t->pid, strerror(errno));
+	if (r->l.mode == LAUNCH_BINARY && state_request_binary(t->elf) < 0)
+		st_err("cannot ask the running processes of %s for their state: %s", t->elf, strerror(errno));
+	return t->pid > 0 ? 0 : session_follow(&r->s, t->elf, err, errlen);
 }
 
 /* The first JSONL line; once it is on disk scripts know the probes are armed. */

@@ -17,6 +17,7 @@
 #include "core/userspans.h"
 #include "core/runloop.h"
 #include "core/session.h"
+#include "core/statereq.h"
 #include "top/screen.h"
 #include "top/topview.h"
 /* After our headers: term.h's `lines` macro would rename struct fields. */
@@ -242,8 +243,13 @@ static int start_tracing(struct top_run *r, char *err, size_t errlen)
 	r->session_ok = 1;
 	if (session_attach(&r->s, t->elf, t->pid > 0 ? t->pid : -1, err, errlen) ||
 	    (o->opencl && opencl_attach_target(&r->s, t->pid, r->l.mode == LAUNCH_PID, err, errlen)) ||
+	    (t->pid <= 0 && session_follow(&r->s, t->elf, err, errlen)) ||
 	    launch_release(&r->l, err, errlen))
 		return -1;
+	if (r->l.mode == LAUNCH_PID && state_request(t->pid) < 0)
+		st_err("cannot ask pid %d for its state: %s", (int)t->pid, strerror(errno));
+	if (r->l.mode == LAUNCH_BINARY && state_request_binary(t->elf) < 0)
+		st_err("cannot ask the running processes of %s for their state: %s", t->elf, strerror(errno));
 	st_debug("attached to %s (pid %d) in %.3f ms", t->elf, (int)t->pid, r->s.attach_ns / 1e6);
 	return 0;
 }

@@ -24,7 +24,18 @@ static enum event_verdict check_alloc(const void *rec)
 {
 	const struct alloc_event *e = rec;
 
-	return e->pool < POOL_COUNT && e->unknown <= 1 ? EVENT_OK : EVENT_BAD_FIELD;
+	/* unknown: 1 only on a free (never seen allocated), 2 only on an
+	 * alloc (made before the attach, from a state dump). */
+	return e->pool < POOL_COUNT && (e->unknown == 0 || e->unknown == (e->h.type == EV_FREE ? 1u : 2u))
+		       ? EVENT_OK : EVENT_BAD_FIELD;
+}
+
+static enum event_verdict check_tensor(const void *rec)
+{
+	const struct tensor_event *e = rec;
+
+	return e->pool < POOL_COUNT && e->device <= 1 && memchr(e->name, 0, sizeof(e->name))
+		       ? EVENT_OK : EVENT_BAD_FIELD;
 }
 
 static enum event_verdict check_kernel(const void *rec)
@@ -119,6 +130,7 @@ static const struct {
 	[EV_CL_BUILD] = { "cl_build", sizeof(struct cl_call_event), check_cl_call },
 	[EV_CL_MEM] = { "cl_mem", sizeof(struct cl_mem_event), check_cl_mem },
 	[EV_CL_DEVTIME] = { "cl_devtime", sizeof(struct cl_devtime_event), check_cl_devtime },
+	[EV_TENSOR] = { "tensor", sizeof(struct tensor_event), check_tensor },
 };
 
 const char *event_type_name(unsigned type)
@@ -176,6 +188,7 @@ static int handle(const struct event_sink *s, unsigned t, const void *rec)
 	case EV_CL_BUILD: return on->cl_call ? on->cl_call(s->ctx, rec) : 0;
 	case EV_CL_MEM: return on->cl_mem ? on->cl_mem(s->ctx, rec) : 0;
 	case EV_CL_DEVTIME: return on->cl_devtime ? on->cl_devtime(s->ctx, rec) : 0;
+	case EV_TENSOR: return on->tensor ? on->tensor(s->ctx, rec) : 0;
 	default: return 0;
 	}
 }

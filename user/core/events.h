@@ -36,6 +36,7 @@ struct event_handlers {
 	int (*cl_call)(void *ctx, const struct cl_call_event *e);  /* wait, transfer, build */
 	int (*cl_mem)(void *ctx, const struct cl_mem_event *e);
 	int (*cl_devtime)(void *ctx, const struct cl_devtime_event *e);
+	int (*tensor)(void *ctx, const struct tensor_event *e);
 };
 
 struct event_sink {

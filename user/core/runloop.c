@@ -110,6 +110,7 @@ static enum stop_reason step(struct runloop *rl, int input_ready, uint64_t *next
 		return why;
 	if (stop_flag)
 		return STOP_SIGNAL;
+	session_follow_poll(rl->s);   /* binary mode: a file renamed over the traced one */
 	if (hup_flag) {
 		hup_flag = 0;
 		if (rl->on_hup)

@@ -15,6 +15,9 @@
 #include <bpf/libbpf.h>
 #include "core/opencl_attach.h"
 #include "core/userspans.h"
+#include "core/follow.h"
+#include "core/stapsdt.h"
+#include "core/uprobe_multi.h"
 #include "spantrace.skel.h"
 
 #ifndef CAP_PERFMON
@@ -163,12 +166,19 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
 	/* Probes are attached by session_attach, for the level's probe names. */
 	bpf_object__for_each_program(prog, s->skel->obj)
 		bpf_program__set_autoattach(prog, false);
+	s->um = umulti_new();
+	if (!s->um || (umulti_enabled(s->um) && umulti_prepare(s->skel->obj))) {
+		snprintf(err, errlen, "cannot set up the USDT links");
+		goto fail;
+	}
 	rc = spantrace_bpf__load(s->skel);
 	if (rc) {
 		snprintf(err, errlen, "cannot load the BPF programs: %s (run with -v for the verifier log)",
 			 strerror(-rc));
 		goto fail;
 	}
+	if (umulti_enabled(s->um) && umulti_set_specs_map(s->um, s->skel->obj, err, errlen))
+		goto fail;
 	/* Loading parsed the kernel's BTF (several MB, freed by libbpf); give
 	 * those pages back so a long session's RSS is what it really uses. */
 	malloc_trim(0);
@@ -179,6 +189,8 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
 	}
 	return 0;
 fail:
+	umulti_free(s->um);
+	s->um = NULL;
 	spantrace_bpf__destroy(s->skel);
 	s->skel = NULL;
 	return -1;
@@ -203,7 +215,19 @@ int session_add_link(struct session *s, struct bpf_link *link)
 static int attach_probe(struct session *s, struct bpf_program *prog, const char *probe, const char *elf,
 			pid_t pid, char *err, size_t errlen)
 {
-	struct bpf_link *link = bpf_program__attach_usdt(prog, pid, elf, INFER_PROVIDER, probe, NULL);
+	struct bpf_link *link;
+
+	if (umulti_enabled(s->um)) {
+		int rc = umulti_attach(s->um, bpf_program__fd(prog), elf, pid, INFER_PROVIDER, probe, err, errlen);
+		if (rc == -ENOENT && strcmp(probe, "span_begin")) {
+			st_debug("%s has no infer:%s probe", elf, probe);
+			return 0;
+		}
+		if (rc == -ENOENT)
+			snprintf(err, errlen, "cannot attach infer:%s in %s: %s", probe, elf, strerror(ENOENT));
+		return rc ? -1 : 0;
+	}
+	link = bpf_program__attach_usdt(prog, pid, elf, INFER_PROVIDER, probe, NULL);
 
 	if (!link) {
 		int e = errno;
@@ -251,6 +275,13 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 		 * free went unseen would stay live. */
 		{ sk->progs.free_prog, "free", 0 },
 		{ sk->progs.alloc_prog, "alloc", 0 },
+		/* The state dump (inference/state.h), after alloc/free. */
+		{ sk->progs.state_pool_prog, "state_pool", 0 },
+		{ sk->progs.state_alloc_prog, "state_alloc", 0 },
+		{ sk->progs.kv_usage_prog, "state_kv", 0 },
+		{ sk->progs.kv_blocks_prog, "state_kv_blocks", 0 },
+		{ sk->progs.state_tensor_prog, "state_tensor", 0 },
+		{ sk->progs.state_requests_prog, "state_requests", 0 },
 		{ sk->progs.kv_usage_prog, "kv_usage", 0 },
 		{ sk->progs.kv_blocks_prog, "kv_blocks", 0 },
 		{ sk->progs.cl_batch_prog, "cl_batch", 1 },
@@ -259,7 +290,7 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 	struct bpf_link *link;
 
 	/* The exit cleanup once per session. */
-	if (s->nlinks == 0) {
+	if (s->nlinks == 0 && umulti_nlinks(s->um) == 0) {
 		link = bpf_program__attach(sk->progs.handle_exit);
 		if (!link || session_add_link(s, link)) {
 			snprintf(err, errlen, "cannot attach sched_process_exit: %s", strerror(errno));
@@ -276,6 +307,33 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 	s->attach_ns = mono_now_ns() - t0;
 	s->skel->bss->armed = 1; /* see span_orphan() in the BPF program */
 	return 0;
+}
+
+int session_follow(struct session *s, const char *elf, char *err, size_t errlen)
+{
+	s->follow = follow_new(elf, err, errlen);
+	return s->follow ? 0 : -1;
+}
+
+void session_follow_poll(struct session *s)
+{
+	char path[64], err[512];
+	struct sdt_list l;
+	int fd;
+
+	while (s->follow && (fd = follow_next(s->follow, INFER_PROVIDER)) >= 0) {
+		int rc;
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		rc = session_attach(s, path, -1, err, sizeof(err));
+		if (rc)
+			st_err("%s was replaced; cannot attach to the new file: %s", follow_path(s->follow), err);
+		else if (!sdt_read(path, &l, err, sizeof(err))) {
+			st_info("%s was replaced: re-attached to the new file (build id %s); processes running the old one stay traced",
+				follow_path(s->follow), l.build_id[0] ? l.build_id : "none");
+			sdt_free(&l);
+		}
+		follow_done(s->follow, fd, rc == 0);
+	}
 }
 
 int session_attach_sampler(struct session *s, const int *fds, unsigned nfds,
@@ -314,11 +372,13 @@ int session_consume(struct session *s)
 
 void session_detach(struct session *s)
 {
-	/* Each uprobe removal waits for a grace period (~100 ms here) and the
-	 * kernel serializes them, so this takes ~0.1 s per probe site.
+	/* A classic uprobe link's removal waits for a grace period (~100 ms
+	 * here) and the kernel serializes them: ~0.1 s per probe site. The
+	 * uprobe_multi links close in parallel, in about one grace period.
 	 * Reverse attach order: begins go before ends, so open spans can close. */
 	if (s->skel && s->skel->bss)
 		s->skel->bss->armed = 0;
+	umulti_detach(s->um);
 	for (size_t i = s->nlinks; i-- > 0;)
 		bpf_link__destroy(s->links[i]);
 	free(s->links);
@@ -329,6 +389,10 @@ void session_detach(struct session *s)
 void session_close(struct session *s)
 {
 	session_detach(s);
+	umulti_free(s->um);
+	s->um = NULL;
+	follow_free(s->follow);
+	s->follow = NULL;
 	ring_buffer__free(s->rb);
 	s->rb = NULL;
 	spantrace_bpf__destroy(s->skel);

@@ -42,12 +42,16 @@ struct session_opts {
 struct spantrace_bpf;
 struct ring_buffer;
 struct bpf_link;
+struct umulti;
+struct follow;
 
 struct session {
 	struct spantrace_bpf *skel;   /* only core/session.c and core/maps.c use it */
 	struct ring_buffer *rb;
 	struct bpf_link **links;
 	size_t nlinks;
+	struct umulti *um;            /* the USDT links, when uprobe_multi (core/uprobe_multi.h) */
+	struct follow *follow;        /* binary mode: the path's new inodes (core/follow.h) */
 	enum trace_level level;
 	unsigned ringbuf_bytes;
 	struct event_sink sinks[SESSION_MAX_SINKS];
@@ -73,6 +77,12 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
 int session_attach(struct session *s, const char *elf, pid_t pid, char *err, size_t errlen);
 /* Keeps link for session_detach (0), or destroys it (-1: out of memory). */
 int session_add_link(struct session *s, struct bpf_link *link);
+/* Binary mode (after session_attach with pid -1): follows elf's path, so a
+ * file renamed over it is attached too (the old inode's links stay). */
+int session_follow(struct session *s, const char *elf, char *err, size_t errlen);
+/* Attaches to a new inode behind the followed path, if any; logs each
+ * re-attach and each failure. The run loop calls it on every pass. */
+void session_follow_poll(struct session *s);
 /* Profile mode (session_open with perf_mode set; after session_attach):
  * attaches the sampling program to every per-CPU sampling fd (fds[i] < 0
  * are skipped). The counter fds go in with perfev_counters_install() into

@@ -141,6 +141,22 @@ static void read_build_id(struct elf_file *f, char *out)
 	}
 }
 
+/* A link-time address as a file offset, through the PT_LOAD segment that
+ * holds it (uprobes and their reference counters take file offsets). */
+static uint64_t vaddr_to_off(struct elf_file *f, uint64_t addr)
+{
+	size_t n;
+	GElf_Phdr ph;
+
+	if (!addr || elf_getphdrnum(f->elf, &n))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (gelf_getphdr(f->elf, (int)i, &ph) && ph.p_type == PT_LOAD &&
+		    addr >= ph.p_vaddr && addr < ph.p_vaddr + ph.p_memsz)
+			return addr - ph.p_vaddr + ph.p_offset;
+	return 0;
+}
+
 static int append_probe(struct sdt_list *l, const struct sdt_probe *p)
 {
 	struct sdt_probe *np = realloc(l->probes, (l->n + 1) * sizeof(*np));
@@ -180,6 +196,8 @@ int sdt_read(const char *path, struct sdt_list *out, char *err, size_t errlen)
 		if (parse_sdt_note((const char *)data->d_buf + desc_off, nhdr.n_descsz, is64,
 				   base_shdr.sh_addr, have_base, &p))
 			continue;
+		p.pc_off = vaddr_to_off(&f, p.pc);
+		p.sema_off = vaddr_to_off(&f, p.semaphore);
 		if (append_probe(out, &p)) {
 			snprintf(err, errlen, "out of memory reading %s", path);
 			elf_file_close(&f);

@@ -14,6 +14,8 @@ struct sdt_probe {
 	uint64_t pc;         /* link-time address, .stapsdt.base adjusted */
 	uint64_t semaphore;  /* address, 0 if none; adjusted the same way */
 	uint64_t base;       /* the note's own .stapsdt.base value */
+	uint64_t pc_off;     /* pc as a file offset (what uprobes take), 0 if unmapped */
+	uint64_t sema_off;   /* semaphore as a file offset, 0 if none */
 };
 
 struct sdt_list {

@@ -29,8 +29,9 @@ static void fill_build_id(struct target *t)
 	}
 }
 
-/* Next file-backed path in a /proc/PID/maps line, or NULL. */
-static const char *maps_path(char *line)
+/* Next file-backed path in a /proc/PID/maps line, or NULL; *deleted says
+ * the file was unlinked or replaced since it was mapped. */
+static const char *maps_path(char *line, int *deleted)
 {
 	char *p = strchr(line, '/');
 	size_t n;
@@ -40,20 +41,23 @@ static const char *maps_path(char *line)
 	n = strlen(p);
 	if (n && p[n - 1] == '\n')
 		p[--n] = 0;
-	if (n > 10 && !strcmp(p + n - 10, " (deleted)"))
-		return NULL;
+	*deleted = n > 10 && !strcmp(p + n - 10, " (deleted)");
 	return p;
 }
 
 /* The file mapped at a maps line's range, via /proc/PID/map_files: the
  * kernel escapes newlines in maps text (as \012), so the text is not always a
- * usable path. elf gets a path to open, shown the real name. Falls back to
- * /proc/PID/root + the text where map_files is not readable. */
+ * usable path, and a deleted or replaced file has no path at all; the
+ * map_files link reaches the mapped inode either way, and the kernel follows
+ * it when attaching uprobes. elf gets a path to open, shown the real name.
+ * Falls back to /proc/PID/root + the text where map_files is not readable
+ * (never for a deleted file: that path names another inode, or none). */
 static int mapped_file(pid_t pid, char *line, char *elf, size_t elflen, char *shown,
 		       size_t shownlen)
 {
 	unsigned long start, end;
-	const char *text = maps_path(line);
+	int deleted = 0;
+	const char *text = maps_path(line, &deleted);
 	ssize_t n;
 
 	if (!text || sscanf(line, "%lx-%lx", &start, &end) != 2)
@@ -65,7 +69,7 @@ static int mapped_file(pid_t pid, char *line, char *elf, size_t elflen, char *sh
 		return 0;
 	}
 	/* The target may live in another mount namespace. */
-	if ((size_t)snprintf(elf, elflen, "/proc/%d/root%s", (int)pid, text) >= elflen)
+	if (deleted || (size_t)snprintf(elf, elflen, "/proc/%d/root%s", (int)pid, text) >= elflen)
 		return -1;
 	snprintf(shown, shownlen, "%s", text);
 	return 0;

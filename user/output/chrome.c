@@ -387,7 +387,7 @@ int chrome_kv(struct chrome_writer *cw, const struct kv_event *ev)
 int chrome_alloc(struct chrome_writer *cw, const struct alloc_event *ev)
 {
 	/* A free of a pointer allocated before attach carries no pool state. */
-	if (ev->unknown)
+	if (ev->unknown == 1)
 		return 0;
 	char name[48];
 	snprintf(name, sizeof(name), "live bytes %s", pool_name(ev->pool));

@@ -200,7 +200,30 @@ static void alloc_fields(struct outbuf *ob, const void *rec)
 	if (e->h.type == EV_FREE) {
 		ob_key(ob, "unknown");
 		ob_lit(ob, e->unknown ? "true" : "false");
+	} else if (e->unknown == 2) {
+		ob_key(ob, "at_attach");   /* made before the attach, from a state dump */
+		ob_lit(ob, "true");
 	}
+}
+
+static void tensor_fields(struct outbuf *ob, const void *rec)
+{
+	const struct tensor_event *e = rec;
+
+	ob_key(ob, "name");
+	ob_jstr(ob, e->name, sizeof(e->name));
+	ob_key(ob, "shape");
+	ob_lit(ob, "[");
+	for (int i = 0; i < 4 && e->shape[i]; i++) {
+		if (i)
+			ob_lit(ob, ",");
+		ob_u64(ob, e->shape[i]);
+	}
+	ob_lit(ob, "]");
+	ob_key(ob, "bytes");
+	ob_u64(ob, e->bytes);
+	ob_key_name(ob, "pool", pool_name(e->pool));
+	ob_key_name(ob, "device", e->device ? "opencl" : "host");
 }
 
 static void kv_fields(struct outbuf *ob, const void *rec)
@@ -396,6 +419,7 @@ static int on_cl_kernel(void *ob, const struct cl_kernel_event *e) { return line
 static int on_cl_call(void *ob, const struct cl_call_event *e) { return line(ob, &e->h, cl_call_fields, e); }
 static int on_cl_mem(void *ob, const struct cl_mem_event *e) { return line(ob, &e->h, cl_mem_fields, e); }
 static int on_cl_devtime(void *ob, const struct cl_devtime_event *e) { return line(ob, &e->h, cl_devtime_fields, e); }
+static int on_tensor(void *ob, const struct tensor_event *e) { return line(ob, &e->h, tensor_fields, e); }
 
 const struct event_handlers jsonl_handlers = {
 	.span = on_span,
@@ -412,6 +436,7 @@ const struct event_handlers jsonl_handlers = {
 	.cl_call = on_cl_call,
 	.cl_mem = on_cl_mem,
 	.cl_devtime = on_cl_devtime,
+	.tensor = on_tensor,
 };
 
 int jsonl_write_record(struct outbuf *ob, const void *data, size_t size)

@@ -154,6 +154,14 @@ static void labels_add_layer(struct labels *l, int32_t layer)
 static void labels_add_proc(struct labels *l, const struct prom_snapshot *s, uint32_t pid)
 {
 	labels_add_u64(l, "pid", pid);
+	for (size_t i = 0; i < s->nmetas; i++)
+		if (s->metas[i].pid == pid) {
+			/* host mode: which container, and the pid it knows itself by */
+			labels_add_u64(l, "ns_pid", s->metas[i].ns_pid);
+			labels_add(l, "cgroup", s->metas[i].cgroup);
+			labels_add(l, "binary", s->metas[i].binary);
+			return;
+		}
 	labels_add(l, "binary", s->binary ? s->binary : "");
 }
 
@@ -561,6 +569,21 @@ static void render_procs(struct textbuf *b, const struct prom_snapshot *s)
 		labels_add_proc(&l, s, s->procs[i].pid);
 		sample_double(b, "spantrace_tokens_per_second", &l, s->procs[i].tokens_per_second);
 	}
+	family(b, "spantrace_process_resident_bytes", "gauge",
+	       "Resident memory (RSS) of the process: part=pools is what the engine's pools hold "
+	       "(reserved bytes, at most RSS), part=other the rest; they add up to RSS.");
+	for (size_t i = 0; i < s->nprocs; i++) {
+		if (!s->procs[i].rss_ok)
+			continue;
+		labels_start(&l);
+		labels_add_proc(&l, s, s->procs[i].pid);
+		labels_add(&l, "part", "pools");
+		sample_u64(b, "spantrace_process_resident_bytes", &l, s->procs[i].rss_pools);
+		labels_start(&l);
+		labels_add_proc(&l, s, s->procs[i].pid);
+		labels_add(&l, "part", "other");
+		sample_u64(b, "spantrace_process_resident_bytes", &l, s->procs[i].rss_other);
+	}
 	family(b, "spantrace_traced_processes", "gauge", "Processes of the binary currently traced.");
 	sample_u64(b, "spantrace_traced_processes", NULL, s->nprocs);
 }
@@ -781,6 +804,9 @@ void prom_snapshot_free(struct prom_snapshot *s)
 	free(s->servings);
 	free(s->procs);
 	free(s->maps);
+	free(s->metas);
+	s->metas = NULL;
+	s->nmetas = 0;
 	s->aggs = NULL;
 	s->pools = NULL;
 	s->kvs = NULL;

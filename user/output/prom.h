@@ -46,6 +46,16 @@ struct prom_serving {
 struct prom_proc {
 	uint32_t pid;
 	double tokens_per_second;
+	int rss_ok;                   /* rss_pools/other read at the tick */
+	uint64_t rss_pools, rss_other;  /* analysis/rssattr.h */
+};
+
+/* Host mode (daemon --all-engines): a process's labels beyond its pid. */
+struct prom_proc_meta {
+	uint32_t pid;         /* on the host */
+	uint32_t ns_pid;      /* in its own pid namespace */
+	char cgroup[256];
+	char binary[512];     /* the probe file as the process names it */
 };
 
 struct prom_map_mem {
@@ -69,6 +79,7 @@ struct prom_snapshot {
 	struct prom_serving *servings; size_t nservings;
 	struct prom_proc *procs; size_t nprocs;
 	struct prom_map_mem *maps; size_t nmaps;
+	struct prom_proc_meta *metas; size_t nmetas; /* host mode; else none */
 	struct counters counters;  /* summed over CPUs */
 	__u64 ringbuf_delivered[EV_TYPE_COUNT];   /* events userspace consumed */
 	struct prom_tail tail;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include "analysis/rssattr.h"
 #include "core/maps.h"
 #include "core/options.h"
 
@@ -140,6 +141,54 @@ static int pool_entry(void *ctx, const struct pool_key *k, const struct pool_val
 	return 0;
 }
 
+/* Per pid: its pools' reserved bytes, summed into a RSS split. */
+struct rss_acc {
+	uint32_t pid[64];
+	uint64_t reserved[64][POOL_COUNT];
+	size_t n;
+};
+
+static int rss_pool_entry(void *ctx, const struct pool_key *k, const struct pool_val *v)
+{
+	struct rss_acc *a = ctx;
+	size_t i = 0;
+
+	while (i < a->n && a->pid[i] != k->pid)
+		i++;
+	if (i == a->n) {
+		if (a->n == 64 || k->pool >= POOL_COUNT)
+			return 0;
+		a->pid[a->n++] = k->pid;
+	}
+	if (k->pool < POOL_COUNT)
+		a->reserved[i][k->pool] = v->reserved_bytes;
+	return 0;
+}
+
+/* {"PID": {"rss_bytes", "pools_bytes", "other_bytes"}} for the traced
+ * processes still running (analysis/rssattr.h). */
+static json_object *rss_json(const struct session *s)
+{
+	json_object *j = json_object_new_object();
+	struct rss_acc *a = calloc(1, sizeof(*a));
+
+	if (j && a && !maps_foreach_pool(s, rss_pool_entry, a))
+		for (size_t i = 0; i < a->n; i++) {
+			struct rss_split sp;
+			json_object *pj;
+			char pidbuf[16];
+			if (rss_split_read((pid_t)a->pid[i], a->reserved[i], &sp) || !(pj = json_object_new_object()))
+				continue;
+			add_u64(pj, "rss_bytes", sp.rss);
+			add_u64(pj, "pools_bytes", sp.pools);
+			add_u64(pj, "other_bytes", sp.other);
+			snprintf(pidbuf, sizeof(pidbuf), "%u", a->pid[i]);
+			json_object_object_add(j, pidbuf, pj);
+		}
+	free(a);
+	return j;
+}
+
 static json_object *pools_json(const struct session *s)
 {
 	json_object *j = json_object_new_object();
@@ -251,6 +300,7 @@ json_object *summary_json(struct runstats *r, const struct session *s, const str
 			       json_object_new_double(nspans ? 1.0 - (double)r->mismatched / nspans : 1.0));
 	error_counters(j, c);
 	json_object_object_add(j, "pools", pools_json(s));
+	json_object_object_add(j, "rss", rss_json(s));
 	if (pc && perf) {
 		json_object_object_add(j, "perf_counters", summary_perf_names_json(pc));
 		json_object_object_add(j, "perf", profile_counters_json(perf));

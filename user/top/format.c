@@ -1,6 +1,7 @@
 /* format.c - the text of `spantrace top` (see topview.h): the column
  * plan for a width, table rows, header lines and whole batch frames, from
  * the numbers of the last topview_refresh(). */
+#include "analysis/rssattr.h"
 #include "top/topview_impl.h"
 
 #include <inttypes.h>
@@ -304,14 +305,17 @@ static void format_pools(const struct topview *tv, int line, char *buf, size_t s
 static void format_kv_rss(const struct topview *tv, char *buf, size_t size, int width)
 {
 	int pos = 0, kv_seen = 0, rss_ok = 0;
-	uint64_t used = 0, cap = 0, rss = 0;
+	uint64_t used = 0, cap = 0, rss = 0, pools = 0;
 	for (size_t i = 0; i < tv->procs.n; i++) {
 		const struct proc_state *p = &tv->procs.procs[i];
+		struct rss_split sp;
 		kv_seen |= p->kv_seen;
 		used += p->kv_used;
 		cap += p->kv_cap;
 		if (tv->rss[i].ok) {
-			rss += tv->rss[i].bytes;
+			rss_split_make(tv->rss[i].bytes, p->reserved, &sp);
+			rss += sp.rss;
+			pools += sp.pools;
 			rss_ok = 1;
 		}
 	}
@@ -326,12 +330,21 @@ static void format_kv_rss(const struct topview *tv, char *buf, size_t size, int 
 		put(buf, size, width, &pos, "kv -");
 	}
 	if (rss_ok) {
+		char c[16];
 		fmt_bytes(a, sizeof(a), rss);
-		put(buf, size, width, &pos, "  rss %s", a);
+		fmt_bytes(b, sizeof(b), pools);
+		fmt_bytes(c, sizeof(c), rss - pools);
+		put(buf, size, width, &pos, "  rss %s (pools %s, other %s)", a, b, c);
 	} else {
 		put(buf, size, width, &pos, "  rss -");
 	}
 	put(buf, size, width, &pos, "  allocs %" PRIu64 "  frees %" PRIu64, tv->allocs, tv->frees);
+	if (tv->at_attach)
+		put(buf, size, width, &pos, "  at attach %" PRIu64, tv->at_attach);
+	if (tv->tensors) {
+		fmt_bytes(a, sizeof(a), tv->tensor_bytes);
+		put(buf, size, width, &pos, "  tensors %" PRIu64 " (%s)", tv->tensors, a);
+	}
 }
 
 static void format_problems(const struct topview *tv, char *buf, size_t size, int width)

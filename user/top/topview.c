@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "analysis/rssattr.h"
 #include <unistd.h>
 #include "core/grow.h"
 #include "core/userspans.h"
@@ -280,7 +281,10 @@ static void on_pool_event(struct topview *tv, const struct alloc_event *ev)
 
 void topview_on_alloc(struct topview *tv, const struct alloc_event *ev)
 {
-	tv->allocs++;
+	if (ev->unknown == 2)
+		tv->at_attach++;   /* not an allocation made while watching */
+	else
+		tv->allocs++;
 	on_pool_event(tv, ev);
 }
 
@@ -347,6 +351,19 @@ static int on_alloc(void *tv, const struct alloc_event *e) { topview_on_alloc(tv
 static int on_free(void *tv, const struct alloc_event *e) { topview_on_free(tv, e); return 0; }
 static int on_kv(void *tv, const struct kv_event *e) { topview_on_kv(tv, e); return 0; }
 
+/* A dump repeats the tree: count each name once per process and dump. */
+static int on_tensor(void *ctx, const struct tensor_event *e)
+{
+	struct topview *tv = ctx;
+
+	note_pid(tv, &e->h);
+	if (!strcmp(e->name, "tok_embeddings"))   /* the first of a dump */
+		tv->tensors = tv->tensor_bytes = 0;
+	tv->tensors++;
+	tv->tensor_bytes += e->bytes;
+	return 0;
+}
+
 /* profile-mode samples: nothing for top to show, but they are events */
 static int on_sample(void *tv, const struct sample_event *e)
 {
@@ -370,6 +387,7 @@ const struct event_handlers topview_handlers = {
 	.cl_call = on_cl_call,
 	.cl_mem = on_cl_mem,
 	.cl_devtime = on_cl_devtime,
+	.tensor = on_tensor,
 };
 
 int topview_on_record(void *ctx, const void *data, size_t size)
@@ -388,28 +406,7 @@ int topview_on_record(void *ctx, const void *data, size_t size)
 
 int topview_read_rss(__u32 pid, uint64_t *bytes)
 {
-	char path[64], line[128];
-	snprintf(path, sizeof(path), "/proc/%u/statm", pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return -1;
-	char *ok = fgets(line, sizeof(line), f);
-	fclose(f);
-	if (!ok)
-		return -1;
-	/* statm: size resident shared ... (pages) */
-	char *end;
-	errno = 0;
-	strtoull(line, &end, 10);
-	if (errno || end == line || *end != ' ')
-		return -1;
-	char *start = end + 1;
-	unsigned long long resident = strtoull(start, &end, 10);
-	if (errno || end == start)
-		return -1;
-	long page = sysconf(_SC_PAGESIZE);
-	*bytes = (uint64_t)resident * (uint64_t)(page > 0 ? page : 4096);
-	return 0;
+	return rss_read((pid_t)pid, bytes);
 }
 
 int topview_poll_proc(struct topview *tv)

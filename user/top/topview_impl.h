@@ -92,6 +92,8 @@ struct topview {
 	struct proc_table procs;                   /* pids seen, their pools and KV */
 	struct tv_rss rss[TOPVIEW_MAX_PIDS];
 	uint64_t allocs, frees, unknown_frees;
+	uint64_t at_attach;              /* allocations from before the attach (state dump) */
+	uint64_t tensors, tensor_bytes;  /* the weight tree, from the state dump */
 	uint64_t events, events_prev;
 	double events_rate;
 	uint64_t span_errors, bad_events, oom;

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# t_fleet_state_attach.sh - attach to an idle engine that has served before:
+# the engine re-fires its state (state_* probes, on the tracer's signal), so
+# `top -p` shows the weights and KV pools and the weight tree, and no
+# "unknown frees"; `record -p` then sees a request and the engine's exit, and
+# its per-pool live and peak bytes equal the engine's own --stats, with every
+# free matched. Before, top showed only the activations pool and the
+# engine's first free as a problem.
+source "$(dirname "$0")/lib.sh"
+need_bpf
+need_models
+for b in "$INFER" "$SPANTRACE"; do [ -x "$b" ] || fail "no $b (build first)"; done
+[ -r "$DEMO_MODEL" ] || fail "no $DEMO_MODEL (make models)"
+
+mkfifo "$TMP/in"
+OMP_NUM_THREADS=1 "$INFER" "$DEMO_MODEL" -z "$DEMO_TOK" --serve -n 6 -b cpu -t 0 --stats "$TMP/st.json" \
+	<"$TMP/in" >"$TMP/out" 2>"$TMP/srv.err" &
+SRV=$!
+exec 3>"$TMP/in"
+ask
+ok "the engine served one request before any tracer"
+
+# top on the idle engine
+"$SPANTRACE" top -b -n 2 -d 0.5 -w 200 -p $SRV >"$TMP/frames" 2>"$TMP/top.err" 3>&- ||
+	fail "top exited $?: $(cat "$TMP/top.err")"
+last=$(awk '/^spantrace top/ {n++} {f[n] = f[n] $0 "\n"} END {printf "%s", f[n]}' "$TMP/frames")
+grep -q 'weights [0-9.]*[KMG]' <<<"$last" || fail "no weights pool in top: $last"
+grep -q 'kv_cache [0-9.]*[KMG]' <<<"$last" || fail "no kv_cache pool in top: $last"
+grep -q 'tensors 11 ' <<<"$last" || fail "no weight tree in top: $last"
+grep -q 'unknown frees' <<<"$last" && fail "top lists unknown frees: $last"
+ok "top -p on the idle engine: $(grep -o 'weights [^ ]*' <<<"$last"), $(grep -o 'kv_cache [^ ]*' <<<"$last"), $(grep -o 'tensors [^)]*)' <<<"$last")"
+
+# top --binary: the running processes of the file are asked for their state too
+"$SPANTRACE" top -b -n 2 -d 0.5 -w 200 --binary "$BUILD/libinfer.so" >"$TMP/bframes" 2>"$TMP/btop.err" 3>&- ||
+	fail "top --binary exited $?: $(cat "$TMP/btop.err")"
+last=$(awk '/^spantrace top/ {n++} {f[n] = f[n] $0 "\n"} END {printf "%s", f[n]}' "$TMP/bframes")
+grep -q 'weights [0-9.]*[KMG]' <<<"$last" || fail "no weights pool in top --binary: $last"
+grep -q 'tensors 11 ' <<<"$last" || fail "no weight tree in top --binary: $last"
+grep -q 'unknown frees' <<<"$last" && fail "top --binary lists unknown frees: $last"
+ok "top --binary with the engine running: $(grep -o 'weights [^ ]*' <<<"$last"), $(grep -o 'tensors [^)]*)' <<<"$last")"
+
+# record through a request and the engine's exit
+"$SPANTRACE" record -q -p $SRV -o "$TMP/t.jsonl" 2>"$TMP/rec.err" 3>&- &
+rec=$!
+wait_for [ -s "$TMP/t.jsonl" ] || fail "tracer did not attach: $(cat "$TMP/rec.err")"
+have_state() { [ "$(jq -c 'select(.type == "tensor")' "$TMP/t.jsonl" | wc -l)" -ge 11 ]; }
+wait_for have_state || fail "no state dump in the record"
+ask
+exec 3>&-
+wait $SRV || fail "engine exited $?"
+wait $rec || fail "record exited $?: $(cat "$TMP/rec.err")"
+
+j() { jq -s "$1" "$TMP/t.jsonl"; }
+assert_eq "unknown frees" 0 "$(j '[.[] | select(.type == "free" and .unknown)] | length')"
+assert_eq "tok_embeddings shape" "[32000,288]" "$(jq -c 'select(.type == "tensor" and .name == "tok_embeddings") | .shape' "$TMP/t.jsonl" | head -n1)"
+# live at attach: the weights and kv_cache pools never change after load,
+# so their live bytes at attach are the engine's peaks.
+for pool in weights kv_cache; do
+	assert_eq "$pool live at attach = engine's" "$(jq ".pools.$pool.peak_bytes" "$TMP/st.json")" \
+		"$(j "[.[] | select(.type == \"alloc\" and .at_attach and .pool == \"$pool\")] | last | .live_bytes")"
+done
+for pool in weights kv_cache activations; do
+	for f in live_bytes peak_bytes; do
+		assert_eq "$pool $f at the end = engine's --stats" "$(jq ".pools.$pool.$f" "$TMP/st.json")" \
+			"$(j "[.[] | select((.type == \"alloc\" or .type == \"free\") and .pool == \"$pool\")] | last | .$f")"
+	done
+done

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# t_fleet_state_requests.sh - the serving gauges at attach: `daemon -p` on an
+# HTTP engine with long requests in flight knows running/waiting from the
+# state dump, before any request is admitted or finishes (before, the series
+# were absent until the next lifecycle probe), and they equal the engine's
+# /health.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/serve_lib.sh"
+source "$(dirname "$0")/daemon_lib.sh"
+need_bpf
+need_node
+need_daemon_build
+[ -r "$DEMO_MODEL" ] && [ -r "$DEMO_TOK" ] || fail "no demo model (make models first)"
+
+start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b cpu --max-seqs 2 --kv-blocks 64 --block-size 16
+# three long requests, two running and one waiting, for many seconds
+printf '{"concurrent": true, "stagger_ms": 0, "requests": [' >"$TMP/a.json"
+for i in 0 1 2; do
+	[ $i -gt 0 ] && printf ',' >>"$TMP/a.json"
+	printf '{"prompt": "Once upon a time %d", "max_tokens": 240, "temperature": 0, "stream": true}' $i >>"$TMP/a.json"
+done
+printf ']}\n' >>"$TMP/a.json"
+node "$NODE_DIR/client.js" "$BASE" run "$TMP/a.json" >"$TMP/a.out" 2>"$TMP/a.err" &
+ca=$!
+wait_for health_ge running 2 || fail "the requests are not running"
+h0=$(curl -s "$BASE/health" | jq -c '[.running, .waiting]')
+start_daemon --level coarse -p "$EPID" --interval 0.1
+has_gauges() { metrics >"$TMP/m.txt" && grep -q "^spantrace_requests_running{pid=\"$EPID\"" "$TMP/m.txt"; }
+# within a second of the daemon's start: no lifecycle probe need come first
+for i in $(seq 10); do has_gauges && break; sleep 0.1; done
+has_gauges || fail "no running/waiting series after the attach: $(grep requests_ "$TMP/m.txt" | head -5)"
+h1=$(curl -s "$BASE/health" | jq -c '[.running, .waiting]')
+[ "$h0" = "$h1" ] || skip "a request was admitted or finished during the attach ($h0 -> $h1): nothing to compare"
+gauge() { msum "$TMP/m.txt" "spantrace_requests_$1" "pid=\"$EPID\""; }
+assert_eq "gauges right after the attach = the engine's /health" "$h1" "[$(gauge running),$(gauge waiting)]"
+stop_daemon
+kill $ca 2>/dev/null
+wait $ca 2>/dev/null
+stop_engine

@@ -1,0 +1,140 @@
+/* daemon_host.c - the daemon's host mode (see daemon_host.h). */
+#include "commands/daemon_host.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/fleet.h"
+#include "core/grow.h"
+#include "core/log.h"
+#include "core/statereq.h"
+
+/* Every process is re-read this often (in passes), for libraries loaded late. */
+#define FULL_SCAN_EVERY 20
+
+struct host_meta {
+	struct prom_proc_meta m;
+	uint64_t start_ticks;
+};
+
+struct daemon_host {
+	struct session *s;
+	struct fleet *fleet;
+	struct host_meta *metas;
+	size_t nmetas, cap;
+	unsigned inodes;
+	void (*forget)(void *ctx, uint32_t pid);
+	void *ctx;
+};
+
+struct daemon_host *daemon_host_new(struct session *s, void (*forget)(void *ctx, uint32_t pid), void *ctx)
+{
+	struct daemon_host *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return NULL;
+	h->fleet = fleet_new(INFER_PROVIDER);
+	if (!h->fleet) {
+		free(h);
+		return NULL;
+	}
+	h->s = s;
+	h->forget = forget;
+	h->ctx = ctx;
+	return h;
+}
+
+void daemon_host_free(struct daemon_host *h)
+{
+	if (!h)
+		return;
+	fleet_free(h->fleet);
+	free(h->metas);
+	free(h);
+}
+
+static int on_inode(void *ctx, const char *open_path, const struct fleet_proc *p)
+{
+	struct daemon_host *h = ctx;
+	char err[512];
+
+	if (session_attach(h->s, open_path, -1, err, sizeof(err))) {
+		st_err("host mode: cannot attach to %s of pid %d: %s", p->path, (int)p->pid, err);
+		return -1;
+	}
+	h->inodes++;
+	st_info("host mode: attached to %s (as pid %d maps it; ns pid %d, cgroup %s)", p->path,
+		(int)p->pid, (int)p->ns_pid, p->cgroup[0] ? p->cgroup : "-");
+	return 0;
+}
+
+static struct host_meta *meta_find(struct daemon_host *h, uint32_t pid)
+{
+	for (size_t i = 0; i < h->nmetas; i++)
+		if (h->metas[i].m.pid == pid)
+			return &h->metas[i];
+	return NULL;
+}
+
+static void on_engine(void *ctx, const struct fleet_proc *p)
+{
+	struct daemon_host *h = ctx;
+	struct host_meta *m = meta_find(h, (uint32_t)p->pid);
+
+	if (m && m->start_ticks != p->start_ticks) {
+		st_info("host mode: pid %d was reused by a new engine; the old one's series end", (int)p->pid);
+		h->forget(h->ctx, (uint32_t)p->pid);
+		m = meta_find(h, (uint32_t)p->pid);   /* forget may have dropped it */
+	}
+	if (!m) {
+		if (ARRAY_GROW(h->metas, h->cap, h->nmetas)) {
+			st_err("host mode: out of memory labelling pid %d", (int)p->pid);
+			return;
+		}
+		m = &h->metas[h->nmetas++];
+	}
+	m->start_ticks = p->start_ticks;
+	m->m.pid = (uint32_t)p->pid;
+	m->m.ns_pid = (uint32_t)p->ns_pid;
+	snprintf(m->m.cgroup, sizeof(m->m.cgroup), "%s", p->cgroup);
+	snprintf(m->m.binary, sizeof(m->m.binary), "%s", p->path);
+	st_info("host mode: engine pid %d (ns pid %d, cgroup %s, %s)", (int)p->pid, (int)p->ns_pid,
+		p->cgroup[0] ? p->cgroup : "-", p->path);
+	if (state_request(p->pid) < 0)
+		st_err("host mode: cannot ask pid %d for its state: %s", (int)p->pid, strerror(errno));
+}
+
+void daemon_host_scan(struct daemon_host *h)
+{
+	static const struct fleet_callbacks cb = { on_inode, on_engine };
+
+	if (fleet_scan(h->fleet, &cb, h, FULL_SCAN_EVERY))
+		st_err("host mode: scanning /proc: %s", strerror(errno));
+}
+
+int daemon_host_labels(const struct daemon_host *h, struct prom_snapshot *s)
+{
+	s->metas = calloc(h->nmetas ? h->nmetas : 1, sizeof(*s->metas));
+	if (!s->metas)
+		return -1;
+	for (size_t i = 0; i < h->nmetas; i++)
+		s->metas[i] = h->metas[i].m;
+	s->nmetas = h->nmetas;
+	return 0;
+}
+
+void daemon_host_drop(struct daemon_host *h, uint32_t pid)
+{
+	size_t w = 0;
+
+	for (size_t i = 0; i < h->nmetas; i++)
+		if (h->metas[i].m.pid != pid)
+			h->metas[w++] = h->metas[i];
+	h->nmetas = w;
+}
+
+unsigned daemon_host_inodes(const struct daemon_host *h)
+{
+	return h ? h->inodes : 0;
+}

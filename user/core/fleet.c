@@ -1,0 +1,287 @@
+/* fleet.c - host mode's discovery of engines through /proc (see fleet.h). */
+#include "core/fleet.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "core/grow.h"
+#include "core/stapsdt.h"
+
+struct fleet_inode {
+	dev_t dev;
+	ino_t ino;
+	int has_probes;
+};
+
+struct fleet_seen {
+	pid_t pid;
+	uint64_t start_ticks;
+	unsigned first_pass;     /* the pass that first scanned it */
+	unsigned last_pass;      /* the last pass that found it in /proc */
+	int engine;              /* maps a probe file */
+};
+
+struct fleet {
+	const char *provider;
+	struct fleet_inode *inodes;
+	size_t ninodes, cap_inodes;
+	struct fleet_seen *seen;
+	size_t nseen, cap_seen;
+	unsigned pass;
+};
+
+struct fleet *fleet_new(const char *provider)
+{
+	struct fleet *f = calloc(1, sizeof(*f));
+
+	if (f)
+		f->provider = provider;
+	return f;
+}
+
+void fleet_free(struct fleet *f)
+{
+	if (!f)
+		return;
+	free(f->inodes);
+	free(f->seen);
+	free(f);
+}
+
+uint64_t fleet_start_ticks(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long v = 0;
+	FILE *fp;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (!(fp = fopen(path, "re")))
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, fp);
+	fclose(fp);
+	buf[n] = 0;
+	/* Field 22; the name (field 2) may hold spaces and ')'. */
+	if (!(p = strrchr(buf, ')')) ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+		   &v) != 1)
+		return 0;
+	return v;
+}
+
+/* NSpid's last field: the pid in the innermost namespace. */
+static pid_t ns_pid(pid_t pid)
+{
+	char path[64], line[256];
+	pid_t v = pid;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (!(fp = fopen(path, "re")))
+		return pid;
+	while (fgets(line, sizeof(line), fp))
+		if (!strncmp(line, "NSpid:", 6)) {
+			char *s = line + 6, *end;
+			long n;
+			while ((n = strtol(s, &end, 10)), end != s) {
+				v = (pid_t)n;
+				s = end;
+			}
+			break;
+		}
+	fclose(fp);
+	return v;
+}
+
+/* The cgroup v2 path; on a hybrid host whose v2 path is the root, the first
+ * v1 hierarchy that places the process below its root ("memory:/x"). */
+static void read_cgroup(pid_t pid, char *out, size_t len)
+{
+	char path[64], line[512], v2[256] = "", v1[256] = "";
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	if ((fp = fopen(path, "re"))) {
+		while (fgets(line, sizeof(line), fp)) {
+			char *ctl = strchr(line, ':'), *cg = ctl ? strchr(ctl + 1, ':') : NULL;
+			line[strcspn(line, "\n")] = 0;
+			if (!cg)
+				continue;
+			if (!strncmp(line, "0::", 3))
+				snprintf(v2, sizeof(v2), "%.255s", cg + 1);
+			else if (!v1[0] && strcmp(cg + 1, "/"))
+				snprintf(v1, sizeof(v1), "%.255s", ctl + 1);
+		}
+		fclose(fp);
+	}
+	snprintf(out, len, "%s", (!v2[0] || !strcmp(v2, "/")) && v1[0] ? v1 : v2);
+}
+
+int fleet_read_proc(pid_t pid, struct fleet_proc *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->pid = pid;
+	if (!(p->start_ticks = fleet_start_ticks(pid)))
+		return -1;
+	p->ns_pid = ns_pid(pid);
+	read_cgroup(pid, p->cgroup, sizeof(p->cgroup));
+	return 0;
+}
+
+/* 1 when the inode behind open_path carries the provider (read once per
+ * inode); *is_new says this call classified it. -1 when out of memory. */
+static int classify(struct fleet *f, const char *open_path, const struct stat *st, int *is_new)
+{
+	*is_new = 0;
+	for (size_t i = 0; i < f->ninodes; i++)
+		if (f->inodes[i].dev == st->st_dev && f->inodes[i].ino == st->st_ino)
+			return f->inodes[i].has_probes;
+	if (ARRAY_GROW(f->inodes, f->cap_inodes, f->ninodes))
+		return -1;
+	f->inodes[f->ninodes] = (struct fleet_inode){ st->st_dev, st->st_ino,
+						      sdt_count_provider(open_path, f->provider) > 0 };
+	*is_new = 1;
+	return f->inodes[f->ninodes++].has_probes;
+}
+
+/* The probe file of a maps line, as an open-able path and as the process
+ * names it; 0 when the line maps a file. */
+static int line_file(pid_t pid, char *line, char *open_path, size_t olen, char *shown, size_t slen)
+{
+	unsigned long start, end;
+	char *text = strchr(line, '/');
+	ssize_t n;
+
+	if (!text || sscanf(line, "%lx-%lx", &start, &end) != 2)
+		return -1;
+	text[strcspn(text, "\n")] = 0;
+	snprintf(open_path, olen, "/proc/%d/map_files/%lx-%lx", (int)pid, start, end);
+	n = readlink(open_path, shown, slen - 1);
+	if (n <= 0)
+		snprintf(shown, slen, "%s", text);
+	else
+		shown[n] = 0;
+	return 0;
+}
+
+/* Scans one process's mappings; 1 when it maps a probe file, -1 on
+ * allocation failure. The callbacks run for a new inode and the engine. */
+static int scan_pid(struct fleet *f, pid_t pid, const struct fleet_callbacks *cb, void *ctx)
+{
+	char maps[64], line[PATH_MAX + 256], open_path[96], shown[PATH_MAX], last[PATH_MAX] = "";
+	struct fleet_proc p;
+	int engine = 0, is_new, has;
+	struct stat st;
+	FILE *fp;
+
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)pid);
+	if (!(fp = fopen(maps, "re")))
+		return 0;   /* gone, or a kernel thread */
+	while (fgets(line, sizeof(line), fp)) {
+		if (line_file(pid, line, open_path, sizeof(open_path), shown, sizeof(shown)) ||
+		    !strcmp(shown, last) || stat(open_path, &st))
+			continue;
+		snprintf(last, sizeof(last), "%s", shown);
+		if ((has = classify(f, open_path, &st, &is_new)) <= 0) {
+			if (has < 0)
+				engine = -1;
+			continue;
+		}
+		if (!engine && fleet_read_proc(pid, &p) == 0) {
+			snprintf(p.path, sizeof(p.path), "%.*s", (int)sizeof(p.path) - 1, shown);
+			p.dev = st.st_dev;
+			p.ino = st.st_ino;
+		}
+		if (is_new && cb->on_inode)
+			cb->on_inode(ctx, open_path, &p);
+		engine = 1;
+	}
+	fclose(fp);
+	if (engine == 1 && cb->on_engine)
+		cb->on_engine(ctx, &p);
+	return engine;
+}
+
+static struct fleet_seen *seen_find(struct fleet *f, pid_t pid)
+{
+	for (size_t i = 0; i < f->nseen; i++)
+		if (f->seen[i].pid == pid)
+			return &f->seen[i];
+	return NULL;
+}
+
+/* A process not yet an engine is looked at again for a few passes: it may
+ * be between exec and the loader mapping its libraries. */
+#define YOUNG_PASSES 4
+
+static int want_scan(const struct fleet *f, const struct fleet_seen *s, uint64_t start,
+		     unsigned full_every)
+{
+	if (!s || s->start_ticks != start)
+		return 1;
+	if (full_every && f->pass % full_every == 0)
+		return 1;
+	return !s->engine && f->pass - s->first_pass < YOUNG_PASSES;
+}
+
+/* Looks at one /proc entry; -1 when out of memory. */
+static int visit(struct fleet *f, pid_t pid, const struct fleet_callbacks *cb, void *ctx,
+		 unsigned full_every)
+{
+	uint64_t start = fleet_start_ticks(pid);
+	struct fleet_seen *s;
+	int rc;
+
+	if (!start)
+		return 0;
+	s = seen_find(f, pid);
+	if (want_scan(f, s, start, full_every)) {
+		if ((rc = scan_pid(f, pid, cb, ctx)) < 0)
+			return -1;
+		if (!s || s->start_ticks != start) {   /* new, or a reused pid */
+			if (!s && ARRAY_GROW(f->seen, f->cap_seen, f->nseen))
+				return -1;
+			if (!s)
+				s = &f->seen[f->nseen++];
+			*s = (struct fleet_seen){ .pid = pid, .start_ticks = start, .first_pass = f->pass };
+		}
+		s->engine |= rc == 1;
+	}
+	s->last_pass = f->pass;
+	return 0;
+}
+
+int fleet_scan(struct fleet *f, const struct fleet_callbacks *cb, void *ctx, unsigned full_every)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	size_t w = 0;
+
+	if (!d)
+		return -1;
+	f->pass++;
+	while ((de = readdir(d))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+
+		if (*end || pid <= 0 || pid > INT_MAX)
+			continue;
+		if (visit(f, (pid_t)pid, cb, ctx, full_every)) {
+			closedir(d);
+			errno = ENOMEM;
+			return -1;
+		}
+	}
+	closedir(d);
+	/* Forget the exited. */
+	for (size_t i = 0; i < f->nseen; i++)
+		if (f->seen[i].last_pass == f->pass)
+			f->seen[w++] = f->seen[i];
+	f->nseen = w;
+	return 0;
+}

@@ -1,0 +1,56 @@
+/* uprobe_multi.h - USDT attachment through the kernel's uprobe_multi links
+ * (Linux 6.6+), which Debian's libbpf 1.1 has no API for.
+ *
+ * Why: a classic uprobe link (libbpf's bpf_program__attach_usdt) costs
+ * ~80-100 ms to close here, and the closes are serialized: ~1-2 s to end a
+ * session. A uprobe_multi link is one fd per program; its close waits for one
+ * RCU grace period, and closes done from parallel threads share it.
+ *
+ * The shim writes the same argument specs libbpf's usdt.bpf.h reads
+ * (bpf_usdt_arg() finds them by the link's BPF cookie), passes the USDT
+ * semaphores as reference-counter offsets (the kernel increments them while
+ * attached), and falls back to libbpf's per-probe links when the kernel lacks
+ * uprobe_multi or SPANTRACE_NO_UPROBE_MULTI=1 is set.
+ *
+ *   um = umulti_new();                         // before load
+ *   if (umulti_enabled(um)) umulti_prepare(obj);
+ *   load; umulti_set_specs_map(um, fd, value_size);
+ *   umulti_attach(um, prog_fd, elf, pid, "infer", "alloc", ...);
+ *   umulti_detach(um);                         // all links, in parallel
+ */
+#ifndef SPANTRACE_UPROBE_MULTI_H
+#define SPANTRACE_UPROBE_MULTI_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+struct bpf_object;
+struct umulti;
+
+/* 1 when this kernel has uprobe_multi links (probed once), else 0. */
+int umulti_kernel_supported(void);
+
+/* NULL on allocation failure. Enabled when the kernel supports it and the
+ * environment does not turn it off. */
+struct umulti *umulti_new(void);
+void umulti_free(struct umulti *um);
+int umulti_enabled(const struct umulti *um);
+
+/* Before load: every USDT (kprobe-type) program of obj is loaded for
+ * uprobe_multi attachment. 0 or -errno. */
+int umulti_prepare(struct bpf_object *obj);
+/* After load: the map bpf_usdt_arg() reads (__bpf_usdt_specs). */
+int umulti_set_specs_map(struct umulti *um, struct bpf_object *obj, char *err, size_t errlen);
+
+/* Attaches prog_fd to every site of provider:probe in elf (pid -1: every
+ * process). elf may be any path the kernel resolves to the file, including
+ * /proc/PID/map_files/... Returns 0, -ENOENT when elf has no such probe, or
+ * another -errno with a message in err. */
+int umulti_attach(struct umulti *um, int prog_fd, const char *elf, pid_t pid, const char *provider,
+		  const char *probe, char *err, size_t errlen);
+/* Number of links held. */
+size_t umulti_nlinks(const struct umulti *um);
+/* Closes every link, in parallel threads (the grace periods overlap). */
+void umulti_detach(struct umulti *um);
+
+#endif
