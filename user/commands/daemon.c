@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <malloc.h>
+#include <stddef.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -296,47 +297,66 @@ static uint64_t tokens_of(const struct prom_snapshot *s, uint32_t pid)
 	return n;
 }
 
-/* Removes a long-dead process's entries from the maps and the snapshot;
- * its span buckets stay in `retired` so percentile windows do not jump. */
-static void forget_pid(struct daemon *d, struct prom_snapshot *s, uint32_t pid)
+static int pid_cmp(const void *a, const void *b)
 {
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int pid_in(const uint32_t *pids, size_t n, uint32_t pid)
+{
+	return bsearch(&pid, pids, n, sizeof(pid), pid_cmp) != NULL;
+}
+
+/* Keeps the elements of arr (n of them, elem bytes each, the pid first)
+ * whose pid is not in pids. */
+_Static_assert(offsetof(struct prom_agg, pid) == 0 && offsetof(struct prom_pool, pid) == 0 &&
+		       offsetof(struct prom_kv, pid) == 0 && offsetof(struct prom_serving, pid) == 0 &&
+		       offsetof(struct prom_clmem, pid) == 0,
+	       "keep_others reads the pid at the start of each snapshot element");
+static size_t keep_others(void *arr, size_t n, size_t elem, const uint32_t *pids, size_t npids)
+{
+	char *a = arr;
 	size_t w = 0;
 
-	maps_forget_pid(&d->s, pid);
-	for (size_t i = 0; i < s->naggs; i++) {
-		struct prom_agg *a = &s->aggs[i];
-		if (a->pid != pid) {
-			s->aggs[w++] = *a;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t pid;
+		memcpy(&pid, a + i * elem, sizeof(pid));
+		if (pid_in(pids, npids, pid))
 			continue;
-		}
-		if (a->kind < SPAN_KIND_COUNT)
+		if (w != i)
+			memcpy(a + w * elem, a + i * elem, elem);
+		w++;
+	}
+	return w;
+}
+
+/* Removes long-dead processes' entries (pids sorted) from the maps and the
+ * snapshot, all in one pass: a burst of short-lived engines must not cost a
+ * walk of the maps per exit. Their span buckets stay in `retired` so
+ * percentile windows do not jump. */
+static void forget_pids(struct daemon *d, struct prom_snapshot *s, const uint32_t *pids, size_t n)
+{
+	if (!n)
+		return;
+	maps_forget_pids(&d->s, pids, n);
+	for (size_t i = 0; i < s->naggs; i++) {
+		const struct prom_agg *a = &s->aggs[i];
+		if (a->kind < SPAN_KIND_COUNT && pid_in(pids, n, a->pid))
 			for (unsigned b = 0; b < HIST_BUCKETS; b++)
 				d->retired.b[a->kind][b] += a->buckets[b];
 	}
-	s->naggs = w;
-	w = 0;
-	for (size_t i = 0; i < s->npools; i++)
-		if (s->pools[i].pid != pid)
-			s->pools[w++] = s->pools[i];
-	s->npools = w;
-	w = 0;
-	for (size_t i = 0; i < s->nkvs; i++)
-		if (s->kvs[i].pid != pid)
-			s->kvs[w++] = s->kvs[i];
-	s->nkvs = w;
-	w = 0;
-	for (size_t i = 0; i < s->nservings; i++)
-		if (s->servings[i].pid != pid)
-			s->servings[w++] = s->servings[i];
-	s->nservings = w;
-	w = 0;
-	for (size_t i = 0; i < s->nclmems; i++)
-		if (s->clmems[i].pid != pid)
-			s->clmems[w++] = s->clmems[i];
-	s->nclmems = w;
-	if (d->host)
-		daemon_host_drop(d->host, pid);
-	st_info("daemon: process %u exited; its series are gone from /metrics", pid);
+	s->naggs = keep_others(s->aggs, s->naggs, sizeof(*s->aggs), pids, n);
+	s->npools = keep_others(s->pools, s->npools, sizeof(*s->pools), pids, n);
+	s->nkvs = keep_others(s->kvs, s->nkvs, sizeof(*s->kvs), pids, n);
+	s->nservings = keep_others(s->servings, s->nservings, sizeof(*s->servings), pids, n);
+	s->nclmems = keep_others(s->clmems, s->nclmems, sizeof(*s->clmems), pids, n);
+	for (size_t i = 0; i < n; i++) {
+		if (d->host)
+			daemon_host_drop(d->host, pids[i]);
+		st_info("daemon: process %u exited; its series are gone from /metrics", pids[i]);
+	}
 }
 
 /* Host mode found a new engine under a pid it had labelled: the old
@@ -347,7 +367,7 @@ static void forget_reused(void *ctx, uint32_t pid)
 	size_t w = 0;
 
 	pthread_mutex_lock(&d->lock);
-	forget_pid(d, &d->snap, pid);
+	forget_pids(d, &d->snap, &pid, 1);
 	pthread_mutex_unlock(&d->lock);
 	for (size_t i = 0; i < d->nprocs; i++)
 		if (d->procs[i].pid != pid)
@@ -390,7 +410,7 @@ static int still_running(struct daemon *d, struct prom_snapshot *s, struct proc_
 		return 1;
 	if (p->start_ticks)
 		st_info("daemon: pid %u was reused by a new process", p->pid);
-	forget_pid(d, s, p->pid);
+	forget_pids(d, s, &p->pid, 1);
 	return -1;
 }
 
@@ -407,7 +427,10 @@ static int update_procs(struct daemon *d, struct prom_snapshot *s, uint64_t now,
 	for (size_t i = 0; i < s->nclmems; i++)
 		note_pid(d, s->clmems[i].pid);
 
-	size_t w = 0;
+	size_t w = 0, nexpired = 0;
+	uint32_t *expired = malloc((d->nprocs ? d->nprocs : 1) * sizeof(*expired));
+	if (!expired)
+		return -1;
 	for (size_t i = 0; i < d->nprocs; i++) {
 		struct proc_track *p = &d->procs[i];
 		uint64_t tokens = tokens_of(s, p->pid);
@@ -422,12 +445,15 @@ static int update_procs(struct daemon *d, struct prom_snapshot *s, uint64_t now,
 		else if (!p->dead_since_ns)
 			p->dead_since_ns = now;
 		if (!p->alive && now - p->dead_since_ns >= d->dead_grace_ns) {
-			forget_pid(d, s, p->pid);
+			expired[nexpired++] = p->pid;
 			continue;
 		}
 		d->procs[w++] = *p;
 	}
 	d->nprocs = w;
+	qsort(expired, nexpired, sizeof(*expired), pid_cmp);
+	forget_pids(d, s, expired, nexpired);
+	free(expired);
 
 	size_t alive = 0;
 	for (size_t i = 0; i < d->nprocs; i++)
@@ -703,6 +729,14 @@ int cmd_daemon(int argc, char **argv)
 		st_err("out of memory");
 		return 1;
 	}
+	/* The snapshot's arrays (~4 KB a series) and the /metrics text are the
+	 * daemon's big allocations, sized by the processes of the moment. A
+	 * fixed mmap threshold keeps them in mappings of their own, given back
+	 * when freed; glibc's sliding threshold would move them into the heap
+	 * and arenas after the first free, where a burst of short-lived engines
+	 * leaves RSS at the burst's peak. */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+	mallopt(M_ARENA_MAX, 1);   /* the scrape threads' arenas too: one heap, trimmed each tick */
 	pthread_mutex_init(&d->lock, NULL);
 	switch (daemon_config_parse(&d->cfg, argc, argv, environ, err, sizeof(err))) {
 	case DAEMON_CONFIG_HELP:

@@ -139,70 +139,92 @@ int maps_foreach_serving(const struct session *s, maps_serving_fn fn, void *ctx)
 
 /* ---- forgetting a process ---- */
 
-/* The agg keys of one process, collected before any is deleted: deleting
- * the key a walk stands on would restart it from the first key. */
-struct pid_keys {
-	__u32 pid;
+/* The keys of the processes being forgotten (pids sorted), collected
+ * in one walk before any is deleted: deleting the key a walk stands on would
+ * restart it from the first key, and a walk per process would make a burst
+ * of exits cost (exits x map size) reads. */
+struct pid_set {
+	const __u32 *pids;
+	size_t npids;
+};
+
+static int pid_cmp(const void *a, const void *b)
+{
+	__u32 x = *(const __u32 *)a, y = *(const __u32 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int pid_in(const struct pid_set *set, __u32 pid)
+{
+	return bsearch(&pid, set->pids, set->npids, sizeof(pid), pid_cmp) != NULL;
+}
+
+struct agg_keys {
+	struct pid_set set;
 	struct agg_key *keys;
 	size_t n, cap;
 };
 
-static int collect_pid_key(void *ctx, const struct agg_key *k, const struct agg_val *v)
+static int collect_agg_key(void *ctx, const struct agg_key *k, const struct agg_val *v)
 {
-	struct pid_keys *pk = ctx;
+	struct agg_keys *ak = ctx;
 
-	if (k->pid != pk->pid)
+	(void)v;
+	if (!pid_in(&ak->set, k->pid))
 		return 0;
-	if (ARRAY_GROW(pk->keys, pk->cap, pk->n))
+	if (ARRAY_GROW(ak->keys, ak->cap, ak->n))
 		return -1;
-	pk->keys[pk->n++] = *k;
+	ak->keys[ak->n++] = *k;
 	return 0;
 }
 
-/* The same for cl_ctxmem's {pid, context} keys. */
-struct pid_cl_keys {
-	__u32 pid;
+struct cl_keys {
+	struct pid_set set;
 	struct cl_ctx_key *keys;
 	size_t n, cap;
 };
 
-static int collect_pid_cl_key(void *ctx, const struct cl_ctx_key *k, const struct cl_ctx_val *v)
+static int collect_cl_key(void *ctx, const struct cl_ctx_key *k, const struct cl_ctx_val *v)
 {
-	struct pid_cl_keys *pk = ctx;
+	struct cl_keys *ck = ctx;
 
-	if (k->pid != pk->pid)
+	(void)v;
+	if (!pid_in(&ck->set, k->pid))
 		return 0;
-	if (ARRAY_GROW(pk->keys, pk->cap, pk->n))
+	if (ARRAY_GROW(ck->keys, ck->cap, ck->n))
 		return -1;
-	pk->keys[pk->n++] = *k;
+	ck->keys[ck->n++] = *k;
 	return 0;
 }
 
-static void forget_pid_clmem(const struct session *s, __u32 pid)
+static void forget_per_pid(const struct session *s, __u32 pid)
 {
-	struct pid_cl_keys pk = { .pid = pid };
-
-	maps_foreach_clmem(s, collect_pid_cl_key, &pk);
-	for (size_t i = 0; i < pk.n; i++)
-		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.cl_ctxmem), &pk.keys[i]);
-	free(pk.keys);
-}
-
-void maps_forget_pid(const struct session *s, __u32 pid)
-{
-	struct pid_keys pk = { .pid = pid };
-
-	maps_foreach_agg(s, collect_pid_key, &pk);
-	for (size_t i = 0; i < pk.n; i++)
-		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.agg), &pk.keys[i]);
-	free(pk.keys);
 	for (__u32 p = 0; p < POOL_COUNT; p++) {
 		struct pool_key k = { .pid = pid, .pool = p };
 		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.pools), &k);
 	}
 	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.kv), &pid);
 	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.serving), &pid);
-	forget_pid_clmem(s, pid);
+}
+
+void maps_forget_pids(const struct session *s, const __u32 *pids, size_t n)
+{
+	struct agg_keys ak = { .set = { pids, n } };
+	struct cl_keys ck = { .set = { pids, n } };
+
+	if (!n)
+		return;
+	maps_foreach_agg(s, collect_agg_key, &ak);
+	for (size_t i = 0; i < ak.n; i++)
+		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.agg), &ak.keys[i]);
+	free(ak.keys);
+	maps_foreach_clmem(s, collect_cl_key, &ck);
+	for (size_t i = 0; i < ck.n; i++)
+		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.cl_ctxmem), &ck.keys[i]);
+	free(ck.keys);
+	for (size_t i = 0; i < n; i++)
+		forget_per_pid(s, pids[i]);
 }
 
 /* ---- tables userspace writes or reads by key ---- */

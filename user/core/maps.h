@@ -34,9 +34,10 @@ int maps_foreach_kv(const struct session *s, maps_kv_fn fn, void *ctx);
 typedef int (*maps_serving_fn)(void *ctx, __u32 pid, const struct serving_val *v);
 int maps_foreach_serving(const struct session *s, maps_serving_fn fn, void *ctx);
 
-/* Deletes one process's rows from agg, pools, kv and serving (the daemon forgets
- * processes that exited long ago). */
-void maps_forget_pid(const struct session *s, __u32 pid);
+/* Deletes every map entry of the processes pids[0..n), sorted ascending
+ * (they exited): their histograms, pools, KV, serving state and OpenCL
+ * contexts, in one walk of each keyed-by-more-than-pid map. */
+void maps_forget_pids(const struct session *s, const __u32 *pids, size_t n);
 
 /* `slow_ns`: the tail-mode streaming threshold of each span kind. */
 int maps_set_slow_thresholds(const struct session *s, const uint64_t slow_ns[SPAN_KIND_COUNT]);

@@ -311,6 +311,8 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 
 int session_follow(struct session *s, const char *elf, char *err, size_t errlen)
 {
+	if (!elf[0])   /* no engine file (--opencl or --span alone): nothing to follow */
+		return 0;
 	s->follow = follow_new(elf, err, errlen);
 	return s->follow ? 0 : -1;
 }

@@ -68,6 +68,8 @@ int state_request_binary(const char *elf)
 	struct fleet *f;
 	int rc;
 
+	if (!elf[0])   /* no engine file (--opencl or --span alone): nobody to ask */
+		return 0;
 	if (stat(elf, &b.st) || !(f = fleet_new(INFER_PROVIDER)))
 		return -1;
 	rc = fleet_scan(f, &cb, &b, 0);

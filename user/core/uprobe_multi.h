@@ -36,8 +36,8 @@ struct umulti *umulti_new(void);
 void umulti_free(struct umulti *um);
 int umulti_enabled(const struct umulti *um);
 
-/* Before load: every USDT (kprobe-type) program of obj is loaded for
- * uprobe_multi attachment. 0 or -errno. */
+/* Before load: the engine's USDT programs of obj are loaded for
+ * uprobe_multi attachment (not --opencl's or --span's). 0 or -errno. */
 int umulti_prepare(struct bpf_object *obj);
 /* After load: the map bpf_usdt_arg() reads (__bpf_usdt_specs). */
 int umulti_set_specs_map(struct umulti *um, struct bpf_object *obj, char *err, size_t errlen);
