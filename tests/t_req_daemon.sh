@@ -5,7 +5,8 @@
 #     e2e/TTFT histograms count exactly them); the requests in flight at the
 #     attach are counted as orphans, never as bad data;
 #   - at a scrape, spantrace_requests_running/_waiting equal the engine's
-#     /health read just before and after (when those two agree);
+#     /stats read just before and after (when those two agree, lifecycle
+#     event count included);
 #   - request_success_total by finish_reason equals the engine's /stats
 #     (finishes are counted even for requests timed from before the
 #     attach); token and preemption counters cover at least the requests
@@ -47,15 +48,22 @@ spec 12 60 10 >"$TMP/b.json"
 node "$NODE_DIR/client.js" "$BASE" run "$TMP/b.json" >"$TMP/b.out" 2>"$TMP/b.err" &
 cb=$!
 
-# Gauges at a scrape: /health, /metrics, /health; where the engine's two
-# readings agree, the daemon's must equal them.
+# Gauges at a scrape: /stats, /metrics, /stats; where the engine's two
+# readings agree, the daemon's must equal them. The readings carry the count
+# of lifecycle events too: the gauges can change and change back (admitted,
+# then preempted) between two reads that show the same running/waiting.
+gauges_now() {
+	curl -s "$BASE/stats" | jq -c '.serving // {} | [.running, .waiting,
+		(.queued // 0) + (.admitted // 0) + (.preempted // 0) + ([(.finished // {})[]] | add // 0)]'
+}
 stable=0 busy=0 unknown=0
 gauge() { msum "$TMP/m.txt" "spantrace_requests_$1" "pid=\"$EPID\""; }
 while kill -0 $cb 2>/dev/null; do
-	h1=$(curl -s "$BASE/health" | jq -c '[.running, .waiting]')
+	h1=$(gauges_now)
 	metrics >"$TMP/m.txt"
-	h2=$(curl -s "$BASE/health" | jq -c '[.running, .waiting]')
+	h2=$(gauges_now)
 	[ "$h1" = "$h2" ] || continue
+	h1=$(echo "$h1" | jq -c '.[0:2]')
 	# before its first lifecycle probe the daemon does not know them: no series
 	grep -q "^spantrace_requests_running{pid=\"$EPID\"" "$TMP/m.txt" || { unknown=$((unknown + 1)); continue; }
 	stable=$((stable + 1))
