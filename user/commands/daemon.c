@@ -575,6 +575,33 @@ static void describe_listen(const struct httpd *h, const struct listen_addr *a, 
 	}
 }
 
+/* Host mode: the engines running now (and, each scan, new ones). Else the
+ * target's probes, the loader's with --opencl, the state of what runs
+ * already, and (--binary) the path for replacements. */
+static int attach(struct daemon *d, char *err, size_t errlen)
+{
+	const struct daemon_config *c = &d->cfg;
+	pid_t pid = c->pid > 0 ? c->pid : -1;
+
+	if (c->all_engines) {
+		if (!(d->host = daemon_host_new(&d->s, forget_reused, d))) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		daemon_host_scan(d->host);
+		return 0;
+	}
+	if (session_attach(&d->s, d->target.elf, pid, err, errlen))
+		return -1;
+	if (c->opencl && opencl_attach_target(&d->s, pid, pid > 0, err, errlen))
+		return -1;
+	if (pid > 0 && state_request(pid) < 0)
+		st_err("cannot ask pid %d for its state: %s", (int)pid, strerror(errno));
+	if (pid < 0 && state_request_binary(d->target.elf) < 0)
+		st_err("cannot ask the running processes of %s for their state: %s", d->target.elf, strerror(errno));
+	return pid > 0 ? 0 : session_follow(&d->s, d->target.elf, err, errlen);
+}
+
 static int start(struct daemon *d, char *err, size_t errlen)
 {
 	const struct daemon_config *c = &d->cfg;
@@ -618,23 +645,7 @@ static int start(struct daemon *d, char *err, size_t errlen)
 	d->session_open = 1;
 	initial_thresholds(d);
 	write_thresholds(d);  /* before attaching: the map starts at 0 = stream all */
-	if (c->all_engines) {
-		if (!(d->host = daemon_host_new(&d->s, forget_reused, d))) {
-			snprintf(err, errlen, "out of memory");
-			return -1;
-		}
-		daemon_host_scan(d->host);   /* the engines running now */
-		return 0;
-	}
-	if (session_attach(&d->s, d->target.elf, c->pid > 0 ? c->pid : -1, err, errlen))
-		return -1;
-	if (c->opencl && opencl_attach_target(&d->s, c->pid > 0 ? c->pid : -1, c->pid > 0, err, errlen))
-		return -1;
-	if (c->pid > 0 && state_request(c->pid) < 0)
-		st_err("cannot ask pid %d for its state: %s", (int)c->pid, strerror(errno));
-	if (c->pid <= 0 && state_request_binary(d->target.elf) < 0)
-		st_err("cannot ask the running processes of %s for their state: %s", d->target.elf, strerror(errno));
-	return c->pid > 0 ? 0 : session_follow(&d->s, d->target.elf, err, errlen);
+	return attach(d, err, errlen);
 }
 
 static void stop(struct daemon *d)

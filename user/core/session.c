@@ -246,7 +246,8 @@ static int attach_probe(struct session *s, struct bpf_program *prog, const char 
 	return 0;
 }
 
-int session_attach(struct session *s, const char *elf, pid_t pid, char *err, size_t errlen)
+/* The engine's probes of elf, in the order the table gives. */
+static int attach_engine_probes(struct session *s, const char *elf, pid_t pid, char *err, size_t errlen)
 {
 	struct spantrace_bpf *sk = s->skel;
 	const struct {
@@ -286,22 +287,31 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 		{ sk->progs.kv_blocks_prog, "kv_blocks", 0 },
 		{ sk->progs.cl_batch_prog, "cl_batch", 1 },
 	};
+
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+		/* unattached sites stay nops */
+		if ((!table[i].detail_only || s->level == LEVEL_DETAIL) &&
+		    attach_probe(s, table[i].prog, table[i].probe, elf, pid, err, errlen))
+			return -1;
+	return 0;
+}
+
+int session_attach(struct session *s, const char *elf, pid_t pid, char *err, size_t errlen)
+{
 	uint64_t t0 = mono_now_ns();
 	struct bpf_link *link;
 
 	/* The exit cleanup once per session. */
 	if (s->nlinks == 0 && umulti_nlinks(s->um) == 0) {
-		link = bpf_program__attach(sk->progs.handle_exit);
+		link = bpf_program__attach(s->skel->progs.handle_exit);
 		if (!link || session_add_link(s, link)) {
 			snprintf(err, errlen, "cannot attach sched_process_exit: %s", strerror(errno));
 			return -1;
 		}
 	}
-	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
-		/* unattached sites stay nops */
-		if (elf[0] && (!table[i].detail_only || s->level == LEVEL_DETAIL) &&
-		    attach_probe(s, table[i].prog, table[i].probe, elf, pid, err, errlen))
-			return -1;
+	/* elf is empty when only --opencl or --span programs are traced */
+	if (elf[0] && attach_engine_probes(s, elf, pid, err, errlen))
+		return -1;
 	if (user_span_count() && user_spans_attach(s, pid, err, errlen))
 		return -1;
 	s->attach_ns = mono_now_ns() - t0;
