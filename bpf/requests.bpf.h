@@ -480,16 +480,12 @@ int BPF_USDT(kv_blocks_prog, __u32 used, __u32 total, __u32 block_size, __u64 bl
 	__u32 pid = traced_tgid();
 	struct serving_state *s;
 
-	if (!pid)
-		return 0;
-	if ((s = serving_get(pid))) {
+	if (pid && (s = serving_get(pid))) {
 		s->v.kv_used_blocks = used;
 		s->v.kv_total_blocks = total;
 		s->v.kv_block_size = block_size;
 		s->v.kv_block_bytes = block_bytes;
 	}
-	/* also as bytes, as kv_usage says it, for the kv gauges and records */
-	kv_note(pid, (__u64)used * block_bytes, (__u64)total * block_bytes);
 	return 0;
 }
 

@@ -520,29 +520,6 @@ int op_end_prog(struct pt_regs *ctx)
 
 #include "userspans.bpf.h"
 
-/* ---- the KV cache ---- */
-/* The KV cache of a process now: the kv map (the daemon's gauges) and, when
- * streaming, a kv record. */
-static __always_inline void kv_note(__u32 pid, __u64 used, __u64 capacity)
-{
-	struct kv_val val = {};
-	struct kv_event *e;
-
-	val.used_bytes = used;
-	val.capacity_bytes = capacity;
-	val.ts_ns = bpf_ktime_get_ns();
-	bpf_map_update_elem(&kv, &pid, &val, BPF_ANY);
-	if (stream_mode != STREAM_ALL)
-		return;
-	e = reserve(EV_KV, sizeof(*e));
-	if (!e)
-		return;
-	fill_header(&e->h, EV_KV, val.ts_ns);
-	e->used_bytes = used;
-	e->capacity_bytes = capacity;
-	submit(e);
-}
-
 /* ---- tokens and requests ---- */
 #include "requests.bpf.h"
 #include "opencl.bpf.h"
@@ -724,10 +701,25 @@ int BPF_USDT(free_prog, __u32 pool, __u64 ptr, __u64 bytes)
 SEC("usdt")
 int BPF_USDT(kv_usage_prog, __u64 used, __u64 capacity)
 {
+	struct kv_val val = {};
+	struct kv_event *e;
 	__u32 pid = traced_tgid();
 
-	if (pid)
-		kv_note(pid, used, capacity);
+	if (!pid)
+		return 0;
+	val.used_bytes = used;
+	val.capacity_bytes = capacity;
+	val.ts_ns = bpf_ktime_get_ns();
+	bpf_map_update_elem(&kv, &pid, &val, BPF_ANY);
+	if (stream_mode != STREAM_ALL)
+		return 0;
+	e = reserve(EV_KV, sizeof(*e));
+	if (!e)
+		return 0;
+	fill_header(&e->h, EV_KV, val.ts_ns);
+	e->used_bytes = used;
+	e->capacity_bytes = capacity;
+	submit(e);
 	return 0;
 }
 

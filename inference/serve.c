@@ -232,9 +232,6 @@ static int run_forward(Server *s, int n, InferError *err)
 	trace_span_begin(SPAN_FORWARD, LAYER_NONE);
 	rc = e->ops->forward_batch(e->backend, s->batch, n, s->logits, err);
 	trace_span_end(SPAN_FORWARD, LAYER_NONE);
-	if (rc == 0)
-		trace_kv_usage((uint64_t)kv_blocks_used(&s->sched.kv) * s->block_bytes,
-			       (uint64_t)s->sched.kv.n_blocks * s->block_bytes);
 	return rc;
 }
 
@@ -245,8 +242,11 @@ static void announce_kv(Server *s)
 	if (used == s->kv_announced)
 		return;
 	s->kv_announced = used;
+	/* the same fact twice: in blocks for the serving tools, in bytes as
+	 * the CLI's kv_usage says it */
 	trace_kv_blocks((uint32_t)used, (uint32_t)s->sched.kv.n_blocks,
 			(uint32_t)s->sched.kv.block_size, s->block_bytes);
+	trace_kv_usage((uint64_t)used * s->block_bytes, (uint64_t)s->sched.kv.n_blocks * s->block_bytes);
 }
 
 /* A client that closed its socket reads as end-of-file. */
