@@ -20,6 +20,8 @@
 #include "core/uprobe_multi.h"
 #include "spantrace.skel.h"
 
+static int prepare_engine_links(struct session *s);
+
 #ifndef CAP_PERFMON
 #define CAP_PERFMON 38
 #endif
@@ -167,7 +169,7 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
 	bpf_object__for_each_program(prog, s->skel->obj)
 		bpf_program__set_autoattach(prog, false);
 	s->um = umulti_new();
-	if (!s->um || (umulti_enabled(s->um) && umulti_prepare(s->skel->obj))) {
+	if (!s->um || (umulti_enabled(s->um) && prepare_engine_links(s))) {
 		snprintf(err, errlen, "cannot set up the USDT links");
 		goto fail;
 	}
@@ -246,15 +248,18 @@ static int attach_probe(struct session *s, struct bpf_program *prog, const char 
 	return 0;
 }
 
-/* The engine's probes of elf, in the order the table gives. */
-static int attach_engine_probes(struct session *s, const char *elf, pid_t pid, char *err, size_t errlen)
+#define ENGINE_PROBES_MAX 32   /* room for the table below (28 entries) */
+
+struct engine_probe {
+	struct bpf_program *prog;
+	const char *probe;
+	int detail_only;   /* attached at --level detail only */
+};
+
+/* The engine's probes and their programs, in the order they are attached. */
+static size_t engine_probes(const struct spantrace_bpf *sk, struct engine_probe *out)
 {
-	struct spantrace_bpf *sk = s->skel;
-	const struct {
-		struct bpf_program *prog;
-		const char *probe;
-		int detail_only;
-	} table[] = {
+	const struct engine_probe table[] = {
 		/* Every end before any begin: a begin seen while its end is
 		 * not yet armed would stay open on the span stack for good. */
 		{ sk->progs.request_end_prog, "request_end", 0 },
@@ -288,7 +293,31 @@ static int attach_engine_probes(struct session *s, const char *elf, pid_t pid, c
 		{ sk->progs.cl_batch_prog, "cl_batch", 1 },
 	};
 
-	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+	_Static_assert(sizeof(table) / sizeof(table[0]) <= ENGINE_PROBES_MAX, "ENGINE_PROBES_MAX too small");
+	memcpy(out, table, sizeof(table));
+	return sizeof(table) / sizeof(table[0]);
+}
+
+/* Every engine probe program goes through uprobe_multi links (when the
+ * kernel has them); --opencl's and --span's attach per site. */
+static int prepare_engine_links(struct session *s)
+{
+	struct engine_probe table[ENGINE_PROBES_MAX];
+	struct bpf_program *progs[ENGINE_PROBES_MAX];
+	size_t n = engine_probes(s->skel, table);
+
+	for (size_t i = 0; i < n; i++)
+		progs[i] = table[i].prog;
+	return umulti_prepare(progs, n);
+}
+
+/* The engine's probes of elf, in the order the table gives. */
+static int attach_engine_probes(struct session *s, const char *elf, pid_t pid, char *err, size_t errlen)
+{
+	struct engine_probe table[ENGINE_PROBES_MAX];
+	size_t n = engine_probes(s->skel, table);
+
+	for (size_t i = 0; i < n; i++)
 		/* unattached sites stay nops */
 		if ((!table[i].detail_only || s->level == LEVEL_DETAIL) &&
 		    attach_probe(s, table[i].prog, table[i].probe, elf, pid, err, errlen))

@@ -129,23 +129,10 @@ int umulti_enabled(const struct umulti *um)
 	return um && um->enabled;
 }
 
-/* Only the engine's USDT programs go through uprobe_multi links. The
- * loader's uprobes (--opencl, SEC "uprobe"/"uretprobe") and --span's programs
- * (bpf/userspans.bpf.h, all named user_*) attach per site through libbpf, and
- * a program loaded for uprobe_multi cannot take a per-site link. */
-static int umulti_program(const struct bpf_program *prog)
+int umulti_prepare(struct bpf_program *const *progs, size_t n)
 {
-	return bpf_program__type(prog) == BPF_PROG_TYPE_KPROBE &&
-	       !strcmp(bpf_program__section_name(prog), "usdt") &&
-	       strncmp(bpf_program__name(prog), "user_", 5);
-}
-
-int umulti_prepare(struct bpf_object *obj)
-{
-	struct bpf_program *prog;
-
-	bpf_object__for_each_program(prog, obj)
-		if (umulti_program(prog) && bpf_program__set_expected_attach_type(prog, UM_ATTACH_TYPE))
+	for (size_t i = 0; i < n; i++)
+		if (bpf_program__set_expected_attach_type(progs[i], UM_ATTACH_TYPE))
 			return -EINVAL;
 	return 0;
 }

@@ -13,7 +13,7 @@
  * uprobe_multi or SPANTRACE_NO_UPROBE_MULTI=1 is set.
  *
  *   um = umulti_new();                         // before load
- *   if (umulti_enabled(um)) umulti_prepare(obj);
+ *   if (umulti_enabled(um)) umulti_prepare(progs, n);
  *   load; umulti_set_specs_map(um, fd, value_size);
  *   umulti_attach(um, prog_fd, elf, pid, "infer", "alloc", ...);
  *   umulti_detach(um);                         // all links, in parallel
@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 struct bpf_object;
+struct bpf_program;
 struct umulti;
 
 /* 1 when this kernel has uprobe_multi links (probed once), else 0. */
@@ -36,9 +37,10 @@ struct umulti *umulti_new(void);
 void umulti_free(struct umulti *um);
 int umulti_enabled(const struct umulti *um);
 
-/* Before load: the engine's USDT programs of obj are loaded for
- * uprobe_multi attachment (not --opencl's or --span's). 0 or -errno. */
-int umulti_prepare(struct bpf_object *obj);
+/* Before load: progs[0..n) are loaded for uprobe_multi attachment; only
+ * programs attached through umulti_attach (a program loaded so refuses a
+ * per-site link). 0 or -errno. */
+int umulti_prepare(struct bpf_program *const *progs, size_t n);
 /* After load: the map bpf_usdt_arg() reads (__bpf_usdt_specs). */
 int umulti_set_specs_map(struct umulti *um, struct bpf_object *obj, char *err, size_t errlen);
 
