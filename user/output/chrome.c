@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <search.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,10 +20,6 @@ struct pending_thread {
 	__u32 pid, tid;
 	struct span_event *spans;
 	size_t n, cap;
-};
-
-struct named_track {
-	__u32 pid, tid; /* tid 0: a process-name entry */
 };
 
 struct meta_entry {
@@ -40,8 +37,7 @@ struct chrome_writer {
 	unsigned ncounter_names;
 	struct pending_thread *threads;
 	size_t nthreads, threads_cap;
-	struct named_track *named;
-	size_t nnamed, named_cap;
+	void *named;                /* tsearch tree of named tracks: pid << 32 | tid (tid 0: the process) */
 	struct meta_entry *meta;
 	size_t nmeta;
 };
@@ -91,20 +87,30 @@ static int begin_event(struct chrome_writer *cw, int is_metadata)
 	return 1;
 }
 
+/* Tracks are looked up per event, and a serving run has one per request:
+ * a tree, not a list. The key is the pointer value itself. */
+static int track_cmp(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+
+	return x < y ? -1 : x > y;
+}
+
+_Static_assert(sizeof(void *) >= sizeof(uint64_t), "track keys are stored as pointer values");
+
+static void *track_key(__u32 pid, __u32 tid)
+{
+	return (void *)(uintptr_t)((uint64_t)pid << 32 | tid);
+}
+
 static int track_named(struct chrome_writer *cw, __u32 pid, __u32 tid)
 {
-	for (size_t i = 0; i < cw->nnamed; i++)
-		if (cw->named[i].pid == pid && cw->named[i].tid == tid)
-			return 1;
-	return 0;
+	return tfind(track_key(pid, tid), &cw->named, track_cmp) != NULL;
 }
 
 static int remember_track(struct chrome_writer *cw, __u32 pid, __u32 tid)
 {
-	if (ARRAY_GROW(cw->named, cw->named_cap, cw->nnamed))
-		return -1;
-	cw->named[cw->nnamed++] = (struct named_track){ pid, tid };
-	return 0;
+	return tsearch(track_key(pid, tid), &cw->named, track_cmp) ? 0 : -1;
 }
 
 static void write_name_metadata(struct chrome_writer *cw, const char *what, __u32 pid,
@@ -579,6 +585,11 @@ static void write_other_data(struct chrome_writer *cw)
 	fputs("}}\n", f);
 }
 
+static void no_free(void *key)
+{
+	(void)key;   /* keys are values, not allocations */
+}
+
 static void free_writer(struct chrome_writer *cw)
 {
 	for (size_t i = 0; i < cw->nthreads; i++)
@@ -588,7 +599,7 @@ static void free_writer(struct chrome_writer *cw)
 		free(cw->meta[i].value);
 	}
 	free(cw->threads);
-	free(cw->named);
+	tdestroy(cw->named, no_free);
 	free(cw->meta);
 	free(cw);
 }
