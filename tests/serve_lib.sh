@@ -26,6 +26,20 @@ stop_engine() {
 	[ $rc = 0 ] || fail "engine exited $rc: $(tail -n 5 "$TMP/engine.err")"
 }
 
+# stream_spec N MAX_TOKENS STEP [STAGGER_MS]: a client.js spec of N concurrent
+# streaming greedy requests "Once upon a time I", request I asking for
+# MAX_TOKENS + STEP * I tokens, sent STAGGER_MS apart.
+stream_spec() {
+	local i
+	printf '{"concurrent": true, "stagger_ms": %d, "requests": [' "${4:-0}"
+	for i in $(seq 0 $(($1 - 1))); do
+		[ "$i" -gt 0 ] && printf ','
+		printf '{"prompt": "Once upon a time %d", "max_tokens": %d, "temperature": 0, "stream": true}' \
+			"$i" $(($2 + $3 * i))
+	done
+	printf ']}\n'
+}
+
 # client SPEC OUT: runs SPEC (see tests/node/client.js); one JSON line per request in OUT.
 client() { node "$NODE_DIR/client.js" "$BASE" run "$1" >"$2" 2>"$TMP/client.err" || fail "client: $(cat "$TMP/client.err")"; }
 

@@ -15,12 +15,7 @@ need_daemon_build
 
 start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b cpu --max-seqs 2 --kv-blocks 64 --block-size 16
 # eight long requests, two running and the rest waiting, for many seconds
-printf '{"concurrent": true, "stagger_ms": 0, "requests": [' >"$TMP/a.json"
-for i in 0 1 2 3 4 5 6 7; do
-	[ $i -gt 0 ] && printf ',' >>"$TMP/a.json"
-	printf '{"prompt": "Once upon a time %d", "max_tokens": 240, "temperature": 0, "stream": true}' $i >>"$TMP/a.json"
-done
-printf ']}\n' >>"$TMP/a.json"
+stream_spec 8 240 0 >"$TMP/a.json"
 node "$NODE_DIR/client.js" "$BASE" run "$TMP/a.json" >"$TMP/a.out" 2>"$TMP/a.err" &
 ca=$!
 wait_for health_ge running 2 || fail "the requests are not running"

@@ -21,15 +21,7 @@ start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b cpu --max-seqs 4 --kv-blocks 8 --bl
 	2>"$TMP/record.err" &
 rec=$!
 wait_for grep -qs '"type":"session"' "$TMP/run.jsonl" || fail "record did not attach: $(cat "$TMP/record.err")"
-{
-	printf '{"concurrent": true, "stagger_ms": 10, "requests": ['
-	for i in $(seq 0 $((N - 1))); do
-		[ "$i" -gt 0 ] && printf ','
-		printf '{"prompt": "Once upon a time %d", "max_tokens": %d, "temperature": 0, "stream": true}' \
-			"$i" $((40 + 8 * i))
-	done
-	printf ']}\n'
-} >"$TMP/spec.json"
+stream_spec $N 40 8 10 >"$TMP/spec.json"
 client "$TMP/spec.json" "$TMP/client.jsonl"
 stop_engine
 wait "$rec" || fail "record exited $?: $(cat "$TMP/record.err")"

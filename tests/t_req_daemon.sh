@@ -22,17 +22,8 @@ need_daemon_build
 [ -r "$DEMO_MODEL" ] && [ -r "$DEMO_TOK" ] || fail "no demo model (make models first)"
 
 start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b cpu --max-seqs 6 --kv-blocks 16 --block-size 16
-spec() {  # N MAX_TOKENS STAGGER_MS -> a spec of N streaming requests
-	printf '{"concurrent": true, "stagger_ms": %d, "requests": [' "$3"
-	for i in $(seq 0 $(($1 - 1))); do
-		[ "$i" -gt 0 ] && printf ','
-		printf '{"prompt": "Once upon a time %d", "max_tokens": %d, "temperature": 0, "stream": true}' "$i" \
-			$(($2 + 7 * i))
-	done
-	printf ']}\n'
-}
 # A: long requests in flight when the daemon attaches.
-spec 3 200 0 >"$TMP/a.json"
+stream_spec 3 200 7 0 >"$TMP/a.json"
 node "$NODE_DIR/client.js" "$BASE" run "$TMP/a.json" >"$TMP/a.out" 2>"$TMP/a.err" &
 ca=$!
 wait_for health_ge running 1 || fail "no request running before the attach"
@@ -44,7 +35,7 @@ start_daemon --level coarse -p "$EPID" --interval 0.1
 f1=$(finished_now)
 [ "$f0" = "$f1" ] || ok "$((f1 - f0)) of A's requests finished during the attach"
 # B: requests queued after the attach, with a pool small enough to preempt.
-spec 12 60 10 >"$TMP/b.json"
+stream_spec 12 60 7 10 >"$TMP/b.json"
 node "$NODE_DIR/client.js" "$BASE" run "$TMP/b.json" >"$TMP/b.out" 2>"$TMP/b.err" &
 cb=$!
 

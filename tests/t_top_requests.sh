@@ -17,15 +17,7 @@ start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b cpu --max-seqs $MAXSEQS
 top=$!
 wait_for grep -q "^spantrace top" "$TMP/frames" || fail "no frame: $(cat "$TMP/top.err")"
 
-{
-	printf '{"concurrent": true, "requests": ['
-	for i in $(seq 0 $((N - 1))); do
-		[ "$i" -gt 0 ] && printf ','
-		printf '{"prompt": "Once upon a time %d", "max_tokens": %d, "temperature": 0, "stream": true}' \
-			"$i" $((60 + 10 * i))
-	done
-	printf ']}\n'
-} >"$TMP/spec.json"
+stream_spec $N 60 10 >"$TMP/spec.json"
 client "$TMP/spec.json" "$TMP/client.jsonl"
 tokens=$(jq -s 'map(.usage.completion_tokens) | add' "$TMP/client.jsonl")
 
