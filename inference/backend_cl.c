@@ -153,7 +153,12 @@ static int build_program(cl_context ctx, cl_device_id dev, const char *src,
 
 	if (!prog)
 		return cl_fail(err, "clCreateProgramWithSource", rc);
-	rc = clBuildProgram(prog, 1, &dev, "-cl-std=CL1.2", NULL, NULL);
+	cl_device_type type = 0;
+
+	clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
+	rc = clBuildProgram(prog, 1, &dev,
+			    type & CL_DEVICE_TYPE_CPU ? "-cl-std=CL1.2 -DCPU_DEVICE" : "-cl-std=CL1.2",
+			    NULL, NULL);
 	if (rc != CL_SUCCESS) {
 		char log[400] = "";
 		size_t len = 0;

@@ -82,24 +82,72 @@ __kernel void qkv_rope(const __global float *x, const __global float *g,
 	}
 }
 
-/* Dot product of two head vectors, 4 lanes at a time when n allows. */
+/* Dot product of two head vectors: 16 lanes at a time, then 4, then 1. */
 static inline float head_dot(const __global float *a, const __global float *b, int n)
 {
+	float16 acc16 = 0;
 	float4 acc = 0;
 	int i = 0;
 
+	for (; i + 16 <= n; i += 16)
+		acc16 = fma(vload16(0, a + i), vload16(0, b + i), acc16);
 	for (; i + 4 <= n; i += 4)
 		acc = fma(vload4(0, a + i), vload4(0, b + i), acc);
-	float s = (acc.x + acc.y) + (acc.z + acc.w);
+	float s = hsum16(acc16) + ((acc.x + acc.y) + (acc.z + acc.w));
 	for (; i < n; i++)
 		s += a[i] * b[i];
 	return s;
 }
 
+/* Row j of a sequence's keys or values in this layer's paged cache. */
+static inline const __global float *cache_row(const __global float *cache,
+					      const __global int *tab, int j, int bs,
+					      int kv_dim, int kv_off)
+{
+	return cache + ((size_t)tab[j / bs] * bs + j % bs) * kv_dim + kv_off;
+}
+
+/* o[i..] = sum over positions 0..p in order of w[j] * value row j, lanes
+ * i..: 48 lanes (three independent FMA chains) per sweep while they last,
+ * then 4. Returns nothing; writes every lane from i on. */
+static void weigh_values(const __global float *vcache, const __global int *tab, int bs,
+			 int kv_dim, int kv_off, const __local float *w, int p, int hs,
+			 __global float *o)
+{
+	int i = 0;
+
+	for (; i + 48 <= hs; i += 48) {
+		float16 a0 = 0, a1 = 0, a2 = 0;
+		for (int j = 0; j <= p; j++) {
+			const __global float *v = cache_row(vcache, tab, j, bs, kv_dim, kv_off) + i;
+			float16 wj = (float16)w[j];
+			a0 = fma(wj, vload16(0, v), a0);
+			a1 = fma(wj, vload16(1, v), a1);
+			a2 = fma(wj, vload16(2, v), a2);
+		}
+		vstore16(a0, 0, o + i);
+		vstore16(a1, 1, o + i);
+		vstore16(a2, 2, o + i);
+	}
+	for (; i + 4 <= hs; i += 4) {
+		float4 acc = 0;
+		for (int j = 0; j <= p; j++)
+			acc = fma((float4)w[j],
+				  vload4(0, cache_row(vcache, tab, j, bs, kv_dim, kv_off) + i), acc);
+		vstore4(acc, 0, o + i);
+	}
+	for (; i < hs; i++) {
+		float acc = 0;
+		for (int j = 0; j <= p; j++)
+			acc += w[j] * cache_row(vcache, tab, j, bs, kv_dim, kv_off)[i];
+		o[i] = acc;
+	}
+}
+
 /* One work-item per (head, token): scores against its sequence's positions
- * 0..p (causal inside the batch), walked block by block in order, softmax,
- * weighted sum of values. att is local scratch of seq_len floats (local
- * size 1, so it is private to the item). */
+ * 0..p (causal inside the batch), softmax, weighted sum of values. att is
+ * local scratch of seq_len floats (local size 1, so it is private to the
+ * item). */
 __kernel void attention(const __global float *q, const __global float *kcache,
 			const __global float *vcache, __global float *out,
 			const __global int *meta, int pos_off, int tab_off, int btab_off,
@@ -111,46 +159,24 @@ __kernel void attention(const __global float *q, const __global float *kcache,
 	const __global int *tab = meta + btab_off + meta[tab_off + t];
 	const __global float *qh = q + t * dim + h * head_size;
 	int kv_off = (h / kv_mul) * head_size;
-	__global float *o = out + t * dim + h * head_size;
 	float inv_scale = 1.0f / sqrt((float)head_size);
 	float maxv = -INFINITY, sum = 0.0f;
 
-	for (int j0 = 0; j0 <= p; j0 += bs) {
-		const __global float *kb = kcache + (size_t)tab[j0 / bs] * bs * kv_dim + kv_off;
-		int m = min(bs, p + 1 - j0);
-		for (int j = 0; j < m; j++) {
-			float s = head_dot(qh, kb + (size_t)j * kv_dim, head_size) * inv_scale;
-			att[j0 + j] = s;
-			maxv = fmax(maxv, s);
-		}
+	for (int j = 0; j <= p; j++) {
+		float s = head_dot(qh, cache_row(kcache, tab, j, bs, kv_dim, kv_off),
+				   head_size) * inv_scale;
+		att[j] = s;
+		maxv = fmax(maxv, s);
 	}
 	for (int j = 0; j <= p; j++) {
 		att[j] = exp(att[j] - maxv);
 		sum += att[j];
 	}
 	float inv_sum = 1.0f / sum;
-	int i = 0;
-	for (; i + 4 <= head_size; i += 4) { /* 4 output lanes per sweep */
-		float4 acc = 0;
-		for (int j0 = 0; j0 <= p; j0 += bs) {
-			const __global float *vb = vcache + (size_t)tab[j0 / bs] * bs * kv_dim + kv_off;
-			int m = min(bs, p + 1 - j0);
-			for (int j = 0; j < m; j++)
-				acc = fma((float4)(att[j0 + j] * inv_sum),
-					  vload4(0, vb + (size_t)j * kv_dim + i), acc);
-		}
-		vstore4(acc, 0, o + i);
-	}
-	for (; i < head_size; i++) {
-		float acc = 0;
-		for (int j0 = 0; j0 <= p; j0 += bs) {
-			const __global float *vb = vcache + (size_t)tab[j0 / bs] * bs * kv_dim + kv_off;
-			int m = min(bs, p + 1 - j0);
-			for (int j = 0; j < m; j++)
-				acc += att[j0 + j] * inv_sum * vb[(size_t)j * kv_dim + i];
-		}
-		o[i] = acc;
-	}
+	for (int j = 0; j <= p; j++)
+		att[j] *= inv_sum;
+	weigh_values(vcache, tab, bs, kv_dim, kv_off, att, p, head_size,
+		     out + t * dim + h * head_size);
 }
 
 /* x[t] += w @ in[t]: the attention output projection and the ffn down
