@@ -22,6 +22,20 @@ command -v node >/dev/null && [ -d "$NODE_DIR/node_modules/openai" ] || skipped 
 command -v jq >/dev/null || skipped "no jq"
 [ -r "$MODEL" ] && [ -r "$TOK" ] || skipped "no demo model (make models)"
 
+# The fp32 FMA roof (tools/fmaprobe.c, 2 threads), and the flops a token
+# needs: 2 per weight of the matrices it multiplies (attention's are left
+# out, so the share of the roof printed is a floor). Batching is bounded by
+# the roof only when the step is compute-bound; this says how far it is.
+mkdir -p "$BUILD/tools"
+${CC:-gcc} -O2 -march=native -pthread -o "$BUILD/tools/fmaprobe" "$ROOT/tools/fmaprobe.c" \
+	|| die "cannot compile fmaprobe"
+read -r -a hdr <<<"$(od -An -t d4 -N 28 -v "$MODEL" | tr -s ' \n' ' ')"
+[ "${#hdr[@]}" = 7 ] || die "$MODEL: cannot read its header"
+FLOPS_PER_TOKEN=$(awk -v d="${hdr[0]}" -v h="${hdr[1]}" -v l="${hdr[2]}" -v nh="${hdr[3]}" \
+	-v kvh="${hdr[4]}" -v v="${hdr[5]}" \
+	'BEGIN { if (v < 0) v = -v; kv = d * kvh / nh; print 2 * (l * (2 * d * d + 2 * d * kv + 3 * d * h) + v * d) }')
+FMA_GFLOPS=$("$BUILD/tools/fmaprobe" 2 | awk '{ print $2 }')
+
 # spec CONCURRENT: REQS requests with different prompts
 spec() {
 	local i sep=
@@ -62,6 +76,11 @@ bench_backend() {
 		"$b" "$one" "$REQS" "$all" "$(paired_ratio "$TMP/$b.conc" "$TMP/$b.seq")" \
 		"$(paired_list "$TMP/$b.conc" "$TMP/$b.seq")" "$REQS" "$ttft50" "$ttft99"
 	ratio "${b}_batch${REQS}_over_one_at_a_time" "$(paired_ratio "$TMP/$b.conc" "$TMP/$b.seq")" ">=4"
+	local roof_share
+	roof_share=$(awk -v t="$all" -v f="$FLOPS_PER_TOKEN" -v r="$FMA_GFLOPS" 'BEGIN { printf "%.3f", t * f / (r * 1e9) }')
+	printf '%-6s %d at once: %.1f GFLOP/s of a %s GFLOP/s FMA roof (%s)\n' "$b" "$REQS" \
+		"$(awk -v t="$all" -v f="$FLOPS_PER_TOKEN" 'BEGIN { print t * f / 1e9 }')" "$FMA_GFLOPS" "$roof_share"
+	ratio "${b}_batch${REQS}_over_fma_roof" "$roof_share" info
 	ratio "${b}_ttft_p50_ms_at_${REQS}" "$ttft50" info
 	ratio "${b}_ttft_p99_ms_at_${REQS}" "$ttft99" info
 }

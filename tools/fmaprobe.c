@@ -1,0 +1,108 @@
+/* fmaprobe.c - the machine's fp32 multiply-add roof with N threads.
+ *
+ * usage: fmaprobe [THREADS]   (default 2)
+ * Each thread runs 12 independent chains of 16-lane fused multiply-adds
+ * (enough to cover the FMA latency on every port), on registers only; the
+ * median of several passes is printed as "fma_gflops X". Build it with
+ * -O2 -march=native so the widest vectors the CPU has are used. Used by
+ * bench_serve.sh: a batched step needs 2 flops per weight per token, so
+ * this bounds how far batching can raise tokens per second. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define PASSES 5
+#define CHAINS 12
+#define ITERS 20000000L
+
+typedef float v16f __attribute__((vector_size(64)));
+
+typedef struct {
+	pthread_barrier_t *bar;
+	float sum;
+} Worker;
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void *fma_chains(void *arg)
+{
+	Worker *w = arg;
+	v16f a[CHAINS], b = { 0 }, c = { 0 };
+
+	b += 0.9999f;
+	c += 1e-4f;
+	for (int i = 0; i < CHAINS; i++)
+		a[i] = (v16f){ 0 } + (float)i * 1e-3f;
+	pthread_barrier_wait(w->bar);
+	for (long k = 0; k < ITERS; k++)
+#pragma GCC unroll 12 /* CHAINS: the chains live in registers */
+		for (int i = 0; i < CHAINS; i++)
+			a[i] = a[i] * b + c; /* contracted to one FMA under -march=native */
+	pthread_barrier_wait(w->bar);
+	for (int i = 0; i < CHAINS; i++)
+		for (int l = 0; l < 16; l++)
+			w->sum += a[i][l];
+	return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+	long threads = 2;
+	double gflops[PASSES], sink = 0;
+	char *end;
+
+	if (argc > 1) {
+		threads = strtol(argv[1], &end, 10);
+		if (end == argv[1] || *end || threads < 1 || threads > 256) {
+			fprintf(stderr, "usage: fmaprobe [THREADS 1..256]\n");
+			return 2;
+		}
+	}
+	Worker *wk = calloc(threads, sizeof(*wk));
+	pthread_t *tid = calloc(threads, sizeof(*tid));
+	pthread_barrier_t bar;
+
+	if (!wk || !tid) {
+		fprintf(stderr, "fmaprobe: out of memory\n");
+		return 1;
+	}
+	pthread_barrier_init(&bar, NULL, (unsigned)threads + 1);
+	for (int pass = 0; pass < PASSES; pass++) {
+		for (long t = 0; t < threads; t++) {
+			wk[t] = (Worker){ &bar, 0 };
+			if (pthread_create(&tid[t], NULL, fma_chains, &wk[t])) {
+				fprintf(stderr, "fmaprobe: pthread_create failed\n");
+				return 1;
+			}
+		}
+		pthread_barrier_wait(&bar);
+		double t0 = now_s();
+		pthread_barrier_wait(&bar);
+		double secs = now_s() - t0;
+		for (long t = 0; t < threads; t++) {
+			pthread_join(tid[t], NULL);
+			sink += wk[t].sum;
+		}
+		gflops[pass] = (double)threads * ITERS * CHAINS * 16 * 2 / secs / 1e9;
+	}
+	qsort(gflops, PASSES, sizeof(gflops[0]), cmp_double);
+	printf("fma_gflops %.1f threads %ld%s\n", gflops[PASSES / 2], threads,
+	       sink == 12345.0 ? " " : ""); /* sink keeps the chains live */
+	free(wk);
+	free(tid);
+	return 0;
+}
