@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include "probe_util.h"
 
 #define PASSES 5
 
@@ -18,14 +19,6 @@ typedef struct {
 	pthread_barrier_t *bar;
 	double sum;
 } Slice;
-
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 /* 8 independent accumulators so the loop is load-bound, not add-bound. */
 static void *read_slice(void *arg)
@@ -41,24 +34,6 @@ static void *read_slice(void *arg)
 		s->sum += acc[j];
 	pthread_barrier_wait(s->bar);
 	return NULL;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static int parse_pos(const char *s, long max, long *out)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-
-	if (end == s || *end || v < 1 || v > max)
-		return -1;
-	*out = v;
-	return 0;
 }
 
 int main(int argc, char **argv)

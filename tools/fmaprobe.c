@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include "probe_util.h"
 
 #define PASSES 5
 #define CHAINS 12
@@ -22,14 +23,6 @@ typedef struct {
 	pthread_barrier_t *bar;
 	float sum;
 } Worker;
-
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 static void *fma_chains(void *arg)
 {
@@ -52,25 +45,14 @@ static void *fma_chains(void *arg)
 	return NULL;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv)
 {
 	long threads = 2;
 	double gflops[PASSES], sink = 0;
-	char *end;
 
-	if (argc > 1) {
-		threads = strtol(argv[1], &end, 10);
-		if (end == argv[1] || *end || threads < 1 || threads > 256) {
-			fprintf(stderr, "usage: fmaprobe [THREADS 1..256]\n");
-			return 2;
-		}
+	if (argc > 1 && parse_pos(argv[1], 256, &threads)) {
+		fprintf(stderr, "usage: fmaprobe [THREADS 1..256]\n");
+		return 2;
 	}
 	Worker *wk = calloc(threads, sizeof(*wk));
 	pthread_t *tid = calloc(threads, sizeof(*tid));

@@ -107,9 +107,9 @@ static inline const __global float *cache_row(const __global float *cache,
 	return cache + ((size_t)tab[j / bs] * bs + j % bs) * kv_dim + kv_off;
 }
 
-/* o[i..] = sum over positions 0..p in order of w[j] * value row j, lanes
- * i..: 48 lanes (three independent FMA chains) per sweep while they last,
- * then 4. Returns nothing; writes every lane from i on. */
+/* o[i] = sum over positions j = 0..p, in order, of w[j] * value row j [i],
+ * for every lane i of the head: 48 lanes a sweep (three independent FMA
+ * chains) while they last, then 4, then 1. */
 static void weigh_values(const __global float *vcache, const __global int *tab, int bs,
 			 int kv_dim, int kv_off, const __local float *w, int p, int hs,
 			 __global float *o)
