@@ -15,17 +15,21 @@
  * microseconds here), and a thread that loses its core holds back only the
  * tile it is in. The first thread fires every span, at the phase edges.
  *
- * Batch invariance: each output element of a matrix product is one dot
- * product over its row, the same code whatever the batch (matmul_tile); attention sums over
- * its own positions in order. Dot products are summed in 16 vector lanes
- * (then the lanes in a fixed tree), not run.c's one serial chain: the
- * order is still fixed, and the compiler can keep the loads wide. */
+ * Weights: the matrices are packed into panels of 16 rows at create
+ * (matmul.h), so 8 tokens share each weight load and no product needs a
+ * sum across vector lanes.
+ *
+ * Batch invariance: each output element of a matrix product is one
+ * multiply-add chain over its row, whatever the batch (matmul.h);
+ * attention sums over its own positions in order, its dot products in 16
+ * vector lanes and then the lanes in a fixed tree. */
 #include <math.h>
 #include <omp.h>
 #include <sched.h>
 #include <stdint.h>
 #include <string.h>
 #include "backend.h"
+#include "matmul.h"
 #include "pool.h"
 #include "sampler.h"
 #include "trace.h"
@@ -34,7 +38,7 @@
 /* Below this many multiply-adds a forward runs on one thread: waking the
  * others costs more than it saves (stories260K decodes alone). */
 #define PARALLEL_MIN_WORK (1L << 21)
-#define TILE_ROWS 16   /* rows per matrix tile: 64 bytes of each output row */
+#define TILE_ROWS 32   /* rows per matrix tile: 2 panels (matmul.h) */
 #define LOGIT_TILE_ROWS 64 /* the classifier's 32000 rows need fewer grabs */
 #define CACHE_LINE 64
 
@@ -92,6 +96,11 @@ typedef struct {
 	int *out_tok;       /* (max_out) tokens whose logits are wanted */
 	void *meta;         /* the per-token arrays and the phases */
 	size_t meta_bytes;
+	/* the matrices packed for matmul_rows (matmul.h): layer 0's of each,
+	 * layer l's l packed matrices on */
+	const float *wq, *wk, *wv, *wo, *w1, *w2, *w3, *wcls;
+	void *packed_mem;   /* all of them, from CACHE_LINE on */
+	size_t packed_bytes;
 	float *key_cache;   /* (n_layers, n_blocks * block_size, kv_dim) */
 	float *value_cache;
 	float *kv_block;
@@ -134,83 +143,25 @@ dot_finish(const v16f *acc, const float *w, const float *x, int j, int n)
 	return s;
 }
 
-/* The one way every dot product is summed: lane j mod 16 accumulates
- * w[j] * x[j] in order of j, then dot_finish. dot_block does R rows (stride
- * ldw) against T tokens (stride ldx) at once, each pair in its own
- * accumulator, so which block a pair came in never changes its sum: the
- * batch invariance of backend.h. out[t * ldo + r] gets row r, token t. */
-static inline __attribute__((always_inline)) void
-dot_block(const float *w, size_t ldw, int R, const float *x, size_t ldx, int T, int n,
-	  float *out, size_t ldo)
-{
-	v16f acc[4][4];
-	int j = 0;
-
-	/* unrolled, so the accumulators live in registers */
-#pragma GCC unroll 4
-	for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-		for (int t = 0; t < T; t++)
-			acc[r][t] = (v16f){ 0 };
-	for (; j + 16 <= n; j += 16) {
-		v16f xv[4];
-
-		/* the next block of rows, while this one computes: with several
-		 * tokens the loads no longer keep the hardware prefetcher ahead */
-#pragma GCC unroll 4
-		for (int r = 0; r < R; r++)
-			__builtin_prefetch(w + (r + R) * ldw + j, 0, 3);
-#pragma GCC unroll 4
-		for (int t = 0; t < T; t++)
-			LOAD16(xv[t], x + t * ldx + j);
-#pragma GCC unroll 4
-		for (int r = 0; r < R; r++) {
-			v16f wv;
-
-			LOAD16(wv, w + r * ldw + j);
-#pragma GCC unroll 4
-			for (int t = 0; t < T; t++)
-				acc[r][t] += wv * xv[t];
-		}
-	}
-#pragma GCC unroll 4
-	for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-		for (int t = 0; t < T; t++)
-			out[t * ldo + r] = dot_finish(&acc[r][t], w + r * ldw, x + t * ldx, j, n);
-}
-
+/* A dot product: lane j mod 16 accumulates w[j] * x[j] in order of j, then
+ * dot_finish. Attention's scores; the matrices go through matmul.h. */
 static inline __attribute__((always_inline)) float dot(const float *w, const float *x, int n)
 {
-	float o;
+	v16f acc = { 0 };
+	int j = 0;
 
-	dot_block(w, 0, 1, x, 0, 1, n, &o, 0);
-	return o;
+	for (; j + 16 <= n; j += 16) {
+		v16f wv, xv;
+
+		LOAD16(wv, w + j);
+		LOAD16(xv, x + j);
+		acc += wv * xv;
+	}
+	return dot_finish(&acc, w, x, j, n);
 }
 
-/* dot_block with R and T known at compile time, so the accumulators stay
- * in registers: 4 rows, or the last rows one by one; 1 to 4 tokens. */
-#define DOT_BLOCKS(R) \
-	switch (T) { \
-	case 4: dot_block(w, ldw, R, x, ldx, 4, n, out, ldo); break; \
-	case 3: dot_block(w, ldw, R, x, ldx, 3, n, out, ldo); break; \
-	case 2: dot_block(w, ldw, R, x, ldx, 2, n, out, ldo); break; \
-	default: dot_block(w, ldw, R, x, ldx, 1, n, out, ldo); break; \
-	}
-
-static inline __attribute__((always_inline)) void
-dot_tile(const float *w, size_t ldw, int R, const float *x, size_t ldx, int T, int n,
-	 float *out, size_t ldo)
-{
-	if (R == 4) {
-		DOT_BLOCKS(4)
-		return;
-	}
-	for (int r = 0; r < R; r++, w += ldw, out++)
-		DOT_BLOCKS(1)
-}
-
-/* One projection of a fused matmul: out(batch, d) = x @ w(d, n)^T. */
+/* One projection of a fused matmul: out(batch, d) = x @ w(d, n)^T, w packed
+ * (matmul.h). */
 typedef struct {
 	float *out;
 	const float *w;
@@ -218,24 +169,10 @@ typedef struct {
 } Proj;
 
 /* Rows r0..r1-1 of one projection against every token of the batch: the
- * unit of work a thread takes, in blocks of 4 rows by up to 4 tokens (each
- * weight row is read from memory once for the batch). Cloned for
- * x86-64-v4 (AVX-512) and v3 (AVX2, FMA) where the CPU has them; one
- * machine always takes one clone. */
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+ * unit of work a thread takes. */
 static void matmul_tile(const Proj *p, int r0, int r1, const float *x, int n, int batch)
 {
-	/* GCC drops -fno-omit-frame-pointer in target clones; asking for the
-	 * frame address keeps the frame, so `spantrace profile` unwinds here. */
-	__asm__ volatile("" : : "r"(__builtin_frame_address(0)));
-	for (int i = r0; i < r1; i += 4) {
-		int R = r1 - i < 4 ? r1 - i : 4;
-
-		for (int b = 0; b < batch; b += 4)
-			dot_tile(p->w + (size_t)i * n, (size_t)n, R, x + (size_t)b * n, (size_t)n,
-				 batch - b < 4 ? batch - b : 4, n, p->out + (size_t)b * p->d + i,
-				 (size_t)p->d);
-	}
+	matmul_rows(p->w, n, r0, r1, x, batch, p->out, (size_t)p->d);
 }
 
 /* Tiles of rows tile_rows high over several projections of the same
@@ -358,16 +295,20 @@ static const Weights *weights(const CpuState *s)
 	return &s->model->weights;
 }
 
+/* Layer l's (d, n) matrix of a packed stack whose layer 0 is at m. */
+static const float *layer_matrix(const float *m, int l, int d, int n)
+{
+	return m + (size_t)l * packed_floats(d, n);
+}
+
 /* q/k/v of layer l as three projections of the normed tokens. */
 static void qkv_projs(const CpuState *s, int l, Proj p[3])
 {
-	const Weights *w = weights(s);
 	int dim = s->c.dim, kv = s->kv_dim;
-	size_t ldd = (size_t)l * dim * dim, ldk = (size_t)l * dim * kv;
 
-	p[0] = (Proj){ s->q, w->wq + ldd, dim };
-	p[1] = (Proj){ s->k, w->wk + ldk, kv };
-	p[2] = (Proj){ s->v, w->wv + ldk, kv };
+	p[0] = (Proj){ s->q, layer_matrix(s->wq, l, dim, dim), dim };
+	p[1] = (Proj){ s->k, layer_matrix(s->wk, l, kv, dim), kv };
+	p[2] = (Proj){ s->v, layer_matrix(s->wv, l, kv, dim), kv };
 }
 
 /* RoPE on token b's q and k, then its k/v into their pool rows. */
@@ -407,8 +348,8 @@ static void ffn_up_tile(const CpuState *s, int l, int t)
 {
 	int dim = s->c.dim, hid = s->c.hidden_dim, r0 = t * TILE_ROWS;
 	int r1 = r0 + TILE_ROWS < hid ? r0 + TILE_ROWS : hid;
-	size_t lw = (size_t)l * dim * hid;
-	Proj p1 = { s->hb, weights(s)->w1 + lw, hid }, p3 = { s->hb2, weights(s)->w3 + lw, hid };
+	Proj p1 = { s->hb, layer_matrix(s->w1, l, hid, dim), hid };
+	Proj p3 = { s->hb2, layer_matrix(s->w3, l, hid, dim), hid };
 
 	matmul_tile(&p1, r0, r1, s->xb, dim, s->n);
 	matmul_tile(&p3, r0, r1, s->xb, dim, s->n);
@@ -445,7 +386,7 @@ static void run_tile(const CpuState *s, const Phase *ph, int t)
 		attend_head(s, l, t / c->n_heads, t % c->n_heads, s->q, s->xb);
 		break;
 	case PH_ATTN_OUT:
-		matmul_add_tile(s, w->wo + (size_t)l * dim * dim, dim, s->xb, s->xb2, t);
+		matmul_add_tile(s, layer_matrix(s->wo, l, dim, dim), dim, s->xb, s->xb2, t);
 		break;
 	case PH_FFN_NORM:
 		rmsnorm(s->xb + (size_t)t * dim, s->x + (size_t)t * dim,
@@ -455,14 +396,14 @@ static void run_tile(const CpuState *s, const Phase *ph, int t)
 		ffn_up_tile(s, l, t);
 		break;
 	case PH_FFN_DOWN:
-		matmul_add_tile(s, w->w2 + (size_t)l * dim * hid, hid, s->hb, s->xb, t);
+		matmul_add_tile(s, layer_matrix(s->w2, l, dim, hid), hid, s->hb, s->xb, t);
 		break;
 	case PH_FINAL_NORM:
 		rmsnorm(s->xo + (size_t)t * dim, s->x + (size_t)s->out_tok[t] * dim,
 			w->rms_final_weight, dim);
 		break;
 	case PH_LOGITS:
-		p[0] = (Proj){ s->logits, w->wcls, c->vocab_size };
+		p[0] = (Proj){ s->logits, s->wcls, c->vocab_size };
 		proj_tile(p, 1, t, LOGIT_TILE_ROWS, s->xo, dim, s->n_out);
 		break;
 	}
@@ -683,6 +624,7 @@ static void cpu_destroy(void *state)
 
 	if (!s)
 		return;
+	pool_free(POOL_DEVICE, s->packed_mem, s->packed_bytes);
 	pool_free(POOL_KV_CACHE, s->kv_block, s->kv_bytes);
 	pool_free(POOL_ACTIVATIONS, s->meta, s->meta_bytes);
 	pool_free(POOL_ACTIVATIONS, s->block_mem, s->block_bytes);
@@ -768,6 +710,41 @@ static int cpu_alloc(CpuState *s, InferError *err)
 	return 0;
 }
 
+/* Packs every matrix for matmul_rows. The copy is the backend's own layout
+ * of the weights, so it is counted in the device pool, as the OpenCL
+ * backend's buffers are; the mapped file stays the weights pool. */
+static int pack_weights(CpuState *s, InferError *err)
+{
+	const Config *c = &s->c;
+	const Weights *w = weights(s);
+	int dim = c->dim, hid = c->hidden_dim, kv = s->kv_dim, L = c->n_layers;
+	struct { const float *src, **dst; int d, n, count; } m[] = {
+		{ w->wq, &s->wq, dim, dim, L }, { w->wk, &s->wk, kv, dim, L },
+		{ w->wv, &s->wv, kv, dim, L },  { w->wo, &s->wo, dim, dim, L },
+		{ w->w1, &s->w1, hid, dim, L }, { w->w2, &s->w2, dim, hid, L },
+		{ w->w3, &s->w3, hid, dim, L }, { w->wcls, &s->wcls, c->vocab_size, dim, 1 },
+	};
+	size_t floats = 0;
+	float *p;
+
+	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++)
+		floats += (size_t)m[i].count * packed_floats(m[i].d, m[i].n);
+	s->packed_bytes = CACHE_LINE + floats * sizeof(float);
+	s->packed_mem = pool_alloc(POOL_DEVICE, s->packed_bytes);
+	if (!s->packed_mem)
+		return infer_fail(err, "cpu backend: cannot allocate %zu bytes of packed weights",
+				  s->packed_bytes);
+	p = (float *)(((uintptr_t)s->packed_mem + CACHE_LINE - 1) & ~(uintptr_t)(CACHE_LINE - 1));
+	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
+		*m[i].dst = p;
+		for (int k = 0; k < m[i].count; k++) {
+			pack_matrix(p, m[i].src + (size_t)k * m[i].d * m[i].n, m[i].d, m[i].n);
+			p += packed_floats(m[i].d, m[i].n);
+		}
+	}
+	return 0;
+}
+
 static int cpu_create(const Model *m, const BackendOptions *opt, void **state,
 		      InferError *err)
 {
@@ -786,12 +763,12 @@ static int cpu_create(const Model *m, const BackendOptions *opt, void **state,
 	if (s->max_out > CPU_MAX_BATCH)
 		s->max_out = CPU_MAX_BATCH;
 	backend_kv_shape(c, opt, &s->n_blocks, &s->block_size);
-	if (cpu_alloc(s, err) < 0) {
+	if (opt && opt->threads > 0)
+		omp_set_num_threads(opt->threads);
+	if (cpu_alloc(s, err) < 0 || pack_weights(s, err) < 0) {
 		cpu_destroy(s);
 		return -1;
 	}
-	if (opt && opt->threads > 0)
-		omp_set_num_threads(opt->threads);
 	*state = s;
 	return 0;
 }
