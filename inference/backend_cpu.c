@@ -122,7 +122,6 @@ static void rmsnorm(float *o, const float *x, const float *weight, int size)
 
 /* 16 and 8 floats; loaded through memcpy, so no alignment is assumed. */
 typedef float v16f __attribute__((vector_size(64)));
-typedef float v8f __attribute__((vector_size(32)));
 
 #define LOAD16(v, p) memcpy(&(v), (p), sizeof(v))
 
@@ -246,46 +245,57 @@ static size_t pos_row(const CpuState *s, const int *blocks, int p)
 	return (size_t)blocks[p / s->block_size] * s->block_size + p % s->block_size;
 }
 
-/* Scores of one head against its sequence's positions 0..pos, walked block
- * by block in order, softmax, then the weighted sum of values, each output
- * lane summed over positions in order. Cloned as matmul_tile is. */
+/* out[i] = sum over positions t in order of att[t] * rows(t)[i], each lane
+ * one multiply-add chain in registers; rows(t) = the value row of
+ * position t at head_off. */
+static inline __attribute__((always_inline)) void
+weigh_values(const CpuState *s, int l, const int *blocks, size_t head_off, const float *att,
+	     int n, float *out)
+{
+	int hs = s->head_size, i = 0;
+
+	for (; i + 16 <= hs; i += 16) {
+		v16f acc = { 0 };
+
+		for (int t = 0; t < n; t++) {
+			const float *v = cache_row(s, s->value_cache, l, pos_row(s, blocks, t));
+			v16f vv;
+
+			LOAD16(vv, v + head_off + i);
+			acc += vv * att[t];
+		}
+		memcpy(out + i, &acc, sizeof(acc));
+	}
+	for (; i < hs; i++) {
+		float acc = 0.0f;
+
+		for (int t = 0; t < n; t++)
+			acc += cache_row(s, s->value_cache, l, pos_row(s, blocks, t))[head_off + i] *
+			       att[t];
+		out[i] = acc;
+	}
+}
+
+/* Scores of one head against its sequence's positions 0..pos, softmax, then
+ * the weighted sum of values. Cloned as matmul_rows is. */
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 static void attend_head(const CpuState *s, int l, int b, int h, const float *q, float *out)
 {
-	int hs = s->head_size, bs = s->block_size, pos = s->tpos[b];
+	int hs = s->head_size, pos = s->tpos[b];
 	const int *blocks = s->tblocks[b];
 	const float *qh = q + (size_t)b * s->c.dim + h * hs;
 	float *att = s->att + ((size_t)b * s->c.n_heads + h) * s->c.seq_len;
-	float *xb = out + (size_t)b * s->c.dim + h * hs;
 	size_t head_off = (size_t)(h / s->kv_mul) * hs;
 	float scale = sqrtf(hs);
 
-	__asm__ volatile("" : : "r"(__builtin_frame_address(0))); /* see matmul_tile */
-	for (int t = 0; t <= pos; t++) {
-		size_t row = (size_t)blocks[t / bs] * bs + t % bs;
-
-		att[t] = dot(qh, cache_row(s, s->key_cache, l, row) + head_off, hs) / scale;
-	}
+	/* GCC drops -fno-omit-frame-pointer in target clones; asking for the
+	 * frame address keeps the frame, so `spantrace profile` unwinds here. */
+	__asm__ volatile("" : : "r"(__builtin_frame_address(0)));
+	for (int t = 0; t <= pos; t++)
+		att[t] = dot(qh, cache_row(s, s->key_cache, l, pos_row(s, blocks, t)) + head_off,
+			     hs) / scale;
 	softmax(att, pos + 1);
-	memset(xb, 0, hs * sizeof(float));
-	for (int t = 0; t <= pos; t++) {
-		size_t row = (size_t)blocks[t / bs] * bs + t % bs;
-		const float *v = cache_row(s, s->value_cache, l, row) + head_off;
-		v8f a8 = { 0 };
-		int i = 0;
-
-		a8 += att[t];
-		for (; i + 8 <= hs; i += 8) {
-			v8f vv, o;
-
-			memcpy(&vv, v + i, sizeof(vv));
-			memcpy(&o, xb + i, sizeof(o));
-			o += a8 * vv;
-			memcpy(xb + i, &o, sizeof(o));
-		}
-		for (; i < hs; i++)
-			xb[i] += att[t] * v[i];
-	}
+	weigh_values(s, l, blocks, head_off, att, pos + 1, out + (size_t)b * s->c.dim + h * hs);
 }
 
 /* ---- the tiles of each phase ---- */
