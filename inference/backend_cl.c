@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "backend.h"
+#include "matmul.h"
 #include "pool.h"
 #include "trace.h"
 
@@ -33,10 +34,11 @@ extern const char infer_cl_source[];
 
 /* The prefill batch limit: staged token blocks live in local memory. */
 #define CL_MAX_BATCH 64
-/* Work-items per group of the matrix kernels (each does 4 rows); 16 read
- * memory fastest among 1..64 in a matvec microbenchmark on PoCL's CPU device. */
-#define MAT_LOCAL 16
-#define ROWS_PER_ITEM 4 /* as in kernels/00_common.cl */
+/* Work-items per group of the matrix kernels, each a 16-row panel
+ * (matmul.h): 64 rows a group, as many as the 4-row items had when 16 of
+ * them read memory fastest among 1..64 on PoCL's CPU device. */
+#define MAT_LOCAL 4
+#define EMBED_LOCAL 16 /* work-items of the embed kernel's groups: a column each */
 
 enum cl_fn { FN_EMBED, FN_QKV, FN_ATTENTION, FN_MATMUL_ADD, FN_FFN_UP,
 	     FN_LOGITS, FN_COUNT };
@@ -230,13 +232,51 @@ static int dev_buffer(ClState *s, size_t bytes, const void *src, cl_mem *out,
 	return dev_buffer_in(s, POOL_DEVICE, bytes, src, out, err);
 }
 
-/* Writes bytes of src at offset off of mem (building fused matrices). */
-static int dev_write(ClState *s, cl_mem mem, size_t off, size_t bytes,
-		     const void *src, InferError *err)
-{
-	cl_int rc = clEnqueueWriteBuffer(s->queue, mem, CL_TRUE, off, bytes, src, 0, NULL, NULL);
+/* A row-major matrix of width n for upload_packed: rows of src. */
+typedef struct {
+	const float *src;
+	int rows;
+} MatrixPart;
 
-	return rc == CL_SUCCESS ? 0 : cl_fail(err, "clEnqueueWriteBuffer", rc);
+/* One device buffer of matrices packed for the panel kernels (matmul.h).
+ * fused: the parts' rows are one matrix (wq, wk, wv as wqkv); else each
+ * part is packed on its own, one after the other (w1 then w3). */
+static int upload_packed(ClState *s, const MatrixPart *parts, int nparts, int n, int fused,
+			 cl_mem *out, InferError *err)
+{
+	size_t rows = 0, floats = 0;
+	float *packed, *concat = NULL;
+	int rc;
+
+	for (int i = 0; i < nparts; i++) {
+		rows += parts[i].rows;
+		floats += packed_floats(parts[i].rows, n);
+	}
+	if (fused)
+		floats = packed_floats((int)rows, n);
+	packed = malloc(floats * sizeof(float));
+	if (fused && packed)
+		concat = malloc(rows * n * sizeof(float));
+	if (!packed || (fused && !concat)) {
+		free(packed);
+		return infer_fail(err, "opencl: out of memory packing %zu rows", rows);
+	}
+	if (fused) {
+		float *p = concat;
+
+		for (int i = 0; i < nparts; p += (size_t)parts[i].rows * n, i++)
+			memcpy(p, parts[i].src, (size_t)parts[i].rows * n * sizeof(float));
+		pack_matrix(packed, concat, (int)rows, n);
+	} else {
+		float *p = packed;
+
+		for (int i = 0; i < nparts; p += packed_floats(parts[i].rows, n), i++)
+			pack_matrix(p, parts[i].src, parts[i].rows, n);
+	}
+	rc = dev_buffer(s, floats * sizeof(float), packed, out, err);
+	free(concat);
+	free(packed);
+	return rc;
 }
 
 static int upload_layer(ClState *s, const Weights *w, int l, InferError *err)
@@ -246,22 +286,17 @@ static int upload_layer(ClState *s, const Weights *w, int l, InferError *err)
 	size_t kv = (size_t)c->n_kv_heads * (c->dim / c->n_heads);
 	size_t f = sizeof(float);
 	ClLayer *L = &s->layers[l];
+	MatrixPart wo = { w->wo + l * dim * dim, dim }, w2 = { w->w2 + l * dim * hid, dim };
+	MatrixPart qkv[] = { { w->wq + l * dim * dim, dim }, { w->wk + l * kv * dim, kv },
+			     { w->wv + l * kv * dim, kv } };
+	MatrixPart w13[] = { { w->w1 + l * hid * dim, hid }, { w->w3 + l * hid * dim, hid } };
 
 	if (dev_buffer(s, dim * f, w->rms_att_weight + l * dim, &L->rms_att, err) ||
 	    dev_buffer(s, dim * f, w->rms_ffn_weight + l * dim, &L->rms_ffn, err) ||
-	    dev_buffer(s, dim * dim * f, w->wo + l * dim * dim, &L->wo, err) ||
-	    dev_buffer(s, dim * hid * f, w->w2 + l * dim * hid, &L->w2, err))
-		return -1;
-	/* fused q/k/v: rows of wq, then wk, then wv */
-	if (dev_buffer(s, (dim + 2 * kv) * dim * f, NULL, &L->wqkv, err) ||
-	    dev_write(s, L->wqkv, 0, dim * dim * f, w->wq + l * dim * dim, err) ||
-	    dev_write(s, L->wqkv, dim * dim * f, kv * dim * f, w->wk + l * kv * dim, err) ||
-	    dev_write(s, L->wqkv, (dim + kv) * dim * f, kv * dim * f, w->wv + l * kv * dim, err))
-		return -1;
-	/* fused ffn up: rows of w1, then w3 */
-	if (dev_buffer(s, 2 * hid * dim * f, NULL, &L->w13, err) ||
-	    dev_write(s, L->w13, 0, hid * dim * f, w->w1 + l * hid * dim, err) ||
-	    dev_write(s, L->w13, hid * dim * f, hid * dim * f, w->w3 + l * hid * dim, err))
+	    upload_packed(s, &wo, 1, dim, 0, &L->wo, err) ||
+	    upload_packed(s, &w2, 1, hid, 0, &L->w2, err) ||
+	    upload_packed(s, qkv, 3, dim, 1, &L->wqkv, err) ||
+	    upload_packed(s, w13, 2, dim, 0, &L->w13, err))
 		return -1;
 	size_t rows = (size_t)s->n_blocks * s->block_size;
 
@@ -298,13 +333,17 @@ static int upload_model(ClState *s, const Model *m, InferError *err)
 	const Config *c = &m->config;
 	size_t f = sizeof(float), dim = c->dim, hid = c->hidden_dim;
 
-	if (dev_buffer(s, (size_t)c->vocab_size * dim * f, m->weights.token_embedding_table, &s->emb, err) ||
+	MatrixPart emb = { m->weights.token_embedding_table, c->vocab_size };
+	MatrixPart wcls = { m->weights.wcls, c->vocab_size };
+
+	/* the embedding is packed too, so a shared classifier is one copy */
+	if (upload_packed(s, &emb, 1, c->dim, 0, &s->emb, err) ||
 	    dev_buffer(s, dim * f, m->weights.rms_final_weight, &s->rms_final, err) ||
 	    upload_rope(s, err))
 		return -1;
-	if (c->shared_classifier) /* one copy serves both */
+	if (c->shared_classifier)
 		s->wcls = s->emb;
-	else if (dev_buffer(s, (size_t)c->vocab_size * dim * f, m->weights.wcls, &s->wcls, err))
+	else if (upload_packed(s, &wcls, 1, c->dim, 0, &s->wcls, err))
 		return -1;
 	for (int l = 0; l < c->n_layers; l++)
 		if (upload_layer(s, &m->weights, l, err))
@@ -477,10 +516,10 @@ static size_t pick_local(size_t items, size_t max_local, size_t min_groups)
 	return local;
 }
 /* Every work-group of the matrix kernels re-stages (and re-normalizes) its
- * tokens, so the logits kernel, with ~8000 items, uses big groups: 128
- * items used ~15% less CPU than 16 on a 32000-row classifier. */
+ * tokens, so the logits kernel, with ~2000 panels, uses big groups: 512
+ * rows a group used ~15% less CPU than 64 on a 32000-row classifier. */
 #define GROUPS_MIN 16
-#define LOGITS_LOCAL_MAX 128
+#define LOGITS_LOCAL_MAX 32
 #define LOGITS_GROUPS_MIN 32
 
 /* Enqueues fn; with profiling on it keeps the event and what it was. */
@@ -511,7 +550,7 @@ static int launch(ClState *s, enum cl_fn fn, enum cl_kernel_id id, int layer,
 static int run_embed(ClState *s, int n, InferError *err)
 {
 	int dim = s->c->dim;
-	size_t global[2] = { round_up(dim, MAT_LOCAL), n }, local[2] = { MAT_LOCAL, 1 };
+	size_t global[2] = { round_up(dim, EMBED_LOCAL), n }, local[2] = { EMBED_LOCAL, 1 };
 
 	if (SET_ARGS(s->fn[FN_EMBED], err, { ARG(s->meta) }, { ARG(s->emb) },
 		     { ARG(s->x) }, { ARG(dim) }))
@@ -525,7 +564,7 @@ static int run_qkv(ClState *s, int l, int n, InferError *err)
 	ClLayer *L = &s->layers[l];
 	int dim = c->dim, hs = c->dim / c->n_heads, kv = c->n_kv_heads * hs;
 	int pos_off = META_POS, slot_off = META_SLOT;
-	size_t items = (dim + 2 * kv + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
+	size_t items = (dim + 2 * kv + PANEL_ROWS - 1) / PANEL_ROWS;
 	size_t local = pick_local(items, MAT_LOCAL, GROUPS_MIN);
 	size_t global = round_up(items, local);
 	size_t xs = ((size_t)n * dim + n) * sizeof(float);
@@ -561,7 +600,7 @@ static int run_matmul_add(ClState *s, cl_mem in, cl_mem w, int k, enum cl_kernel
 			  int l, int n, InferError *err)
 {
 	int rows = s->c->dim;
-	size_t items = (rows + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
+	size_t items = (rows + PANEL_ROWS - 1) / PANEL_ROWS;
 	size_t local = pick_local(items, MAT_LOCAL, GROUPS_MIN);
 	size_t global = round_up(items, local);
 	size_t xs = ((size_t)n * k + n) * sizeof(float);
@@ -576,7 +615,7 @@ static int run_ffn_up(ClState *s, int l, int n, InferError *err)
 {
 	ClLayer *L = &s->layers[l];
 	int dim = s->c->dim, hid = s->c->hidden_dim;
-	size_t items = (hid + 1) / 2; /* two hidden rows (w1 and w3 each) per item */
+	size_t items = (hid + PANEL_ROWS - 1) / PANEL_ROWS; /* a panel of w1 and of w3 each */
 	size_t local = pick_local(items, MAT_LOCAL, GROUPS_MIN);
 	size_t global = round_up(items, local);
 	size_t xs = ((size_t)n * dim + n) * sizeof(float);
@@ -590,7 +629,7 @@ static int run_ffn_up(ClState *s, int l, int n, InferError *err)
 static int run_logits(ClState *s, int n_out, InferError *err)
 {
 	int dim = s->c->dim, vocab = s->c->vocab_size, out_off = META_OUT;
-	size_t items = (vocab + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
+	size_t items = (vocab + PANEL_ROWS - 1) / PANEL_ROWS;
 	size_t local = pick_local(items, LOGITS_LOCAL_MAX, LOGITS_GROUPS_MIN);
 	size_t global = round_up(items, local);
 	size_t xs = ((size_t)n_out * dim + n_out) * sizeof(float);

@@ -1,8 +1,9 @@
 /* 10_forward.cl - the forward pass of a llama2.c transformer, one kernel per
  * fused phase (math as in llama2.c's run.c). Every matrix kernel takes a
  * batch of n tokens, from one sequence or several (the serving engine's
- * step): weights are read once per 4-token block instead of once per token.
- * Global size dimension 0 is in 4-row blocks, rounded up to the local size.
+ * step): weights are read once per 8 tokens instead of once per token.
+ * Matrices are packed in 16-row panels (00_common.cl); global size
+ * dimension 0 is in panels, rounded up to the local size.
  *
  * Per-token metadata comes in one int buffer `meta` at offsets given as
  * arguments: position (pos_off), the pool row its k/v go to (slot_off), and
@@ -10,14 +11,15 @@
  * The KV cache is paged: position j of a sequence lives in pool row
  * table[j / bs] * bs + j % bs. */
 
-/* x[t] = embedding row tokens[t]; ids are checked on the host. */
+/* x[t] = embedding row tokens[t] of the packed table (it is the classifier
+ * when shared); ids are checked on the host. */
 __kernel void embed(const __global int *tokens, const __global float *table,
 		    __global float *x, int dim)
 {
-	int j = get_global_id(0), t = get_global_id(1);
+	int j = get_global_id(0), t = get_global_id(1), r = tokens[t];
 
 	if (j < dim)
-		x[t * dim + j] = table[(size_t)tokens[t] * dim + j];
+		x[t * dim + j] = panel_ptr(table, r / PANEL_ROWS, dim)[j * PANEL_ROWS + r % PANEL_ROWS];
 }
 
 /* Rotates the pair (a, b) at width index i of a head for position p. rope
@@ -41,34 +43,32 @@ __kernel void qkv_rope(const __global float *x, const __global float *g,
 		       int pos_off, int slot_off, int n, int dim,
 		       int kv_dim, int head_size, __local float *xs)
 {
-	int rows = dim + 2 * kv_dim;
-	int r0 = get_global_id(0) * ROWS_PER_ITEM;
-	float res[ROWS_PER_ITEM * TOK_BLOCK];
+	int rows = dim + 2 * kv_dim, p = get_global_id(0), r0 = p * PANEL_ROWS;
+	float16 acc[2 * TOK_GROUP];
+	float res[PANEL_ROWS];
 
 	stage_tokens(x, 0, n, dim, g, xs);
 	if (r0 >= rows)
 		return;
-	const __global float *w0 = row_ptr(wqkv, r0, rows, dim);
-	const __global float *w1 = row_ptr(wqkv, r0 + 1, rows, dim);
-	const __global float *w2 = row_ptr(wqkv, r0 + 2, rows, dim);
-	const __global float *w3 = row_ptr(wqkv, r0 + 3, rows, dim);
+	const __global float *w = panel_ptr(wqkv, p, dim);
 	for (int t0 = 0; t0 < n;) {
-		int nt = dot_block(w0, w1, w2, w3, xs, dim, n, t0, res);
+		int nt = panel_block(w, w, 0, xs, dim, n, t0, acc);
 		for (int t = 0; t < nt; t++) {
-			int p = meta[pos_off + t0 + t];
+			int pos = meta[pos_off + t0 + t];
 			size_t slot = (size_t)meta[slot_off + t0 + t];
+
+			vstore16(acc[t], 0, res);
 			/* rows come in RoPE pairs; segment bounds are even */
-			for (int r = 0; r < ROWS_PER_ITEM && r0 + r < rows; r += 2) {
+			for (int r = 0; r < panel_lanes(r0, rows); r += 2) {
 				int row = r0 + r;
-				float a = res[r * TOK_BLOCK + t];
-				float b = res[(r + 1) * TOK_BLOCK + t];
+				float a = res[r], b = res[r + 1];
 				if (row < dim) {
-					float2 v = rope_pair(a, b, row, head_size, p, rope);
+					float2 v = rope_pair(a, b, row, head_size, pos, rope);
 					q[(t0 + t) * dim + row] = v.x;
 					q[(t0 + t) * dim + row + 1] = v.y;
 				} else if (row < dim + kv_dim) {
 					int i = row - dim;
-					float2 v = rope_pair(a, b, i, head_size, p, rope);
+					float2 v = rope_pair(a, b, i, head_size, pos, rope);
 					kcache[slot * kv_dim + i] = v.x;
 					kcache[slot * kv_dim + i + 1] = v.y;
 				} else {
@@ -180,82 +180,79 @@ __kernel void attention(const __global float *q, const __global float *kcache,
 }
 
 /* x[t] += w @ in[t]: the attention output projection and the ffn down
- * projection, each with its residual add. w is (rows, k); x is (n, rows). */
+ * projection, each with its residual add. w is (rows, k) packed; x is
+ * (n, rows). */
 __kernel void matmul_add(const __global float *in, const __global float *w,
 			 __global float *x, int n, int k, int rows,
 			 __local float *xs)
 {
-	int r0 = get_global_id(0) * ROWS_PER_ITEM;
-	float res[ROWS_PER_ITEM * TOK_BLOCK];
+	int p = get_global_id(0), r0 = p * PANEL_ROWS;
+	float16 acc[2 * TOK_GROUP];
+	float res[PANEL_ROWS];
 
 	stage_tokens(in, 0, n, k, 0, xs);
 	if (r0 >= rows)
 		return;
-	const __global float *w0 = row_ptr(w, r0, rows, k);
-	const __global float *w1 = row_ptr(w, r0 + 1, rows, k);
-	const __global float *w2 = row_ptr(w, r0 + 2, rows, k);
-	const __global float *w3 = row_ptr(w, r0 + 3, rows, k);
 	for (int t0 = 0; t0 < n;) {
-		int nt = dot_block(w0, w1, w2, w3, xs, k, n, t0, res);
-		for (int t = 0; t < nt; t++)
-			for (int r = 0; r < ROWS_PER_ITEM && r0 + r < rows; r++)
-				x[(t0 + t) * rows + r0 + r] += res[r * TOK_BLOCK + t];
+		int nt = panel_block(panel_ptr(w, p, k), 0, 0, xs, k, n, t0, acc);
+		for (int t = 0; t < nt; t++) {
+			vstore16(acc[t], 0, res);
+			for (int r = 0; r < panel_lanes(r0, rows); r++)
+				x[(t0 + t) * rows + r0 + r] += res[r];
+		}
 		t0 += nt;
 	}
 }
 
-/* rmsnorm(x) then hb = silu(w1 x) * (w3 x). w13 holds w1's hidden rows then
- * w3's; each work-item does two hidden rows (two of w1, two of w3). */
+/* rmsnorm(x) then hb = silu(w1 x) * (w3 x). w13 holds w1 packed, then w3
+ * packed; a work-item does a panel of each. */
 __kernel void ffn_up(const __global float *x, const __global float *g,
 		     const __global float *w13, __global float *hb,
 		     int n, int dim, int hidden, __local float *xs)
 {
-	int h0 = get_global_id(0) * 2;
-	float res[ROWS_PER_ITEM * TOK_BLOCK];
+	int p = get_global_id(0), h0 = p * PANEL_ROWS;
+	int panels = (hidden + PANEL_ROWS - 1) / PANEL_ROWS;
+	float16 acc[2 * TOK_GROUP];
+	float res[PANEL_ROWS];
 
 	stage_tokens(x, 0, n, dim, g, xs);
 	if (h0 >= hidden)
 		return;
-	const __global float *w3 = w13 + (size_t)hidden * dim;
-	const __global float *a0 = row_ptr(w13, h0, hidden, dim);
-	const __global float *a1 = row_ptr(w13, h0 + 1, hidden, dim);
-	const __global float *b0 = row_ptr(w3, h0, hidden, dim);
-	const __global float *b1 = row_ptr(w3, h0 + 1, hidden, dim);
+	const __global float *w1 = panel_ptr(w13, p, dim), *w3 = panel_ptr(w13, panels + p, dim);
 	for (int t0 = 0; t0 < n;) {
-		int nt = dot_block(a0, a1, b0, b1, xs, dim, n, t0, res);
-		for (int t = 0; t < nt; t++)
-			for (int r = 0; r < 2 && h0 + r < hidden; r++) {
-				float a = res[r * TOK_BLOCK + t];
-				float b = res[(r + 2) * TOK_BLOCK + t];
-				a = a * (1.0f / (1.0f + exp(-a)));
-				hb[(t0 + t) * hidden + h0 + r] = a * b;
-			}
+		int nt = panel_block(w1, w3, 1, xs, dim, n, t0, acc);
+		for (int t = 0; t < nt; t++) {
+			float16 a = acc[t], b = acc[TOK_GROUP + t];
+
+			vstore16(a * (1.0f / (1.0f + exp(-a))) * b, 0, res);
+			for (int r = 0; r < panel_lanes(h0, hidden); r++)
+				hb[(t0 + t) * hidden + h0 + r] = res[r];
+		}
 		t0 += nt;
 	}
 }
 
 /* Final rmsnorm of the n_out tokens listed at meta[out_off..], then
- * logits row t = wcls @ x[token t]: out is (n_out, vocab). */
+ * logits row t = wcls @ x[token t]: wcls is packed, out is (n_out, vocab). */
 __kernel void logits(const __global float *x, const __global float *g,
 		     const __global float *wcls, __global float *out,
 		     const __global int *meta, int out_off, int n_out, int dim, int vocab,
 		     __local float *xs)
 {
-	int r0 = get_global_id(0) * ROWS_PER_ITEM;
-	float res[ROWS_PER_ITEM * TOK_BLOCK];
+	int p = get_global_id(0), r0 = p * PANEL_ROWS;
+	float16 acc[2 * TOK_GROUP];
+	float res[PANEL_ROWS];
 
 	stage_tokens(x, meta + out_off, n_out, dim, g, xs);
 	if (r0 >= vocab)
 		return;
-	const __global float *w0 = row_ptr(wcls, r0, vocab, dim);
-	const __global float *w1 = row_ptr(wcls, r0 + 1, vocab, dim);
-	const __global float *w2 = row_ptr(wcls, r0 + 2, vocab, dim);
-	const __global float *w3 = row_ptr(wcls, r0 + 3, vocab, dim);
 	for (int t0 = 0; t0 < n_out;) {
-		int nt = dot_block(w0, w1, w2, w3, xs, dim, n_out, t0, res);
-		for (int t = 0; t < nt; t++)
-			for (int r = 0; r < ROWS_PER_ITEM && r0 + r < vocab; r++)
-				out[(size_t)(t0 + t) * vocab + r0 + r] = res[r * TOK_BLOCK + t];
+		int nt = panel_block(panel_ptr(wcls, p, dim), 0, 0, xs, dim, n_out, t0, acc);
+		for (int t = 0; t < nt; t++) {
+			vstore16(acc[t], 0, res);
+			for (int r = 0; r < panel_lanes(r0, vocab); r++)
+				out[(size_t)(t0 + t) * vocab + r0 + r] = res[r];
+		}
 		t0 += nt;
 	}
 }
