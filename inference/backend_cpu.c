@@ -101,7 +101,7 @@ typedef struct {
 	const float *wq, *wk, *wv, *wo, *w1, *w2, *w3, *wcls;
 	void *packed_mem;   /* all of them, from CACHE_LINE on */
 	size_t packed_bytes;
-	float *key_cache;   /* (n_layers, n_blocks * block_size, kv_dim) */
+	float *key_cache;   /* (n_layers, n_blocks, n_kv_heads, block_size, head_size) */
 	float *value_cache;
 	float *kv_block;
 	size_t kv_bytes;
@@ -233,46 +233,102 @@ static void fill_rope_table(CpuState *s)
 		}
 }
 
-/* Row `row` of the pool (block * block_size + offset) in layer l. */
-static float *cache_row(const CpuState *s, float *cache, int l, size_t row)
+/* The first of kv head h's rows of a block of the pool in layer l. A block
+ * holds each head's block_size rows contiguous (head-major), so attention
+ * streams a sequence's positions instead of striding by kv_dim. */
+static float *head_rows(const CpuState *s, float *cache, int l, int block, int h)
 {
-	return cache + ((size_t)l * s->n_blocks * s->block_size + row) * s->kv_dim;
+	return cache + (((size_t)l * s->n_blocks + block) * s->c.n_kv_heads + h) *
+			       s->block_size * s->head_size;
 }
 
-/* The pool row holding position p of a sequence with block table blocks. */
-static size_t pos_row(const CpuState *s, const int *blocks, int p)
-{
-	return (size_t)blocks[p / s->block_size] * s->block_size + p % s->block_size;
-}
-
-/* out[i] = sum over positions t in order of att[t] * rows(t)[i], each lane
- * one multiply-add chain in registers; rows(t) = the value row of
- * position t at head_off. */
+/* att[t] = q . key(t) / sqrt(head_size) for positions 0..n-1, block by
+ * block. */
 static inline __attribute__((always_inline)) void
-weigh_values(const CpuState *s, int l, const int *blocks, size_t head_off, const float *att,
-	     int n, float *out)
+score_keys(const CpuState *s, int l, const int *blocks, int h, const float *q, int n,
+	   float *att)
 {
-	int hs = s->head_size, i = 0;
+	int hs = s->head_size, bs = s->block_size;
+	float scale = sqrtf(hs);
 
-	for (; i + 16 <= hs; i += 16) {
-		v16f acc = { 0 };
+	for (int t0 = 0; t0 < n; t0 += bs) {
+		const float *k = head_rows(s, s->key_cache, l, blocks[t0 / bs], h);
 
-		for (int t = 0; t < n; t++) {
-			const float *v = cache_row(s, s->value_cache, l, pos_row(s, blocks, t));
-			v16f vv;
+		for (int i = 0; i < bs && t0 + i < n; i++)
+			att[t0 + i] = dot(q, k + (size_t)i * hs, hs) / scale;
+	}
+}
 
-			LOAD16(vv, v + head_off + i);
-			acc += vv * att[t];
-		}
-		memcpy(out + i, &acc, sizeof(acc));
+/* NC 16-lane chunks of out from lane i: out[i..] = sum over positions t of
+ * att[t] * value(t)[i..]. Each lane keeps two chains, even and odd t, then
+ * adds them: a fixed order whatever the batch, with 2 * NC chains in flight
+ * instead of one latency-bound chain per lane. */
+static inline __attribute__((always_inline)) void
+weigh_chunks(const CpuState *s, int l, const int *blocks, int h, const float *att, int n,
+	     int i, int NC, float *out)
+{
+	int hs = s->head_size, bs = s->block_size;
+	v16f even[4] = { 0 }, odd[4] = { 0 };
+
+	for (int t0 = 0; t0 < n; t0 += bs) {
+		const float *v = head_rows(s, s->value_cache, l, blocks[t0 / bs], h) + i;
+		int m = n - t0 < bs ? n - t0 : bs, j = 0;
+
+		for (; j + 2 <= m; j += 2, v += 2 * hs)
+#pragma GCC unroll 4
+			for (int c = 0; c < NC; c++) {
+				v16f v0, v1;
+
+				LOAD16(v0, v + 16 * c);
+				LOAD16(v1, v + hs + 16 * c);
+				even[c] += v0 * att[t0 + j];
+				odd[c] += v1 * att[t0 + j + 1];
+			}
+		if (j < m) /* an odd count: the last position of the block */
+#pragma GCC unroll 4
+			for (int c = 0; c < NC; c++) {
+				v16f v0;
+
+				LOAD16(v0, v + 16 * c);
+				even[c] += v0 * att[t0 + j];
+			}
+	}
+#pragma GCC unroll 4
+	for (int c = 0; c < NC; c++) {
+		v16f sum = even[c] + odd[c];
+
+		memcpy(out + i + 16 * c, &sum, sizeof(sum));
+	}
+}
+
+/* out = the att-weighted sum of the value rows of positions 0..n-1. */
+static inline __attribute__((always_inline)) void
+weigh_values(const CpuState *s, int l, const int *blocks, int h, const float *att, int n,
+	     float *out)
+{
+	int hs = s->head_size, bs = s->block_size, i = 0;
+
+	for (; i + 64 <= hs; i += 64)
+		weigh_chunks(s, l, blocks, h, att, n, i, 4, out);
+	switch ((hs - i) / 16) {
+	case 3: weigh_chunks(s, l, blocks, h, att, n, i, 3, out); i += 48; break;
+	case 2: weigh_chunks(s, l, blocks, h, att, n, i, 2, out); i += 32; break;
+	case 1: weigh_chunks(s, l, blocks, h, att, n, i, 1, out); i += 16; break;
+	default: break;
 	}
 	for (; i < hs; i++) {
-		float acc = 0.0f;
+		float even = 0.0f, odd = 0.0f;
 
-		for (int t = 0; t < n; t++)
-			acc += cache_row(s, s->value_cache, l, pos_row(s, blocks, t))[head_off + i] *
-			       att[t];
-		out[i] = acc;
+		for (int t = 0; t < n; t++) {
+			const float *v = head_rows(s, s->value_cache, l, blocks[t / bs], h);
+			float x = v[(size_t)(t % bs) * hs + i] * att[t];
+
+			if (t % 2)
+				odd += x;
+			else
+				even += x;
+		}
+		out[i] = even + odd;
 	}
 }
 
@@ -281,21 +337,16 @@ weigh_values(const CpuState *s, int l, const int *blocks, size_t head_off, const
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 static void attend_head(const CpuState *s, int l, int b, int h, const float *q, float *out)
 {
-	int hs = s->head_size, pos = s->tpos[b];
+	int hs = s->head_size, pos = s->tpos[b], kvh = h / s->kv_mul;
 	const int *blocks = s->tblocks[b];
-	const float *qh = q + (size_t)b * s->c.dim + h * hs;
 	float *att = s->att + ((size_t)b * s->c.n_heads + h) * s->c.seq_len;
-	size_t head_off = (size_t)(h / s->kv_mul) * hs;
-	float scale = sqrtf(hs);
 
 	/* GCC drops -fno-omit-frame-pointer in target clones; asking for the
 	 * frame address keeps the frame, so `spantrace profile` unwinds here. */
 	__asm__ volatile("" : : "r"(__builtin_frame_address(0)));
-	for (int t = 0; t <= pos; t++)
-		att[t] = dot(qh, cache_row(s, s->key_cache, l, pos_row(s, blocks, t)) + head_off,
-			     hs) / scale;
+	score_keys(s, l, blocks, kvh, q + (size_t)b * s->c.dim + h * hs, pos + 1, att);
 	softmax(att, pos + 1);
-	weigh_values(s, l, blocks, head_off, att, pos + 1, out + (size_t)b * s->c.dim + h * hs);
+	weigh_values(s, l, blocks, kvh, att, pos + 1, out + (size_t)b * s->c.dim + h * hs);
 }
 
 /* ---- the tiles of each phase ---- */
@@ -326,12 +377,15 @@ static void rope_and_store(const CpuState *s, int l, int b)
 {
 	int dim = s->c.dim, kv_dim = s->kv_dim, hs = s->head_size;
 	float *k = s->k + (size_t)b * kv_dim;
-	size_t row = pos_row(s, s->tblocks[b], s->tpos[b]);
+	int p = s->tpos[b], block = s->tblocks[b][p / s->block_size];
+	size_t off = (size_t)(p % s->block_size) * hs;
 
-	rope(s->q + (size_t)b * dim, k, dim, kv_dim, hs, s->rope_cs + (size_t)s->tpos[b] * hs);
-	memcpy(cache_row(s, s->key_cache, l, row), k, kv_dim * sizeof(float));
-	memcpy(cache_row(s, s->value_cache, l, row), s->v + (size_t)b * kv_dim,
-	       kv_dim * sizeof(float));
+	rope(s->q + (size_t)b * dim, k, dim, kv_dim, hs, s->rope_cs + (size_t)p * hs);
+	for (int h = 0; h < s->c.n_kv_heads; h++) {
+		memcpy(head_rows(s, s->key_cache, l, block, h) + off, k + h * hs, hs * sizeof(float));
+		memcpy(head_rows(s, s->value_cache, l, block, h) + off,
+		       s->v + (size_t)b * kv_dim + h * hs, hs * sizeof(float));
+	}
 }
 
 /* x[b][r0..r1) += d[b][r0..r1) for every token: a tile's residual add. */
