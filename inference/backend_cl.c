@@ -572,7 +572,7 @@ static int run_qkv(ClState *s, int l, int n, InferError *err)
 	if (SET_ARGS(s->fn[FN_QKV], err, { ARG(s->x) }, { ARG(L->rms_att) }, { ARG(L->wqkv) },
 		     { ARG(s->q) }, { ARG(L->kcache) }, { ARG(L->vcache) }, { ARG(s->rope) },
 		     { ARG(s->meta) }, { ARG(pos_off) }, { ARG(slot_off) }, { ARG(n) }, { ARG(dim) },
-		     { ARG(kv) }, { ARG(hs) }, { LOCAL_ARG(xs) }))
+		     { ARG(kv) }, { ARG(hs) }, { ARG(s->block_size) }, { LOCAL_ARG(xs) }))
 		return -1;
 	return launch(s, FN_QKV, KERNEL_QKV, l, 1, &global, &local, err);
 }

@@ -9,7 +9,16 @@
  * arguments: position (pos_off), the pool row its k/v go to (slot_off), and
  * where its sequence's block table starts (tab_off, into meta + btab_off).
  * The KV cache is paged: position j of a sequence lives in pool row
- * table[j / bs] * bs + j % bs. */
+ * table[j / bs] * bs + j % bs, and a block holds each kv head's bs rows
+ * contiguous (head-major, as on the CPU backend), so attention streams a
+ * head's positions. */
+
+/* The first of kv head kvh's rows in a block of the cache. */
+static inline const __global float *head_rows(const __global float *cache, int block, int kvh,
+					      int bs, int kv_dim, int hs)
+{
+	return cache + ((size_t)block * (kv_dim / hs) + kvh) * bs * hs;
+}
 
 /* x[t] = embedding row tokens[t] of the packed table (it is the classifier
  * when shared); ids are checked on the host. */
@@ -41,7 +50,7 @@ __kernel void qkv_rope(const __global float *x, const __global float *g,
 		       __global float *kcache, __global float *vcache,
 		       const __global float2 *rope, const __global int *meta,
 		       int pos_off, int slot_off, int n, int dim,
-		       int kv_dim, int head_size, __local float *xs)
+		       int kv_dim, int head_size, int bs, __local float *xs)
 {
 	int rows = dim + 2 * kv_dim, p = get_global_id(0), r0 = p * PANEL_ROWS;
 	float16 acc[2 * TOK_GROUP];
@@ -51,11 +60,19 @@ __kernel void qkv_rope(const __global float *x, const __global float *g,
 	if (r0 >= rows)
 		return;
 	const __global float *w = panel_ptr(wqkv, p, dim);
+	int kv_lane[PANEL_ROWS]; /* k/v rows: where in a cache block, but for the position */
+	for (int r = 0; r < panel_lanes(r0, rows); r++) {
+		int i = r0 + r - dim;
+		if (i >= kv_dim)
+			i -= kv_dim;
+		kv_lane[r] = i < 0 ? 0 : (i / head_size) * bs * head_size + i % head_size;
+	}
 	for (int t0 = 0; t0 < n;) {
 		int nt = panel_block(w, w, 0, xs, dim, n, t0, acc);
 		for (int t = 0; t < nt; t++) {
 			int pos = meta[pos_off + t0 + t];
-			size_t slot = (size_t)meta[slot_off + t0 + t];
+			int slot = meta[slot_off + t0 + t];
+			size_t base = (size_t)(slot / bs) * bs * kv_dim + (size_t)(slot % bs) * head_size;
 
 			vstore16(acc[t], 0, res);
 			/* rows come in RoPE pairs; segment bounds are even */
@@ -69,12 +86,11 @@ __kernel void qkv_rope(const __global float *x, const __global float *g,
 				} else if (row < dim + kv_dim) {
 					int i = row - dim;
 					float2 v = rope_pair(a, b, i, head_size, pos, rope);
-					kcache[slot * kv_dim + i] = v.x;
-					kcache[slot * kv_dim + i + 1] = v.y;
+					kcache[base + kv_lane[r]] = v.x;
+					kcache[base + kv_lane[r + 1]] = v.y;
 				} else {
-					int i = row - dim - kv_dim;
-					vcache[slot * kv_dim + i] = a;
-					vcache[slot * kv_dim + i + 1] = b;
+					vcache[base + kv_lane[r]] = a;
+					vcache[base + kv_lane[r + 1]] = b;
 				}
 			}
 		}
@@ -99,31 +115,25 @@ static inline float head_dot(const __global float *a, const __global float *b, i
 	return s;
 }
 
-/* Row j of a sequence's keys or values in this layer's paged cache. */
-static inline const __global float *cache_row(const __global float *cache,
-					      const __global int *tab, int j, int bs,
-					      int kv_dim, int kv_off)
-{
-	return cache + ((size_t)tab[j / bs] * bs + j % bs) * kv_dim + kv_off;
-}
-
 /* o[i] = sum over positions j = 0..p, in order, of w[j] * value row j [i],
- * for every lane i of the head: 48 lanes a sweep (three independent FMA
- * chains) while they last, then 4, then 1. */
+ * for every lane i of the head, block by block: 48 lanes a sweep (three
+ * independent FMA chains) while they last, then 4, then 1. */
 static void weigh_values(const __global float *vcache, const __global int *tab, int bs,
-			 int kv_dim, int kv_off, const __local float *w, int p, int hs,
+			 int kv_dim, int kvh, const __local float *w, int p, int hs,
 			 __global float *o)
 {
 	int i = 0;
 
 	for (; i + 48 <= hs; i += 48) {
 		float16 a0 = 0, a1 = 0, a2 = 0;
-		for (int j = 0; j <= p; j++) {
-			const __global float *v = cache_row(vcache, tab, j, bs, kv_dim, kv_off) + i;
-			float16 wj = (float16)w[j];
-			a0 = fma(wj, vload16(0, v), a0);
-			a1 = fma(wj, vload16(1, v), a1);
-			a2 = fma(wj, vload16(2, v), a2);
+		for (int j0 = 0; j0 <= p; j0 += bs) {
+			const __global float *v = head_rows(vcache, tab[j0 / bs], kvh, bs, kv_dim, hs) + i;
+			for (int j = j0; j <= p && j < j0 + bs; j++, v += hs) {
+				float16 wj = (float16)w[j];
+				a0 = fma(wj, vload16(0, v), a0);
+				a1 = fma(wj, vload16(1, v), a1);
+				a2 = fma(wj, vload16(2, v), a2);
+			}
 		}
 		vstore16(a0, 0, o + i);
 		vstore16(a1, 1, o + i);
@@ -131,15 +141,20 @@ static void weigh_values(const __global float *vcache, const __global int *tab, 
 	}
 	for (; i + 4 <= hs; i += 4) {
 		float4 acc = 0;
-		for (int j = 0; j <= p; j++)
-			acc = fma((float4)w[j],
-				  vload4(0, cache_row(vcache, tab, j, bs, kv_dim, kv_off) + i), acc);
+		for (int j0 = 0; j0 <= p; j0 += bs) {
+			const __global float *v = head_rows(vcache, tab[j0 / bs], kvh, bs, kv_dim, hs) + i;
+			for (int j = j0; j <= p && j < j0 + bs; j++, v += hs)
+				acc = fma((float4)w[j], vload4(0, v), acc);
+		}
 		vstore4(acc, 0, o + i);
 	}
 	for (; i < hs; i++) {
 		float acc = 0;
-		for (int j = 0; j <= p; j++)
-			acc += w[j] * cache_row(vcache, tab, j, bs, kv_dim, kv_off)[i];
+		for (int j0 = 0; j0 <= p; j0 += bs) {
+			const __global float *v = head_rows(vcache, tab[j0 / bs], kvh, bs, kv_dim, hs) + i;
+			for (int j = j0; j <= p && j < j0 + bs; j++, v += hs)
+				acc += w[j] * *v;
+		}
 		o[i] = acc;
 	}
 }
@@ -158,15 +173,17 @@ __kernel void attention(const __global float *q, const __global float *kcache,
 	int p = meta[pos_off + t];
 	const __global int *tab = meta + btab_off + meta[tab_off + t];
 	const __global float *qh = q + t * dim + h * head_size;
-	int kv_off = (h / kv_mul) * head_size;
+	int kvh = h / kv_mul;
 	float inv_scale = 1.0f / sqrt((float)head_size);
 	float maxv = -INFINITY, sum = 0.0f;
 
-	for (int j = 0; j <= p; j++) {
-		float s = head_dot(qh, cache_row(kcache, tab, j, bs, kv_dim, kv_off),
-				   head_size) * inv_scale;
-		att[j] = s;
-		maxv = fmax(maxv, s);
+	for (int j0 = 0; j0 <= p; j0 += bs) {
+		const __global float *k = head_rows(kcache, tab[j0 / bs], kvh, bs, kv_dim, head_size);
+		for (int j = j0; j <= p && j < j0 + bs; j++, k += head_size) {
+			float s = head_dot(qh, k, head_size) * inv_scale;
+			att[j] = s;
+			maxv = fmax(maxv, s);
+		}
 	}
 	for (int j = 0; j <= p; j++) {
 		att[j] = exp(att[j] - maxv);
@@ -175,7 +192,7 @@ __kernel void attention(const __global float *q, const __global float *kcache,
 	float inv_sum = 1.0f / sum;
 	for (int j = 0; j <= p; j++)
 		att[j] *= inv_sum;
-	weigh_values(vcache, tab, bs, kv_dim, kv_off, att, p, head_size,
+	weigh_values(vcache, tab, bs, kv_dim, kvh, att, p, head_size,
 		     out + t * dim + h * head_size);
 }
 
