@@ -30,7 +30,7 @@ J
 	assert_eq "$b: two clients went away" 2 "$(jq -s '[.[] | select(.aborted)] | length' "$TMP/cancel")"
 	assert_eq "$b: the third finished" length "$(sed -n 3p "$TMP/cancel" | jq -r .finish_reason)"
 	# a non-streaming client that gives up
-	curl -s -m 0.3 "$BASE/v1/completions" -d '{"prompt":"Lily","max_tokens":240,"temperature":0}' >/dev/null
+	curl -s -m 0.1 "$BASE/v1/completions" -d '{"prompt":"Lily","max_tokens":240,"temperature":0}' >/dev/null
 	wait_for stat_is .serving.finished.abort 3 || fail "$b: aborts counted $(stat .serving.finished.abort), want 3"
 	ok "$b: three aborts counted"
 	wait_for health_is kv_blocks_used 0 || fail "$b: KV blocks still held: $(health kv_blocks_used)"

@@ -114,6 +114,17 @@ panels_dot(const __global float *a, const __global float *b, int two,
 	}
 }
 
+/* panels_dot with `two` known at each call, so both shapes unroll. */
+static inline __attribute__((always_inline)) void
+panels_dot_any(const __global float *a, const __global float *b, int two,
+	       const __local float *x, int k, int NT, float16 *acc)
+{
+	if (two)
+		panels_dot(a, b, 1, x, k, NT, acc);
+	else
+		panels_dot(a, a, 0, x, k, NT, acc);
+}
+
 /* panels_dot on tokens t0.. of the staged block xs: 8 when at least 8
  * remain, else 4, else 1 (shapes the compiler unrolls). Returns how many. */
 static inline int panel_block(const __global float *a, const __global float *b, int two,
@@ -122,27 +133,18 @@ static inline int panel_block(const __global float *a, const __global float *b, 
 	const __local float *x = xs + t0 * k;
 
 	if (n - t0 >= 8) {
-		if (two)
-			panels_dot(a, b, 1, x, k, 8, acc);
-		else
-			panels_dot(a, a, 0, x, k, 8, acc);
+		panels_dot_any(a, b, two, x, k, 8, acc);
 		return 8;
 	}
 	if (n - t0 >= 4) {
-		if (two)
-			panels_dot(a, b, 1, x, k, 4, acc);
-		else
-			panels_dot(a, a, 0, x, k, 4, acc);
+		panels_dot_any(a, b, two, x, k, 4, acc);
 		return 4;
 	}
-	if (two)
-		panels_dot(a, b, 1, x, k, 1, acc);
-	else
-		panels_dot(a, a, 0, x, k, 1, acc);
+	panels_dot_any(a, b, two, x, k, 1, acc);
 	return 1;
 }
 
-/* Lanes of v that are rows below `rows` when the panel starts at row r0. */
+/* Lanes of a panel starting at row r0 that hold rows below `rows`. */
 static inline int panel_lanes(int r0, int rows)
 {
 	return min(PANEL_ROWS, rows - r0);
