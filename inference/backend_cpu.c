@@ -31,7 +31,6 @@
 #include "backend.h"
 #include "matmul.h"
 #include "pool.h"
-#include "sampler.h"
 #include "trace.h"
 
 #define CPU_MAX_BATCH 32
@@ -337,6 +336,30 @@ weigh_values(const CpuState *s, int l, const int *blocks, int h, const float *at
 	}
 }
 
+/* glibc's vector expf (libmvec, through libm): declared as simd here, as
+ * math.h does only under -ffast-math. One exp per hidden value and token
+ * was ~6% of an 8-sequence step as scalar calls. */
+#pragma omp declare simd notinbranch
+float expf(float x);
+
+/* softmax over one head's scores, the exps and their sum vectorised (the
+ * sampler keeps softmax() for its logits). The sum's order depends on n
+ * alone, never on the batch. */
+static inline __attribute__((always_inline)) void attn_softmax(float *x, int n)
+{
+	float max_val = x[0], sum = 0.0f;
+
+	for (int i = 1; i < n; i++)
+		max_val = x[i] > max_val ? x[i] : max_val;
+#pragma omp simd reduction(+ : sum)
+	for (int i = 0; i < n; i++) {
+		x[i] = expf(x[i] - max_val);
+		sum += x[i];
+	}
+	for (int i = 0; i < n; i++)
+		x[i] /= sum;
+}
+
 /* Scores of one head against its sequence's positions 0..pos, softmax, then
  * the weighted sum of values. Cloned as matmul_rows is. */
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -350,7 +373,7 @@ static void attend_head(const CpuState *s, int l, int b, int h, const float *q, 
 	 * frame address keeps the frame, so `spantrace profile` unwinds here. */
 	__asm__ volatile("" : : "r"(__builtin_frame_address(0)));
 	score_keys(s, l, blocks, kvh, q + (size_t)b * s->c.dim + h * hs, pos + 1, att);
-	softmax(att, pos + 1);
+	attn_softmax(att, pos + 1);
 	weigh_values(s, l, blocks, kvh, att, pos + 1, out + (size_t)b * s->c.dim + h * hs);
 }
 
@@ -411,12 +434,6 @@ static void matmul_add_tile(const CpuState *s, const float *w, int k, const floa
 	matmul_tile(&p, r0, r1, in, k, s->n);
 	residual_rows(s->x, tmp, dim, r0, r1, s->n);
 }
-
-/* glibc's vector expf (libmvec, through libm): declared as simd here, as
- * math.h does only under -ffast-math. One exp per hidden value and token
- * was ~6% of an 8-sequence step as scalar calls. */
-#pragma omp declare simd notinbranch
-float expf(float x);
 
 /* h = silu(h) * h3 over n values. Which lanes go through the vector expf
  * depends only on the tile's rows, never on the batch. Cloned as
