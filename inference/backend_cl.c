@@ -629,7 +629,7 @@ static int run_ffn_up(ClState *s, int l, int n, InferError *err)
 static int run_logits(ClState *s, int n_out, InferError *err)
 {
 	int dim = s->c->dim, vocab = s->c->vocab_size, out_off = META_OUT;
-	size_t items = (vocab + PANEL_ROWS - 1) / PANEL_ROWS;
+	size_t items = (vocab + 2 * PANEL_ROWS - 1) / (2 * PANEL_ROWS); /* two panels each */
 	size_t local = pick_local(items, LOGITS_LOCAL_MAX, LOGITS_GROUPS_MIN);
 	size_t global = round_up(items, local);
 	size_t xs = ((size_t)n_out * dim + n_out) * sizeof(float);

@@ -198,7 +198,8 @@ __kernel void attention(const __global float *q, const __global float *kcache,
 
 /* x[t] += w @ in[t]: the attention output projection and the ffn down
  * projection, each with its residual add. w is (rows, k) packed; x is
- * (n, rows). */
+ * (n, rows). One panel a work-item: two would leave 9 items for a 288-row
+ * matrix, split 5:4 between PoCL's two threads. */
 __kernel void matmul_add(const __global float *in, const __global float *w,
 			 __global float *x, int n, int k, int rows,
 			 __local float *xs)
@@ -249,27 +250,41 @@ __kernel void ffn_up(const __global float *x, const __global float *g,
 	}
 }
 
+/* Stores lanes of acc (tokens t0.., nt of them, rows from r0) into out, a
+ * (tokens, rows) matrix. */
+static inline void store_rows(const float16 *acc, int nt, int t0, int r0, int rows,
+			      __global float *out)
+{
+	float res[PANEL_ROWS];
+
+	for (int t = 0; t < nt; t++) {
+		vstore16(acc[t], 0, res);
+		for (int r = 0; r < panel_lanes(r0, rows); r++)
+			out[(size_t)(t0 + t) * rows + r0 + r] = res[r];
+	}
+}
+
 /* Final rmsnorm of the n_out tokens listed at meta[out_off..], then
- * logits row t = wcls @ x[token t]: wcls is packed, out is (n_out, vocab). */
+ * logits row t = wcls @ x[token t]: wcls is packed, out is (n_out, vocab).
+ * A work-item takes two panels, so a lone token still has two FMA chains
+ * in flight. */
 __kernel void logits(const __global float *x, const __global float *g,
 		     const __global float *wcls, __global float *out,
 		     const __global int *meta, int out_off, int n_out, int dim, int vocab,
 		     __local float *xs)
 {
-	int p = get_global_id(0), r0 = p * PANEL_ROWS;
+	int p = 2 * get_global_id(0), r0 = p * PANEL_ROWS, two = r0 + PANEL_ROWS < vocab;
 	float16 acc[2 * TOK_GROUP];
-	float res[PANEL_ROWS];
 
 	stage_tokens(x, meta + out_off, n_out, dim, g, xs);
 	if (r0 >= vocab)
 		return;
 	for (int t0 = 0; t0 < n_out;) {
-		int nt = panel_block(panel_ptr(wcls, p, dim), 0, 0, xs, dim, n_out, t0, acc);
-		for (int t = 0; t < nt; t++) {
-			vstore16(acc[t], 0, res);
-			for (int r = 0; r < panel_lanes(r0, vocab); r++)
-				out[(size_t)(t0 + t) * vocab + r0 + r] = res[r];
-		}
+		int nt = panel_block(panel_ptr(wcls, p, dim), panel_ptr(wcls, p + 1, dim), two, xs,
+				     dim, n_out, t0, acc);
+		store_rows(acc, nt, t0, r0, vocab, out);
+		if (two)
+			store_rows(acc + TOK_GROUP, nt, t0, r0 + PANEL_ROWS, vocab, out);
 		t0 += nt;
 	}
 }
