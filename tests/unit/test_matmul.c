@@ -1,0 +1,138 @@
+/* test_matmul.c - products over panel-packed weights (matmul.h) against a
+ * plain reference, on shapes that are and are not multiples of the 16-row
+ * panel and of the 8-token group: each output is the serial fused
+ * multiply-add chain over its row (bit for bit where the CPU has FMA), a
+ * token's outputs do not depend on the batch, and nothing outside the
+ * asked rows is written. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+#include "matmul.h"
+
+#define SENTINEL -12345.0f
+
+static float frand(unsigned *seed)
+{
+	*seed = *seed * 1103515245u + 12345u;
+	return (float)((*seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+/* The chain matmul.h promises: acc = w[r][0] * x[0] + ..., one FMA a step
+ * in column order (fmaf), or in double for the tolerance check. */
+static float chain(const float *w, const float *x, int n)
+{
+	float acc = 0.0f;
+
+	for (int j = 0; j < n; j++)
+		acc = fmaf(w[j], x[j], acc);
+	return acc;
+}
+
+static double exact(const float *w, const float *x, int n, double *mag)
+{
+	double acc = 0.0;
+
+	*mag = 0.0;
+	for (int j = 0; j < n; j++) {
+		acc += (double)w[j] * x[j];
+		*mag += fabs((double)w[j] * x[j]);
+	}
+	return acc;
+}
+
+/* Rows r0..r1-1 of a (d, n) matrix against `batch` tokens; checks every
+ * output and that nothing else in out changed. */
+static void check_shape(int d, int n, int batch, int r0, int r1, int fma_exact)
+{
+	unsigned seed = (unsigned)(d * 7919 + n * 104729 + batch);
+	float *w = malloc((size_t)d * n * sizeof(float));
+	float *x = malloc((size_t)batch * n * sizeof(float));
+	float *packed = malloc(packed_floats(d, n) * sizeof(float));
+	float *out = malloc((size_t)batch * d * sizeof(float));
+
+	for (size_t i = 0; i < (size_t)d * n; i++)
+		w[i] = frand(&seed);
+	for (size_t i = 0; i < (size_t)batch * n; i++)
+		x[i] = frand(&seed);
+	for (size_t i = 0; i < (size_t)batch * d; i++)
+		out[i] = SENTINEL;
+	pack_matrix(packed, w, d, n);
+	matmul_rows(packed, n, r0, r1, x, batch, out, (size_t)d);
+	for (int t = 0; t < batch; t++)
+		for (int r = 0; r < d; r++) {
+			float got = out[(size_t)t * d + r];
+			double mag, want = exact(w + (size_t)r * n, x + (size_t)t * n, n, &mag);
+
+			if (r < r0 || r >= r1) {
+				CHECK(got == SENTINEL, "d=%d n=%d batch=%d rows %d..%d: row %d token %d written",
+				      d, n, batch, r0, r1, r, t);
+				continue;
+			}
+			CHECK(fabs(got - want) <= 1e-6 * mag + 1e-6,
+			      "d=%d n=%d batch=%d: row %d token %d = %g, want %g", d, n, batch, r, t,
+			      got, want);
+			if (fma_exact)
+				CHECK(got == chain(w + (size_t)r * n, x + (size_t)t * n, n),
+				      "d=%d n=%d batch=%d: row %d token %d is not the FMA chain", d, n,
+				      batch, r, t);
+		}
+	free(w);
+	free(x);
+	free(packed);
+	free(out);
+}
+
+/* Token t's outputs alone and in batches of every size up to 19 (two token
+ * groups and a part) are the same bits. */
+static void check_invariance(int d, int n)
+{
+	unsigned seed = 99;
+	int most = 19;
+	float *w = malloc((size_t)d * n * sizeof(float));
+	float *x = malloc((size_t)most * n * sizeof(float));
+	float *packed = malloc(packed_floats(d, n) * sizeof(float));
+	float *alone = malloc((size_t)d * sizeof(float));
+	float *out = malloc((size_t)most * d * sizeof(float));
+
+	for (size_t i = 0; i < (size_t)d * n; i++)
+		w[i] = frand(&seed);
+	for (size_t i = 0; i < (size_t)most * n; i++)
+		x[i] = frand(&seed);
+	pack_matrix(packed, w, d, n);
+	for (int batch = 1; batch <= most; batch++) {
+		int t = batch - 1; /* the last token: it moves through every group position */
+
+		matmul_rows(packed, n, 0, d, x + (size_t)t * n, 1, alone, (size_t)d);
+		matmul_rows(packed, n, 0, d, x, batch, out, (size_t)d);
+		CHECK(!memcmp(alone, out + (size_t)t * d, (size_t)d * sizeof(float)),
+		      "d=%d n=%d: token %d differs in a batch of %d", d, n, t, batch);
+	}
+	free(w);
+	free(x);
+	free(packed);
+	free(alone);
+	free(out);
+}
+
+int main(void)
+{
+	static const int ds[] = { 1, 15, 16, 17, 40, 100 };
+	static const int ns[] = { 1, 3, 16, 37 };
+	static const int batches[] = { 1, 3, 4, 5, 8, 9, 17 };
+	/* matmul_rows' AVX2 and AVX-512 clones fuse each step; the baseline
+	 * clone multiplies and adds, so only the tolerance holds there */
+	int fma_exact = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+
+	for (size_t i = 0; i < sizeof(ds) / sizeof(ds[0]); i++)
+		for (size_t j = 0; j < sizeof(ns) / sizeof(ns[0]); j++) {
+			for (size_t k = 0; k < sizeof(batches) / sizeof(batches[0]); k++)
+				check_shape(ds[i], ns[j], batches[k], 0, ds[i], fma_exact);
+			/* a tile from a panel boundary to a row inside a later panel */
+			if (ds[i] > 17)
+				check_shape(ds[i], ns[j], 5, 16, ds[i] - 1, fma_exact);
+			check_invariance(ds[i], ns[j]);
+		}
+	printf("matmul: %s\n", fma_exact ? "FMA chains checked bit for bit" : "tolerance only (no FMA)");
+	return check_report();
+}
