@@ -13,11 +13,13 @@ command -v jq >/dev/null || skip "jq not installed"
 N=8 MAXSEQS=4
 
 start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b cpu --max-seqs $MAXSEQS
-"$SPANTRACE" top -b -d 0.2 -w 110 -p "$EPID" >"$TMP/frames" 2>"$TMP/top.err" &
+"$SPANTRACE" top -b -d 0.1 -w 110 -p "$EPID" >"$TMP/frames" 2>"$TMP/top.err" &
 top=$!
 wait_for grep -q "^spantrace top" "$TMP/frames" || fail "no frame: $(cat "$TMP/top.err")"
 
-stream_spec $N 60 10 >"$TMP/spec.json"
+# long enough that the 4 waiting requests wait through several frames: at
+# 60..130 tokens the faster cpu backend drained the first wave in ~0.1 s
+stream_spec $N 160 10 >"$TMP/spec.json"
 client "$TMP/spec.json" "$TMP/client.jsonl"
 tokens=$(jq -s 'map(.usage.completion_tokens) | add' "$TMP/client.jsonl")
 
