@@ -320,17 +320,19 @@ weigh_values(const CpuState *s, int l, const int *blocks, int h, const float *at
 	case 1: weigh_chunks(s, l, blocks, h, att, n, i, 1, out); i += 16; break;
 	default: break;
 	}
-	for (; i < hs; i++) {
+	for (; i < hs; i++) { /* lanes past the last 16: the same two chains */
 		float even = 0.0f, odd = 0.0f;
 
-		for (int t = 0; t < n; t++) {
-			const float *v = head_rows(s, s->value_cache, l, blocks[t / bs], h);
-			float x = v[(size_t)(t % bs) * hs + i] * att[t];
+		for (int t0 = 0; t0 < n; t0 += bs) {
+			const float *v = head_rows(s, s->value_cache, l, blocks[t0 / bs], h) + i;
+			int m = n - t0 < bs ? n - t0 : bs;
 
-			if (t % 2)
-				odd += x;
-			else
-				even += x;
+			for (int j = 0; j < m; j++, v += hs) {
+				if (j % 2)
+					odd += *v * att[t0 + j];
+				else
+					even += *v * att[t0 + j];
+			}
 		}
 		out[i] = even + odd;
 	}

@@ -65,21 +65,15 @@ int main(int argc, char **argv)
 	}
 	pthread_barrier_init(&bar, NULL, (unsigned)threads + 1);
 	for (int pass = 0; pass < PASSES; pass++) {
-		for (long t = 0; t < threads; t++) {
+		for (long t = 0; t < threads; t++)
 			sl[t] = (Slice){ buf + n / threads * t, n / threads, &bar, 0 };
-			if (pthread_create(&tid[t], NULL, read_slice, &sl[t])) {
-				fprintf(stderr, "bwprobe: pthread_create failed\n");
-				return 1;
-			}
+		double secs = timed_pass(&bar, threads, read_slice, sl, sizeof(*sl), tid);
+		if (secs < 0) {
+			fprintf(stderr, "bwprobe: pthread_create failed\n");
+			return 1;
 		}
-		pthread_barrier_wait(&bar);
-		double t0 = now_s();
-		pthread_barrier_wait(&bar);
-		double secs = now_s() - t0;
-		for (long t = 0; t < threads; t++) {
-			pthread_join(tid[t], NULL);
+		for (long t = 0; t < threads; t++)
 			sink += sl[t].sum;
-		}
 		gbs[pass] = (double)(n / threads * threads) * sizeof(float) / secs / 1e9;
 	}
 	qsort(gbs, PASSES, sizeof(gbs[0]), cmp_double);

@@ -64,21 +64,15 @@ int main(int argc, char **argv)
 	}
 	pthread_barrier_init(&bar, NULL, (unsigned)threads + 1);
 	for (int pass = 0; pass < PASSES; pass++) {
-		for (long t = 0; t < threads; t++) {
+		for (long t = 0; t < threads; t++)
 			wk[t] = (Worker){ &bar, 0 };
-			if (pthread_create(&tid[t], NULL, fma_chains, &wk[t])) {
-				fprintf(stderr, "fmaprobe: pthread_create failed\n");
-				return 1;
-			}
+		double secs = timed_pass(&bar, threads, fma_chains, wk, sizeof(*wk), tid);
+		if (secs < 0) {
+			fprintf(stderr, "fmaprobe: pthread_create failed\n");
+			return 1;
 		}
-		pthread_barrier_wait(&bar);
-		double t0 = now_s();
-		pthread_barrier_wait(&bar);
-		double secs = now_s() - t0;
-		for (long t = 0; t < threads; t++) {
-			pthread_join(tid[t], NULL);
+		for (long t = 0; t < threads; t++)
 			sink += wk[t].sum;
-		}
 		gflops[pass] = (double)threads * ITERS * CHAINS * 16 * 2 / secs / 1e9;
 	}
 	qsort(gflops, PASSES, sizeof(gflops[0]), cmp_double);
