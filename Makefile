@@ -65,7 +65,7 @@ ENGINE_LIBS   := -lOpenCL -lm -fopenmp -lpthread -ljson-c -lmicrohttpd
 ENGINE_MAINS  := inference/main.c inference/mkmodel.c
 ENGINE_SRCS   := $(filter-out $(ENGINE_MAINS),$(wildcard inference/*.c))
 ENGINE_OBJS   := $(patsubst %.c,$(BUILD)/%.o,$(ENGINE_SRCS)) $(BUILD)/inference/cl_source.o
-CL_SOURCES    := $(sort $(wildcard inference/kernels/*.cl))
+CL_SOURCES    := inference/cl_layout.h $(sort $(wildcard inference/kernels/*.cl))
 
 # ---- BPF ----
 BPF_SRCS      := $(wildcard bpf/*.bpf.c)

@@ -23,9 +23,17 @@
 #include "error.h"
 #include "model.h"
 
+/* How the OpenCL backend launches a forward pass. */
+enum cl_launch {
+	CL_LAUNCH_AUTO = 0, /* forward on CPU devices, phases elsewhere */
+	CL_LAUNCH_FORWARD,  /* one kernel for the whole pass */
+	CL_LAUNCH_PHASES,   /* a kernel per phase: device times per phase */
+};
+
 typedef struct {
 	int cl_platform; /* -1: the first platform with a device */
 	int cl_device;   /* -1: the first device of that platform */
+	enum cl_launch cl_launch;
 	int threads;     /* cpu backend: 0 means OpenMP's default */
 	int kv_blocks;   /* KV pool blocks; 0: one block of seq_len (single stream) */
 	int kv_block_size; /* positions per block when kv_blocks > 0 */

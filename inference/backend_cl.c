@@ -1,24 +1,32 @@
 /* backend_cl.c - the OpenCL forward pass.
  *
- * Weights are uploaded once; the key/value cache and every activation stay
- * on the device. One forward enqueues a write of the batch's per-token
- * metadata, 5 kernels per layer plus embed and logits on one in-order queue
- * without blocking, and syncs exactly once: the blocking read of the logits.
- * The KV cache is a pool of blocks per layer (see kvcache.h); the attention
- * kernel reads each sequence's positions through its block table. Phases are fused so launches stay few
- * (each launch wakes PoCL's worker threads):
+ * Weights are uploaded once, all into one buffer; the key/value cache and
+ * every activation stay on the device. One forward enqueues a write of the
+ * batch's per-token metadata and its kernels on one in-order queue without
+ * blocking, and syncs exactly once: the blocking read of the logits. The
+ * KV cache is a pool of blocks per layer (see kvcache.h); attention reads
+ * each sequence's positions through its block table.
+ *
+ * Two ways to launch (enum cl_launch):
+ * - forward (the default on CPU devices): the `forward` kernel runs the
+ *   whole pass in one launch, its work-groups taking each phase's tasks
+ *   from shared counters (10_forward.cl). Each launch on PoCL wakes its
+ *   worker threads: 33 launches a token cost more than the phases' work.
+ * - phases (the default elsewhere): 5 kernels per layer plus embed and
+ *   logits, each phase fused so launches stay few:
  *   qkv_rope   = attn rmsnorm + q/k/v projection + RoPE + kv-cache store
  *   attention  = scores + softmax + weighted values
  *   matmul_add = wo (or w2) projection + residual add
  *   ffn_up     = ffn rmsnorm + w1/w3 projection + SwiGLU
  *   logits     = final rmsnorm + classifier (last token only)
+ * Both run the same per-task code, so their results are bit-identical.
  *
  * Spans: on this backend the host spans time the enqueue, not the device
  * work (SPAN_LOGITS includes the final sync and readback); device times come
- * from the kernel records. A phase fused into another phase's kernel is an
- * empty span inside that phase, where the CPU backend runs it, so both
- * backends give one tree: qkv{attn_norm, qkv_rope, rope}, ffn{ffn_norm,
- * ffn_up, ffn_down}, logits{final_norm, logits, readback}. */
+ * from the kernel records (one per forward, or one per phase). A phase fused
+ * into another phase's kernel is an empty span inside that phase, where the
+ * CPU backend runs it, so both backends give one tree: qkv{attn_norm, rope},
+ * ffn{ffn_norm}, logits{final_norm}. */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 #include <math.h>
@@ -26,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "backend.h"
+#include "cl_layout.h"
 #include "matmul.h"
 #include "pool.h"
 #include "trace.h"
@@ -41,11 +50,14 @@ extern const char infer_cl_source[];
 #define EMBED_LOCAL 16 /* work-items of the embed kernel's groups: a column each */
 
 enum cl_fn { FN_EMBED, FN_QKV, FN_ATTENTION, FN_MATMUL_ADD, FN_FFN_UP,
-	     FN_LOGITS, FN_COUNT };
+	     FN_LOGITS, FN_FORWARD, FN_COUNT };
 static const char *const cl_fn_names[FN_COUNT] = {
-	"embed", "qkv_rope", "attention", "matmul_add", "ffn_up", "logits",
+	"embed", "qkv_rope", "attention", "matmul_add", "ffn_up", "logits", "forward",
 };
 
+
+
+/* A layer's parts of the weights and KV buffers, for the phase kernels. */
 typedef struct {
 	cl_mem rms_att, wqkv, wo, rms_ffn, w13, w2, kcache, vcache;
 } ClLayer;
@@ -71,11 +83,24 @@ typedef struct {
 	cl_command_queue queue;
 	cl_program prog;
 	cl_kernel fn[FN_COUNT];
-	ClBuffer *bufs; /* every cl_mem, for pool_note_free */
+	ClBuffer *bufs; /* every buffer allocated, for pool_note_free */
 	int nbufs, cap_bufs;
+	cl_mem *subs;   /* sub-buffers of those, released first */
+	int nsubs, cap_subs;
+	size_t align;   /* floats: sub-buffers start at multiples of it */
+	/* All weights in one buffer, each at woff (floats; cl_layout.h), and
+	 * the KV cache in one buffer per side, layer l at l * kv_stride. */
+	cl_mem weights, woff_mem, kcache, vcache;
+	cl_ulong *woff;
+	size_t weight_floats, kv_stride;
 	ClLayer *layers;
 	cl_mem emb, rms_final, wcls, rope;
 	cl_mem meta, x, q, att_out, hb, logits;
+	/* fused: the whole forward a launch (the forward kernel), on `groups`
+	 * work-groups; else a launch a phase */
+	int fused;
+	cl_uint groups;
+	cl_mem sync;
 	/* Per-forward kernel records, used when kernel timings are wanted. */
 	int profiling, nevents, max_events;
 	cl_event *events;
@@ -85,6 +110,11 @@ typedef struct {
 static int cl_fail(InferError *err, const char *what, cl_int code)
 {
 	return infer_fail(err, "opencl: %s failed (CL error %d)", what, (int)code);
+}
+
+static size_t round_up(size_t v, size_t m)
+{
+	return (v + m - 1) / m * m;
 }
 
 /* ---- device and program ---- */
@@ -232,21 +262,39 @@ static int dev_buffer(ClState *s, size_t bytes, const void *src, cl_mem *out,
 	return dev_buffer_in(s, POOL_DEVICE, bytes, src, out, err);
 }
 
+/* A region of parent (floats) as a buffer of its own, for the phase
+ * kernels' arguments; off is a multiple of s->align. */
+static int sub_buffer(ClState *s, cl_mem parent, size_t off, size_t floats, cl_mem *out,
+		      InferError *err)
+{
+	cl_buffer_region r = { off * sizeof(float), floats * sizeof(float) };
+	cl_int rc;
+
+	if (s->nsubs == s->cap_subs)
+		return infer_fail(err, "opencl: internal sub-buffer table full");
+	*out = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &r, &rc);
+	if (!*out)
+		return cl_fail(err, "clCreateSubBuffer", rc);
+	s->subs[s->nsubs++] = *out;
+	return 0;
+}
+
 /* A row-major matrix of width n for upload_packed: rows of src. */
 typedef struct {
 	const float *src;
 	int rows;
 } MatrixPart;
 
-/* One device buffer of matrices packed for the panel kernels (matmul.h).
- * fused: the parts' rows are one matrix (wq, wk, wv as wqkv); else each
- * part is packed on its own, one after the other (w1 then w3). */
+/* Writes matrices packed for the panel kernels (matmul.h) into the weights
+ * buffer at off (floats). fused: the parts' rows are one matrix (wq, wk,
+ * wv as wqkv); else each part is packed on its own, one after the other
+ * (w1 then w3). */
 static int upload_packed(ClState *s, const MatrixPart *parts, int nparts, int n, int fused,
-			 cl_mem *out, InferError *err)
+			 size_t off, InferError *err)
 {
 	size_t rows = 0, floats = 0;
 	float *packed, *concat = NULL;
-	int rc;
+	cl_int rc;
 
 	for (int i = 0; i < nparts; i++) {
 		rows += parts[i].rows;
@@ -273,10 +321,61 @@ static int upload_packed(ClState *s, const MatrixPart *parts, int nparts, int n,
 		for (int i = 0; i < nparts; p += packed_floats(parts[i].rows, n), i++)
 			pack_matrix(p, parts[i].src, parts[i].rows, n);
 	}
-	rc = dev_buffer(s, floats * sizeof(float), packed, out, err);
+	rc = clEnqueueWriteBuffer(s->queue, s->weights, CL_TRUE, off * sizeof(float),
+				  floats * sizeof(float), packed, 0, NULL, NULL);
 	free(concat);
 	free(packed);
-	return rc;
+	return rc == CL_SUCCESS ? 0 : cl_fail(err, "clEnqueueWriteBuffer", rc);
+}
+
+static int upload_vector(ClState *s, const float *src, size_t n, size_t off, InferError *err)
+{
+	cl_int rc = clEnqueueWriteBuffer(s->queue, s->weights, CL_TRUE, off * sizeof(float),
+					 n * sizeof(float), src, 0, NULL, NULL);
+
+	return rc == CL_SUCCESS ? 0 : cl_fail(err, "clEnqueueWriteBuffer", rc);
+}
+
+/* Floats of each weight as the kernels hold it, by woff index. */
+static void weight_sizes(const Config *c, size_t global[W_GLOBAL], size_t layer[W_PER_LAYER])
+{
+	int kv = c->n_kv_heads * (c->dim / c->n_heads);
+
+	global[W_EMB] = packed_floats(c->vocab_size, c->dim);
+	global[W_RMS_FINAL] = c->dim;
+	global[W_CLS] = c->shared_classifier ? 0 : packed_floats(c->vocab_size, c->dim);
+	layer[W_RMS_ATT] = layer[W_RMS_FFN] = c->dim;
+	layer[W_QKV] = packed_floats(c->dim + 2 * kv, c->dim);
+	layer[W_WO] = packed_floats(c->dim, c->dim);
+	layer[W_W13] = 2 * packed_floats(c->hidden_dim, c->dim);
+	layer[W_W2] = packed_floats(c->dim, c->hidden_dim);
+}
+
+/* Places every weight in the weights buffer (s->woff, s->weight_floats),
+ * each at a multiple of s->align; a shared classifier is the embedding. */
+static int plan_weights(ClState *s, InferError *err)
+{
+	const Config *c = s->c;
+	size_t g[W_GLOBAL], l[W_PER_LAYER], at = 0;
+
+	s->woff = calloc(W_GLOBAL + (size_t)c->n_layers * W_PER_LAYER, sizeof(*s->woff));
+	if (!s->woff)
+		return infer_fail(err, "out of memory for the opencl weight table");
+	weight_sizes(c, g, l);
+	for (int i = 0; i < W_GLOBAL; at += round_up(g[i], s->align), i++)
+		s->woff[i] = at;
+	if (c->shared_classifier)
+		s->woff[W_CLS] = s->woff[W_EMB];
+	for (int j = 0; j < c->n_layers; j++)
+		for (int i = 0; i < W_PER_LAYER; at += round_up(l[i], s->align), i++)
+			s->woff[W_GLOBAL + j * W_PER_LAYER + i] = at;
+	s->weight_floats = at;
+	return 0;
+}
+
+static size_t layer_off(const ClState *s, int l, int which)
+{
+	return s->woff[W_GLOBAL + l * W_PER_LAYER + which];
 }
 
 static int upload_layer(ClState *s, const Weights *w, int l, InferError *err)
@@ -284,24 +383,48 @@ static int upload_layer(ClState *s, const Weights *w, int l, InferError *err)
 	const Config *c = s->c;
 	size_t dim = c->dim, hid = c->hidden_dim;
 	size_t kv = (size_t)c->n_kv_heads * (c->dim / c->n_heads);
-	size_t f = sizeof(float);
-	ClLayer *L = &s->layers[l];
 	MatrixPart wo = { w->wo + l * dim * dim, dim }, w2 = { w->w2 + l * dim * hid, dim };
 	MatrixPart qkv[] = { { w->wq + l * dim * dim, dim }, { w->wk + l * kv * dim, kv },
 			     { w->wv + l * kv * dim, kv } };
 	MatrixPart w13[] = { { w->w1 + l * hid * dim, hid }, { w->w3 + l * hid * dim, hid } };
 
-	if (dev_buffer(s, dim * f, w->rms_att_weight + l * dim, &L->rms_att, err) ||
-	    dev_buffer(s, dim * f, w->rms_ffn_weight + l * dim, &L->rms_ffn, err) ||
-	    upload_packed(s, &wo, 1, dim, 0, &L->wo, err) ||
-	    upload_packed(s, &w2, 1, hid, 0, &L->w2, err) ||
-	    upload_packed(s, qkv, 3, dim, 1, &L->wqkv, err) ||
-	    upload_packed(s, w13, 2, dim, 0, &L->w13, err))
-		return -1;
-	size_t rows = (size_t)s->n_blocks * s->block_size;
+	return upload_vector(s, w->rms_att_weight + l * dim, dim, layer_off(s, l, W_RMS_ATT), err) ||
+	       upload_vector(s, w->rms_ffn_weight + l * dim, dim, layer_off(s, l, W_RMS_FFN), err) ||
+	       upload_packed(s, qkv, 3, dim, 1, layer_off(s, l, W_QKV), err) ||
+	       upload_packed(s, &wo, 1, dim, 0, layer_off(s, l, W_WO), err) ||
+	       upload_packed(s, w13, 2, dim, 0, layer_off(s, l, W_W13), err) ||
+	       upload_packed(s, &w2, 1, hid, 0, layer_off(s, l, W_W2), err);
+}
 
-	return dev_buffer_in(s, POOL_KV_CACHE, rows * kv * f, NULL, &L->kcache, err) ||
-	       dev_buffer_in(s, POOL_KV_CACHE, rows * kv * f, NULL, &L->vcache, err);
+/* The phase kernels take each weight, and each layer's KV cache, as a
+ * buffer of its own: sub-buffers of the shared ones. */
+static int split_buffers(ClState *s, InferError *err)
+{
+	const Config *c = s->c;
+	size_t g[W_GLOBAL], lw[W_PER_LAYER];
+	size_t kv_floats = (size_t)s->n_blocks * s->block_size * c->n_kv_heads * (c->dim / c->n_heads);
+
+	weight_sizes(c, g, lw);
+	if (sub_buffer(s, s->weights, s->woff[W_EMB], g[W_EMB], &s->emb, err) ||
+	    sub_buffer(s, s->weights, s->woff[W_RMS_FINAL], g[W_RMS_FINAL], &s->rms_final, err))
+		return -1;
+	if (c->shared_classifier)
+		s->wcls = s->emb;
+	else if (sub_buffer(s, s->weights, s->woff[W_CLS], g[W_CLS], &s->wcls, err))
+		return -1;
+	for (int l = 0; l < c->n_layers; l++) {
+		ClLayer *L = &s->layers[l];
+		cl_mem *part[W_PER_LAYER] = { &L->rms_att, &L->rms_ffn, &L->wqkv, &L->wo, &L->w13,
+					      &L->w2 };
+
+		for (int i = 0; i < W_PER_LAYER; i++)
+			if (sub_buffer(s, s->weights, layer_off(s, l, i), lw[i], part[i], err))
+				return -1;
+		if (sub_buffer(s, s->kcache, l * s->kv_stride, kv_floats, &L->kcache, err) ||
+		    sub_buffer(s, s->vcache, l * s->kv_stride, kv_floats, &L->vcache, err))
+			return -1;
+	}
+	return 0;
 }
 
 /* RoPE (cos, sin) per position and head pair, with the reference's libm
@@ -328,32 +451,63 @@ static int upload_rope(ClState *s, InferError *err)
 	return rc;
 }
 
-static int upload_model(ClState *s, const Model *m, InferError *err)
+static int upload_weights(ClState *s, const Model *m, InferError *err)
 {
 	const Config *c = &m->config;
-	size_t f = sizeof(float), dim = c->dim, hid = c->hidden_dim;
-
 	MatrixPart emb = { m->weights.token_embedding_table, c->vocab_size };
 	MatrixPart wcls = { m->weights.wcls, c->vocab_size };
 
-	/* the embedding is packed too, so a shared classifier is one copy */
-	if (upload_packed(s, &emb, 1, c->dim, 0, &s->emb, err) ||
-	    dev_buffer(s, dim * f, m->weights.rms_final_weight, &s->rms_final, err) ||
-	    upload_rope(s, err))
+	if (plan_weights(s, err) ||
+	    dev_buffer(s, s->weight_floats * sizeof(float), NULL, &s->weights, err) ||
+	    dev_buffer(s, (W_GLOBAL + (size_t)c->n_layers * W_PER_LAYER) * sizeof(cl_ulong),
+		       s->woff, &s->woff_mem, err))
 		return -1;
-	if (c->shared_classifier)
-		s->wcls = s->emb;
-	else if (upload_packed(s, &wcls, 1, c->dim, 0, &s->wcls, err))
+	/* the embedding is packed too, so a shared classifier is one copy */
+	if (upload_packed(s, &emb, 1, c->dim, 0, s->woff[W_EMB], err) ||
+	    upload_vector(s, m->weights.rms_final_weight, c->dim, s->woff[W_RMS_FINAL], err))
+		return -1;
+	if (!c->shared_classifier && upload_packed(s, &wcls, 1, c->dim, 0, s->woff[W_CLS], err))
 		return -1;
 	for (int l = 0; l < c->n_layers; l++)
 		if (upload_layer(s, &m->weights, l, err))
 			return -1;
+	return 0;
+}
+
+/* The forward kernel's task counters, zeroed (the kernel leaves them so). */
+static int sync_buffer(ClState *s, InferError *err)
+{
+	size_t bytes = SYNC_INTS(s->c->n_layers) * sizeof(int);
+	int *zero = calloc(1, bytes);
+	int rc;
+
+	if (!zero)
+		return infer_fail(err, "out of memory for the opencl sync counters");
+	rc = dev_buffer(s, bytes, zero, &s->sync, err);
+	free(zero);
+	return rc;
+}
+
+static int upload_model(ClState *s, const Model *m, InferError *err)
+{
+	const Config *c = &m->config;
+	size_t f = sizeof(float), dim = c->dim, hid = c->hidden_dim;
+	size_t kv = (size_t)c->n_kv_heads * (c->dim / c->n_heads);
+
+	/* the KV cache counts in POOL_KV_CACHE, as on the cpu backend */
+	s->kv_stride = round_up((size_t)s->n_blocks * s->block_size * kv, s->align);
+	if (upload_weights(s, m, err) || upload_rope(s, err) ||
+	    dev_buffer_in(s, POOL_KV_CACHE, c->n_layers * s->kv_stride * f, NULL, &s->kcache, err) ||
+	    dev_buffer_in(s, POOL_KV_CACHE, c->n_layers * s->kv_stride * f, NULL, &s->vcache, err) ||
+	    split_buffers(s, err))
+		return -1;
 	return dev_buffer(s, (size_t)s->meta_ints * sizeof(int), NULL, &s->meta, err) ||
 	       dev_buffer(s, CL_MAX_BATCH * dim * f, NULL, &s->x, err) ||
 	       dev_buffer(s, CL_MAX_BATCH * dim * f, NULL, &s->q, err) ||
 	       dev_buffer(s, CL_MAX_BATCH * dim * f, NULL, &s->att_out, err) ||
 	       dev_buffer(s, CL_MAX_BATCH * hid * f, NULL, &s->hb, err) ||
-	       dev_buffer(s, (size_t)s->max_out * c->vocab_size * f, NULL, &s->logits, err);
+	       dev_buffer(s, (size_t)s->max_out * c->vocab_size * f, NULL, &s->logits, err) ||
+	       sync_buffer(s, err);
 }
 
 /* ---- create / destroy ---- */
@@ -366,6 +520,8 @@ static void cl_destroy(void *state)
 		return;
 	if (s->queue)
 		clFinish(s->queue);
+	for (int i = 0; i < s->nsubs; i++)
+		clReleaseMemObject(s->subs[i]);
 	for (int i = 0; i < s->nbufs; i++) {
 		clReleaseMemObject(s->bufs[i].mem);
 		pool_note_free(s->bufs[i].pool, (uint64_t)(uintptr_t)s->bufs[i].mem,
@@ -381,6 +537,8 @@ static void cl_destroy(void *state)
 	if (s->ctx)
 		clReleaseContext(s->ctx);
 	free(s->bufs);
+	free(s->subs);
+	free(s->woff);
 	free(s->layers);
 	free(s->events);
 	free(s->recs);
@@ -389,8 +547,10 @@ static void cl_destroy(void *state)
 }
 
 /* The model must suit the kernels: even head size (RoPE pairs), and the
- * staged token block of the widest matrix input must fit local memory. */
-static int check_model_fits(cl_device_id dev, const Config *c, int max_out, InferError *err)
+ * staged token block of the widest matrix input must fit local memory
+ * (fused: with the attention scratch beside it). */
+static int check_model_fits(cl_device_id dev, const Config *c, int max_out, int fused,
+			    InferError *err)
 {
 	cl_ulong have = 0;
 	size_t width = c->hidden_dim > c->dim ? c->hidden_dim : c->dim;
@@ -401,15 +561,37 @@ static int check_model_fits(cl_device_id dev, const Config *c, int max_out, Infe
 	if ((c->dim / c->n_heads) % 2 != 0) /* the kernels rotate whole pairs */
 		return infer_fail(err, "opencl: head size %d is odd; RoPE needs pairs",
 				  c->dim / c->n_heads);
-	if (att > need)
-		need = att;
 	if (out > need)
 		need = out;
+	if (fused)
+		need += att;
+	else if (att > need)
+		need = att;
 	clGetDeviceInfo(dev, CL_DEVICE_LOCAL_MEM_SIZE, sizeof(have), &have, NULL);
 	if (have < need)
 		return infer_fail(err, "opencl: device local memory %llu bytes < %zu needed",
 				  (unsigned long long)have, need);
 	return 0;
+}
+
+/* The whole forward in one launch on CPU devices, where each launch costs
+ * a wake-up of every worker thread (unless asked otherwise): a work-group
+ * per compute unit (a worker thread). Sub-buffers start at the device's
+ * base alignment, and at least a cache line. */
+static void choose_launches(ClState *s, cl_device_id dev, enum cl_launch want)
+{
+	cl_device_type type = 0;
+	cl_uint units = 0, align_bits = 0;
+
+	clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
+	clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof(units), &units, NULL);
+	clGetDeviceInfo(dev, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof(align_bits), &align_bits, NULL);
+	s->fused = want == CL_LAUNCH_AUTO ? (type & CL_DEVICE_TYPE_CPU) != 0
+					  : want == CL_LAUNCH_FORWARD;
+	s->groups = units > 0 ? units : 1;
+	s->align = align_bits / 8 / sizeof(float);
+	if (s->align < 16)
+		s->align = 16;
 }
 
 static int setup_device(ClState *s, const BackendOptions *opt, InferError *err)
@@ -419,8 +601,10 @@ static int setup_device(ClState *s, const BackendOptions *opt, InferError *err)
 	cl_int rc;
 
 	if (pick_platform(opt ? opt->cl_platform : -1, &plat, err) ||
-	    pick_device(plat, opt ? opt->cl_device : -1, &dev, err) ||
-	    check_model_fits(dev, s->c, s->max_out, err))
+	    pick_device(plat, opt ? opt->cl_device : -1, &dev, err))
+		return -1;
+	choose_launches(s, dev, opt ? opt->cl_launch : CL_LAUNCH_AUTO);
+	if (check_model_fits(dev, s->c, s->max_out, s->fused, err))
 		return -1;
 	s->ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &rc);
 	if (!s->ctx)
@@ -456,13 +640,15 @@ static int cl_create(const Model *m, const BackendOptions *opt, void **state,
 	s->tab_cap = CL_MAX_BATCH * ((c->seq_len + s->block_size - 1) / s->block_size);
 	s->meta_ints = META_OUT + s->max_out + s->tab_cap;
 	s->host_meta = calloc((size_t)s->meta_ints, sizeof(int));
-	s->cap_bufs = 8 * c->n_layers + 16;
+	s->cap_bufs = 16;
+	s->cap_subs = 8 * c->n_layers + 3;
 	s->max_events = 5 * c->n_layers + 2;
 	s->bufs = calloc(s->cap_bufs, sizeof(*s->bufs));
+	s->subs = calloc(s->cap_subs, sizeof(*s->subs));
 	s->layers = calloc(c->n_layers, sizeof(*s->layers));
 	s->events = calloc(s->max_events, sizeof(*s->events));
 	s->recs = calloc(s->max_events, sizeof(*s->recs));
-	if (!s->bufs || !s->layers || !s->events || !s->recs || !s->host_meta) {
+	if (!s->bufs || !s->subs || !s->layers || !s->events || !s->recs || !s->host_meta) {
 		cl_destroy(s);
 		return infer_fail(err, "out of memory for the opencl backend");
 	}
@@ -499,10 +685,6 @@ static int set_args(cl_kernel k, InferError *err, const struct arg_pair *a, int 
 	return 0;
 }
 
-static size_t round_up(size_t v, size_t m)
-{
-	return (v + m - 1) / m * m;
-}
 
 /* Work-group size for a matrix kernel of `items` work-items: the largest
  * power of two <= max_local that still gives min_groups groups, so PoCL's
@@ -641,6 +823,31 @@ static int run_logits(ClState *s, int n_out, InferError *err)
 	return launch(s, FN_LOGITS, KERNEL_LOGITS, LAYER_NONE, 1, &global, &local, err);
 }
 
+/* The whole forward, logits included, in one launch of `groups` one-item
+ * work-groups (10_forward.cl). */
+static int run_forward(ClState *s, int n, int n_out, InferError *err)
+{
+	const Config *c = s->c;
+	int pos_off = META_POS, slot_off = META_SLOT, tab_off = META_TAB, out_off = META_OUT;
+	int btab_off = META_OUT + s->max_out;
+	cl_ulong kv_stride = s->kv_stride;
+	size_t global = s->groups, local = 1;
+	size_t width = c->hidden_dim > c->dim ? c->hidden_dim : c->dim;
+	size_t xs = ((size_t)n * width + n) * sizeof(float);
+	size_t att = (size_t)c->seq_len * sizeof(float);
+
+	if (SET_ARGS(s->fn[FN_FORWARD], err, { ARG(s->weights) }, { ARG(s->woff_mem) },
+		     { ARG(s->kcache) }, { ARG(s->vcache) }, { ARG(kv_stride) }, { ARG(s->rope) },
+		     { ARG(s->meta) }, { ARG(s->x) }, { ARG(s->q) }, { ARG(s->att_out) },
+		     { ARG(s->hb) }, { ARG(s->logits) }, { ARG(s->sync) }, { ARG(n) }, { ARG(n_out) },
+		     { ARG(c->n_layers) }, { ARG(c->dim) }, { ARG(c->hidden_dim) },
+		     { ARG(c->n_heads) }, { ARG(c->n_kv_heads) }, { ARG(c->vocab_size) },
+		     { ARG(s->block_size) }, { ARG(pos_off) }, { ARG(slot_off) }, { ARG(tab_off) },
+		     { ARG(btab_off) }, { ARG(out_off) }, { LOCAL_ARG(xs) }, { LOCAL_ARG(att) }))
+		return -1;
+	return launch(s, FN_FORWARD, KERNEL_FORWARD, LAYER_NONE, 1, &global, &local, err);
+}
+
 /* A phase fused into the kernel that follows it: an empty span where the
  * CPU backend runs it, so that both backends give the same span tree. */
 static void fused_phase(enum span_kind kind, int layer)
@@ -649,36 +856,38 @@ static void fused_phase(enum span_kind kind, int layer)
 	trace_span_end(kind, layer);
 }
 
-/* One layer; every span begun is ended even when an enqueue fails. */
+/* One layer; every span begun is ended even when an enqueue fails. With
+ * the forward kernel fused, the layer's spans alone: the work was
+ * enqueued in embed's. */
 static int run_layer(ClState *s, int l, int n, InferError *err)
 {
 	ClLayer *L = &s->layers[l];
-	int rc;
+	int go = !s->fused, rc;
 
 	trace_span_begin(SPAN_QKV, l);
 	fused_phase(SPAN_ATTN_NORM, l);
-	rc = run_qkv(s, l, n, err);
+	rc = go ? run_qkv(s, l, n, err) : 0;
 	fused_phase(SPAN_ROPE, l);
 	trace_span_end(SPAN_QKV, l);
 	if (rc)
 		return rc;
 
 	trace_span_begin(SPAN_ATTENTION, l);
-	rc = run_attention(s, l, n, err);
+	rc = go ? run_attention(s, l, n, err) : 0;
 	trace_span_end(SPAN_ATTENTION, l);
 	if (rc)
 		return rc;
 
 	trace_span_begin(SPAN_ATTN_OUT, l);
-	rc = run_matmul_add(s, s->att_out, L->wo, s->c->dim, KERNEL_ATTN_OUT, l, n, err);
+	rc = go ? run_matmul_add(s, s->att_out, L->wo, s->c->dim, KERNEL_ATTN_OUT, l, n, err) : 0;
 	trace_span_end(SPAN_ATTN_OUT, l);
 	if (rc)
 		return rc;
 
 	trace_span_begin(SPAN_FFN, l);
 	fused_phase(SPAN_FFN_NORM, l);
-	rc = run_ffn_up(s, l, n, err);
-	if (!rc)
+	rc = go ? run_ffn_up(s, l, n, err) : 0;
+	if (!rc && go)
 		rc = run_matmul_add(s, s->hb, L->w2, s->c->hidden_dim, KERNEL_FFN_DOWN, l, n, err);
 	trace_span_end(SPAN_FFN, l);
 	return rc;
@@ -741,8 +950,9 @@ static int fill_meta(ClState *s, const BatchSeq *seqs, int nseqs, int *n_out)
 	return n;
 }
 
-/* Everything up to the logits kernel, enqueued without waiting. */
-static int enqueue_forward(ClState *s, int n, InferError *err)
+/* Everything up to the logits kernel, enqueued without waiting (fused:
+ * the whole forward, in embed's span). */
+static int enqueue_forward(ClState *s, int n, int n_out, InferError *err)
 {
 	int rc;
 	cl_int crc = clEnqueueWriteBuffer(s->queue, s->meta, CL_FALSE, 0,
@@ -752,7 +962,7 @@ static int enqueue_forward(ClState *s, int n, InferError *err)
 	if (crc != CL_SUCCESS)
 		return cl_fail(err, "clEnqueueWriteBuffer", crc);
 	trace_span_begin(SPAN_EMBED, LAYER_NONE);
-	rc = run_embed(s, n, err);
+	rc = s->fused ? run_forward(s, n, n_out, err) : run_embed(s, n, err);
 	trace_span_end(SPAN_EMBED, LAYER_NONE);
 	for (int l = 0; !rc && l < s->c->n_layers; l++) {
 		trace_span_begin(SPAN_LAYER, l);
@@ -769,7 +979,7 @@ static int finish_forward(ClState *s, int n_out, float *logits, InferError *err)
 
 	trace_span_begin(SPAN_LOGITS, LAYER_NONE);
 	fused_phase(SPAN_FINAL_NORM, LAYER_NONE);
-	if (n_out > 0)
+	if (n_out > 0 && !s->fused)
 		rc = run_logits(s, n_out, err);
 	if (!rc) {
 		cl_int crc = n_out > 0
@@ -796,7 +1006,7 @@ static int cl_forward_batch(void *state, const BatchSeq *seqs, int nseqs,
 	s->profiling = trace_kernels_wanted();
 	s->nevents = 0;
 	n = fill_meta(s, seqs, nseqs, &n_out);
-	rc = enqueue_forward(s, n, err);
+	rc = enqueue_forward(s, n, n_out, err);
 	if (!rc)
 		rc = finish_forward(s, n_out, logits, err);
 	if (rc)

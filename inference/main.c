@@ -44,6 +44,8 @@ static void usage(FILE *f)
 		"  -i PROMPT       prompt text\n"
 		"  -b BACKEND      cpu or opencl (default opencl)\n"
 		"  --cl-platform N, --cl-device N   OpenCL platform/device index\n"
+		"  --cl-launch forward|phases  one kernel per forward pass (the default on CPU\n"
+		"                  devices), or one per phase (elsewhere; device times per phase)\n"
 		"  --threads N     cpu backend threads (default: OpenMP's; see OMP_WAIT_POLICY)\n"
 		"  --ids           print generated token ids, not text\n"
 		"  --serve         one prompt per stdin line, one completion per stdout line\n"
@@ -162,6 +164,17 @@ static int parse_serving(Args *a, const char *opt, const char *val)
 }
 
 /* Options that take a value; returns -1 on a bad one, 0 when not ours. */
+static int parse_cl_launch(const char *opt, const char *val, enum cl_launch *out)
+{
+	if (!strcmp(val, "forward"))
+		*out = CL_LAUNCH_FORWARD;
+	else if (!strcmp(val, "phases"))
+		*out = CL_LAUNCH_PHASES;
+	else
+		return bad_arg(opt, val, "expected forward or phases");
+	return 1;
+}
+
 static int parse_valued(Args *a, const char *opt, const char *val)
 {
 	if (!strcmp(opt, "-z"))
@@ -182,6 +195,8 @@ static int parse_valued(Args *a, const char *opt, const char *val)
 		return parse_int(opt, val, 0, 1024, &a->eng.backend_opt.cl_platform) < 0 ? -1 : 1;
 	else if (!strcmp(opt, "--cl-device"))
 		return parse_int(opt, val, 0, 1024, &a->eng.backend_opt.cl_device) < 0 ? -1 : 1;
+	else if (!strcmp(opt, "--cl-launch"))
+		return parse_cl_launch(opt, val, &a->eng.backend_opt.cl_launch);
 	else if (!strcmp(opt, "--threads"))
 		return parse_int(opt, val, 1, 1024, &a->eng.backend_opt.threads) < 0 ? -1 : 1;
 	else if (!strcmp(opt, "--stats"))

@@ -132,6 +132,7 @@ enum cl_kernel_id {
 	KERNEL_ATTN_OUT,  /* wo projection + residual add */
 	KERNEL_FFN_DOWN,  /* w2 projection + residual add */
 	KERNEL_LOGITS,    /* final rmsnorm + classifier */
+	KERNEL_FORWARD,   /* the whole forward in one launch (CPU devices) */
 	KERNEL_COUNT
 };
 
@@ -184,6 +185,7 @@ static const char *const pool_names[POOL_COUNT] = {
 static const char *const cl_kernel_names[KERNEL_COUNT] = {
 	"embed", "rmsnorm", "matvec", "matmul", "rope", "attention",
 	"swiglu", "residual", "qkv", "ffn_up", "attn_out", "ffn_down", "logits",
+	"forward",
 };
 
 #ifdef INFER_PROBE_NAMES_ONLY

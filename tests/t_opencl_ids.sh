@@ -16,32 +16,40 @@ n=$(wc -w <"$TMP/cpu.ids")
 [ "$n" -ge 32 ] || fail "cpu produced only $n ids"
 assert_eq "opencl ids == cpu ids ($n tokens)" "$(cat "$TMP/cpu.ids")" "$(cat "$TMP/opencl.ids")"
 
-# same with stats on: kernel profiling events must not change the numbers
-"$INFER" "$m" --ids -t 0 -n 64 -b opencl --stats "$TMP/s.json" >"$TMP/prof.ids" 2>"$TMP/prof.err" \
-	|| fail "opencl --stats run failed: $(tail -n 1 "$TMP/prof.err")"
-assert_eq "opencl ids with profiling" "$(cat "$TMP/cpu.ids")" "$(cat "$TMP/prof.ids")"
+# same with stats on, in both launch modes: kernel profiling events, and
+# one kernel per forward or one per phase, must not change the numbers
+for launch in forward phases; do
+	s=$TMP/$launch.json
+	"$INFER" "$m" --ids -t 0 -n 64 -b opencl --cl-launch $launch --stats "$s" >"$TMP/prof.ids" \
+		2>"$TMP/prof.err" || fail "opencl --stats run failed: $(tail -n 1 "$TMP/prof.err")"
+	assert_eq "$launch: opencl ids with profiling" "$(cat "$TMP/cpu.ids")" "$(cat "$TMP/prof.ids")"
 
-# the profiled run's stats: every forward fired each phase span once per
-# layer and timed exactly 5 kernels per layer plus embed and logits
-s=$TMP/s.json
-fw=$(jq .forward_passes "$s")
-[ "$fw" -ge 32 ] || fail "only $fw forward passes in the stats"
-layers=$(jq .model.n_layers "$s")
-[ "$layers" = 5 ] || fail "stats say $layers layers, stories260K has 5"
-for k in attn_norm qkv rope attention attn_out ffn_norm ffn; do
-	assert_eq "$k spans" $((fw * layers)) "$(jq ".spans.$k.count" "$s")"
+	# every forward fired each phase span once per layer, and timed one
+	# kernel (forward) or 5 per layer plus embed and logits (phases)
+	fw=$(jq .forward_passes "$s")
+	[ "$fw" -ge 32 ] || fail "only $fw forward passes in the stats"
+	layers=$(jq .model.n_layers "$s")
+	[ "$layers" = 5 ] || fail "stats say $layers layers, stories260K has 5"
+	for k in attn_norm qkv rope attention attn_out ffn_norm ffn; do
+		assert_eq "$launch: $k spans" $((fw * layers)) "$(jq ".spans.$k.count" "$s")"
+	done
+	for k in embed final_norm logits; do
+		assert_eq "$launch: $k spans" "$fw" "$(jq ".spans.$k.count" "$s")"
+	done
+	per_forward=1
+	[ $launch = phases ] && per_forward=$((5 * layers + 2))
+	assert_eq "$launch: opencl kernels timed" $((fw * per_forward)) "$(jq .opencl.kernels "$s")"
+	assert_eq "$launch: cl_batch hits (one per forward)" "$fw" "$(jq .probes.cl_batch "$s")"
+	assert_eq "$launch: device buffers freed" "$(jq .pools.device.allocs "$s")" \
+		"$(jq .pools.device.frees "$s")"
+	# the device KV cache counts in kv_cache, as on the CPU backend:
+	# layers x seq_len x kv_dim(32) x (k, v) x 4 bytes
+	assert_eq "$launch: kv_cache pool on the device" $((5 * 512 * 32 * 2 * 4)) \
+		"$(jq .pools.kv_cache.peak_bytes "$s")"
+	# kernels run one after another inside the forward calls (in-order
+	# queue), so their device time is positive and no more than the
+	# forwards' wall time
+	dev=$(jq .opencl.device_ns "$s")
+	[ "$dev" -gt 0 ] || fail "$launch: device_ns is $dev"
+	assert_le "$launch: kernel device ns vs forward span ns" "$dev" "$(jq .spans.forward.total_ns "$s")"
 done
-for k in embed final_norm logits; do
-	assert_eq "$k spans" "$fw" "$(jq ".spans.$k.count" "$s")"
-done
-assert_eq "opencl kernels timed" $((fw * (5 * layers + 2))) "$(jq .opencl.kernels "$s")"
-assert_eq "cl_batch hits (one per forward)" "$fw" "$(jq .probes.cl_batch "$s")"
-assert_eq "device buffers freed" "$(jq .pools.device.allocs "$s")" "$(jq .pools.device.frees "$s")"
-# the device KV cache counts in kv_cache, as on the CPU backend:
-# layers x seq_len x kv_dim(32) x (k, v) x 4 bytes
-assert_eq "kv_cache pool on the device" $((5 * 512 * 32 * 2 * 4)) "$(jq .pools.kv_cache.peak_bytes "$s")"
-# kernels run one after another inside the forward calls (in-order queue),
-# so their device time is positive and no more than the forwards' wall time
-dev=$(jq .opencl.device_ns "$s")
-[ "$dev" -gt 0 ] || fail "device_ns is $dev"
-assert_le "kernel device ns vs forward span ns" "$dev" "$(jq .spans.forward.total_ns "$s")"

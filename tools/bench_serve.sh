@@ -103,4 +103,4 @@ bench_backend() {
 }
 
 echo "model $MODEL, $REQS requests of $MAX_TOKENS greedy tokens, $REPEAT interleaved rounds"
-for b in opencl cpu; do bench_backend "$b"; done
+for b in ${BACKENDS:-opencl cpu}; do bench_backend "$b"; done

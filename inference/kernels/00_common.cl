@@ -28,15 +28,14 @@ static inline float hsum16(float16 v)
 	return hsum8(v.lo + v.hi);
 }
 
-/* Copies n token vectors of width k from x to xs: token t is row idx[t] of
- * x, or row t when idx is NULL. With g non-NULL each is rmsnorm'ed as
- * llama2.c does: g[j] * (x[j] / sqrt(mean(x^2) + 1e-5)). xs holds n*k
- * floats followed by n per-token scales. Called by every work-item of the
- * group (it has barriers). */
-static void stage_tokens(const __global float *x, const __global int *idx, int n, int k,
-			 const __global float *g, __local float *xs)
+/* Staging: n token vectors of width k copied from x to xs, token t being
+ * row idx[t] of x, or row t when idx is NULL. With g non-NULL each is
+ * rmsnorm'ed as llama2.c does: g[j] * (x[j] / sqrt(mean(x^2) + 1e-5)). xs
+ * holds n*k floats followed by n per-token scales. Work-item lid of lsz
+ * does every lsz-th token's scale, then every lsz-th column. */
+static void stage_scales(const __global float *x, const __global int *idx, int n, int k,
+			 const __global float *g, __local float *xs, int lid, int lsz)
 {
-	int lid = get_local_id(0), lsz = get_local_size(0);
 	__local float *scale = xs + n * k;
 
 	for (int t = lid; t < n; t += lsz) {
@@ -59,14 +58,40 @@ static void stage_tokens(const __global float *x, const __global int *idx, int n
 		}
 		scale[t] = s;
 	}
-	barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+static void stage_copy(const __global float *x, const __global int *idx, int n, int k,
+		       const __global float *g, __local float *xs, int lid, int lsz)
+{
+	const __local float *scale = xs + n * k;
+
 	for (int t = 0; t < n; t++) {
 		const __global float *xt = x + (size_t)(idx ? idx[t] : t) * k;
 		float s = scale[t];
 		for (int j = lid; j < k; j += lsz)
 			xs[t * k + j] = g ? g[j] * (s * xt[j]) : xt[j];
 	}
+}
+
+/* Staging by every work-item of the group (it has barriers). */
+static void stage_tokens(const __global float *x, const __global int *idx, int n, int k,
+			 const __global float *g, __local float *xs)
+{
+	int lid = get_local_id(0), lsz = get_local_size(0);
+
+	stage_scales(x, idx, n, k, g, xs, lid, lsz);
 	barrier(CLK_LOCAL_MEM_FENCE);
+	stage_copy(x, idx, n, k, g, xs, lid, lsz);
+	barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* Staging by a work-item alone in its group, where a barrier could sit
+ * in code the group takes or not as a whole. */
+static void stage_alone(const __global float *x, const __global int *idx, int n, int k,
+			const __global float *g, __local float *xs)
+{
+	stage_scales(x, idx, n, k, g, xs, 0, 1);
+	stage_copy(x, idx, n, k, g, xs, 0, 1);
 }
 
 /* Matrices come packed as on the CPU backend (matmul.h): a (rows, k)
@@ -92,10 +117,15 @@ static inline __attribute__((always_inline)) void
 panels_dot(const __global float *a, const __global float *b, int two,
 	   const __local float *x, int k, int NT, float16 *acc)
 {
+	/* Sums in variables of their own, copied out at the end: on a CPU
+	 * device acc could alias x, so sums kept in acc went back to memory
+	 * at every column. */
+	float16 ra[TOK_GROUP], rb[TOK_GROUP];
+
 #pragma unroll
-	for (int t = 0; t < NT; t++) {
-		acc[t] = 0;
-		acc[TOK_GROUP + t] = 0;
+	for (int t = 0; t < TOK_GROUP; t++) {
+		ra[t] = 0;
+		rb[t] = 0;
 	}
 	for (int j = 0; j < k; j++) {
 		float16 wa = vload16(j, a), wb = two ? vload16(j, b) : 0;
@@ -107,10 +137,15 @@ panels_dot(const __global float *a, const __global float *b, int two,
 		for (int t = 0; t < NT; t++) {
 			float16 xv = (float16)(x[t * k + j]);
 
-			acc[t] = fma(wa, xv, acc[t]);
+			ra[t] = fma(wa, xv, ra[t]);
 			if (two)
-				acc[TOK_GROUP + t] = fma(wb, xv, acc[TOK_GROUP + t]);
+				rb[t] = fma(wb, xv, rb[t]);
 		}
+	}
+#pragma unroll
+	for (int t = 0; t < NT; t++) {
+		acc[t] = ra[t];
+		acc[TOK_GROUP + t] = rb[t];
 	}
 }
 
@@ -127,7 +162,8 @@ panels_dot_any(const __global float *a, const __global float *b, int two,
 
 /* panels_dot on tokens t0.. of the staged block xs: 8 when at least 8
  * remain, else 4, else 1 (shapes the compiler unrolls). Returns how many. */
-static inline int panel_block(const __global float *a, const __global float *b, int two,
+static inline __attribute__((always_inline)) int
+panel_block(const __global float *a, const __global float *b, int two,
 			      const __local float *xs, int k, int n, int t0, float16 *acc)
 {
 	const __local float *x = xs + t0 * k;

@@ -42,25 +42,20 @@ static inline float2 rope_pair(float a, float b, int i, int head_size, int p,
 	return (float2)(a * cs.x - b * cs.y, a * cs.y + b * cs.x);
 }
 
-/* rmsnorm(x) then the fused q/k/v projection (wqkv rows: q, k, v), RoPE on
- * q and k, and k/v stored straight into this layer's cache, each token's
- * at its pool row. */
-__kernel void qkv_rope(const __global float *x, const __global float *g,
-		       const __global float *wqkv, __global float *q,
-		       __global float *kcache, __global float *vcache,
-		       const __global float2 *rope, const __global int *meta,
-		       int pos_off, int slot_off, int n, int dim,
-		       int kv_dim, int head_size, int bs, __local float *xs)
+/* Panel p of the fused q/k/v projection (wqkv rows: q, k, v) against the
+ * n staged tokens xs, RoPE on q and k, and k/v stored straight into this
+ * layer's cache, each token's at its pool row. */
+static void qkv_panel(int p, const __local float *xs, const __global float *wqkv,
+		      __global float *q, __global float *kcache, __global float *vcache,
+		      const __global float2 *rope, const __global int *meta, int pos_off,
+		      int slot_off, int n, int dim, int kv_dim, int head_size, int bs)
 {
-	int rows = dim + 2 * kv_dim, p = get_global_id(0), r0 = p * PANEL_ROWS;
+	int rows = dim + 2 * kv_dim, r0 = p * PANEL_ROWS;
 	float16 acc[2 * TOK_GROUP];
 	float res[PANEL_ROWS];
-
-	stage_tokens(x, 0, n, dim, g, xs);
-	if (r0 >= rows)
-		return;
 	const __global float *w = panel_ptr(wqkv, p, dim);
 	int kv_lane[PANEL_ROWS]; /* k/v rows: where in a cache block, but for the position */
+
 	for (int r = 0; r < panel_lanes(r0, rows); r++) {
 		int i = r0 + r - dim;
 		if (i >= kv_dim)
@@ -96,6 +91,22 @@ __kernel void qkv_rope(const __global float *x, const __global float *g,
 		}
 		t0 += nt;
 	}
+}
+
+/* rmsnorm(x) then qkv_panel, a panel a work-item. */
+__kernel void qkv_rope(const __global float *x, const __global float *g,
+		       const __global float *wqkv, __global float *q,
+		       __global float *kcache, __global float *vcache,
+		       const __global float2 *rope, const __global int *meta,
+		       int pos_off, int slot_off, int n, int dim,
+		       int kv_dim, int head_size, int bs, __local float *xs)
+{
+	int p = get_global_id(0);
+
+	stage_tokens(x, 0, n, dim, g, xs);
+	if (p * PANEL_ROWS < dim + 2 * kv_dim)
+		qkv_panel(p, xs, wqkv, q, kcache, vcache, rope, meta, pos_off, slot_off, n, dim,
+			  kv_dim, head_size, bs);
 }
 
 /* Dot product of two head vectors: 16 lanes at a time, then 4, then 1. */
@@ -159,17 +170,14 @@ static void weigh_values(const __global float *vcache, const __global int *tab, 
 	}
 }
 
-/* One work-item per (head, token): scores against its sequence's positions
- * 0..p (causal inside the batch), softmax, weighted sum of values. att is
- * local scratch of seq_len floats (local size 1, so it is private to the
- * item). */
-__kernel void attention(const __global float *q, const __global float *kcache,
-			const __global float *vcache, __global float *out,
-			const __global int *meta, int pos_off, int tab_off, int btab_off,
-			int bs, int dim, int kv_dim, int head_size, int kv_mul,
-			__local float *att)
+/* Head h of token t: scores against its sequence's positions 0..p
+ * (causal inside the batch), softmax, weighted sum of values. att is
+ * scratch of seq_len floats private to the caller. */
+static void attend(int h, int t, const __global float *q, const __global float *kcache,
+		   const __global float *vcache, __global float *out, const __global int *meta,
+		   int pos_off, int tab_off, int btab_off, int bs, int dim, int kv_dim,
+		   int head_size, int kv_mul, __local float *att)
 {
-	int h = get_global_id(0), t = get_global_id(1);
 	int p = meta[pos_off + t];
 	const __global int *tab = meta + btab_off + meta[tab_off + t];
 	const __global float *qh = q + t * dim + h * head_size;
@@ -196,21 +204,27 @@ __kernel void attention(const __global float *q, const __global float *kcache,
 		     out + t * dim + h * head_size);
 }
 
-/* x[t] += w @ in[t]: the attention output projection and the ffn down
- * projection, each with its residual add. w is (rows, k) packed; x is
- * (n, rows). One panel a work-item: two would leave 9 items for a 288-row
- * matrix, split 5:4 between PoCL's two threads. */
-__kernel void matmul_add(const __global float *in, const __global float *w,
-			 __global float *x, int n, int k, int rows,
-			 __local float *xs)
+/* One work-item per (head, token), local size 1 so att is the item's. */
+__kernel void attention(const __global float *q, const __global float *kcache,
+			const __global float *vcache, __global float *out,
+			const __global int *meta, int pos_off, int tab_off, int btab_off,
+			int bs, int dim, int kv_dim, int head_size, int kv_mul,
+			__local float *att)
 {
-	int p = get_global_id(0), r0 = p * PANEL_ROWS;
+	attend(get_global_id(0), get_global_id(1), q, kcache, vcache, out, meta, pos_off,
+	       tab_off, btab_off, bs, dim, kv_dim, head_size, kv_mul, att);
+}
+
+/* Panel p of x[t] += w @ in[t] for the n staged tokens xs: the attention
+ * output projection and the ffn down projection, each with its residual
+ * add. w is (rows, k) packed; x is (n, rows). */
+static void matmul_add_panel(int p, const __local float *xs, const __global float *w,
+			     __global float *x, int n, int k, int rows)
+{
+	int r0 = p * PANEL_ROWS;
 	float16 acc[2 * TOK_GROUP];
 	float res[PANEL_ROWS];
 
-	stage_tokens(in, 0, n, k, 0, xs);
-	if (r0 >= rows)
-		return;
 	for (int t0 = 0; t0 < n;) {
 		int nt = panel_block(panel_ptr(w, p, k), 0, 0, xs, k, n, t0, acc);
 		for (int t = 0; t < nt; t++) {
@@ -222,21 +236,29 @@ __kernel void matmul_add(const __global float *in, const __global float *w,
 	}
 }
 
-/* rmsnorm(x) then hb = silu(w1 x) * (w3 x). w13 holds w1 packed, then w3
- * packed; a work-item does a panel of each. */
-__kernel void ffn_up(const __global float *x, const __global float *g,
-		     const __global float *w13, __global float *hb,
-		     int n, int dim, int hidden, __local float *xs)
+/* One panel a work-item: two would leave 9 items for a 288-row matrix,
+ * split 5:4 between PoCL's two threads. */
+__kernel void matmul_add(const __global float *in, const __global float *w,
+			 __global float *x, int n, int k, int rows,
+			 __local float *xs)
 {
-	int p = get_global_id(0), h0 = p * PANEL_ROWS;
-	int panels = (hidden + PANEL_ROWS - 1) / PANEL_ROWS;
+	int p = get_global_id(0);
+
+	stage_tokens(in, 0, n, k, 0, xs);
+	if (p * PANEL_ROWS < rows)
+		matmul_add_panel(p, xs, w, x, n, k, rows);
+}
+
+/* Panel p of hb = silu(w1 x) * (w3 x) for the n staged (normed) tokens xs.
+ * w13 holds w1 packed, then w3 packed. */
+static void ffn_up_panel(int p, const __local float *xs, const __global float *w13,
+			 __global float *hb, int n, int dim, int hidden)
+{
+	int h0 = p * PANEL_ROWS, panels = (hidden + PANEL_ROWS - 1) / PANEL_ROWS;
 	float16 acc[2 * TOK_GROUP];
 	float res[PANEL_ROWS];
-
-	stage_tokens(x, 0, n, dim, g, xs);
-	if (h0 >= hidden)
-		return;
 	const __global float *w1 = panel_ptr(w13, p, dim), *w3 = panel_ptr(w13, panels + p, dim);
+
 	for (int t0 = 0; t0 < n;) {
 		int nt = panel_block(w1, w3, 1, xs, dim, n, t0, acc);
 		for (int t = 0; t < nt; t++) {
@@ -248,6 +270,18 @@ __kernel void ffn_up(const __global float *x, const __global float *g,
 		}
 		t0 += nt;
 	}
+}
+
+/* rmsnorm(x) then ffn_up_panel, a panel of w1 and of w3 a work-item. */
+__kernel void ffn_up(const __global float *x, const __global float *g,
+		     const __global float *w13, __global float *hb,
+		     int n, int dim, int hidden, __local float *xs)
+{
+	int p = get_global_id(0);
+
+	stage_tokens(x, 0, n, dim, g, xs);
+	if (p * PANEL_ROWS < hidden)
+		ffn_up_panel(p, xs, w13, hb, n, dim, hidden);
 }
 
 /* Stores lanes of acc (tokens t0.., nt of them, rows from r0) into out, a
@@ -264,21 +298,15 @@ static inline void store_rows(const float16 *acc, int nt, int t0, int r0, int ro
 	}
 }
 
-/* Final rmsnorm of the n_out tokens listed at meta[out_off..], then
- * logits row t = wcls @ x[token t]: wcls is packed, out is (n_out, vocab).
- * A work-item takes two panels, so a lone token still has two FMA chains
- * in flight. */
-__kernel void logits(const __global float *x, const __global float *g,
-		     const __global float *wcls, __global float *out,
-		     const __global int *meta, int out_off, int n_out, int dim, int vocab,
-		     __local float *xs)
+/* Panels p and p + 1 (when it exists) of logits row t = wcls @ xs[t] for
+ * the n_out staged (normed) tokens: wcls is packed, out is (n_out, vocab).
+ * Two panels, so a lone token still has two FMA chains in flight. */
+static void logits_panels(int p, const __local float *xs, const __global float *wcls,
+			  __global float *out, int n_out, int dim, int vocab)
 {
-	int p = 2 * get_global_id(0), r0 = p * PANEL_ROWS, two = r0 + PANEL_ROWS < vocab;
+	int r0 = p * PANEL_ROWS, two = r0 + PANEL_ROWS < vocab;
 	float16 acc[2 * TOK_GROUP];
 
-	stage_tokens(x, meta + out_off, n_out, dim, g, xs);
-	if (r0 >= vocab)
-		return;
 	for (int t0 = 0; t0 < n_out;) {
 		int nt = panel_block(panel_ptr(wcls, p, dim), panel_ptr(wcls, p + 1, dim), two, xs,
 				     dim, n_out, t0, acc);
@@ -287,4 +315,214 @@ __kernel void logits(const __global float *x, const __global float *g,
 			store_rows(acc + TOK_GROUP, nt, t0, r0 + PANEL_ROWS, vocab, out);
 		t0 += nt;
 	}
+}
+
+/* Final rmsnorm of the n_out tokens listed at meta[out_off..], then
+ * logits_panels, two panels a work-item. */
+__kernel void logits(const __global float *x, const __global float *g,
+		     const __global float *wcls, __global float *out,
+		     const __global int *meta, int out_off, int n_out, int dim, int vocab,
+		     __local float *xs)
+{
+	int p = 2 * get_global_id(0);
+
+	stage_tokens(x, meta + out_off, n_out, dim, g, xs);
+	if (p * PANEL_ROWS < vocab)
+		logits_panels(p, xs, wcls, out, n_out, dim, vocab);
+}
+
+/* ---- the whole forward pass in one launch, for CPU devices ----
+ *
+ * On a CPU device every launch wakes the runtime's worker threads and ends
+ * with a wait for the slowest, ~15 us a kernel against phases of 10-40 us.
+ * So there `forward` runs the whole pass in one launch: as many work-groups
+ * of one item as the device has compute units, each claiming the phases'
+ * tasks (panels, heads, tokens) from shared counters and waiting at each
+ * phase's end until all of its tasks are done. A group waits only for tasks
+ * that a running group has claimed, so it never waits on a group that has
+ * not started: the kernel finishes even if the groups run one by one.
+ *
+ * Phases: embed, then 5 a layer (PH_QKV.. PH_FFN_DOWN), then logits. sync
+ * holds a claim and a done counter per phase, each on its own cache line,
+ * and an exit counter (cl_layout.h); the last group out zeroes them for the
+ * next launch. */
+#define TASK_PANELS 2  /* panels a task in the layers' matrices */
+#define LOGIT_TASK_PANELS 8 /* fewer claims over the classifier's 2000 panels */
+/* a layer's LAYER_PHASES (cl_layout.h) */
+enum { PH_QKV, PH_ATTENTION, PH_ATTN_OUT, PH_FFN_UP, PH_FFN_DOWN };
+
+static int claim_task(volatile __global int *sync, int ph)
+{
+	return atomic_inc(&sync[2 * ph * SYNC_STRIDE]);
+}
+
+static void task_done(volatile __global int *sync, int ph)
+{
+	atomic_inc(&sync[(2 * ph + 1) * SYNC_STRIDE]);
+}
+
+/* Spins until phase ph's tasks are all done; the atomic at the end orders
+ * this group's later reads after the other groups' writes. */
+static void phase_wait(volatile __global int *sync, int ph, int tasks)
+{
+	volatile __global int *done = &sync[(2 * ph + 1) * SYNC_STRIDE];
+
+	while (*done < tasks)
+		;
+	atomic_add(done, 0);
+}
+
+static void sync_exit(volatile __global int *sync, int phases)
+{
+	if (atomic_inc(&sync[2 * phases * SYNC_STRIDE]) == (int)get_num_groups(0) - 1)
+		for (int i = 0; i <= 2 * phases; i++)
+			sync[i * SYNC_STRIDE] = 0;
+}
+
+/* What every phase of the forward kernel needs. */
+typedef struct {
+	const __global float *w;     /* all weights; woff says where each is */
+	const __global ulong *woff;
+	__global float *kcache, *vcache; /* layer l at l * kv_stride */
+	const __global float2 *rope;
+	const __global int *meta;
+	__global float *x, *q, *att_out, *hb, *logits;
+	volatile __global int *sync;
+	__local float *xs, *att;
+	int n, n_out, dim, hidden, n_heads, kv_heads, vocab, bs;
+	ulong kv_stride;
+	int pos_off, slot_off, tab_off, btab_off, out_off;
+} Fwd;
+
+static const __global float *layer_weight(const Fwd *f, int l, int which)
+{
+	return f->w + f->woff[W_GLOBAL + l * W_PER_LAYER + which];
+}
+
+static int ceil_div(int a, int b)
+{
+	return (a + b - 1) / b;
+}
+
+/* Tasks of phase kind k (PH_*, or -1 embed, -2 logits). */
+static int phase_tasks(const Fwd *f, int k)
+{
+	int kv_dim = f->kv_heads * (f->dim / f->n_heads);
+
+	switch (k) {
+	case -1: return f->n;
+	case -2: return ceil_div(ceil_div(f->vocab, PANEL_ROWS), LOGIT_TASK_PANELS);
+	case PH_QKV: return ceil_div(ceil_div(f->dim + 2 * kv_dim, PANEL_ROWS), TASK_PANELS);
+	case PH_ATTENTION: return f->n_heads * f->n;
+	case PH_FFN_UP: return ceil_div(ceil_div(f->hidden, PANEL_ROWS), TASK_PANELS);
+	default: return ceil_div(ceil_div(f->dim, PANEL_ROWS), TASK_PANELS);
+	}
+}
+
+/* The staged input of phase kind k, before this group's first task. */
+static void phase_stage(const Fwd *f, int l, int k)
+{
+	switch (k) {
+	case -2: stage_alone(f->x, f->meta + f->out_off, f->n_out, f->dim,
+			     f->w + f->woff[W_RMS_FINAL], f->xs); break;
+	case PH_QKV: stage_alone(f->x, 0, f->n, f->dim, layer_weight(f, l, W_RMS_ATT), f->xs); break;
+	case PH_ATTN_OUT: stage_alone(f->att_out, 0, f->n, f->dim, 0, f->xs); break;
+	case PH_FFN_UP: stage_alone(f->x, 0, f->n, f->dim, layer_weight(f, l, W_RMS_FFN), f->xs); break;
+	case PH_FFN_DOWN: stage_alone(f->hb, 0, f->n, f->hidden, 0, f->xs); break;
+	}
+}
+
+static void embed_row(const Fwd *f, int t)
+{
+	int r = f->meta[t];
+	const __global float *row = panel_ptr(f->w + f->woff[W_EMB], r / PANEL_ROWS, f->dim) +
+				    r % PANEL_ROWS;
+
+	for (int j = 0; j < f->dim; j++)
+		f->x[t * f->dim + j] = row[j * PANEL_ROWS];
+}
+
+/* Task i of phase kind k in layer l. */
+static void phase_task(const Fwd *f, int l, int k, int i)
+{
+	int hs = f->dim / f->n_heads, kv_dim = f->kv_heads * hs;
+	__global float *kc = f->kcache + l * f->kv_stride, *vc = f->vcache + l * f->kv_stride;
+	int p0 = i * TASK_PANELS, p1;
+
+	switch (k) {
+	case -1:
+		embed_row(f, i);
+		return;
+	case -2:
+		p0 = i * LOGIT_TASK_PANELS;
+		p1 = min(p0 + LOGIT_TASK_PANELS, ceil_div(f->vocab, PANEL_ROWS));
+		for (int p = p0; p < p1; p += 2)
+			logits_panels(p, f->xs, f->w + f->woff[W_CLS], f->logits, f->n_out, f->dim,
+				      f->vocab);
+		return;
+	case PH_QKV:
+		p1 = min(p0 + TASK_PANELS, ceil_div(f->dim + 2 * kv_dim, PANEL_ROWS));
+		for (int p = p0; p < p1; p++)
+			qkv_panel(p, f->xs, layer_weight(f, l, W_QKV), f->q, kc, vc, f->rope, f->meta,
+				  f->pos_off, f->slot_off, f->n, f->dim, kv_dim, hs, f->bs);
+		return;
+	case PH_ATTENTION:
+		attend(i % f->n_heads, i / f->n_heads, f->q, kc, vc, f->att_out, f->meta,
+		       f->pos_off, f->tab_off, f->btab_off, f->bs, f->dim, kv_dim, hs,
+		       f->n_heads / f->kv_heads, f->att);
+		return;
+	case PH_FFN_UP:
+		p1 = min(p0 + TASK_PANELS, ceil_div(f->hidden, PANEL_ROWS));
+		for (int p = p0; p < p1; p++)
+			ffn_up_panel(p, f->xs, layer_weight(f, l, W_W13), f->hb, f->n, f->dim,
+				     f->hidden);
+		return;
+	default: /* the two projections back to dim, with the residual add */
+		p1 = min(p0 + TASK_PANELS, ceil_div(f->dim, PANEL_ROWS));
+		for (int p = p0; p < p1; p++)
+			if (k == PH_ATTN_OUT)
+				matmul_add_panel(p, f->xs, layer_weight(f, l, W_WO), f->x, f->n, f->dim,
+						 f->dim);
+			else
+				matmul_add_panel(p, f->xs, layer_weight(f, l, W_W2), f->x, f->n,
+						 f->hidden, f->dim);
+	}
+}
+
+/* Phase number ph (of kind k, in layer l): claim its tasks until none are
+ * left, then wait for the ones other groups hold. */
+static void run_phase(const Fwd *f, int ph, int l, int k)
+{
+	int tasks = phase_tasks(f, k), i = claim_task(f->sync, ph);
+
+	if (i < tasks)
+		phase_stage(f, l, k);
+	for (; i < tasks; i = claim_task(f->sync, ph)) {
+		phase_task(f, l, k, i);
+		task_done(f->sync, ph);
+	}
+	phase_wait(f->sync, ph, tasks);
+}
+
+__kernel void forward(const __global float *w, const __global ulong *woff,
+		      __global float *kcache, __global float *vcache, ulong kv_stride,
+		      const __global float2 *rope, const __global int *meta,
+		      __global float *x, __global float *q, __global float *att_out,
+		      __global float *hb, __global float *logits, volatile __global int *sync,
+		      int n, int n_out, int n_layers, int dim, int hidden, int n_heads,
+		      int kv_heads, int vocab, int bs, int pos_off, int slot_off, int tab_off,
+		      int btab_off, int out_off, __local float *xs, __local float *att)
+{
+	Fwd f = { w, woff, kcache, vcache, rope, meta, x, q, att_out, hb, logits, sync, xs, att,
+		  n, n_out, dim, hidden, n_heads, kv_heads, vocab, bs, kv_stride,
+		  pos_off, slot_off, tab_off, btab_off, out_off };
+	int ph = 0;
+
+	run_phase(&f, ph++, -1, -1);
+	for (int l = 0; l < n_layers; l++)
+		for (int k = 0; k < LAYER_PHASES; k++)
+			run_phase(&f, ph++, l, k);
+	if (n_out > 0)
+		run_phase(&f, ph, -1, -2);
+	sync_exit(sync, ph + 1);
 }

@@ -30,10 +30,13 @@ typedef struct {
 	int vocab;
 } Rig;
 
+/* opencl: one kernel per forward, or one per phase */
+static enum cl_launch launch_mode;
+
 static int rig_open(Rig *r, const BackendOps *ops, const Model *m)
 {
 	BackendOptions o = { .cl_platform = -1, .cl_device = -1, .kv_blocks = 16,
-			     .kv_block_size = BS, .max_seqs = 3 };
+			     .kv_block_size = BS, .max_seqs = 3, .cl_launch = launch_mode };
 	InferError err;
 
 	r->ops = ops;
@@ -99,17 +102,20 @@ static void a_batched(Rig *r, const float *pre, const float *dec)
 	      "%s: A's decode logits changed in a batch of three", r->ops->name);
 }
 
-static void test_backend(const BackendOps *ops, const Model *m)
+/* Checks ops for batch invariance; with ref non-NULL, A's decode logits
+ * must also equal ref bit for bit. Returns A's decode logits (or NULL). */
+static float *test_backend(const BackendOps *ops, const Model *m, const char *label,
+			   const float *ref)
 {
 	Rig r;
 	float *pre = calloc((size_t)m->config.vocab_size, sizeof(float));
 	float *dec = calloc((size_t)m->config.vocab_size, sizeof(float));
 
 	if (!pre || !dec || rig_open(&r, ops, m) < 0) {
-		CHECK(ops == &backend_opencl, "%s backend would not open", ops->name);
+		CHECK(ops == &backend_opencl, "%s backend would not open", label);
 		free(pre);
 		free(dec);
-		return;
+		return NULL;
 	}
 	if (a_alone(&r, pre, dec) == 0) {
 		rig_close(&r);
@@ -117,9 +123,12 @@ static void test_backend(const BackendOps *ops, const Model *m)
 			a_batched(&r, pre, dec);
 	}
 	rig_close(&r);
-	printf("%s: batch invariance checked\n", ops->name);
+	printf("%s: batch invariance checked\n", label);
+	if (ref)
+		CHECK(memcmp(ref, dec, (size_t)m->config.vocab_size * sizeof(float)) == 0,
+		      "%s: decode logits differ from the other launch mode's", label);
 	free(pre);
-	free(dec);
+	return dec;
 }
 
 int main(void)
@@ -139,8 +148,12 @@ int main(void)
 			return 77;
 		}
 	}
-	test_backend(&backend_cpu, &m);
-	test_backend(&backend_opencl, &m);
+	free(test_backend(&backend_cpu, &m, "cpu", NULL));
+	launch_mode = CL_LAUNCH_FORWARD;
+	float *fwd = test_backend(&backend_opencl, &m, "opencl (one kernel a forward)", NULL);
+	launch_mode = CL_LAUNCH_PHASES;
+	free(test_backend(&backend_opencl, &m, "opencl (a kernel a phase)", fwd));
+	free(fwd);
 	model_free(&m);
 	return check_report();
 }

@@ -323,9 +323,10 @@ def plot_memory(plt, run, out):
 
 
 def kernel_window(kernels):
-    """About three forwards from the middle of the run: from one embed to the
-    third after it (the whole run if there are no embeds)."""
-    embeds = sorted(k[0] for k in kernels if k[2] == "embed")
+    """About three forwards from the middle of the run: from the kernel that
+    starts one (embed, or forward when one kernel runs the whole pass) to the
+    third after it (the whole run if there are none)."""
+    embeds = sorted(k[0] for k in kernels if k[2] in ("embed", "forward"))
     if len(embeds) >= 4:
         i = len(embeds) // 2 - 2 if len(embeds) > 4 else 0
         return embeds[i], embeds[i + 3]
@@ -342,7 +343,7 @@ def plot_kernels(plt, run, out):
             first.setdefault(k[2], k[0])
     names = sorted({k[2] for k in run.kernels}, key=lambda n: first.get(n, float("inf")))
     t0 = min(k[0] for k in run.kernels)
-    fig, axes = plt.subplots(2, 1, figsize=(11, 1.2 + 0.5 * len(names) * 2), gridspec_kw={"height_ratios": [1, 1]})
+    fig, axes = plt.subplots(2, 1, figsize=(11, max(4, 1.2 + len(names))), gridspec_kw={"height_ratios": [1, 1]})
     cmap = plt.get_cmap("tab10")
     for ax, (a, b), scale, unit in ((axes[0], (t0, max(k[1] for k in run.kernels)), 1e9, "s"),
                                     (axes[1], (lo, hi), 1e6, "ms")):
