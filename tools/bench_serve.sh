@@ -2,7 +2,7 @@
 # bench_serve.sh - the HTTP engine under load, with the real OpenAI client.
 #
 #   tools/bench_serve.sh [MODEL]    (default: $BUILD/models/demo15M.bin)
-#   REPEAT=5 REQS=8 MAX_TOKENS=96 BUILD=build tools/bench_serve.sh
+#   REPEAT=5 REQS=8 MAX_TOKENS=96 BUILD=build BACKENDS="opencl cpu" tools/bench_serve.sh
 #
 # Per backend, in interleaved rounds on one engine: REQS greedy requests
 # one at a time, then the same REQS all at once, first non-streaming, then

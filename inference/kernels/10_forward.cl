@@ -432,6 +432,7 @@ static void phase_stage(const Fwd *f, int l, int k)
 	}
 }
 
+/* x[t] = embedding row of token t; the ids lead meta (checked on the host). */
 static void embed_row(const Fwd *f, int t)
 {
 	int r = f->meta[t];
