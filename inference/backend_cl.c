@@ -93,8 +93,9 @@ typedef struct {
 	cl_mem weights, woff_mem, kcache, vcache;
 	cl_ulong *woff;
 	size_t weight_floats, kv_stride;
-	ClLayer *layers;
-	cl_mem emb, rms_final, wcls, rope;
+	ClLayer *layers; /* phases mode only */
+	cl_mem emb, rms_final, wcls; /* phases mode only */
+	cl_mem rope;
 	cl_mem meta, x, q, att_out, hb, logits;
 	/* fused: the whole forward a launch (the forward kernel), on `groups`
 	 * work-groups; else a launch a phase */
@@ -397,7 +398,8 @@ static int upload_layer(ClState *s, const Weights *w, int l, InferError *err)
 }
 
 /* The phase kernels take each weight, and each layer's KV cache, as a
- * buffer of its own: sub-buffers of the shared ones. */
+ * buffer of its own: sub-buffers of the shared ones (not made when the
+ * forward kernel, which takes the shared ones, does all the work). */
 static int split_buffers(ClState *s, InferError *err)
 {
 	const Config *c = s->c;
@@ -499,7 +501,7 @@ static int upload_model(ClState *s, const Model *m, InferError *err)
 	if (upload_weights(s, m, err) || upload_rope(s, err) ||
 	    dev_buffer_in(s, POOL_KV_CACHE, c->n_layers * s->kv_stride * f, NULL, &s->kcache, err) ||
 	    dev_buffer_in(s, POOL_KV_CACHE, c->n_layers * s->kv_stride * f, NULL, &s->vcache, err) ||
-	    split_buffers(s, err))
+	    (!s->fused && split_buffers(s, err)))
 		return -1;
 	return dev_buffer(s, (size_t)s->meta_ints * sizeof(int), NULL, &s->meta, err) ||
 	       dev_buffer(s, CL_MAX_BATCH * dim * f, NULL, &s->x, err) ||
