@@ -71,6 +71,18 @@ struct thread_counters {
 	struct frame_counters f[SPAN_STACK_DEPTH];
 };
 
+/* A thread's device time so far, per span of its current forward: the
+ * open op's sum, the open layer's and the forward's, flushed into `agg`
+ * (AGG_KIND_DEVICE_BASE) as each closes. Kept per thread because a forward's
+ * records may arrive in several cl_batch hits. */
+struct device_sums {
+	__u32 op_kind;     /* SPAN_KIND_COUNT: none open */
+	__s32 op_layer;
+	__s32 layer;       /* LAYER_NONE: none open */
+	__u32 seen;        /* records of this forward so far */
+	__u64 op_ns, layer_ns, total_ns;
+};
+
 struct thread_state {
 	__u64 req;
 	__u64 token_start_ns;
@@ -79,6 +91,7 @@ struct thread_state {
 	__u32 depth;
 	__u32 overflow;   /* begins past the stack, awaiting their ends */
 	struct frame stack[SPAN_STACK_DEPTH];
+	struct device_sums dev;
 };
 
 struct {
@@ -432,6 +445,7 @@ static __always_inline void emit_span(struct thread_state *st, __u32 pid, __u32 
 	e->pos = st->pos;
 	e->ncounters = 0;
 	__builtin_memset(e->counters, 0, sizeof(e->counters));
+	e->device_ns = DEVICE_NS_NONE; /* userspace joins the kernels */
 	if (perf_ncounters)
 		counters_end(i, e);
 	submit(e);
@@ -497,6 +511,13 @@ static __always_inline int span_end_args(struct pt_regs *ctx, __u32 flags)
 
 	if (bpf_usdt_arg(ctx, 0, &kind) || bpf_usdt_arg(ctx, 1, &layer))
 		return 0;
+	if (flags & SPAN_F_STRUCTURAL) {
+		long launch = 0;
+
+		/* an older engine's span_end has no third argument: not told */
+		if (!bpf_usdt_arg(ctx, 2, &launch))
+			flags |= ((__u32)launch << SPAN_F_LAUNCH_SHIFT) & SPAN_F_LAUNCH_MASK;
+	}
 	return span_end(now, (__u32)kind, (__s32)layer, flags);
 }
 
@@ -733,7 +754,67 @@ struct batch_ctx {
 	__u32 pos;
 	__u32 pid;
 	__u64 ts;
+	struct device_sums dev; /* the thread's, copied in and back out */
 };
+
+/* A global function, verified once on its own: inlined at each flush site
+ * of the batch loop, agg_add's branches outgrow the verifier's budget. */
+__noinline int device_agg_add(__u32 pid, __u32 kind, __s32 layer, __u64 dur)
+{
+	agg_add(pid, AGG_KIND_DEVICE_BASE + kind, layer, dur, 0);
+	return 0;
+}
+
+static __always_inline void device_flush_op(struct batch_ctx *bc)
+{
+	struct device_sums *d = &bc->dev;
+
+	if (d->op_kind < SPAN_KIND_COUNT && d->op_kind != SPAN_FORWARD)
+		device_agg_add(bc->pid, d->op_kind, d->op_layer, d->op_ns);
+	d->op_kind = SPAN_KIND_COUNT;
+	d->op_ns = 0;
+}
+
+static __always_inline void device_flush_layer(struct batch_ctx *bc)
+{
+	struct device_sums *d = &bc->dev;
+
+	if (d->layer != LAYER_NONE)
+		device_agg_add(bc->pid, SPAN_LAYER, d->layer, d->layer_ns);
+	d->layer = LAYER_NONE;
+	d->layer_ns = 0;
+}
+
+/* Records arrive in enqueue order, so a span's kernels are consecutive:
+ * a change of (span, layer) closes the previous span's sum. The forward's
+ * sum closes with its last record (forward_kernels). */
+static __always_inline void device_add(struct batch_ctx *bc, const struct cl_kernel_record *r,
+				       __u64 dur)
+{
+	struct device_sums *d = &bc->dev;
+	__u32 kind = cl_kernel_span_kind(r->kernel_id);
+
+	if (kind != d->op_kind || r->layer != d->op_layer) {
+		device_flush_op(bc);
+		d->op_kind = kind;
+		d->op_layer = r->layer;
+	}
+	d->op_ns += dur;
+	if (r->layer != d->layer) {
+		device_flush_layer(bc);
+		d->layer = r->layer;
+	}
+	d->layer_ns += dur;
+	d->total_ns += dur;
+	d->seen++;
+	if (r->forward_kernels && d->seen >= r->forward_kernels) {
+		device_flush_op(bc);
+		device_flush_layer(bc);
+		device_agg_add(bc->pid, SPAN_FORWARD, LAYER_NONE, d->total_ns);
+		d->total_ns = 0;
+		d->seen = 0;
+	}
+}
 
 static long emit_kernel_record(__u64 index, void *data)
 {
@@ -746,6 +827,7 @@ static long emit_kernel_record(__u64 index, void *data)
 		return 1; /* unreadable: stop; the rest count as truncated below */
 	dur = r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0;
 	agg_add(bc->pid, AGG_KIND_KERNEL_BASE + (r.kernel_id & 63), r.layer, dur, 0);
+	device_add(bc, &r, dur);
 	if (stream_mode != STREAM_ALL)
 		return 0;
 	e = reserve(EV_KERNEL, sizeof(*e));
@@ -762,7 +844,7 @@ static long emit_kernel_record(__u64 index, void *data)
 	e->end_ns = r.end_ns;
 	e->req = bc->req;
 	e->pos = bc->pos;
-	e->pad = 0;
+	e->forward_kernels = r.forward_kernels;
 	submit(e);
 	return 0;
 }
@@ -780,16 +862,24 @@ int BPF_USDT(cl_batch_prog, __u64 records, __u32 count)
 		return 0;
 	bc.records = records;
 	bc.ts = bpf_ktime_get_ns();
-	st = thread_get(tid, 0);
-	if (st) {
-		bc.req = st->req;
-		bc.pos = st->pos;
+	st = thread_get(tid, 1);
+	if (!st)
+		return 0;
+	bc.req = st->req;
+	bc.pos = st->pos;
+	bc.dev = st->dev;
+	if (bc.dev.seen == 0) { /* a new forward */
+		bc.dev.op_kind = SPAN_KIND_COUNT;
+		bc.dev.layer = LAYER_NONE;
 	}
 	if (n > CL_BATCH_MAX) {
 		COUNT_N(kernels_truncated, n - CL_BATCH_MAX);
 		n = CL_BATCH_MAX;
 	}
 	bpf_loop(n, emit_kernel_record, &bc, 0);
+	st = thread_get(tid, 0);
+	if (st)
+		st->dev = bc.dev;
 	return 0;
 }
 

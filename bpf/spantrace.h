@@ -42,6 +42,21 @@ enum event_type {
 /* Span end flags. */
 #define SPAN_F_MISMATCH   1  /* end's kind/layer differed from the stack top */
 #define SPAN_F_STRUCTURAL 2  /* came from span_* (not op_*) probes */
+/* A forward's enum span_launch, from its span_end (0: not told). */
+#define SPAN_F_LAUNCH_SHIFT 2
+#define SPAN_F_LAUNCH_MASK (3u << SPAN_F_LAUNCH_SHIFT)
+
+static inline unsigned span_launch_of(__u32 flags)
+{
+	return (flags & SPAN_F_LAUNCH_MASK) >> SPAN_F_LAUNCH_SHIFT;
+}
+
+/* span_event.device_ns when there is no device figure: the span launched
+ * nothing, or kernels were not traced (DEVICE_NS_NONE); or its forward's
+ * kernel records were lost (DEVICE_NS_LOST, counted in the drops). Only
+ * userspace's join (core/devjoin.h) writes any other value. */
+#define DEVICE_NS_NONE (~0ull)
+#define DEVICE_NS_LOST (~0ull - 1)
 
 struct event_header {
 	__u32 type;   /* enum event_type */
@@ -64,6 +79,9 @@ struct span_event {
 	__u32 pos;          /* token position in force on this thread */
 	__u32 ncounters;    /* how many counters[] are valid */
 	__u64 counters[PERF_COUNTERS_MAX]; /* scaled deltas over the span */
+	/* appended: device time (ns, device clock) of the kernels enqueued
+	 * inside this span, or a DEVICE_NS_* value */
+	__u64 device_ns;
 };
 
 struct token_event {
@@ -172,7 +190,7 @@ struct kernel_event {
 	__u64 queued_ns, submit_ns, start_ns, end_ns; /* device clock, unchanged */
 	__u64 req;
 	__u32 pos;
-	__u32 pad;
+	__u32 forward_kernels; /* records of its forward, all batches (0: not told) */
 };
 
 /* Per-CPU loss accounting, indexed by enum event_type:
@@ -224,6 +242,9 @@ struct counters {
 #define AGG_KIND_STEP    71          /* an engine step */
 #define AGG_KIND_STEP_TOKENS 72      /* tokens in a step (a count, not ns) */
 #define AGG_KIND_KERNEL_BASE 128     /* + enum cl_kernel_id: device end-start */
+/* + enum span_kind: the device time of each span, its kernels' end-start
+ * summed per span (cl_kernel_span_kind; layers: all their kernels) */
+#define AGG_KIND_DEVICE_BASE 192
 
 struct agg_key {
 	__u32 pid;

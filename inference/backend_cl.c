@@ -7,12 +7,14 @@
  * KV cache is a pool of blocks per layer (see kvcache.h); attention reads
  * each sequence's positions through its block table.
  *
- * Two ways to launch (enum cl_launch):
- * - forward (the default on CPU devices): the `forward` kernel runs the
- *   whole pass in one launch, its work-groups taking each phase's tasks
- *   from shared counters (10_forward.cl). Each launch on PoCL wakes its
- *   worker threads: 33 launches a token cost more than the phases' work.
- * - phases (the default elsewhere): 5 kernels per layer plus embed and
+ * Two ways to launch (enum cl_launch), chosen per forward:
+ * - forward (the default on CPU devices while no tracer wants op detail):
+ *   the `forward` kernel runs the whole pass in one launch, its work-groups
+ *   taking each phase's tasks from shared counters (10_forward.cl). Each
+ *   launch on PoCL wakes its worker threads: 33 launches a token cost more
+ *   than the phases' work.
+ * - phases (the default elsewhere, and on CPU devices for every forward
+ *   while op_begin is attached): 5 kernels per layer plus embed and
  *   logits, each phase fused so launches stay few:
  *   qkv_rope   = attn rmsnorm + q/k/v projection + RoPE + kv-cache store
  *   attention  = scores + softmax + weighted values
@@ -21,12 +23,14 @@
  *   logits     = final rmsnorm + classifier (last token only)
  * Both run the same per-task code, so their results are bit-identical.
  *
- * Spans: on this backend the host spans time the enqueue, not the device
- * work (SPAN_LOGITS includes the final sync and readback); device times come
- * from the kernel records (one per forward, or one per phase). A phase fused
- * into another phase's kernel is an empty span inside that phase, where the
- * CPU backend runs it, so both backends give one tree: qkv{attn_norm, rope},
- * ffn{ffn_norm}, logits{final_norm}. */
+ * Spans: on this backend an op span times the host's enqueue of the
+ * kernels it launches; their device times come from the kernel records,
+ * which the tracer joins to the spans (cl_kernel_span_kind). The host's
+ * one wait for the device is a span of its own, sync. Only spans that
+ * launch something are fired: a forward launch is forward{sync} and one
+ * kernel; phases are forward{embed, layer{qkv, attention, attn_out, ffn},
+ * logits, sync}, the norms and RoPE inside the kernels of their phase.
+ * The forward's span_end says which (trace_forward_launch). */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 #include <math.h>
@@ -97,9 +101,11 @@ typedef struct {
 	cl_mem emb, rms_final, wcls; /* phases mode only */
 	cl_mem rope;
 	cl_mem meta, x, q, att_out, hb, logits;
-	/* fused: the whole forward a launch (the forward kernel), on `groups`
-	 * work-groups; else a launch a phase */
-	int fused;
+	/* fused: this forward is one launch (the forward kernel), on `groups`
+	 * work-groups; else a launch a phase. Chosen per forward from `want`
+	 * (cpu_device: auto fuses unless op detail is wanted). */
+	int fused, cpu_device;
+	enum cl_launch want;
 	cl_uint groups;
 	cl_mem sync;
 	/* Per-forward kernel records, used when kernel timings are wanted. */
@@ -399,7 +405,7 @@ static int upload_layer(ClState *s, const Weights *w, int l, InferError *err)
 
 /* The phase kernels take each weight, and each layer's KV cache, as a
  * buffer of its own: sub-buffers of the shared ones (not made when the
- * forward kernel, which takes the shared ones, does all the work). */
+ * forward kernel, which takes the shared ones, is forced for every forward). */
 static int split_buffers(ClState *s, InferError *err)
 {
 	const Config *c = s->c;
@@ -501,7 +507,7 @@ static int upload_model(ClState *s, const Model *m, InferError *err)
 	if (upload_weights(s, m, err) || upload_rope(s, err) ||
 	    dev_buffer_in(s, POOL_KV_CACHE, c->n_layers * s->kv_stride * f, NULL, &s->kcache, err) ||
 	    dev_buffer_in(s, POOL_KV_CACHE, c->n_layers * s->kv_stride * f, NULL, &s->vcache, err) ||
-	    (!s->fused && split_buffers(s, err)))
+	    (s->want != CL_LAUNCH_FORWARD && split_buffers(s, err)))
 		return -1;
 	return dev_buffer(s, (size_t)s->meta_ints * sizeof(int), NULL, &s->meta, err) ||
 	       dev_buffer(s, CL_MAX_BATCH * dim * f, NULL, &s->x, err) ||
@@ -577,9 +583,10 @@ static int check_model_fits(cl_device_id dev, const Config *c, int max_out, int 
 }
 
 /* The whole forward in one launch on CPU devices, where each launch costs
- * a wake-up of every worker thread (unless asked otherwise): a work-group
- * per compute unit (a worker thread). Sub-buffers start at the device's
- * base alignment, and at least a cache line. */
+ * a wake-up of every worker thread (unless asked otherwise, or a tracer
+ * wants op detail: forward_is_fused): a work-group per compute unit (a
+ * worker thread). Sub-buffers start at the device's base alignment, and at
+ * least a cache line. */
 static void choose_launches(ClState *s, cl_device_id dev, enum cl_launch want)
 {
 	cl_device_type type = 0;
@@ -588,8 +595,10 @@ static void choose_launches(ClState *s, cl_device_id dev, enum cl_launch want)
 	clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
 	clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof(units), &units, NULL);
 	clGetDeviceInfo(dev, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof(align_bits), &align_bits, NULL);
-	s->fused = want == CL_LAUNCH_AUTO ? (type & CL_DEVICE_TYPE_CPU) != 0
-					  : want == CL_LAUNCH_FORWARD;
+	s->want = want;
+	s->cpu_device = (type & CL_DEVICE_TYPE_CPU) != 0;
+	/* may this backend fuse: what local memory must hold (check_model_fits) */
+	s->fused = want == CL_LAUNCH_FORWARD || (want == CL_LAUNCH_AUTO && s->cpu_device);
 	s->groups = units > 0 ? units : 1;
 	s->align = align_bits / 8 / sizeof(float);
 	if (s->align < 16)
@@ -850,46 +859,34 @@ static int run_forward(ClState *s, int n, int n_out, InferError *err)
 	return launch(s, FN_FORWARD, KERNEL_FORWARD, LAYER_NONE, 1, &global, &local, err);
 }
 
-/* A phase fused into the kernel that follows it: an empty span where the
- * CPU backend runs it, so that both backends give the same span tree. */
-static void fused_phase(enum span_kind kind, int layer)
-{
-	trace_span_begin(kind, layer);
-	trace_span_end(kind, layer);
-}
-
-/* One layer; every span begun is ended even when an enqueue fails. With
- * the forward kernel fused, the layer's spans alone: the work was
- * enqueued in embed's. */
+/* One layer's phase kernels, each enqueued inside its op span; every span
+ * begun is ended even when an enqueue fails. */
 static int run_layer(ClState *s, int l, int n, InferError *err)
 {
 	ClLayer *L = &s->layers[l];
-	int go = !s->fused, rc;
+	int rc;
 
 	trace_span_begin(SPAN_QKV, l);
-	fused_phase(SPAN_ATTN_NORM, l);
-	rc = go ? run_qkv(s, l, n, err) : 0;
-	fused_phase(SPAN_ROPE, l);
+	rc = run_qkv(s, l, n, err);
 	trace_span_end(SPAN_QKV, l);
 	if (rc)
 		return rc;
 
 	trace_span_begin(SPAN_ATTENTION, l);
-	rc = go ? run_attention(s, l, n, err) : 0;
+	rc = run_attention(s, l, n, err);
 	trace_span_end(SPAN_ATTENTION, l);
 	if (rc)
 		return rc;
 
 	trace_span_begin(SPAN_ATTN_OUT, l);
-	rc = go ? run_matmul_add(s, s->att_out, L->wo, s->c->dim, KERNEL_ATTN_OUT, l, n, err) : 0;
+	rc = run_matmul_add(s, s->att_out, L->wo, s->c->dim, KERNEL_ATTN_OUT, l, n, err);
 	trace_span_end(SPAN_ATTN_OUT, l);
 	if (rc)
 		return rc;
 
 	trace_span_begin(SPAN_FFN, l);
-	fused_phase(SPAN_FFN_NORM, l);
-	rc = go ? run_ffn_up(s, l, n, err) : 0;
-	if (!rc && go)
+	rc = run_ffn_up(s, l, n, err);
+	if (!rc)
 		rc = run_matmul_add(s, s->hb, L->w2, s->c->hidden_dim, KERNEL_FFN_DOWN, l, n, err);
 	trace_span_end(SPAN_FFN, l);
 	return rc;
@@ -912,6 +909,8 @@ static void report_kernels(ClState *s)
 		r->start_ns = t[2];
 		r->end_ns = t[3];
 	}
+	for (int i = 0; i < s->nevents; i++)
+		s->recs[i].forward_kernels = (uint32_t)s->nevents;
 	if (s->nevents > 0)
 		trace_kernels(s->recs, (uint32_t)s->nevents);
 }
@@ -953,7 +952,7 @@ static int fill_meta(ClState *s, const BatchSeq *seqs, int nseqs, int *n_out)
 }
 
 /* Everything up to the logits kernel, enqueued without waiting (fused:
- * the whole forward, in embed's span). */
+ * the whole forward, a kernel no op span stands for). */
 static int enqueue_forward(ClState *s, int n, int n_out, InferError *err)
 {
 	int rc;
@@ -963,8 +962,10 @@ static int enqueue_forward(ClState *s, int n, int n_out, InferError *err)
 
 	if (crc != CL_SUCCESS)
 		return cl_fail(err, "clEnqueueWriteBuffer", crc);
+	if (s->fused)
+		return run_forward(s, n, n_out, err);
 	trace_span_begin(SPAN_EMBED, LAYER_NONE);
-	rc = s->fused ? run_forward(s, n, n_out, err) : run_embed(s, n, err);
+	rc = run_embed(s, n, err);
 	trace_span_end(SPAN_EMBED, LAYER_NONE);
 	for (int l = 0; !rc && l < s->c->n_layers; l++) {
 		trace_span_begin(SPAN_LAYER, l);
@@ -974,26 +975,37 @@ static int enqueue_forward(ClState *s, int n, int n_out, InferError *err)
 	return rc;
 }
 
-/* The final norm and classifier, and the one sync: reading the logits. */
+/* The final norm and classifier (phases), then the one sync, in its own
+ * span: reading the logits waits for every kernel of the forward. */
 static int finish_forward(ClState *s, int n_out, float *logits, InferError *err)
 {
-	int rc = 0;
+	cl_int crc;
 
-	trace_span_begin(SPAN_LOGITS, LAYER_NONE);
-	fused_phase(SPAN_FINAL_NORM, LAYER_NONE);
-	if (n_out > 0 && !s->fused)
+	if (n_out > 0 && !s->fused) {
+		int rc;
+
+		trace_span_begin(SPAN_LOGITS, LAYER_NONE);
 		rc = run_logits(s, n_out, err);
-	if (!rc) {
-		cl_int crc = n_out > 0
-			? clEnqueueReadBuffer(s->queue, s->logits, CL_TRUE, 0,
+		trace_span_end(SPAN_LOGITS, LAYER_NONE);
+		if (rc)
+			return rc;
+	}
+	trace_span_begin(SPAN_SYNC, LAYER_NONE);
+	crc = n_out > 0 ? clEnqueueReadBuffer(s->queue, s->logits, CL_TRUE, 0,
 					      (size_t)n_out * s->c->vocab_size * sizeof(float),
 					      logits, 0, NULL, NULL)
 			: clFinish(s->queue);
-		if (crc != CL_SUCCESS)
-			rc = cl_fail(err, "clEnqueueReadBuffer", crc);
-	}
-	trace_span_end(SPAN_LOGITS, LAYER_NONE);
-	return rc;
+	trace_span_end(SPAN_SYNC, LAYER_NONE);
+	return crc == CL_SUCCESS ? 0 : cl_fail(err, "clEnqueueReadBuffer", crc);
+}
+
+/* Auto fuses on CPU devices unless a tracer wants op detail: then every
+ * op span must launch its own kernel to have device time of its own. */
+static int forward_is_fused(const ClState *s)
+{
+	if (s->want != CL_LAUNCH_AUTO)
+		return s->want == CL_LAUNCH_FORWARD;
+	return s->cpu_device && !trace_op_detail_wanted();
 }
 
 static int cl_forward_batch(void *state, const BatchSeq *seqs, int nseqs,
@@ -1007,6 +1019,8 @@ static int cl_forward_batch(void *state, const BatchSeq *seqs, int nseqs,
 		return -1;
 	s->profiling = trace_kernels_wanted();
 	s->nevents = 0;
+	s->fused = forward_is_fused(s);
+	trace_forward_launch(s->fused ? LAUNCH_FORWARD : LAUNCH_PHASES);
 	n = fill_meta(s, seqs, nseqs, &n_out);
 	rc = enqueue_forward(s, n, n_out, err);
 	if (!rc)

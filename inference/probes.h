@@ -9,7 +9,8 @@
  * request_end           u64 req, u32 generated_tokens
  * token_begin           u64 req, u32 pos, u32 token_in
  * token_end             u64 req, u32 pos, u32 token_out
- * span_begin/span_end   u32 kind, s32 layer      (structural kinds: forward, layer)
+ * span_begin            u32 kind, s32 layer      (structural kinds: forward, layer)
+ * span_end              u32 kind, s32 layer, u32 launch (enum span_launch; forward only, else 0)
  * op_begin/op_end       u32 kind, s32 layer      (detail kinds: every other span)
  * alloc                 u32 pool, u64 ptr, u64 bytes, u64 reserved
  * free                  u32 pool, u64 ptr, u64 bytes
@@ -68,8 +69,10 @@
  *
  * Structural and detail spans use different probe names so that a coarse
  * tracer attaches to far fewer sites: an unattached probe costs a nop.
- * OpenCL kernel timings arrive as one batch per token, not one hit per kernel,
- * because each attached hit costs ~1 us and a token runs ~50 kernels.
+ * OpenCL kernel timings arrive as one batch per forward, not one hit per
+ * kernel, because each attached hit costs ~1 us: a forward runs 1 kernel
+ * (launch forward) or 5 per layer + 2 (launch phases, which the engine picks
+ * for every forward while op_begin is attached).
  */
 #ifndef INFER_PROBES_H
 #define INFER_PROBES_H
@@ -101,7 +104,18 @@ enum span_kind {
 	SPAN_FINAL_NORM,
 	SPAN_LOGITS,
 	SPAN_SAMPLE,
+	SPAN_SYNC,      /* the host waiting for the device (a device backend's readback) */
 	SPAN_KIND_COUNT
+};
+
+/* How a forward ran, on its span_end: a forward on the CPU backend runs on
+ * the host; on a device, as one kernel or as a kernel per phase. */
+enum span_launch {
+	LAUNCH_UNKNOWN = 0, /* not told (an older engine) */
+	LAUNCH_HOST,
+	LAUNCH_FORWARD,
+	LAUNCH_PHASES,
+	LAUNCH_COUNT
 };
 
 /* Structural kinds fire span_begin/span_end; all others op_begin/op_end. */
@@ -141,12 +155,29 @@ struct cl_kernel_record {
 	__u32 kernel_id;  /* enum cl_kernel_id */
 	__u32 queue;      /* queue index within the process */
 	__s32 layer;      /* LAYER_NONE when not per layer */
-	__u32 pad;
+	__u32 forward_kernels; /* records of this record's forward, all batches */
 	__u64 queued_ns;
 	__u64 submit_ns;
 	__u64 start_ns;
 	__u64 end_ns;
 };
+
+/* The span each kernel's device time belongs to: the one the engine
+ * enqueues it in (ffn holds ffn_up and ffn_down). Kernels of the old
+ * per-op set belong to none (SPAN_KIND_COUNT). */
+static inline unsigned cl_kernel_span_kind(unsigned id)
+{
+	switch (id) {
+	case KERNEL_EMBED: return SPAN_EMBED;
+	case KERNEL_QKV: return SPAN_QKV;
+	case KERNEL_ATTENTION: return SPAN_ATTENTION;
+	case KERNEL_ATTN_OUT: return SPAN_ATTN_OUT;
+	case KERNEL_FFN_UP: case KERNEL_FFN_DOWN: return SPAN_FFN;
+	case KERNEL_LOGITS: return SPAN_LOGITS;
+	case KERNEL_FORWARD: return SPAN_FORWARD;
+	default: return SPAN_KIND_COUNT;
+	}
+}
 
 /* Most records one cl_batch hit carries; the engine splits bigger batches. */
 #define CL_BATCH_MAX 128
@@ -175,8 +206,17 @@ static inline const char *finish_reason_name(unsigned r)
 
 static const char *const span_kind_names[SPAN_KIND_COUNT] = {
 	"forward", "embed", "layer", "attn_norm", "qkv", "rope", "attention",
-	"attn_out", "ffn_norm", "ffn", "final_norm", "logits", "sample",
+	"attn_out", "ffn_norm", "ffn", "final_norm", "logits", "sample", "sync",
 };
+
+static const char *const span_launch_names[LAUNCH_COUNT] = {
+	"unknown", "host", "forward", "phases",
+};
+
+static inline const char *span_launch_name(unsigned launch)
+{
+	return launch < LAUNCH_COUNT ? span_launch_names[launch] : "unknown";
+}
 
 static const char *const pool_names[POOL_COUNT] = {
 	"weights", "kv_cache", "activations", "device",

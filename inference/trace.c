@@ -86,6 +86,7 @@ static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
 static Durations span_durations[SPAN_KIND_COUNT];
 static uint64_t spans_unrecorded; /* allocation failures or stack overflow */
 static uint64_t kernel_count[KERNEL_COUNT], kernel_ns[KERNEL_COUNT];
+static uint64_t forwards_by_launch[LAUNCH_COUNT];
 
 /* What the serving engine's probes announced, for --stats. */
 #define STEP_HIST_MAX 256 /* tokens per step above this share the last bucket */
@@ -118,6 +119,19 @@ typedef struct {
 } Frame;
 static __thread Frame frames[TRACE_MAX_DEPTH];
 static __thread unsigned depth;
+/* How this thread's current forward runs: host unless a device backend
+ * says otherwise (trace_forward_launch). */
+static __thread unsigned forward_launch = LAUNCH_HOST;
+
+void trace_forward_launch(enum span_launch launch)
+{
+	forward_launch = launch;
+}
+
+int trace_op_detail_wanted(void)
+{
+	return INFER_PROBE_ENABLED(op_begin);
+}
 
 uint64_t trace_now_ns(void)
 {
@@ -204,8 +218,14 @@ void trace_span_end(enum span_kind kind, int layer)
 	uint64_t now = timed ? trace_now_ns() : 0;
 
 	if (span_kind_is_structural(kind)) {
-		INFER_PROBE2(span_end, (unsigned)kind, layer);
+		unsigned launch = kind == SPAN_FORWARD ? forward_launch : LAUNCH_UNKNOWN;
+
+		INFER_PROBE3(span_end, (unsigned)kind, layer, launch);
 		count_call(P_SPAN_END);
+		if (kind == SPAN_FORWARD) {
+			__atomic_fetch_add(&forwards_by_launch[launch], 1, __ATOMIC_RELAXED);
+			forward_launch = LAUNCH_HOST;
+		}
 	} else {
 		INFER_PROBE2(op_end, (unsigned)kind, layer);
 		count_call(P_OP_END);
@@ -489,6 +509,10 @@ static void write_opencl(FILE *f)
 		fprintf(f, "%s\"%s\":{\"count\":%llu,\"device_ns\":%llu}", k ? "," : "",
 			cl_kernel_name(k), (unsigned long long)kernel_count[k],
 			(unsigned long long)kernel_ns[k]);
+	fprintf(f, "},\"forwards_by_launch\":{");
+	for (unsigned l = LAUNCH_HOST; l < LAUNCH_COUNT; l++)
+		fprintf(f, "%s\"%s\":%llu", l > LAUNCH_HOST ? "," : "", span_launch_name(l),
+			(unsigned long long)__atomic_load_n(&forwards_by_launch[l], __ATOMIC_RELAXED));
 	fprintf(f, "}},\n");
 }
 

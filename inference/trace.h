@@ -27,6 +27,12 @@ void trace_kv_usage(uint64_t used_bytes, uint64_t capacity_bytes);
 /* True when someone wants kernel timings (stats on, or cl_batch attached):
  * only then does the OpenCL backend create profiling events. */
 int trace_kernels_wanted(void);
+/* True when a tracer wants op detail (op_begin attached): a device backend
+ * then launches a kernel per phase, so every op span has device time. */
+int trace_op_detail_wanted(void);
+/* How this thread's current forward runs; its span_end carries it, and
+ * the next forward is host again unless told. */
+void trace_forward_launch(enum span_launch launch);
 /* Fires cl_batch (in chunks of CL_BATCH_MAX) and counts the kernels. */
 void trace_kernels(const struct cl_kernel_record *recs, uint32_t n);
 

@@ -24,18 +24,26 @@ for launch in forward phases; do
 		2>"$TMP/prof.err" || fail "opencl --stats run failed: $(tail -n 1 "$TMP/prof.err")"
 	assert_eq "$launch: opencl ids with profiling" "$(cat "$TMP/cpu.ids")" "$(cat "$TMP/prof.ids")"
 
-	# every forward fired each phase span once per layer, and timed one
-	# kernel (forward) or 5 per layer plus embed and logits (phases)
+	# phases: every forward fired each op span that launches a kernel once
+	# per layer, and no span for the norms and RoPE inside those kernels;
+	# forward: one kernel and no op span but the host's wait (sync)
 	fw=$(jq .forward_passes "$s")
 	[ "$fw" -ge 32 ] || fail "only $fw forward passes in the stats"
 	layers=$(jq .model.n_layers "$s")
 	[ "$layers" = 5 ] || fail "stats say $layers layers, stories260K has 5"
-	for k in attn_norm qkv rope attention attn_out ffn_norm ffn; do
-		assert_eq "$launch: $k spans" $((fw * layers)) "$(jq ".spans.$k.count" "$s")"
+	per_layer=$layers per_fw=1
+	[ $launch = forward ] && per_layer=0 per_fw=0
+	for k in qkv attention attn_out ffn layer; do
+		assert_eq "$launch: $k spans" $((fw * per_layer)) "$(jq ".spans.$k.count // 0" "$s")"
 	done
-	for k in embed final_norm logits; do
-		assert_eq "$launch: $k spans" "$fw" "$(jq ".spans.$k.count" "$s")"
+	for k in embed logits; do
+		assert_eq "$launch: $k spans" $((fw * per_fw)) "$(jq ".spans.$k.count // 0" "$s")"
 	done
+	for k in attn_norm rope ffn_norm final_norm; do
+		assert_eq "$launch: no empty $k spans" 0 "$(jq ".spans.$k.count // 0" "$s")"
+	done
+	assert_eq "$launch: one sync span a forward" "$fw" "$(jq ".spans.sync.count" "$s")"
+	assert_eq "$launch: forwards by launch mode" "$fw" "$(jq ".opencl.forwards_by_launch.$launch" "$s")"
 	per_forward=1
 	[ $launch = phases ] && per_forward=$((5 * layers + 2))
 	assert_eq "$launch: opencl kernels timed" $((fw * per_forward)) "$(jq .opencl.kernels "$s")"

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# t_trace_tree.sh - both backends give the same span tree: the set of
-# (name, parent, depth) edges in `record`'s span records is identical for
-# the cpu and opencl backends on the same model and prompt, and it is the
-# tree the README draws (qkv holds attn_norm and rope, ffn holds ffn_norm,
-# logits holds final_norm, every phase sits in its layer).
+# t_trace_tree.sh - the span tree says where time went on each backend.
+# The (name, parent, depth) edges of `record`'s span records are:
+# - cpu: the tree the README draws (qkv holds attn_norm and rope, ffn holds
+#   ffn_norm, logits holds final_norm, every phase sits in its layer);
+# - opencl at the detail level (phases, chosen because op detail is
+#   wanted): only spans that launch kernels, plus the host's wait (sync);
+#   the norms and RoPE run inside their phase's kernel and fire no span;
+# - opencl with the forward forced into one kernel: forward{sync}, no
+#   empty layer or op spans.
 source "$(dirname "$0")/lib.sh"
 need_bpf
 need_models
@@ -11,14 +15,18 @@ need_opencl
 [ -x "$SPANTRACE" ] || fail "no $SPANTRACE (build first)"
 command -v jq >/dev/null || skip "jq not installed"
 
-for b in cpu opencl; do
-	"$SPANTRACE" record -q -o "$TMP/$b.jsonl" -- "$INFER" "$MODELS/stories260K.bin" -b $b -n 6 -t 0 --ids \
-		>/dev/null 2>"$TMP/$b.err" || fail "record on $b failed: $(cat "$TMP/$b.err")"
-	jq -r 'select(.type == "span") | "\(.name) \(.parent) \(.depth)"' "$TMP/$b.jsonl" | sort -u >"$TMP/$b.tree"
-	[ -s "$TMP/$b.tree" ] || fail "no spans on $b"
-done
-diff "$TMP/cpu.tree" "$TMP/opencl.tree" >"$TMP/diff" || fail "the backends' trees differ: $(cat "$TMP/diff")"
-ok "same edges on both backends: $(tr '\n' ';' <"$TMP/cpu.tree")"
+tree() { # NAME BACKEND [INFER ARGS...]
+	local name=$1 b=$2
+	shift 2
+	"$SPANTRACE" record -q -o "$TMP/$name.jsonl" -- "$INFER" "$MODELS/stories260K.bin" -b $b -n 6 -t 0 --ids "$@" \
+		>/dev/null 2>"$TMP/$name.err" || fail "record on $name failed: $(cat "$TMP/$name.err")"
+	jq -r 'select(.type == "span") | "\(.name) \(.parent) \(.depth)"' "$TMP/$name.jsonl" | sort -u >"$TMP/$name.tree"
+	[ -s "$TMP/$name.tree" ] || fail "no spans on $name"
+}
+tree cpu cpu
+tree phases opencl
+tree fused opencl --cl-launch forward
+
 expect="attention layer 2
 attn_norm qkv 3
 attn_out layer 2
@@ -32,4 +40,33 @@ logits forward 1
 qkv layer 2
 rope qkv 3
 sample null 0"
-assert_eq "the README's tree" "$expect" "$(cat "$TMP/cpu.tree")"
+assert_eq "cpu: the README's tree" "$expect" "$(cat "$TMP/cpu.tree")"
+expect="attention layer 2
+attn_out layer 2
+embed forward 1
+ffn layer 2
+forward null 0
+layer forward 1
+logits forward 1
+qkv layer 2
+sample null 0
+sync forward 1"
+assert_eq "opencl phases: spans that launch, and the sync" "$expect" "$(cat "$TMP/phases.tree")"
+expect="forward null 0
+sample null 0
+sync forward 1"
+assert_eq "opencl forward launch: no empty spans" "$expect" "$(cat "$TMP/fused.tree")"
+
+# launch modes on the forward records, device time on every span that launched
+assert_eq "phases chosen for op detail" "phases" \
+	"$(jq -r 'select(.type == "span" and .name == "forward") | .launch' "$TMP/phases.jsonl" | sort -u)"
+assert_eq "forced forward launch" "forward" \
+	"$(jq -r 'select(.type == "span" and .name == "forward") | .launch' "$TMP/fused.jsonl" | sort -u)"
+assert_eq "cpu forwards run on the host" "host" \
+	"$(jq -r 'select(.type == "span" and .name == "forward") | .launch' "$TMP/cpu.jsonl" | sort -u)"
+assert_eq "no device time on the cpu backend" 0 \
+	"$(jq -s '[.[] | select(.type == "span" and has("device_ns"))] | length' "$TMP/cpu.jsonl")"
+assert_eq "phases: launching spans without device time" 0 \
+	"$(jq -s '[.[] | select(.type == "span" and (.name | IN("sync", "sample") | not) and ((.device_ns // 0) <= 0))] | length' "$TMP/phases.jsonl")"
+assert_eq "host-only spans carry no device time" 0 \
+	"$(jq -s '[.[] | select(.type == "span" and (.name | IN("sync", "sample")) and has("device_ns"))] | length' "$TMP/phases.jsonl")"

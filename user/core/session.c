@@ -80,20 +80,27 @@ static unsigned ringbuf_size(unsigned kb)
 
 /* Every record goes through the one decoder; records it rejects are
  * counted by verdict, and a sink's error stops the consume. */
-static int ring_cb(void *ctx, void *data, size_t size)
+static int dispatch(void *ctx, const void *data, size_t size)
 {
 	struct session *s = ctx;
-	const struct event_header *h = data;
 	enum event_verdict v;
-	int rc;
+	int rc = event_dispatch(data, size, s->sinks, s->nsinks, &v);
 
-	s->delivered[size >= sizeof(*h) && h->type < EV_TYPE_COUNT ? h->type : 0]++;
-	rc = event_dispatch(data, size, s->sinks, s->nsinks, &v);
 	if (v != EVENT_OK)
 		s->invalid[v]++;
 	if (rc && !s->cb_error)
 		s->cb_error = rc;
 	return rc;
+}
+
+/* Records reach the decoder through the device-time join (core/devjoin.h). */
+static int ring_cb(void *ctx, void *data, size_t size)
+{
+	struct session *s = ctx;
+	const struct event_header *h = data;
+
+	s->delivered[size >= sizeof(*h) && h->type < EV_TYPE_COUNT ? h->type : 0]++;
+	return devjoin_feed(&s->join, data, size);
 }
 
 /* The profile maps cost nothing unless profiling: one entry each then. */
@@ -157,6 +164,8 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
 	memcpy(s->sinks, sinks, nsinks * sizeof(*sinks));
 	s->nsinks = nsinks;
 	s->level = o->level;
+	/* the detail level attaches cl_batch: device spans then expect kernels */
+	devjoin_init(&s->join, o->level == LEVEL_DETAIL, dispatch, s);
 	libbpf_set_print(libbpf_print);
 	s->skel = spantrace_bpf__open();
 	if (!s->skel) {
@@ -406,6 +415,9 @@ int session_consume(struct session *s)
 {
 	int n = ring_buffer__consume(s->rb);
 
+	/* once detached nothing more can come: spans waiting for a forward go on */
+	if (n >= 0 && s->detached)
+		devjoin_flush(&s->join);
 	if (s->cb_error)
 		return s->cb_error;
 	return n;
@@ -419,6 +431,7 @@ void session_detach(struct session *s)
 	 * Reverse attach order: begins go before ends, so open spans can close. */
 	if (s->skel && s->skel->bss)
 		s->skel->bss->armed = 0;
+	s->detached = 1;
 	umulti_detach(s->um);
 	for (size_t i = s->nlinks; i-- > 0;)
 		bpf_link__destroy(s->links[i]);
@@ -436,6 +449,7 @@ void session_close(struct session *s)
 	s->follow = NULL;
 	ring_buffer__free(s->rb);
 	s->rb = NULL;
+	devjoin_free(&s->join);
 	spantrace_bpf__destroy(s->skel);
 	s->skel = NULL;
 }

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "core/clock.h"
+#include "core/devjoin.h"
 #include "core/events.h"
 #include "core/log.h"
 #include "spantrace.h"
@@ -60,6 +61,8 @@ struct session {
 	__u64 delivered[EV_TYPE_COUNT];     /* records read, per type (0: unknown) */
 	uint64_t invalid[EVENT_VERDICT_COUNT]; /* records the decoder rejected */
 	uint64_t attach_ns;                 /* how long the last attach took */
+	struct devjoin join;                /* spans wait here for their kernels */
+	int detached;
 };
 
 /* Fails with a message naming CAP_BPF and CAP_PERFMON unless both are in
@@ -92,7 +95,8 @@ int session_attach_sampler(struct session *s, const int *fds, unsigned nfds,
 
 /* Readable when the ring buffer wakes its reader (poll() it). */
 int session_epoll_fd(const struct session *s);
-/* Hands whatever the ring buffer holds to the sinks, without waiting.
+/* Hands whatever the ring buffer holds to the sinks, without waiting
+ * (after session_detach, also the spans still waiting for their forward).
  * Returns the number of records, a negative errno, or the first non-zero
  * sink return (which also stopped the consume). */
 int session_consume(struct session *s);

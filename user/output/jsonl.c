@@ -52,6 +52,17 @@ static void span_fields(struct outbuf *ob, const void *rec)
 	ob_u64(ob, e->pos);
 	ob_key(ob, "mismatch");
 	ob_lit(ob, (e->flags & SPAN_F_MISMATCH) ? "true" : "false");
+	/* dur_ns is the host's clock; device_ns the device's, for spans that
+	 * launched kernels (null: their records were lost) */
+	if (e->device_ns == DEVICE_NS_LOST) {
+		ob_key(ob, "device_ns");
+		ob_lit(ob, "null");
+	} else if (e->device_ns != DEVICE_NS_NONE) {
+		ob_key(ob, "device_ns");
+		ob_u64(ob, e->device_ns);
+	}
+	if (e->kind == SPAN_FORWARD && span_launch_of(e->flags) != LAUNCH_UNKNOWN)
+		ob_key_name(ob, "launch", span_launch_name(span_launch_of(e->flags)));
 	/* perf counter deltas (record --perf, profile), in the order of the
 	 * session record's "perf_counters" names */
 	if (e->ncounters > 0) {
