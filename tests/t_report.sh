@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # t_report.sh - `spantrace report` on a real recorded run, from the JSONL and
 # from the CSV: the text report's per-operation counts equal the engine's own
-# --stats, p50 <= p95 <= p99, the request section has TTFT and ITL (their
+# --stats, on the host clock and (OpenCL, from the JSONL) on the device clock,
+# p50 <= p95 <= p99, the per-layer medians say their clock, utilization is
+# one figure, a fused forward gets no per-layer section but a line saying
+# why, the request section has TTFT and ITL (their
 # counts are the run's tokens), loss shows nothing dropped, and each of the
 # five PNGs is a real picture (a PNG of sensible size with many colours).
 # Bad input: a clear error and a non-zero exit.
@@ -16,6 +19,12 @@ clinfo -l 2>/dev/null | grep -q Device && BACKEND=opencl
 	--stats "$TMP/stats.json" >/dev/null 2>"$TMP/err" || fail "record: $(tail -n 3 "$TMP/err")"
 "$SPANTRACE" report "$TMP/run.jsonl" -o "$TMP/rj" >"$TMP/rj.out" 2>&1 || fail "report (jsonl): $(tail -n 5 "$TMP/rj.out")"
 "$SPANTRACE" report "$TMP/run.csv" -o "$TMP/rc" >"$TMP/rc.out" 2>&1 || fail "report (csv): $(tail -n 5 "$TMP/rc.out")"
+if [ $BACKEND = opencl ]; then   # forced fused forward: one kernel per forward, no layers
+	"$SPANTRACE" record -q -o "$TMP/fused.jsonl" -- "$INFER" "$DEMO_MODEL" -n 24 -t 0 --ids --cl-launch forward \
+		>/dev/null 2>"$TMP/err" || fail "record (fused): $(tail -n 3 "$TMP/err")"
+	"$SPANTRACE" report "$TMP/fused.jsonl" -o "$TMP/rf" >"$TMP/rf.out" 2>&1 ||
+		fail "report (fused): $(tail -n 5 "$TMP/rf.out")"
+fi
 
 /usr/bin/python3 - "$TMP" "$BACKEND" <<'PY' || fail "the report is wrong"
 import json, sys, re
@@ -28,17 +37,27 @@ for d in ("rj", "rc"):
     rows = {}
     for line in sections["Per operation"].splitlines()[1:]:
         f = line.split()
-        name = " ".join(f[:-6])
+        name, clock = " ".join(f[:-7]), f[-7]
         count, p50, p95, p99 = int(f[-6]), float(f[-4]), float(f[-3]), float(f[-2])
         assert p50 <= p95 <= p99, line
-        rows[name] = count
-    want = {k: v["count"] for k, v in eng["spans"].items() if v["count"]}
+        assert clock in ("host", "device"), line
+        rows[(name, clock)] = count
+    want = {(k, "host"): v["count"] for k, v in eng["spans"].items() if v["count"]}
     assert {k: rows.get(k) for k in want} == want, (d, rows, want)
+    layers = sections["Per-layer medians (ms)"]
+    assert re.search(r"^5\s", layers, re.M), d
     if backend == "opencl":
-        assert sum(v for k, v in rows.items() if k.startswith("opencl ")) == eng["opencl"]["kernels"], (d, rows)
+        assert sum(v for k, v in rows.items() if k[0].startswith("kernel ")) == eng["opencl"]["kernels"], (d, rows)
+        assert "device utilization (kernel device time / wall)" in sections["Utilization"], d
+    if backend == "opencl" and d == "rj":
+        # every op that launched kernels has as many device figures as spans
+        for op in ("qkv", "attention", "attn_out", "ffn", "logits"):
+            assert rows.get((op, "device")) == rows[(op, "host")], (op, rows)
+        assert layers.startswith("clock: device"), layers
+    else:
+        assert layers.startswith("clock: host"), layers
+    assert sections["Utilization"].count("utilization") <= 1, sections["Utilization"]
     assert len(sections["Slowest operations"].strip().splitlines()) == 10, d
-    assert re.search(r"^5\s", sections["Per-layer averages (ms)"], re.M), d
-    assert "host (engine thread" in sections["Utilization"], d
     if d == "rj":
         req = sections["Requests"]
         assert re.search(r"TTFT .*\(n=1\)", req) and re.search(r"ITL .*\(n=%d\)" % (eng["tokens"] - 1), req), req
@@ -57,6 +76,14 @@ for d in ("rj", "rc"):
         colours = len({tuple(px) for px in img[::4, ::4].reshape(-1, img.shape[2]).round(2).tolist()})
         assert h >= 300 and w >= 500 and colours >= 20, (path, h, w, colours)
     print("ok: %s: the PNGs are pictures (size and colours checked)" % d)
+if backend == "opencl":
+    import os
+    text = open(tmp + "/rf/report.txt").read()
+    sections = dict(re.findall(r"== ([^\n]+)\n(.*?)(?=\n== |\Z)", text, re.S))
+    layers = sections["Per-layer medians (ms)"]
+    assert "one kernel per forward" in layers and "--level detail" in layers and not re.search(r"^\d+\s", layers, re.M), layers
+    assert not os.path.exists(tmp + "/rf/layer_heatmap.png"), "a heatmap of a fused forward"
+    print("ok: fused forward: no per-layer table or heatmap, and a line saying why")
 PY
 expect_fail "report of a missing file" "No such file" "$SPANTRACE" report "$TMP/nope.jsonl"
 printf 'hello\n' >"$TMP/junk.txt"

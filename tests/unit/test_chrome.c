@@ -174,7 +174,7 @@ static void test_full(const char *dir)
 			ctr++;
 		} else if (!strcmp(ph, "M")) {
 			meta++;
-			if (!strcmp(json_object_get_string(get(get(e, "args"), "name")), "OpenCL queue 0"))
+			if (!strcmp(json_object_get_string(get(get(e, "args"), "name")), "OpenCL queue 0 (device clock)"))
 				queue_named++;
 		}
 	}

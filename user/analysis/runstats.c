@@ -11,6 +11,9 @@ static struct dist *all_dists(struct runstats *r, size_t i)
 	if (i < SPAN_KINDS)
 		return &r->spans[i];
 	i -= SPAN_KINDS;
+	if (i < SPAN_KIND_COUNT)
+		return &r->device[i];
+	i -= SPAN_KIND_COUNT;
 	if (i < KERNEL_COUNT)
 		return &r->kernels[i];
 	i -= KERNEL_COUNT;
@@ -55,12 +58,29 @@ double runstats_tokens_per_s(const struct runstats *r)
 	return secs > 0 ? n / secs : 0;
 }
 
+double runstats_device_utilization(const struct runstats *r)
+{
+	uint64_t wall = r->last_span_end_ns > r->first_span_ns ? r->last_span_end_ns - r->first_span_ns : 0;
+
+	return wall ? (double)r->device_busy_ns / (double)wall : 0;
+}
+
 static int on_span(void *ctx, const struct span_event *e)
 {
 	struct runstats *r = ctx;
 
+	if (e->kind < SPAN_KIND_COUNT) {
+		if (!r->first_span_ns || e->h.ts_ns < r->first_span_ns)
+			r->first_span_ns = e->h.ts_ns;
+		if (e->h.ts_ns + e->dur_ns > r->last_span_end_ns)
+			r->last_span_end_ns = e->h.ts_ns + e->dur_ns;
+	}
 	dist_add(&r->spans[e->kind], e->dur_ns);
 	r->mismatched += !!(e->flags & SPAN_F_MISMATCH);
+	if (e->kind < SPAN_KIND_COUNT && e->device_ns == DEVICE_NS_LOST)
+		r->device_lost[e->kind]++;
+	else if (e->kind < SPAN_KIND_COUNT && e->device_ns != DEVICE_NS_NONE)
+		dist_add(&r->device[e->kind], e->device_ns);
 	return 0;
 }
 

@@ -16,7 +16,9 @@ struct slo {
 };
 
 struct runstats {
-	struct dist spans[SPAN_KINDS];
+	struct dist spans[SPAN_KINDS];          /* host clock */
+	struct dist device[SPAN_KIND_COUNT];    /* device clock: spans' joined device_ns */
+	uint64_t device_lost[SPAN_KIND_COUNT];  /* spans whose kernel records were lost */
 	struct dist kernels[KERNEL_COUNT];
 	struct dist tokens, requests;
 	/* request level: from request, emit and step records */
@@ -27,6 +29,8 @@ struct runstats {
 	uint64_t preemptions;
 	uint64_t device_busy_ns;      /* summed kernel device time */
 	uint64_t mismatched;          /* spans closed by a mismatched end */
+	uint64_t first_span_ns;       /* the engine at work: first span begin .. */
+	uint64_t last_span_end_ns;    /* .. last span end (device utilisation's wall) */
 	uint64_t first_token_ns;      /* begin of the first token */
 	uint64_t last_token_end_ns;
 };
@@ -39,5 +43,8 @@ void runstats_free(struct runstats *r);
 uint64_t runstats_spans(const struct runstats *r);
 /* Tokens over first token begin .. last token end: the engine's tok/s. */
 double runstats_tokens_per_s(const struct runstats *r);
+/* The one definition: summed kernel device time over the host wall from the
+ * first engine span's begin to the last one's end (0 without both). */
+double runstats_device_utilization(const struct runstats *r);
 
 #endif

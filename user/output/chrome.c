@@ -270,8 +270,15 @@ static void write_span(struct chrome_writer *cw, const struct span_event *ev)
 	put_us(f, ev->h.ts_ns);
 	fputs(",\"dur\":", f);
 	put_us(f, ev->dur_ns);
-	fprintf(f, ",\"args\":{\"layer\":%d,\"req\":%llu,\"pos\":%u,\"depth\":%u",
+	fprintf(f, ",\"args\":{\"clock\":\"host\",\"layer\":%d,\"req\":%llu,\"pos\":%u,\"depth\":%u",
 		ev->layer, (unsigned long long)ev->req, ev->pos, ev->depth);
+	/* the device time of its kernels, drawn on the queue's track */
+	if (ev->device_ns == DEVICE_NS_LOST)
+		fputs(",\"device_ns\":null", f);
+	else if (ev->device_ns != DEVICE_NS_NONE)
+		fprintf(f, ",\"device_ns\":%llu", (unsigned long long)ev->device_ns);
+	if (ev->kind == SPAN_FORWARD)
+		fprintf(f, ",\"launch\":\"%s\"", span_launch_name(span_launch_of(ev->flags)));
 	if (ev->flags & SPAN_F_MISMATCH)
 		fputs(",\"mismatch\":true", f);
 	unsigned n = ev->ncounters < PERF_COUNTERS_MAX ? ev->ncounters : PERF_COUNTERS_MAX;
@@ -332,7 +339,7 @@ int chrome_kernel(struct chrome_writer *cw, const struct kernel_event *ev)
 		return -1;
 	if (!track_named(cw, ev->h.pid, tid)) {
 		char name[48];
-		snprintf(name, sizeof(name), "OpenCL queue %u", ev->queue);
+		snprintf(name, sizeof(name), "OpenCL queue %u (device clock)", ev->queue);
 		if (chrome_thread_name(cw, ev->h.pid, tid, name))
 			return -1;
 	}
@@ -345,10 +352,11 @@ int chrome_kernel(struct chrome_writer *cw, const struct kernel_event *ev)
 	put_us(cw->f, device_to_host(cw, ev->start_ns));
 	fputs(",\"dur\":", cw->f);
 	put_us(cw->f, dur);
-	fprintf(cw->f, ",\"args\":{\"layer\":%d,\"req\":%llu,\"pos\":%u,\"index\":%u,"
-		"\"submit_to_start_ns\":%llu,\"host_tid\":%u}}",
-		ev->layer, (unsigned long long)ev->req, ev->pos, ev->index,
-		(unsigned long long)wait, ev->h.tid);
+	unsigned op = cl_kernel_span_kind(ev->kernel_id);
+	fprintf(cw->f, ",\"args\":{\"clock\":\"device\",\"op\":\"%s\",\"layer\":%d,\"req\":%llu,"
+		"\"pos\":%u,\"index\":%u,\"submit_to_start_ns\":%llu,\"host_tid\":%u}}",
+		op < SPAN_KIND_COUNT ? span_kind_name(op) : cl_kernel_name(ev->kernel_id), ev->layer,
+		(unsigned long long)ev->req, ev->pos, ev->index, (unsigned long long)wait, ev->h.tid);
 	return 0;
 }
 

@@ -8,13 +8,15 @@
  * (CLOCK_MONOTONIC, what bpf_ktime_get_ns reads); they are not rebased.
  *
  * Tracks:
- *  - spans: complete ("X") events on the thread that ran them. Spans arrive
+ *  - spans: complete ("X") events on the thread that ran them, on the host
+ *    clock (args.clock "host"; args.device_ns: their kernels' device time,
+ *    null where those records were lost). Spans arrive
  *    when they end (children before parents), so each thread's spans are
  *    held until its outermost span ends and then written sorted by begin
  *    time, longest first on ties: parents always precede their children.
  *  - OpenCL kernels: "X" events on one synthetic thread per queue,
- *    tid = CHROME_QUEUE_TID_BASE + queue, named "OpenCL queue N", in the
- *    target's process. Device timestamps are shifted onto the host timeline
+ *    tid = CHROME_QUEUE_TID_BASE + queue, named "OpenCL queue N (device
+ *    clock)", in the target's process; args.op names the op span it ran in. Device timestamps are shifted onto the host timeline
  *    by the device offset (see chrome_set_device_offset).
  *  - tokens: thread-scoped instant ("i") events at the token's end.
  *  - counters ("C"): KV-cache bytes and live bytes per pool, per process.

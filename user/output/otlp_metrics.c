@@ -106,6 +106,8 @@ static json_object *agg_attrs(struct mbuild *m, const struct prom_agg *a)
 
 	if (a->kind < SPAN_KINDS)   /* the engine's kinds, and --span ones */
 		attr(m, attrs, "span", span_kind_name(a->kind), 0, 0);
+	else if (a->kind >= AGG_KIND_DEVICE_BASE && a->kind < AGG_KIND_DEVICE_BASE + SPAN_KIND_COUNT)
+		attr(m, attrs, "span", span_kind_name(a->kind - AGG_KIND_DEVICE_BASE), 0, 0);
 	else if (a->kind >= AGG_KIND_KERNEL_BASE && a->kind < AGG_KIND_KERNEL_BASE + KERNEL_COUNT)
 		attr(m, attrs, "kernel", cl_kernel_name(a->kind - AGG_KIND_KERNEL_BASE), 0, 0);
 	if (a->kind < SPAN_KINDS || a->kind >= AGG_KIND_KERNEL_BASE)

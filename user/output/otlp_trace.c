@@ -242,6 +242,14 @@ static int on_span(void *ctx, const struct span_event *e)
 		attr_int(t, attrs, "spantrace.request", (int64_t)e->req);
 		attr_int(t, attrs, "spantrace.position", e->pos);
 	}
+	/* the span's times are the host's; its kernels' time is the device's */
+	attr_str(t, attrs, "spantrace.clock", "host");
+	if (e->device_ns == DEVICE_NS_LOST)
+		attr(t, attrs, "spantrace.device_lost", "boolValue", json_object_new_boolean(1));
+	else if (e->device_ns != DEVICE_NS_NONE)
+		attr_int(t, attrs, "spantrace.device_ns", (int64_t)e->device_ns);
+	if (e->kind == SPAN_FORWARD)
+		attr_str(t, attrs, "spantrace.launch", span_launch_name(span_launch_of(e->flags)));
 	span_add(t, s, attrs);
 	return 0;
 }

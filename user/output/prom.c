@@ -192,14 +192,17 @@ static void sample_double(struct textbuf *b, const char *name, const struct labe
 
 /* ---- the four classes of aggregated durations ---- */
 
-/* What an agg row measures, for its labels: a span (kind, layer), a kernel
- * (kernel, layer) or one value per process. */
-enum agg_class { CLASS_SPAN, CLASS_KERNEL, CLASS_PROCESS, CLASS_NONE };
+/* What an agg row measures, for its labels: a span (kind, layer) on the
+ * host's clock or the device's, a kernel (kernel, layer) or one value per
+ * process. */
+enum agg_class { CLASS_SPAN, CLASS_SPAN_DEVICE, CLASS_KERNEL, CLASS_PROCESS, CLASS_NONE };
 
 static enum agg_class class_of(uint32_t kind)
 {
 	if (kind < SPAN_KINDS)
 		return CLASS_SPAN;
+	if (kind >= AGG_KIND_DEVICE_BASE && kind < AGG_KIND_DEVICE_BASE + SPAN_KIND_COUNT)
+		return CLASS_SPAN_DEVICE;
 	if (kind >= AGG_KIND_KERNEL_BASE && kind < AGG_KIND_KERNEL_BASE + KERNEL_COUNT)
 		return CLASS_KERNEL;
 	if ((kind >= AGG_KIND_TOKEN && kind <= AGG_KIND_STEP_TOKENS) ||
@@ -213,7 +216,11 @@ static enum agg_class class_of(uint32_t kind)
  * name each stands for is in the README. */
 static const struct histogram_family families[] = {
 	{ "spantrace_span_duration_seconds",
-	  "Engine span durations (span_begin/op_begin to end) by span kind and layer.", 0, SPAN_KINDS - 1, 0 },
+	  "Engine span durations on the host clock (span_begin/op_begin to end) by span kind and layer.",
+	  0, SPAN_KINDS - 1, 0 },
+	{ "spantrace_span_device_seconds",
+	  "Device time of the OpenCL kernels each span launched (device clock, end - start summed), by span kind and layer.",
+	  AGG_KIND_DEVICE_BASE, AGG_KIND_DEVICE_BASE + SPAN_KIND_COUNT - 1, 0 },
 	{ "spantrace_token_duration_seconds", "Per-token decode time (token_begin to token_end).",
 	  AGG_KIND_TOKEN, AGG_KIND_TOKEN, 0 },
 	{ "spantrace_request_duration_seconds", "Request durations, end to end (as e2e_request_latency).",
@@ -257,6 +264,10 @@ static void agg_labels(struct labels *l, const struct prom_snapshot *s, const st
 	switch (class_of(a->kind)) {
 	case CLASS_SPAN:
 		labels_add(l, "span", span_kind_name(a->kind));
+		labels_add_layer(l, a->layer);
+		break;
+	case CLASS_SPAN_DEVICE:
+		labels_add(l, "span", span_kind_name(a->kind - AGG_KIND_DEVICE_BASE));
 		labels_add_layer(l, a->layer);
 		break;
 	case CLASS_KERNEL:

@@ -102,7 +102,7 @@ const struct histogram_family *prom_histogram_families(size_t *n);
 struct edges {
 	unsigned lo, hi;     /* bucket range; lo > hi: none yet */
 };
-#define KIND_SLOTS (AGG_KIND_KERNEL_BASE + KERNEL_COUNT)
+#define KIND_SLOTS (AGG_KIND_DEVICE_BASE + SPAN_KIND_COUNT)
 void prom_kind_edges(const struct prom_snapshot *s, struct edges e[KIND_SLOTS]);
 
 /* Renders the snapshot as exposition text into a malloc'd, NUL-terminated

@@ -89,6 +89,27 @@ static json_object *dist_json(struct dist *d, const uint64_t *count_in_kernel)
 	return j;
 }
 
+/* A span kind: its host durations (the *_ns keys, clock "host") and, for
+ * spans that launched kernels, "device": their device time (clock
+ * "device"), with "lost": spans whose kernel records were lost. */
+static json_object *span_json(struct runstats *r, int k, uint64_t in_kernel)
+{
+	json_object *j = dist_json(&r->spans[k], &in_kernel), *d;
+
+	if (!j)
+		return NULL;
+	json_object_object_add(j, "clock", json_object_new_string("host"));
+	if (k >= SPAN_KIND_COUNT || (!r->device[k].hist.count && !r->device_lost[k]))
+		return j;
+	d = dist_json(&r->device[k], NULL);
+	if (d) {
+		json_object_object_add(d, "clock", json_object_new_string("device"));
+		add_u64(d, "lost", r->device_lost[k]);
+	}
+	json_object_object_add(j, "device", d);
+	return j;
+}
+
 static int count_span_kind(void *ctx, const struct agg_key *k, const struct agg_val *v)
 {
 	if (k->kind < SPAN_KINDS)
@@ -106,8 +127,7 @@ static json_object *spans_json(struct runstats *r, const struct session *s)
 	maps_foreach_agg(s, count_span_kind, in_kernel);
 	for (int k = 0; j && k < SPAN_KINDS; k++)
 		if (r->spans[k].hist.count || in_kernel[k])
-			json_object_object_add(j, span_kind_name(k),
-					       dist_json(&r->spans[k], &in_kernel[k]));
+			json_object_object_add(j, span_kind_name(k), span_json(r, k, in_kernel[k]));
 	return j;
 }
 
@@ -294,8 +314,9 @@ json_object *summary_json(struct runstats *r, const struct session *s, const str
 	json_object_object_add(j, "request", dist_json(&r->requests, NULL));
 	requests_json(j, r);
 	add_u64(j, "device_busy_ns", r->device_busy_ns);
-	json_object_object_add(j, "device_utilization",
-			       json_object_new_double(wall_s > 0 ? r->device_busy_ns / 1e9 / wall_s : 0));
+	json_object_object_add(j, "device_utilization", json_object_new_double(runstats_device_utilization(r)));
+	add_u64(j, "device_utilization_wall_ns",
+		r->last_span_end_ns > r->first_span_ns ? r->last_span_end_ns - r->first_span_ns : 0);
 	json_object_object_add(j, "success_rate",
 			       json_object_new_double(nspans ? 1.0 - (double)r->mismatched / nspans : 1.0));
 	error_counters(j, c);

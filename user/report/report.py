@@ -4,7 +4,9 @@ and the PNG plots of one recorded run (seed 004's analysis tool, for our data).
 
 Reads `record -o` JSONL (every record type) or `record --csv` rows. Writes
 DIR/report.txt (also printed) and DIR/*.png with matplotlib (Agg, no display).
-Percentiles are nearest-rank, as everywhere in spantrace."""
+Percentiles are nearest-rank, as everywhere in spantrace. Every figure says
+its clock: host (the span's own begin..end) or device (the kernels it
+launched, joined by the recorder)."""
 import argparse
 import collections
 import csv
@@ -13,12 +15,15 @@ import math
 import os
 import sys
 
+LOST = "lost"   # a span whose kernel records were lost: device time unknown, never 0
 
 class Run:
     """What the report needs, from either input format. Times are ns."""
 
     def __init__(self):
-        self.spans = []      # (ts, dur, name, layer, depth, pid)
+        self.spans = []      # (ts, dur, name, layer, depth, pid, device): dur host clock,
+        #                      device: its kernels' device ns, LOST, or None (launched none)
+        self.launches = collections.Counter()   # forward spans by launch mode
         self.kernels = []    # (start, end, name, layer, queue)
         self.emits = []      # (ts, gap, first, req)
         self.requests = []   # dicts (JSONL request records)
@@ -41,7 +46,12 @@ def load_jsonl(path, run):
                 continue
             t = r.get("type")
             if t == "span":
-                run.spans.append((r["ts_ns"], r["dur_ns"], r["name"], r["layer"], r.get("depth", 0), r["pid"]))
+                dev = r.get("device_ns", None)
+                if "device_ns" in r and dev is None:
+                    dev = LOST
+                run.spans.append((r["ts_ns"], r["dur_ns"], r["name"], r["layer"], r.get("depth", 0), r["pid"], dev))
+                if r["name"] == "forward" and "launch" in r:
+                    run.launches[r["launch"]] += 1
             elif t == "kernel":
                 run.kernels.append((r["start_ns"], r["end_ns"], r["name"], r["layer"], r.get("queue", 0)))
             elif t == "emit":
@@ -74,7 +84,7 @@ def load_csv(path, run):
                 name = row["operation"]   # "cl_qkv": the kernel's name is after the prefix
                 run.kernels.append((ts, ts + dur, name[3:] if name.startswith("cl_") else name, layer, 0))
             else:
-                run.spans.append((ts, dur, row["operation"], layer, 0, row.get("worker", "")))
+                run.spans.append((ts, dur, row["operation"], layer, 0, row.get("worker", ""), None))
             if row.get("memory_used_mb"):
                 try:
                     run.memory["memory used (CSV)"].append((ts, float(row["memory_used_mb"]) * 2**20))
@@ -95,18 +105,39 @@ def ms(ns):
 
 # ---- the text report ----
 
+def fused(run):
+    """Every forward ran as one kernel: there are no layer or op spans to show."""
+    return run.launches and set(run.launches) == {"forward"}
+
+
+FUSED_LINE = ("fused forward (launch \"forward\", %d forwards): one kernel per forward, so there are no "
+              "per-layer times; record with --level detail for per-phase kernels")
+
+
 def op_table(run):
+    """Per span kind on the host clock and, where it launched kernels, on the
+    device clock; then the kernel records themselves (device clock)."""
     by = collections.defaultdict(list)
+    lost = collections.Counter()
     for s in run.spans:
-        by[s[2]].append(s[1])
+        by[(s[2], "host")].append(s[1])
+        if s[6] == LOST:
+            lost[s[2]] += 1
+        elif s[6] is not None:
+            by[(s[2], "device")].append(s[6])
     for k in run.kernels:
-        by["opencl " + k[2]].append(k[1] - k[0])
-    lines = ["%-20s %8s %10s %10s %10s %10s %10s" % ("operation", "count", "mean ms", "p50 ms", "p95 ms",
-                                                     "p99 ms", "total ms")]
-    for name, v in sorted(by.items(), key=lambda kv: -sum(kv[1])):
+        by[("kernel " + k[2], "device")].append(k[1] - k[0])
+    lines = ["%-20s %-6s %8s %10s %10s %10s %10s %10s" % ("operation", "clock", "count", "mean ms", "p50 ms",
+                                                          "p95 ms", "p99 ms", "total ms")]
+    for (name, clock), v in sorted(by.items(), key=lambda kv: (kv[0][0].startswith("kernel "), -sum(kv[1]))):
         v.sort()
-        lines.append("%-20s %8d %10.4f %10.4f %10.4f %10.4f %10.2f" % (
-            name, len(v), ms(sum(v) / len(v)), ms(pct(v, .5)), ms(pct(v, .95)), ms(pct(v, .99)), ms(sum(v))))
+        lines.append("%-20s %-6s %8d %10.4f %10.4f %10.4f %10.4f %10.2f" % (
+            name, clock, len(v), ms(sum(v) / len(v)), ms(pct(v, .5)), ms(pct(v, .95)), ms(pct(v, .99)),
+            ms(sum(v))))
+    for name, n in sorted(lost.items()):
+        lines.append("%s: %d spans' kernel records were lost (device time unknown, left out)" % (name, n))
+    if fused(run):
+        lines.append(FUSED_LINE % run.launches["forward"])
     return lines
 
 
@@ -117,55 +148,63 @@ def slowest(run, n=10):
             for s in top]
 
 
-def layer_means(run):
-    """Mean ms per (operation, layer) for operations inside layers."""
+def layer_clock(run):
+    """The clock the per-layer figures are on: the device's where the layer
+    spans carry device time (a device backend), else the host's."""
+    return "device" if any(s[3] >= 0 and s[6] is not None for s in run.spans) else "host"
+
+
+def layer_medians(run):
+    """Median ns per (operation, layer) for operations inside layers, on
+    layer_clock(run): a median, so one preempted or cold (first, compiling)
+    pass does not paint a layer slow. Spans whose device time was lost are
+    left out."""
     acc = collections.defaultdict(list)
+    device = layer_clock(run) == "device"
     for s in run.spans:
-        if s[3] >= 0:
-            acc[(s[2], s[3])].append(s[1])
-    return {k: sum(v) / len(v) for k, v in acc.items()}
+        if s[3] < 0:
+            continue
+        v = s[6] if device else s[1]
+        if v is not None and v != LOST:
+            acc[(s[2], s[3])].append(v)
+    return {k: pct(sorted(v), .5) for k, v in acc.items()}
 
 
-def layer_lines(means):
+def layer_lines(run):
+    if fused(run):
+        return [FUSED_LINE % run.launches["forward"]]
+    means = layer_medians(run)
+    if not means:
+        return ["no spans inside layers"]
     layers = sorted({l for _, l in means})
     ops = sorted({o for o, _ in means})
-    lines = ["%-12s" % "layer" + "".join("%11s" % o[:10] for o in ops)]
+    lines = ["clock: %s" % layer_clock(run), "%-12s" % "layer" + "".join("%11s" % o[:10] for o in ops)]
     for l in layers:
         lines.append("%-12d" % l + "".join("%11.4f" % ms(means[(o, l)]) if (o, l) in means else "%11s" % "-"
                                          for o in ops))
     return lines
 
 
-def busy_ns(intervals):
-    """Length of the union of [start, end) intervals."""
-    total, end = 0, None
-    for a, b in sorted(intervals):
-        if end is None or a > end:
-            total += b - a
-            end = b
-        elif b > end:
-            total += b - end
-            end = b
-    return total
+ENGINE_SPANS = ("forward", "layer", "embed", "attn_norm", "qkv", "rope", "attention", "attn_out", "ffn_norm",
+                "ffn", "final_norm", "logits", "sync")
 
 
 def utilization(run):
-    # Host spans only: kernel times are on the device's clock (PoCL: the host's
-    # CLOCK_MONOTONIC_RAW), which ticks at the same rate but from elsewhere.
-    times = [s[0] for s in run.spans] + [s[0] + s[1] for s in run.spans]
-    if not times:
-        return ["no host spans"]
-    wall = max(times) - min(times)
-    top = [(s[0], s[0] + s[1]) for s in run.spans if s[4] == 0]
-    lines = ["wall (first span to last): %.3f s" % (wall / 1e9)]
-    if wall > 0:
-        lines.append("host (engine thread in outermost spans): %5.1f%%" % (100 * busy_ns(top) / wall))
-        if run.kernels:
-            lines.append("opencl device (union of kernel times):  %5.1f%%" % (
-                100 * busy_ns([(k[0], k[1]) for k in run.kernels]) / wall))
-    if run.summary and run.summary.get("device_utilization") is not None:
-        lines.append("summary's device_utilization (busy ns / wall of the session): %.3f" %
-                     run.summary["device_utilization"])
+    """Device utilization has one definition, the summary's: summed kernel
+    device time over the host wall from the first engine span's begin to the
+    last one's end. Kernel durations are differences on the device clock, so
+    only their sum meets the host wall, never their timestamps."""
+    eng = [s for s in run.spans if s[2] in ENGINE_SPANS]
+    if not eng:
+        return ["no engine spans"]
+    wall = max(s[0] + s[1] for s in eng) - min(s[0] for s in eng)
+    busy = sum(k[1] - k[0] for k in run.kernels)
+    lines = ["wall (first engine span to last, host clock): %.3f s" % (wall / 1e9)]
+    if not run.kernels:
+        lines.append("device utilization: no kernel records (CPU backend, or a fused forward below "
+                     "--level detail)")
+    elif wall > 0:
+        lines.append("device utilization (kernel device time / wall): %.1f%%" % (100 * busy / wall))
     return lines
 
 
@@ -209,7 +248,7 @@ def loss_lines(run):
 def text_report(run):
     out = ["spantrace report: %s (%s)" % (run.source, run.kind), ""]
     for title, lines in (("Per operation", op_table(run)), ("Slowest operations", slowest(run)),
-                         ("Per-layer averages (ms)", layer_lines(layer_means(run))),
+                         ("Per-layer medians (ms)", layer_lines(run)),
                          ("Utilization", utilization(run)), ("Requests", request_lines(run)),
                          ("Loss", loss_lines(run))):
         out += ["== " + title, *lines, ""]
@@ -258,7 +297,7 @@ def plot_latency(plt, run, out):
 
 
 def plot_heatmap(plt, run, out):
-    means = layer_means(run)
+    means = {} if fused(run) else layer_medians(run)
     if not means:
         return None
     layers = sorted({l for _, l in means})
@@ -276,8 +315,10 @@ def plot_heatmap(plt, run, out):
                 if v == v:
                     ax.text(j, i, "%.1f" % v, ha="center", va="center", fontsize=7,
                             color="black" if v > 0.6 * top else "white")
-    fig.colorbar(im, ax=ax, label="mean duration (µs)")
-    ax.set_title("Mean span duration per layer (µs)")
+    clock = layer_clock(run)
+    fig.colorbar(im, ax=ax, label="median %s time (µs)" % clock)
+    ax.set_title("Median %s time per layer and op (µs, %s clock)" %
+                 ("device" if clock == "device" else "span", clock))
     fig.tight_layout()
     return save(fig, out, "layer_heatmap.png")
 

@@ -74,7 +74,8 @@ struct column {
 	enum topview_sort sort;
 };
 
-enum { COL_COUNT, COL_RATE, COL_LAST, COL_MEAN, COL_P50, COL_P95, COL_P99, COL_MAX, COL_SHARE, NCOLS };
+enum { COL_COUNT, COL_RATE, COL_LAST, COL_MEAN, COL_P50, COL_P95, COL_P99, COL_MAX, COL_SHARE,
+       COL_DEV50, COL_DEV99, NCOLS };
 
 static const struct column columns[NCOLS] = {
 	[COL_COUNT] = { "COUNT", "COUNT*", 6, 6, TOPVIEW_SORT_COUNT },
@@ -86,20 +87,28 @@ static const struct column columns[NCOLS] = {
 	[COL_P99] = { "P99", "P99*", 6, 2, TOPVIEW_SORT_P99 },
 	[COL_MAX] = { "MAX", "MAX*", 6, 5, TOPVIEW_SORT_MAX },
 	[COL_SHARE] = { "%FWD", "%FWD*", 5, 7, TOPVIEW_SORT_SHARE },
+	/* device clock; only while some span carries device time */
+	[COL_DEV50] = { "DEV50", "DEV50", 6, 10, TOPVIEW_SORT_TREE },
+	[COL_DEV99] = { "DEV99", "DEV99", 6, 11, TOPVIEW_SORT_TREE },
 };
+
+static int device_columns(const struct topview *tv)
+{
+	return tv->device_spans || tv->device_lost;
+}
 
 #define NAME_MIN 16
 #define NAME_MAX_WIDTH 40
 
 /* Which columns fit in width, and how wide the name column is then. */
-static int plan_columns(int width, int shown[NCOLS])
+static int plan_columns(const struct topview *tv, int width, int shown[NCOLS])
 {
 	int used = 0;
 	for (int c = 0; c < NCOLS; c++) {
-		shown[c] = 1;
-		used += columns[c].width + 1;
+		shown[c] = c < COL_DEV50 || device_columns(tv);
+		used += shown[c] ? columns[c].width + 1 : 0;
 	}
-	for (int drop = 1; used + NAME_MIN > width && drop <= 9; drop++)
+	for (int drop = 1; used + NAME_MIN > width && drop <= 11; drop++)
 		for (int c = 0; c < NCOLS; c++)
 			if (shown[c] && columns[c].drop == drop) {
 				shown[c] = 0;
@@ -140,7 +149,7 @@ void topview_format_columns(const struct topview *tv, char *buf, size_t size, in
 {
 	int shown[NCOLS], pos = 0;
 	width = effective_width(width);
-	int name = plan_columns(width, shown);
+	int name = plan_columns(tv, width, shown);
 	buf[0] = '\0';
 	put(buf, size, width, &pos, "%-*s", name, "NAME");
 	for (int c = 0; c < NCOLS; c++) {
@@ -160,7 +169,7 @@ void topview_format_row(const struct topview *tv, size_t i, char *buf, size_t si
 	if (topview_row_at(tv, i, &r) != 0)
 		return;
 	width = effective_width(width);
-	int name = plan_columns(width, shown);
+	int name = plan_columns(tv, width, shown);
 	char label[96], cell[NCOLS][32];
 	snprintf(label, sizeof(label), "%*s%s%s", r.depth * 2, "",
 		 r.expandable ? (r.expanded ? "- " : "+ ") : "  ", r.name);
@@ -185,6 +194,13 @@ void topview_format_row(const struct topview *tv, size_t i, char *buf, size_t si
 		fmt_percent(cell[COL_SHARE], 32, columns[COL_SHARE].width, r.share * 100.0);
 	else
 		strcpy(cell[COL_SHARE], "-");
+	if (r.dev_wcount) {
+		fmt_ns(cell[COL_DEV50], 32, columns[COL_DEV50].width, (double)r.dev_p50_ns);
+		fmt_ns(cell[COL_DEV99], 32, columns[COL_DEV99].width, (double)r.dev_p99_ns);
+	} else {
+		strcpy(cell[COL_DEV50], "-");
+		strcpy(cell[COL_DEV99], "-");
+	}
 	for (int c = 0; c < NCOLS; c++)
 		if (shown[c])
 			put(buf, size, width, &pos, " %*s", columns[c].width, cell[c]);
@@ -196,9 +212,38 @@ static int has_problems(const struct topview *tv)
 	       tv->unknown_frees;
 }
 
+static int launch_seen(const struct topview *tv)
+{
+	return tv->forwards_by_launch[LAUNCH_FORWARD] || tv->forwards_by_launch[LAUNCH_PHASES] ||
+	       device_columns(tv);
+}
+
 int topview_header_count(const struct topview *tv)
 {
-	return 5 + 2 * tv->serving_seen + has_problems(tv);
+	return 5 + 2 * tv->serving_seen + launch_seen(tv) + has_problems(tv);
+}
+
+/* How the forwards ran, and which clock each column is. A fused forward is
+ * one kernel: it has no layer or op rows, and the line says how to get them. */
+static void format_launch(const struct topview *tv, char *buf, size_t size, int width, int *alert)
+{
+	const uint64_t *n = tv->forwards_by_launch;
+	int pos = 0;
+
+	put(buf, size, width, &pos, "launch");
+	for (int m = LAUNCH_HOST; m < LAUNCH_COUNT; m++)
+		if (n[m])
+			put(buf, size, width, &pos, " %s %" PRIu64, span_launch_name(m), n[m]);
+	if (n[LAUNCH_FORWARD] && !n[LAUNCH_PHASES]) {   /* short: it must fit 80 columns */
+		put(buf, size, width, &pos, ": fused, 1 kernel per forward; op rows need --level detail");
+	} else {
+		put(buf, size, width, &pos, "  clock: spans host; %sDEV50/DEV99 device",
+		    tv->kernels_agg.count ? "kernels, " : "");
+	}
+	if (tv->device_lost) {
+		put(buf, size, width, &pos, "  device time lost on %" PRIu64 " spans", tv->device_lost);
+		*alert = 1;
+	}
 }
 
 static void format_identity(const struct topview *tv, char *buf, size_t size, int width)
@@ -420,6 +465,13 @@ void topview_format_header(const struct topview *tv, int i, char *buf, size_t si
 			return;
 		}
 		i -= 2;
+	}
+	if (i >= 5 && launch_seen(tv)) {
+		if (i == 5) {
+			format_launch(tv, buf, size, width, alert);
+			return;
+		}
+		i -= 1;
 	}
 	switch (i) {
 	case 0: format_identity(tv, buf, size, width); break;

@@ -25,6 +25,8 @@ static void row_free(struct tv_row *r)
 {
 	if (r->win.slots)
 		window_free(&r->win);
+	if (r->dwin.slots)
+		window_free(&r->dwin);
 }
 
 static void row_add(struct topview *tv, struct tv_row *r, uint64_t t, uint64_t v)
@@ -36,6 +38,25 @@ static void row_add(struct topview *tv, struct tv_row *r, uint64_t t, uint64_t v
 	r->count++;
 	r->last = v;
 	r->last_ts = t;
+}
+
+/* A span's device time (device clock), or a count of the spans whose
+ * kernel records were lost: never a guessed value. */
+static void row_add_device(struct topview *tv, struct tv_row *r, uint64_t t, uint64_t device_ns)
+{
+	if (device_ns == DEVICE_NS_NONE)
+		return;
+	if (device_ns == DEVICE_NS_LOST) {
+		r->dlost++;
+		tv->device_lost++;
+		return;
+	}
+	if (!r->dwin.slots && window_init(&r->dwin, tv->nslots, tv->slot_ns) != 0)
+		tv->oom++;
+	if (r->dwin.slots)
+		window_add(&r->dwin, t, device_ns);
+	r->dcount++;
+	tv->device_spans++;
 }
 
 /* ---- lifecycle ---- */
@@ -167,7 +188,10 @@ void topview_on_span(struct topview *tv, const struct span_event *ev)
 		}
 		row = &l->kind[ev->kind];
 	}
+	if (ev->kind == SPAN_FORWARD)
+		tv->forwards_by_launch[span_launch_of(ev->flags)]++;
 	row_add(tv, row, ev->h.ts_ns + ev->dur_ns, ev->dur_ns);
+	row_add_device(tv, row, ev->h.ts_ns + ev->dur_ns, ev->device_ns);
 }
 
 void topview_on_token(struct topview *tv, const struct token_event *ev)
@@ -484,12 +508,23 @@ static void stats_from_hist(struct tv_row *r, const struct hist *h, double secs)
 	r->wsum = h->sum;
 }
 
+static void device_from_hist(struct tv_row *r, const struct hist *h)
+{
+	r->st.dev_wcount = h->count;
+	r->st.dev_p50_ns = hist_quantile(h, 0.50);
+	r->st.dev_p99_ns = hist_quantile(h, 0.99);
+}
+
 static void refresh_leaf(struct topview *tv, struct tv_row *r, uint64_t now, double secs)
 {
 	hist_reset(tv->scratch);
 	if (r->win.slots)
 		window_snapshot(&r->win, now, tv->scratch);
 	stats_from_hist(r, tv->scratch, secs);
+	hist_reset(tv->scratch);
+	if (r->dwin.slots)
+		window_snapshot(&r->dwin, now, tv->scratch);
+	device_from_hist(r, tv->scratch);
 }
 
 /* An aggregate row: the merge of its members' windows, their summed
@@ -510,6 +545,11 @@ static void refresh_aggregate(struct topview *tv, struct tv_row *agg, struct tv_
 		}
 	}
 	stats_from_hist(agg, tv->scratch, secs);
+	hist_reset(tv->scratch);
+	for (size_t i = 0; i < n; i++)
+		if (members[i]->dwin.slots)
+			window_snapshot(&members[i]->dwin, now, tv->scratch);
+	device_from_hist(agg, tv->scratch);
 }
 
 static void set_share(struct tv_row *r, uint64_t forward_sum)
@@ -883,26 +923,29 @@ static int set_expanded(struct topview *tv, int want)
 	return 1;
 }
 
+static void row_reset(struct tv_row *r)
+{
+	if (r->win.slots)
+		window_reset(&r->win);
+	if (r->dwin.slots)
+		window_reset(&r->dwin);
+}
+
 static void reset_windows(struct topview *tv)
 {
 	struct tv_row *fixed[] = { &tv->request, &tv->token, &tv->req_rows[RR_TTFT], &tv->req_rows[RR_ITL],
 				   &tv->req_rows[RR_QUEUE], &tv->req_rows[RR_STEP] };
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
-		if (fixed[i]->win.slots)
-			window_reset(&fixed[i]->win);
+		row_reset(fixed[i]);
 	for (unsigned k = 0; k < SPAN_KINDS; k++) {
-		if (tv->none[k].win.slots)
-			window_reset(&tv->none[k].win);
+		row_reset(&tv->none[k]);
 		for (unsigned l = 0; l < tv->nlayers; l++)
-			if (tv->layers[l].kind[k].win.slots)
-				window_reset(&tv->layers[l].kind[k].win);
+			row_reset(&tv->layers[l].kind[k]);
 	}
 	for (unsigned k = 0; k < KERNEL_COUNT; k++)
-		if (tv->kernel[k].win.slots)
-			window_reset(&tv->kernel[k].win);
+		row_reset(&tv->kernel[k]);
 	for (unsigned r = 0; r < TV_CL_ROWS; r++)
-		if (tv->cl_rows[r].win.slots)
-			window_reset(&tv->cl_rows[r].win);
+		row_reset(&tv->cl_rows[r]);
 	tv->base_ns = tv->now_ns;
 	compute_rows(tv, tv->now_ns);
 	layout(tv);

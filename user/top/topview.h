@@ -122,6 +122,8 @@ struct topview_row {
 	double mean_ns;
 	uint64_t p50_ns, p95_ns, p99_ns, max_ns;
 	double share;          /* of forward time in the window; < 0: none */
+	/* device clock: the kernels the spans launched (0 = none in the window) */
+	uint64_t dev_wcount, dev_p50_ns, dev_p99_ns;
 };
 
 size_t topview_nrows(const struct topview *tv);

@@ -11,7 +11,9 @@
  * last refresh. Aggregate rows have no window of their own. */
 struct tv_row {
 	struct window win;            /* slots == NULL until the first value */
+	struct window dwin;           /* device clock: the spans' joined device_ns */
 	uint64_t count, last, last_ts;
+	uint64_t dcount, dlost;       /* spans with device time; whose kernels were lost */
 	int expanded;
 	struct topview_row st; /* numbers of the last refresh */
 	uint64_t wsum;         /* summed time in the window */
@@ -97,6 +99,8 @@ struct topview {
 	uint64_t events, events_prev;
 	double events_rate;
 	uint64_t span_errors, bad_events, oom;
+	uint64_t forwards_by_launch[LAUNCH_COUNT];  /* from the forward spans */
+	uint64_t device_spans, device_lost;         /* spans with device time; lost ones */
 	uint64_t invalid;                          /* records the decoder rejected */
 	uint64_t first_token_ns, last_token_end_ns;
 	int have_token;
