@@ -61,7 +61,9 @@ traces = {s["traceId"] for s in spans}
 assert len(traces) == eng["requests"], ("one trace per request", len(traces))
 expect_parent = {"request": None, "token": "request", "forward": "token", "sample": "token", "embed": "forward",
                  "layer": "forward", "logits": "forward", "final_norm": "logits", "qkv": "layer", "attn_norm": "qkv",
-                 "rope": "qkv", "attention": "layer", "attn_out": "layer", "ffn": "layer", "ffn_norm": "ffn"}
+                 "rope": "qkv", "attention": "layer", "attn_out": "layer", "ffn": "layer", "ffn_norm": "ffn",
+                 "sync": "forward"}
+launching = ("embed", "qkv", "attention", "attn_out", "ffn", "logits", "layer", "forward")
 for s in spans:
     p = byid.get(s["parentSpanId"]) if s["parentSpanId"] else None
     if s["parentSpanId"]:
@@ -76,6 +78,14 @@ for s in spans:
     assert pname == expect_parent[s["name"]], ("parent of %s is %s" % (s["name"], pname), s)
     if p:
         assert int(p["start"]) <= int(s["start"]) and int(s["end"]) <= int(p["end"]), ("child outside its parent", s, p)
+    if s["name"] in expect_parent and s["name"] not in ("request", "token"):
+        # every engine span says its clock; on OpenCL, those that launched
+        # kernels carry their device time, and forwards their launch mode
+        a = s["attributes"]
+        assert a.get("spantrace.clock") == "host", s
+        on_device = "opencl" in eng and s["name"] in launching
+        assert ("spantrace.device_ns" in a) == on_device, ("device_ns", on_device, s)
+        assert ("spantrace.launch" in a) == (s["name"] == "forward"), s
     if s["name"] == "layer":
         assert p["attributes"].get("spantrace.position") == s["attributes"].get("spantrace.position")
 print("ok: every parentSpanId is a span of the same trace, of the expected kind, around its child")

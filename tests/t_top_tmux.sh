@@ -59,10 +59,11 @@ tm send-keys -t top g
 for i in $(seq $((layers - first - 1))); do tm send-keys -t top j; done
 tm send-keys -t top e
 wait_for shows '+ layers (6)' || fail "e did not collapse the layers row: $(screen)"
-wait_for hides 'attn_norm' || fail "collapsed layers still show their phases"
+# ffn: a phase of every backend; its kernels are ffn_up and ffn_down
+wait_for hides ' ffn  ' || fail "collapsed layers still show their phases"
 ok "e collapses the layers row"
 tm send-keys -t top e
-wait_for shows 'attn_norm' || fail "e did not expand the layers row again: $(screen)"
+wait_for shows ' ffn  ' || fail "e did not expand the layers row again: $(screen)"
 ok "e expands it again"
 tm send-keys -t top l
 wait_for shows 'layer 0 ' || fail "l did not split the layers: $(screen)"
