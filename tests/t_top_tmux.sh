@@ -104,3 +104,14 @@ rm -f "$TMP/rc"
 tm send-keys -t top "$(printf '%q ' "$SPANTRACE" top -n 2 -d 0.5 --binary "$INFER") 2>$TMP/top.err; echo \$? >$TMP/rc" Enter
 wait_for shows 'waiting for events' || fail "no view for -n 2: $(screen; cat "$TMP/top.err")"
 restored_after "-n 2"
+
+# The terminal goes away under a running top (ssh dropped, tmux killed): top
+# must end, not spin on a hung-up tty.
+tm send-keys -t top "clear" Enter
+tm send-keys -t top "$(printf '%q ' "$SPANTRACE" top --binary "$INFER") 2>$TMP/hup.err" Enter
+wait_for shows 'waiting for events' || fail "no view before the hangup: $(screen; cat "$TMP/hup.err")"
+toppid=$(pgrep -f "^$SPANTRACE top --binary") || fail "no top process to hang up on"
+tm kill-server
+gone() { ! kill -0 "$toppid" 2>/dev/null; }
+wait_for gone || { ps -o pid,stat,pcpu,args -p "$toppid"; kill "$toppid"; fail "top outlived its terminal"; }
+ok "top ended when its terminal hung up"

@@ -51,6 +51,7 @@ const char *stop_reason_text(enum stop_reason r)
 	case STOP_DURATION: return "duration reached";
 	case STOP_TARGET_EXIT: return "target exited";
 	case STOP_DONE: return "done";
+	case STOP_HANGUP: return "terminal hung up";
 	case STOP_OUTPUT_ERROR: return "write error";
 	case STOP_RINGBUF_ERROR: return "ring buffer error";
 	default: return "running";
@@ -74,7 +75,8 @@ static int wait_ms(const struct runloop *rl, uint64_t now, uint64_t next_tick)
 }
 
 /* Waits for records or input; 1 when the input fd is readable or a signal
- * cut the wait short. */
+ * cut the wait short, 2 when the input fd hung up (it would poll ready
+ * forever: a closed terminal must end the loop, not spin it). */
 static int wait_for_work(const struct runloop *rl, int timeout_ms)
 {
 	struct pollfd fds[2] = {
@@ -85,7 +87,9 @@ static int wait_for_work(const struct runloop *rl, int timeout_ms)
 
 	if (n < 0)
 		return errno == EINTR;
-	return rl->input_fd >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR));
+	if (rl->input_fd >= 0 && (fds[1].revents & (POLLHUP | POLLERR | POLLNVAL)))
+		return 2;
+	return rl->input_fd >= 0 && (fds[1].revents & POLLIN);
 }
 
 /* The records waiting now; the reason to stop if reading failed. */
@@ -104,6 +108,8 @@ static enum stop_reason step(struct runloop *rl, int input_ready, uint64_t *next
 	enum stop_reason why = consume(rl);
 	uint64_t now;
 
+	if (why == STOP_NONE && input_ready == 2)
+		return STOP_HANGUP;
 	if (why == STOP_NONE && input_ready && rl->on_input)
 		why = rl->on_input(rl->ctx);
 	if (why != STOP_NONE)

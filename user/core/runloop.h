@@ -27,6 +27,7 @@ enum stop_reason {
 	STOP_DONE,           /* the command had what it wanted (top -n, q) */
 	STOP_OUTPUT_ERROR,   /* a sink or a callback could not write */
 	STOP_RINGBUF_ERROR,  /* reading the ring buffer failed */
+	STOP_HANGUP,         /* the input fd hung up (top's terminal went away) */
 };
 
 struct runloop {
