@@ -64,14 +64,17 @@ static error_t common_parse(int key, char *arg, struct argp_state *state)
 
 const struct argp *common_argp(unsigned mask, const struct common_opts *defaults)
 {
-	static char level_doc[128], max_doc[96];
+	static char level_doc[384], max_doc[96];
 	static struct argp_option opts[6];
 	static struct argp child = { opts, common_parse, NULL, NULL, NULL, NULL, NULL };
 	unsigned n = 0;
 
 	snprintf(level_doc, sizeof(level_doc),
 		 "coarse (requests, tokens, forward/layer spans, memory) or detail (every op and "
-		 "OpenCL kernel); default %s", trace_level_name(defaults->level));
+		 "OpenCL kernel, with its device time: the OpenCL engine then launches a kernel "
+		 "per phase, ~0.76x its untraced tok/s on the demo model, against ~0.97x at "
+		 "coarse, where its forward stays one kernel); default %s",
+		 trace_level_name(defaults->level));
 	snprintf(max_doc, sizeof(max_doc), "At most N events in the Chrome trace (default %llu)",
 		 (unsigned long long)defaults->max_events);
 	if (mask & COMMON_LEVEL)
