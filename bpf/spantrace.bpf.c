@@ -39,6 +39,11 @@ const volatile __u32 stream_mode = STREAM_ALL;  /* enum stream_mode */
 const volatile __u64 wakeup_bytes = 64 * 1024;  /* force a wakeup past this */
 /* Set by userspace once every probe is attached, cleared before detaching. */
 __u32 armed = 0;
+/* Set by userspace before the links go: their removal takes a grace period
+ * and runs in parallel, so ends may go before begins, and a begin then
+ * would stay open (16 of them overflow the stack). Nothing begun now can
+ * end in this session anyway. */
+__u32 detaching = 0;
 
 /* ---- maps ---- */
 struct {
@@ -352,7 +357,7 @@ static __always_inline int span_begin(__u32 kind, __s32 layer)
 	struct thread_state *st;
 	__u32 d;
 
-	if (!traced_tgid())
+	if (detaching || !traced_tgid())
 		return 0;
 	st = thread_get(tid, 1);
 	if (!st)

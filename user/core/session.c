@@ -429,8 +429,10 @@ void session_detach(struct session *s)
 	 * here) and the kernel serializes them: ~0.1 s per probe site. The
 	 * uprobe_multi links close in parallel, in about one grace period.
 	 * Reverse attach order: begins go before ends, so open spans can close. */
-	if (s->skel && s->skel->bss)
+	if (s->skel && s->skel->bss) {
 		s->skel->bss->armed = 0;
+		s->skel->bss->detaching = 1;   /* see span_begin() */
+	}
 	s->detached = 1;
 	umulti_detach(s->um);
 	for (size_t i = s->nlinks; i-- > 0;)
