@@ -9,7 +9,8 @@
 #    launch "phases"; the summary gives device percentiles per span kind;
 #  - --level coarse: nobody asks for op detail, so the fused forward runs:
 #    one kernel per forward, no layer or op spans, launch "forward";
-#  - a ring buffer too small: lost kernel records make device_ns null, never
+#  - a ring buffer too small and a stalled reader: lost kernel records make
+#    device_ns null, never
 #    0 and never a partial sum; the summary counts them as lost;
 #  - the daemon at --level detail serves spantrace_span_device_seconds with
 #    the same counts.
@@ -28,7 +29,15 @@ rec() { # NAME LEVEL [RECORD ARGS...]
 }
 rec detail detail
 rec coarse coarse
-rec lossy detail --ringbuf-kb 4
+# lossy: a 4 KiB ring buffer and a JSONL reader that stalls for 2 s, so the
+# tracer blocks on its output and the buffer overflows whatever the load
+mkfifo "$TMP/lossy.fifo"
+{ sleep 2; cat; } <"$TMP/lossy.fifo" >"$TMP/lossy.jsonl" &
+reader=$!
+"$SPANTRACE" record -q --ringbuf-kb 4 -o "$TMP/lossy.fifo" --summary "$TMP/lossy.sum" \
+	-- "$INFER" "$DEMO_MODEL" -n 160 -t 0 --ids --stats "$TMP/lossy.stats" >/dev/null 2>"$TMP/lossy.err" ||
+	fail "record lossy: $(tail -n 3 "$TMP/lossy.err")"
+wait $reader
 
 /usr/bin/python3 - "$TMP" <<'PY' || fail "device truth"
 import json, sys, collections
@@ -94,7 +103,8 @@ for k in (r for r in recs if r["type"] == "kernel"):
     kernels[(k["pid"], k["req"], k["pos"], k["layer"], kind)] += k["dur_ns"]
 lost = [s for s in spans if s["device_ns"] is None]
 kdrop = summ["loss"]["by_type"]["kernel"]["dropped"]
-assert kdrop > 0, ("a 4 KiB ring buffer lost no kernel records", summ["loss"]["by_type"]["kernel"])
+assert kdrop > 0, ("a 4 KiB ring buffer behind a stalled reader lost no kernel records",
+                   summ["loss"]["by_type"]["kernel"])
 assert lost, "kernel records were lost but no span says its device time is unknown"
 for s in spans:
     if s["device_ns"] is None or s["name"] in ("layer", "forward"):
