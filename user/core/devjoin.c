@@ -141,7 +141,7 @@ static int join_forward(struct devjoin *j, struct devjoin_thread *t, struct span
 	unsigned launch = span_launch_of(f->flags);
 	int device = j->kernels_traced && (launch == LAUNCH_FORWARD || launch == LAUNCH_PHASES);
 	size_t first, n = forward_kernels(t, f, &first), mine = 0;
-	const struct joined_kernel *k = t->kernels + first;
+	const struct joined_kernel *k = t->kernels ? t->kernels + first : NULL;
 	int lost = n == 0 || k[0].forward_kernels != n;
 	int rc = 0;
 
@@ -161,7 +161,8 @@ static int join_forward(struct devjoin *j, struct devjoin_thread *t, struct span
 	for (size_t i = 0; i < t->nspans && !rc; i++)
 		rc = deliver_span(j, &t->spans[i]);
 	t->nspans = 0;
-	memmove(t->kernels, t->kernels + first + n, (t->nkernels - first - n) * sizeof(*k));
+	if (t->nkernels > first + n)   /* none held: kernels may still be NULL */
+		memmove(t->kernels, t->kernels + first + n, (t->nkernels - first - n) * sizeof(*k));
 	t->nkernels -= first + n;
 	return rc ? rc : deliver_span(j, f);
 }
