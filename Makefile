@@ -107,6 +107,13 @@ DEB_PKGS := build-essential clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev 
 # bundles npm and conflicts with Debian's npm package.
 NODE_DIR := tests/node
 NODE_PKGS := openai vega vega-lite @resvg/resvg-js @opentelemetry/otlp-transformer
+# npm (tests/llama): llama.cpp as users get it, node-llama-cpp's prebuilt
+# linux-x64 CPU libraries only (--omit=optional leaves out its CUDA, Vulkan
+# and ARM builds, 650 MB; --ignore-scripts: its postinstall would offer to
+# download or build other binaries), the reference and peer for GGUF. No
+# lockfile: npm 11 writes none that `npm ci --omit=optional` accepts on
+# Linux; package.json pins node-llama-cpp and its binaries exactly.
+LLAMA_DIR := tests/llama
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -124,6 +131,9 @@ deps:
 	@(for p in $(NODE_PKGS); do [ -d $(NODE_DIR)/node_modules/$$p ] || exit 1; done) || \
 	    (cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || \
 	    { echo "deps: npm ci in $(NODE_DIR) failed" >&2; exit 1; }
+	@[ -d $(LLAMA_DIR)/node_modules/@node-llama-cpp/linux-x64 ] || \
+	    (cd $(LLAMA_DIR) && npm install --no-package-lock --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null) || \
+	    { echo "deps: npm ci in $(LLAMA_DIR) failed" >&2; exit 1; }
 
 # ---- the engine ----
 $(BUILD)/inference/%.o: inference/%.c

@@ -390,13 +390,14 @@ static int upload_layer(ClState *s, const Weights *w, int l, InferError *err)
 	const Config *c = s->c;
 	size_t dim = c->dim, hid = c->hidden_dim;
 	size_t kv = (size_t)c->n_kv_heads * (c->dim / c->n_heads);
-	MatrixPart wo = { w->wo + l * dim * dim, dim }, w2 = { w->w2 + l * dim * hid, dim };
-	MatrixPart qkv[] = { { w->wq + l * dim * dim, dim }, { w->wk + l * kv * dim, kv },
-			     { w->wv + l * kv * dim, kv } };
-	MatrixPart w13[] = { { w->w1 + l * hid * dim, hid }, { w->w3 + l * hid * dim, hid } };
+	const LayerWeights *lw = &w->layers[l];
+	MatrixPart wo = { tensor_f32(lw->wo), dim }, w2 = { tensor_f32(lw->w2), dim };
+	MatrixPart qkv[] = { { tensor_f32(lw->wq), dim }, { tensor_f32(lw->wk), kv },
+			     { tensor_f32(lw->wv), kv } };
+	MatrixPart w13[] = { { tensor_f32(lw->w1), hid }, { tensor_f32(lw->w3), hid } };
 
-	return upload_vector(s, w->rms_att_weight + l * dim, dim, layer_off(s, l, W_RMS_ATT), err) ||
-	       upload_vector(s, w->rms_ffn_weight + l * dim, dim, layer_off(s, l, W_RMS_FFN), err) ||
+	return upload_vector(s, tensor_f32(lw->rms_att), dim, layer_off(s, l, W_RMS_ATT), err) ||
+	       upload_vector(s, tensor_f32(lw->rms_ffn), dim, layer_off(s, l, W_RMS_FFN), err) ||
 	       upload_packed(s, qkv, 3, dim, 1, layer_off(s, l, W_QKV), err) ||
 	       upload_packed(s, &wo, 1, dim, 0, layer_off(s, l, W_WO), err) ||
 	       upload_packed(s, w13, 2, dim, 0, layer_off(s, l, W_W13), err) ||
@@ -462,8 +463,8 @@ static int upload_rope(ClState *s, InferError *err)
 static int upload_weights(ClState *s, const Model *m, InferError *err)
 {
 	const Config *c = &m->config;
-	MatrixPart emb = { m->weights.token_embedding_table, c->vocab_size };
-	MatrixPart wcls = { m->weights.wcls, c->vocab_size };
+	MatrixPart emb = { tensor_f32(m->weights.token_embedding_table), c->vocab_size };
+	MatrixPart wcls = { tensor_f32(m->weights.wcls), c->vocab_size };
 
 	if (plan_weights(s, err) ||
 	    dev_buffer(s, s->weight_floats * sizeof(float), NULL, &s->weights, err) ||
@@ -472,7 +473,7 @@ static int upload_weights(ClState *s, const Model *m, InferError *err)
 		return -1;
 	/* the embedding is packed too, so a shared classifier is one copy */
 	if (upload_packed(s, &emb, 1, c->dim, 0, s->woff[W_EMB], err) ||
-	    upload_vector(s, m->weights.rms_final_weight, c->dim, s->woff[W_RMS_FINAL], err))
+	    upload_vector(s, tensor_f32(m->weights.rms_final_weight), c->dim, s->woff[W_RMS_FINAL], err))
 		return -1;
 	if (!c->shared_classifier && upload_packed(s, &wcls, 1, c->dim, 0, s->woff[W_CLS], err))
 		return -1;
@@ -638,9 +639,12 @@ static int cl_create(const Model *m, const BackendOptions *opt, void **state,
 		     InferError *err)
 {
 	const Config *c = &m->config;
-	ClState *s = calloc(1, sizeof(*s));
+	ClState *s;
 
 	*state = NULL;
+	if (model_require_f32(m, "opencl backend", err))
+		return -1;
+	s = calloc(1, sizeof(*s));
 	if (!s)
 		return infer_fail(err, "out of memory for the opencl backend");
 	s->c = c;

@@ -100,9 +100,10 @@ typedef struct {
 	int *out_tok;       /* (max_out) tokens whose logits are wanted */
 	void *meta;         /* the per-token arrays and the phases */
 	size_t meta_bytes;
-	/* the matrices packed for matmul_rows (matmul.h): layer 0's of each,
-	 * layer l's l packed matrices on */
-	const float *wq, *wk, *wv, *wo, *w1, *w2, *w3, *wcls;
+	/* the matrices packed for matmul_rows_typed (matmul.h), each in its
+	 * stored type: layer l's kind k at [l * MAT_PER_LAYER + k], the
+	 * classifier last */
+	PackedMatrix *mats;
 	void *packed_mem;   /* all of them, from CACHE_LINE on */
 	size_t packed_bytes;
 	float *key_cache;   /* (n_layers, n_blocks, n_kv_heads, block_size, head_size) */
@@ -110,6 +111,9 @@ typedef struct {
 	float *kv_block;
 	size_t kv_bytes;
 } CpuState;
+
+/* A layer's matrices, in LayerWeights' order less the norms. */
+enum { MAT_WQ, MAT_WK, MAT_WV, MAT_WO, MAT_W1, MAT_W2, MAT_W3, MAT_PER_LAYER };
 
 static void rmsnorm(float *o, const float *x, const float *weight, int size)
 {
@@ -167,7 +171,7 @@ static inline __attribute__((always_inline)) float dot(const float *w, const flo
  * (matmul.h). */
 typedef struct {
 	float *out;
-	const float *w;
+	PackedMatrix w;
 	int d;
 } Proj;
 
@@ -175,7 +179,7 @@ typedef struct {
  * unit of work a thread takes. */
 static void matmul_tile(const Proj *p, int r0, int r1, const float *x, int n, int batch)
 {
-	matmul_rows(p->w, n, r0, r1, x, batch, p->out, (size_t)p->d);
+	matmul_rows_typed(p->w.data, p->w.type, n, r0, r1, x, batch, p->out, (size_t)p->d);
 }
 
 /* Tiles of rows tile_rows high over several projections of the same
@@ -386,10 +390,10 @@ static const Weights *weights(const CpuState *s)
 	return &s->model->weights;
 }
 
-/* Layer l's (d, n) matrix of a packed stack whose layer 0 is at m. */
-static const float *layer_matrix(const float *m, int l, int d, int n)
+/* Layer l's packed matrix of kind k (MAT_*). */
+static PackedMatrix layer_matrix(const CpuState *s, int k, int l)
 {
-	return m + (size_t)l * packed_floats(d, n);
+	return s->mats[(size_t)l * MAT_PER_LAYER + k];
 }
 
 /* q/k/v of layer l as three projections of the normed tokens. */
@@ -397,9 +401,9 @@ static void qkv_projs(const CpuState *s, int l, Proj p[3])
 {
 	int dim = s->c.dim, kv = s->kv_dim;
 
-	p[0] = (Proj){ s->q, layer_matrix(s->wq, l, dim, dim), dim };
-	p[1] = (Proj){ s->k, layer_matrix(s->wk, l, kv, dim), kv };
-	p[2] = (Proj){ s->v, layer_matrix(s->wv, l, kv, dim), kv };
+	p[0] = (Proj){ s->q, layer_matrix(s, MAT_WQ, l), dim };
+	p[1] = (Proj){ s->k, layer_matrix(s, MAT_WK, l), kv };
+	p[2] = (Proj){ s->v, layer_matrix(s, MAT_WV, l), kv };
 }
 
 /* RoPE on token b's q and k, then its k/v into their pool rows. */
@@ -427,7 +431,7 @@ static void residual_rows(float *x, const float *d, int width, int r0, int r1, i
 }
 
 /* out += w @ in on the tile's rows of a (dim, k) matrix: wo and w2. */
-static void matmul_add_tile(const CpuState *s, const float *w, int k, const float *in,
+static void matmul_add_tile(const CpuState *s, PackedMatrix w, int k, const float *in,
 			    float *tmp, int t)
 {
 	int dim = s->c.dim, r0 = t * TILE_ROWS, r1 = r0 + TILE_ROWS < dim ? r0 + TILE_ROWS : dim;
@@ -457,8 +461,8 @@ static void ffn_up_tile(const CpuState *s, int l, int t)
 {
 	int dim = s->c.dim, hid = s->c.hidden_dim, r0 = t * TILE_ROWS;
 	int r1 = r0 + TILE_ROWS < hid ? r0 + TILE_ROWS : hid;
-	Proj p1 = { s->hb, layer_matrix(s->w1, l, hid, dim), hid };
-	Proj p3 = { s->hb2, layer_matrix(s->w3, l, hid, dim), hid };
+	Proj p1 = { s->hb, layer_matrix(s, MAT_W1, l), hid };
+	Proj p3 = { s->hb2, layer_matrix(s, MAT_W3, l), hid };
 
 	matmul_tile(&p1, r0, r1, s->xb, dim, s->n);
 	matmul_tile(&p3, r0, r1, s->xb, dim, s->n);
@@ -481,7 +485,7 @@ static void run_tile(const CpuState *s, const Phase *ph, int t)
 	switch (ph->kind) {
 	case PH_ATTN_NORM:
 		rmsnorm(s->xb + (size_t)t * dim, s->x + (size_t)t * dim,
-			w->rms_att_weight + (size_t)l * dim, dim);
+			tensor_f32(w->layers[l].rms_att), dim);
 		break;
 	case PH_QKV:
 		qkv_projs(s, l, p);
@@ -494,24 +498,24 @@ static void run_tile(const CpuState *s, const Phase *ph, int t)
 		attend_head(s, l, t / c->n_heads, t % c->n_heads, s->q, s->xb);
 		break;
 	case PH_ATTN_OUT:
-		matmul_add_tile(s, layer_matrix(s->wo, l, dim, dim), dim, s->xb, s->xb2, t);
+		matmul_add_tile(s, layer_matrix(s, MAT_WO, l), dim, s->xb, s->xb2, t);
 		break;
 	case PH_FFN_NORM:
 		rmsnorm(s->xb + (size_t)t * dim, s->x + (size_t)t * dim,
-			w->rms_ffn_weight + (size_t)l * dim, dim);
+			tensor_f32(w->layers[l].rms_ffn), dim);
 		break;
 	case PH_FFN_UP:
 		ffn_up_tile(s, l, t);
 		break;
 	case PH_FFN_DOWN:
-		matmul_add_tile(s, layer_matrix(s->w2, l, dim, hid), hid, s->hb, s->xb, t);
+		matmul_add_tile(s, layer_matrix(s, MAT_W2, l), hid, s->hb, s->xb, t);
 		break;
 	case PH_FINAL_NORM:
 		rmsnorm(s->xo + (size_t)t * dim, s->x + (size_t)s->out_tok[t] * dim,
-			w->rms_final_weight, dim);
+			tensor_f32(w->rms_final_weight), dim);
 		break;
 	case PH_LOGITS:
-		p[0] = (Proj){ s->logits, s->wcls, c->vocab_size };
+		p[0] = (Proj){ s->logits, s->mats[(size_t)c->n_layers * MAT_PER_LAYER], c->vocab_size };
 		proj_tile(p, 1, t, logit_tile_rows(s), s->xo, dim, s->n_out);
 		break;
 	}
@@ -674,18 +678,40 @@ static void run_forward(CpuState *s)
 	run_phases(s, omp_get_thread_num() == 0);
 }
 
+/* Row `token` of the embedding as floats, from its stored type. */
+static void embed_row(float *out, const Tensor *emb, int token, int dim)
+{
+	if (emb->type == WEIGHT_F32) {
+		memcpy(out, (const float *)emb->data + (size_t)token * dim, dim * sizeof(float));
+	} else if (emb->type == WEIGHT_F16) {
+		const _Float16 *row = (const _Float16 *)emb->data + (size_t)token * dim;
+
+		for (int j = 0; j < dim; j++)
+			out[j] = (float)row[j];
+	} else {
+		const uint8_t *row = (const uint8_t *)emb->data + (size_t)token * (dim / Q8_0_BLOCK) * Q8_0_BLOCK_BYTES;
+
+		for (int b = 0; b < dim / Q8_0_BLOCK; b++, row += Q8_0_BLOCK_BYTES) {
+			_Float16 d;
+
+			memcpy(&d, row, 2);
+			for (int j = 0; j < Q8_0_BLOCK; j++)
+				out[b * Q8_0_BLOCK + j] = (float)(int8_t)row[2 + j] * (float)d;
+		}
+	}
+}
+
 /* Lays the batch out per token: embedding row, position, block table;
  * sets the number of tokens, and the logits rows in out_tok. */
 static void gather_batch(CpuState *s, const BatchSeq *seqs, int nseqs)
 {
-	const float *emb = weights(s)->token_embedding_table;
+	const Tensor *emb = &weights(s)->token_embedding_table;
 	int dim = s->c.dim, n = 0;
 
 	s->n_out = 0;
 	for (int i = 0; i < nseqs; i++) {
 		for (int t = 0; t < seqs[i].n; t++, n++) {
-			memcpy(s->x + (size_t)n * dim, emb + (size_t)seqs[i].tokens[t] * dim,
-			       dim * sizeof(float));
+			embed_row(s->x + (size_t)n * dim, emb, seqs[i].tokens[t], dim);
 			s->tpos[n] = seqs[i].pos + t;
 			s->tblocks[n] = seqs[i].blocks;
 		}
@@ -733,6 +759,9 @@ static void cpu_destroy(void *state)
 	if (!s)
 		return;
 	pool_free(POOL_DEVICE, s->packed_mem, s->packed_bytes);
+	if (s->mats)
+		pool_free(POOL_ACTIVATIONS, s->mats,
+			  ((size_t)s->c.n_layers * MAT_PER_LAYER + 1) * sizeof(*s->mats));
 	pool_free(POOL_KV_CACHE, s->kv_block, s->kv_bytes);
 	pool_free(POOL_ACTIVATIONS, s->meta, s->meta_bytes);
 	pool_free(POOL_ACTIVATIONS, s->block_mem, s->block_bytes);
@@ -818,37 +847,60 @@ static int cpu_alloc(CpuState *s, InferError *err)
 	return 0;
 }
 
-/* Packs every matrix for matmul_rows. The copy is the backend's own layout
- * of the weights, so it is counted in the device pool, as the OpenCL
- * backend's buffers are; the mapped file stays the weights pool. */
+/* Layer l's matrix of kind k (MAT_*) in the model, with its shape; l ==
+ * n_layers: the classifier. */
+static const Tensor *model_matrix(const CpuState *s, int k, int l, int *d, int *n)
+{
+	const Weights *w = weights(s);
+	const LayerWeights *lw = l < s->c.n_layers ? &w->layers[l] : NULL;
+	int dim = s->c.dim, hid = s->c.hidden_dim, kv = s->kv_dim;
+
+	if (!lw) {
+		*d = s->c.vocab_size, *n = dim;
+		return &w->wcls;
+	}
+	switch (k) {
+	case MAT_WQ: *d = dim, *n = dim; return &lw->wq;
+	case MAT_WK: *d = kv, *n = dim; return &lw->wk;
+	case MAT_WV: *d = kv, *n = dim; return &lw->wv;
+	case MAT_WO: *d = dim, *n = dim; return &lw->wo;
+	case MAT_W1: *d = hid, *n = dim; return &lw->w1;
+	case MAT_W2: *d = dim, *n = hid; return &lw->w2;
+	default: *d = hid, *n = dim; return &lw->w3;
+	}
+}
+
+/* Packs every matrix for matmul_rows_typed, each in the type the model
+ * stores it in. The copy is the backend's own layout of the weights, so it
+ * is counted in the device pool, as the OpenCL backend's buffers are; the
+ * mapped file stays the weights pool. */
 static int pack_weights(CpuState *s, InferError *err)
 {
-	const Config *c = &s->c;
-	const Weights *w = weights(s);
-	int dim = c->dim, hid = c->hidden_dim, kv = s->kv_dim, L = c->n_layers;
-	struct { const float *src, **dst; int d, n, count; } m[] = {
-		{ w->wq, &s->wq, dim, dim, L }, { w->wk, &s->wk, kv, dim, L },
-		{ w->wv, &s->wv, kv, dim, L },  { w->wo, &s->wo, dim, dim, L },
-		{ w->w1, &s->w1, hid, dim, L }, { w->w2, &s->w2, dim, hid, L },
-		{ w->w3, &s->w3, hid, dim, L }, { w->wcls, &s->wcls, c->vocab_size, dim, 1 },
-	};
-	size_t floats = 0;
-	float *p;
+	size_t nmats = (size_t)s->c.n_layers * MAT_PER_LAYER + 1, bytes = CACHE_LINE;
+	char *p;
+	int d, n;
 
-	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++)
-		floats += (size_t)m[i].count * packed_floats(m[i].d, m[i].n);
-	s->packed_bytes = CACHE_LINE + floats * sizeof(float);
+	s->mats = pool_alloc(POOL_ACTIVATIONS, nmats * sizeof(*s->mats));
+	if (!s->mats)
+		return infer_fail(err, "cpu backend: out of memory");
+	for (size_t i = 0; i < nmats; i++) {
+		const Tensor *t = model_matrix(s, (int)(i % MAT_PER_LAYER), (int)(i / MAT_PER_LAYER), &d, &n);
+
+		/* a cache line apiece: each matrix starts aligned */
+		bytes += (packed_bytes(t->type, d, n) + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
+	}
+	s->packed_bytes = bytes;
 	s->packed_mem = pool_alloc(POOL_DEVICE, s->packed_bytes);
 	if (!s->packed_mem)
 		return infer_fail(err, "cpu backend: cannot allocate %zu bytes of packed weights",
 				  s->packed_bytes);
-	p = (float *)(((uintptr_t)s->packed_mem + CACHE_LINE - 1) & ~(uintptr_t)(CACHE_LINE - 1));
-	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
-		*m[i].dst = p;
-		for (int k = 0; k < m[i].count; k++) {
-			pack_matrix(p, m[i].src + (size_t)k * m[i].d * m[i].n, m[i].d, m[i].n);
-			p += packed_floats(m[i].d, m[i].n);
-		}
+	p = (char *)(((uintptr_t)s->packed_mem + CACHE_LINE - 1) & ~(uintptr_t)(CACHE_LINE - 1));
+	for (size_t i = 0; i < nmats; i++) {
+		const Tensor *t = model_matrix(s, (int)(i % MAT_PER_LAYER), (int)(i / MAT_PER_LAYER), &d, &n);
+
+		pack_matrix_typed(p, t->type, t->data, d, n);
+		s->mats[i] = (PackedMatrix){ p, t->type };
+		p += (packed_bytes(t->type, d, n) + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
 	}
 	return 0;
 }
@@ -857,9 +909,10 @@ static int cpu_create(const Model *m, const BackendOptions *opt, void **state,
 		      InferError *err)
 {
 	const Config *c = &m->config;
-	CpuState *s = pool_alloc(POOL_ACTIVATIONS, sizeof(*s));
+	CpuState *s;
 
 	*state = NULL;
+	s = pool_alloc(POOL_ACTIVATIONS, sizeof(*s));
 	if (!s)
 		return infer_fail(err, "cpu backend: out of memory");
 	s->model = m;

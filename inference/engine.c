@@ -2,14 +2,25 @@
  * and token probes around them. */
 #include <string.h>
 #include "engine.h"
+#include "gguf.h"
 #include "pool.h"
 #include "trace.h"
 
+/* -z TOKENIZER, else the one a GGUF model carries, else none (--ids). */
 static int open_tokenizer(Engine *e, const char *path, InferError *err)
 {
-	if (!path)
+	const struct gguf *g = e->model.gguf;
+	int rc;
+
+	if (path) {
+		rc = tokenizer_load(&e->tokenizer, path, err);
+	} else if (g && gguf_find(g, "tokenizer.ggml.tokens")) {
+		rc = tokenizer_from_gguf(&e->tokenizer, g, err);
+		path = "the model's GGUF tokenizer";
+	} else {
 		return 0;
-	if (tokenizer_load(&e->tokenizer, path, err) < 0)
+	}
+	if (rc < 0)
 		return -1;
 	e->have_tokenizer = 1;
 	if (e->tokenizer.vocab_size < e->model.config.vocab_size)

@@ -250,8 +250,6 @@ static int parse_args(Args *a, int argc, char **argv)
 		return usage_error("no MODEL given (see -h)");
 	if (a->http && (a->serve || a->prompt))
 		return usage_error("--http serves requests itself: no -i or --serve with it");
-	if (!a->http && !a->ids && !a->eng.tokenizer_path)
-		return usage_error("text output needs a tokenizer: pass -z TOKENIZER (or --ids)");
 	if (a->serve && a->prompt)
 		return bad_arg("-i", a->prompt, "--serve reads prompts from stdin");
 	return 0;
@@ -425,6 +423,12 @@ int main(int argc, char **argv)
 	if (engine_open(&engine, &a.eng, &err) < 0) {
 		fprintf(stderr, "infer: %s\n", err.msg);
 		return 1;
+	}
+	/* checked once the model is open: a GGUF model brings its tokenizer */
+	if (!a.ids && !engine.have_tokenizer) {
+		engine_close(&engine);
+		usage_error("text output needs a tokenizer: pass -z TOKENIZER (or --ids)");
+		return 2;
 	}
 	install_signals();
 	t0 = trace_now_ns();

@@ -1,5 +1,7 @@
 /* mkmodel.c - writes deterministic llama2.c checkpoints (and optionally a
- * matching synthetic tokenizer) so tests and demos need no downloads.
+ * matching synthetic tokenizer) so tests and demos need no downloads; with
+ * --gguf, the same model (or, with --from, an existing checkpoint) as a GGUF
+ * file with F32, F16 or Q8_0 matrices and the tokenizer inside.
  *
  * Weights are uniform in [-scale, scale] with scale ~ 1/sqrt(fan_in), rms
  * weights are 1, the classifier is shared: logits are varied, not flat.
@@ -11,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "gguf_write.h"
 #include "model.h"
+#include "tokenizer.h"
 
 typedef struct {
 	const char *name;
@@ -25,6 +29,10 @@ static const NamedShape shapes[] = {
 
 typedef struct {
 	const char *out, *tok_out;
+	const char *from;        /* --from: convert this checkpoint instead of generating */
+	const char *vocab;       /* --vocab: the llama2.c tokenizer to put in the GGUF file */
+	int gguf;                /* --gguf given */
+	WeightType gguf_type;
 	Config c;
 	uint64_t seed;
 } MkArgs;
@@ -112,13 +120,30 @@ static int parse_args(MkArgs *a, int argc, char **argv)
 				return die("--seed '%s': not a non-negative integer", val);
 		} else if (!strcmp(opt, "--tokenizer")) {
 			a->tok_out = val;
+		} else if (!strcmp(opt, "--gguf")) {
+			a->gguf = 1;
+			if (!strcmp(val, "f32"))
+				a->gguf_type = WEIGHT_F32;
+			else if (!strcmp(val, "f16"))
+				a->gguf_type = WEIGHT_F16;
+			else if (!strcmp(val, "q8_0"))
+				a->gguf_type = WEIGHT_Q8_0;
+			else
+				return die("--gguf '%s': want f32, f16 or q8_0", val);
+		} else if (!strcmp(opt, "--from")) {
+			a->from = val;
+		} else if (!strcmp(opt, "--vocab")) {
+			a->vocab = val;
 		} else {
 			return die("unknown option '%s'", opt);
 		}
 	}
 	if (!a->out)
-		return die("usage: mkmodel OUT.bin [--shape stories15M|stories260K|D,H,L,NH,NKV,V,S] "
-			   "[--seed N] [--tokenizer OUT_TOK.bin]");
+		return die("usage: mkmodel OUT [--shape stories15M|stories260K|D,H,L,NH,NKV,V,S] "
+			   "[--seed N] [--tokenizer OUT_TOK.bin] [--gguf f32|f16|q8_0 [--from CKPT.bin] "
+			   "[--vocab TOK.bin]]");
+	if ((a->from || a->vocab) && !a->gguf)
+		return die("--from and --vocab go with --gguf");
 	if (config_validate(&a->c, &err) < 0)
 		return die("--shape: %s", err.msg);
 	/* xorshift has a fixed point at 0 */
@@ -360,12 +385,81 @@ static int make_tokenizer(const MkArgs *a)
 	return rc;
 }
 
+/* ---- GGUF: the checkpoint (given, or generated) rewritten ---- */
+
+typedef struct {
+	const Model *m;
+	const Tokenizer *tok;
+	WeightType type;
+} GgufJob;
+
+static int gguf_body(FILE *f, const void *arg)
+{
+	const GgufJob *j = arg;
+	InferError err;
+
+	if (gguf_write_model(f, j->m, j->tok, j->type, &err) < 0)
+		return die("%s", err.msg);
+	return 0;
+}
+
+/* --gguf: the source checkpoint is --from, or the generated model written
+ * to OUT.src.tmp first; the tokenizer is --vocab, or the synthetic one. */
+static int make_gguf(const MkArgs *a)
+{
+	char src[4096];
+	const char *tok_path = a->vocab ? a->vocab : a->tok_out;
+	Model m;
+	Tokenizer tok;
+	InferError err;
+	int rc = -1, have_tok = 0;
+
+	if (a->from) {
+		snprintf(src, sizeof(src), "%s", a->from);
+	} else {
+		if (snprintf(src, sizeof(src), "%s.src.tmp", a->out) >= (int)sizeof(src))
+			return die("%s: path too long", a->out);
+		if (write_file(src, model_body, a) < 0)
+			return -1;
+	}
+	if (model_load(&m, src, &err) < 0) {
+		die("%s", err.msg);
+		goto out;
+	}
+	if (a->tok_out) {   /* the synthetic tokenizer, sized for the model read */
+		MkArgs sized = *a;
+
+		sized.c = m.config;
+		if (make_tokenizer(&sized) < 0) {
+			model_free(&m);
+			goto out;
+		}
+	}
+	if (tok_path && tokenizer_load(&tok, tok_path, &err) < 0)
+		die("%s", err.msg);
+	else
+		have_tok = tok_path != NULL, rc = 0;
+	if (rc == 0) {
+		GgufJob job = { &m, have_tok ? &tok : NULL, a->gguf_type };
+		rc = write_file(a->out, gguf_body, &job);
+	}
+	if (have_tok)
+		tokenizer_free(&tok);
+	model_free(&m);
+out:
+	if (!a->from)
+		remove(src);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	MkArgs a;
 
 	if (parse_args(&a, argc, argv) < 0)
 		return 2;
+	if (a.gguf)
+		return make_gguf(&a) < 0 ? 1 : 0;
 	if (write_file(a.out, model_body, &a) < 0)
 		return 1;
 	if (a.tok_out && make_tokenizer(&a) < 0)

@@ -5,6 +5,7 @@
  * and computed with overflow checks before a pointer is formed. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "model.h"
+#include "model_gguf.h"
 #include "pool.h"
 #include "state.h"
 
@@ -113,26 +115,65 @@ size_t config_weights_bytes(const Config *c)
 	return bytes;
 }
 
-static void point_weights(Model *m)
+static Tensor f32_tensor(const float *p, const char *name)
+{
+	return (Tensor){ .data = p, .type = WEIGHT_F32, .name = name };
+}
+
+/* Every tensor of a llama2.c checkpoint, stacked over layers: layer l's is
+ * l tensors on. */
+static int point_weights(Model *m, InferError *err)
 {
 	const Config *c = &m->config;
 	const float *base = (const float *)((const char *)m->map + HEADER_BYTES);
-	size_t off[T_END + 1];
+	size_t off[T_END + 1], dim = c->dim, hid = c->hidden_dim;
+	size_t kv = dim / c->n_heads * c->n_kv_heads;
 	Weights *w = &m->weights;
 
+	w->layers = calloc((size_t)c->n_layers, sizeof(*w->layers));
+	if (!w->layers)
+		return infer_fail(err, "out of memory for %d layers", c->n_layers);
 	tensor_offsets(c, off);
-	w->token_embedding_table = base + off[T_EMB];
-	w->rms_att_weight = base + off[T_RMS_ATT];
-	w->wq = base + off[T_WQ];
-	w->wk = base + off[T_WK];
-	w->wv = base + off[T_WV];
-	w->wo = base + off[T_WO];
-	w->rms_ffn_weight = base + off[T_RMS_FFN];
-	w->w1 = base + off[T_W1];
-	w->w2 = base + off[T_W2];
-	w->w3 = base + off[T_W3];
-	w->rms_final_weight = base + off[T_RMS_FINAL];
-	w->wcls = c->shared_classifier ? w->token_embedding_table : base + off[T_WCLS];
+	w->token_embedding_table = f32_tensor(base + off[T_EMB], "tok_embeddings");
+	w->rms_final_weight = f32_tensor(base + off[T_RMS_FINAL], "rms_final");
+	w->wcls = c->shared_classifier ? w->token_embedding_table : f32_tensor(base + off[T_WCLS], "classifier");
+	for (size_t l = 0; l < (size_t)c->n_layers; l++) {
+		LayerWeights *lw = &w->layers[l];
+
+		lw->rms_att = f32_tensor(base + off[T_RMS_ATT] + l * dim, "layers.rms_att");
+		lw->wq = f32_tensor(base + off[T_WQ] + l * dim * dim, "layers.wq");
+		lw->wk = f32_tensor(base + off[T_WK] + l * kv * dim, "layers.wk");
+		lw->wv = f32_tensor(base + off[T_WV] + l * kv * dim, "layers.wv");
+		lw->wo = f32_tensor(base + off[T_WO] + l * dim * dim, "layers.wo");
+		lw->rms_ffn = f32_tensor(base + off[T_RMS_FFN] + l * dim, "layers.rms_ffn");
+		lw->w1 = f32_tensor(base + off[T_W1] + l * hid * dim, "layers.w1");
+		lw->w2 = f32_tensor(base + off[T_W2] + l * dim * hid, "layers.w2");
+		lw->w3 = f32_tensor(base + off[T_W3] + l * hid * dim, "layers.w3");
+	}
+	return 0;
+}
+
+int model_require_f32(const Model *m, const char *who, InferError *err)
+{
+	const Weights *w = &m->weights;
+	const Tensor *global[] = { &w->token_embedding_table, &w->rms_final_weight, &w->wcls };
+
+	for (size_t i = 0; i < sizeof(global) / sizeof(global[0]); i++)
+		if (global[i]->type != WEIGHT_F32)
+			goto refuse;
+	for (int l = 0; l < m->config.n_layers; l++) {
+		const Tensor *t = &w->layers[l].rms_att;
+
+		for (size_t i = 0; i < sizeof(LayerWeights) / sizeof(Tensor); i++)
+			if (t[i].type != WEIGHT_F32) {
+				global[0] = &t[i];
+				goto refuse;
+			}
+	}
+	return 0;
+refuse:
+	return infer_fail(err, "%s: tensor %s is %s; this backend computes with F32 weights only",
+			  who, global[0]->name, global[0]->type == WEIGHT_F16 ? "F16" : "Q8_0");
 }
 
 /* The weight tree for tracers that attach late (state.h): each tensor of
@@ -180,53 +221,72 @@ static void config_from_header(Config *c, const int32_t h[7])
 	c->seq_len = h[6];
 }
 
-int model_load(Model *m, const char *path, InferError *err)
+/* The llama2.c checkpoint in m->map: its header, then the weights. */
+static int legacy_model(Model *m, const char *path, InferError *err)
+{
+	size_t need;
+
+	if (m->map_size < HEADER_BYTES)
+		return infer_fail(err, "%s: %zu bytes is shorter than the 28-byte header", path, m->map_size);
+	config_from_header(&m->config, (const int32_t *)m->map);
+	if (config_validate(&m->config, err) < 0) {
+		char why[sizeof(err->msg)];
+
+		snprintf(why, sizeof(why), "%s", err ? err->msg : "");
+		return infer_fail(err, "%s: bad header: %s", path, why);
+	}
+	need = config_weights_bytes(&m->config) + HEADER_BYTES;
+	if (m->map_size < need)
+		return infer_fail(err, "%s: truncated: header needs %zu bytes, file has %zu",
+				  path, need, m->map_size);
+	if (point_weights(m, err))
+		return -1;
+	register_tensors(&m->config);
+	return 0;
+}
+
+static int map_file(Model *m, const char *path, InferError *err)
 {
 	struct stat st;
-	size_t need;
-	int fd;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
-	memset(m, 0, sizeof(*m));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return infer_fail(err, "%s: cannot open: %s", path, strerror(errno));
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
 		return infer_fail(err, "%s: not a regular file", path);
 	}
-	if ((uint64_t)st.st_size < HEADER_BYTES) {
+	if (st.st_size < 4) {
 		close(fd);
-		return infer_fail(err, "%s: %lld bytes is shorter than the 28-byte header",
-				  path, (long long)st.st_size);
+		return infer_fail(err, "%s: %lld bytes is too short for a model", path, (long long)st.st_size);
 	}
 	m->map_size = (size_t)st.st_size;
 	m->map = mmap(NULL, m->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (m->map == MAP_FAILED) {
-		memset(m, 0, sizeof(*m));
+		m->map = NULL;
 		return infer_fail(err, "%s: mmap failed: %s", path, strerror(errno));
 	}
-	config_from_header(&m->config, (const int32_t *)m->map);
-	if (config_validate(&m->config, err) < 0) {
-		char why[sizeof(err->msg)];
+	return 0;
+}
 
-		snprintf(why, sizeof(why), "%s", err ? err->msg : "");
-		munmap(m->map, m->map_size);
-		memset(m, 0, sizeof(*m));
-		return infer_fail(err, "%s: bad header: %s", path, why);
-	}
-	need = config_weights_bytes(&m->config) + HEADER_BYTES;
-	if (m->map_size < need) {
-		size_t have = m->map_size;
+int model_load(Model *m, const char *path, InferError *err)
+{
+	int rc;
 
+	memset(m, 0, sizeof(*m));
+	if (map_file(m, path, err))
+		return -1;
+	rc = memcmp(m->map, "GGUF", 4) ? legacy_model(m, path, err) : gguf_model(m, path, err);
+	if (rc) {
 		munmap(m->map, m->map_size);
+		state_forget_tensors(POOL_WEIGHTS);
+		free(m->weights.layers);
+		model_gguf_free(m);
 		memset(m, 0, sizeof(*m));
-		return infer_fail(err, "%s: truncated: header needs %zu bytes, file has %zu",
-				  path, need, have);
+		return -1;
 	}
-	point_weights(m);
 	pool_note_alloc(POOL_WEIGHTS, (uintptr_t)m->map, m->map_size, mapped_bytes(m->map_size));
-	register_tensors(&m->config);
 	return 0;
 }
 
@@ -238,5 +298,7 @@ void model_free(Model *m)
 		munmap(m->map, m->map_size);
 		state_forget_tensors(POOL_WEIGHTS);
 	}
+	free(m->weights.layers);
+	model_gguf_free(m);
 	memset(m, 0, sizeof(*m));
 }

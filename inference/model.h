@@ -1,9 +1,12 @@
-/* model.h - llama2.c checkpoints: the config header and mmap'd weights. */
+/* model.h - models: llama2.c checkpoints and GGUF files (the llama
+ * architecture), mmapped; their config and per-layer weights. */
 #ifndef INFER_MODEL_H
 #define INFER_MODEL_H
 
 #include <stddef.h>
 #include "error.h"
+
+struct gguf;
 
 typedef struct {
 	int dim;        /* transformer width */
@@ -16,21 +19,38 @@ typedef struct {
 	int shared_classifier; /* 1 when the file's vocab_size was positive */
 } Config;
 
-/* Pointers into the mmap'd file, llama2.c order. head_size = dim / n_heads,
- * kv_dim = n_kv_heads * head_size. Matrices are row-major (out, in). */
+/* A tensor's element type: ggml's numbers, so a GGUF tensor's type is its
+ * type here. llama2.c checkpoints are all F32. */
+typedef enum { WEIGHT_F32 = 0, WEIGHT_F16 = 1, WEIGHT_Q8_0 = 8 } WeightType;
+
+/* One tensor in the mapped file, row-major (rows, cols) in its type's
+ * layout (Q8_0: per row, blocks of 32 values with one f16 scale). */
 typedef struct {
-	const float *token_embedding_table; /* (vocab_size, dim) */
-	const float *rms_att_weight;        /* (n_layers, dim) */
-	const float *wq;                    /* (n_layers, dim, dim) */
-	const float *wk;                    /* (n_layers, kv_dim, dim) */
-	const float *wv;                    /* (n_layers, kv_dim, dim) */
-	const float *wo;                    /* (n_layers, dim, dim) */
-	const float *rms_ffn_weight;        /* (n_layers, dim) */
-	const float *w1;                    /* (n_layers, hidden_dim, dim) */
-	const float *w2;                    /* (n_layers, dim, hidden_dim) */
-	const float *w3;                    /* (n_layers, hidden_dim, dim) */
-	const float *rms_final_weight;      /* (dim) */
-	const float *wcls;                  /* (vocab_size, dim); the embedding when shared */
+	const void *data;
+	WeightType type;
+	const char *name;   /* as the file names it, for errors */
+} Tensor;
+
+/* head_size = dim / n_heads, kv_dim = n_kv_heads * head_size. */
+typedef struct {
+	Tensor rms_att;   /* (dim) F32 */
+	Tensor wq;        /* (dim, dim) */
+	Tensor wk;        /* (kv_dim, dim) */
+	Tensor wv;        /* (kv_dim, dim) */
+	Tensor wo;        /* (dim, dim) */
+	Tensor rms_ffn;   /* (dim) F32 */
+	Tensor w1;        /* (hidden_dim, dim) gate */
+	Tensor w2;        /* (dim, hidden_dim) down */
+	Tensor w3;        /* (hidden_dim, dim) up */
+} LayerWeights;
+/* model_require_f32 walks a layer's tensors as an array */
+_Static_assert(sizeof(LayerWeights) == 9 * sizeof(Tensor), "LayerWeights holds Tensors only");
+
+typedef struct {
+	Tensor token_embedding_table; /* (vocab_size, dim) */
+	Tensor rms_final_weight;      /* (dim) F32 */
+	Tensor wcls;                  /* (vocab_size, dim); the embedding when shared */
+	LayerWeights *layers;         /* n_layers */
 } Weights;
 
 typedef struct {
@@ -38,9 +58,11 @@ typedef struct {
 	Weights weights;
 	void *map;       /* the whole file, read-only */
 	size_t map_size;
+	struct gguf *gguf;  /* a GGUF file's parsed header (its tokenizer); NULL for llama2.c */
 } Model;
 
-/* Maps and validates a checkpoint. On failure m is left empty. */
+/* Maps and validates a checkpoint or GGUF file (told apart by the magic).
+ * On failure m is left empty. */
 int model_load(Model *m, const char *path, InferError *err);
 void model_free(Model *m);
 
@@ -49,5 +71,15 @@ int config_validate(const Config *c, InferError *err);
 
 /* Bytes of fp32 weights the file must hold after the header for c. */
 size_t config_weights_bytes(const Config *c);
+
+/* The tensor as floats, or NULL when it is stored in another type. */
+static inline const float *tensor_f32(Tensor t)
+{
+	return t.type == WEIGHT_F32 ? (const float *)t.data : NULL;
+}
+
+/* 0 when every matrix is F32; else -1, err naming the first that is not
+ * (for a backend that computes in F32 only). */
+int model_require_f32(const Model *m, const char *who, InferError *err);
 
 #endif

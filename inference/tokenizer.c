@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "gguf.h"
 #include "pool.h"
 #include "tokenizer.h"
 
@@ -111,33 +112,28 @@ static void fill_tokens(Tokenizer *t, const unsigned char *d, size_t size, char 
 	qsort_r(t->sorted, (size_t)t->vocab_size, sizeof(int), cmp_piece, t->vocab);
 }
 
-int tokenizer_load(Tokenizer *t, const char *path, InferError *err)
+/* A tokenizer from the bytes of a llama2.c tokenizer file; name is for
+ * errors. d stays the caller's. */
+static int tokenizer_parse(Tokenizer *t, const unsigned char *d, size_t size, const char *name,
+			   InferError *err)
 {
-	unsigned char *d;
-	size_t size = 0, text_bytes = 0;
+	size_t text_bytes = 0;
 	int count = 0, longest = 0;
 	char *p;
 
 	memset(t, 0, sizeof(*t));
-	if (read_file(path, &d, &size, err) < 0)
+	if (size < 4)
+		return infer_fail(err, "%s: tokenizer file too short (%zu bytes)", name, size);
+	if (scan_tokens(d, size, &count, &text_bytes, &longest, name, err) < 0)
 		return -1;
-	if (size < 4) {
-		free(d);
-		return infer_fail(err, "%s: tokenizer file too short (%zu bytes)", path, size);
-	}
-	if (scan_tokens(d, size, &count, &text_bytes, &longest, path, err) < 0) {
-		free(d);
-		return -1;
-	}
 	t->vocab_size = count;
 	t->max_token_length = longest;
 	t->block_bytes = (size_t)count * (sizeof(char *) + sizeof(float) + sizeof(int)) +
 			 text_bytes + 2 * (size_t)longest + 1;
 	t->block = pool_alloc(POOL_WEIGHTS, t->block_bytes);
 	if (!t->block) {
-		free(d);
 		memset(t, 0, sizeof(*t));
-		return infer_fail(err, "%s: out of memory for %d tokens", path, count);
+		return infer_fail(err, "%s: out of memory for %d tokens", name, count);
 	}
 	/* pointers first, then 4-byte arrays, then bytes: all aligned */
 	p = t->block;
@@ -146,8 +142,131 @@ int tokenizer_load(Tokenizer *t, const char *path, InferError *err)
 	t->sorted = (int *)p;    p += (size_t)count * sizeof(int);
 	t->merge_buf = p;        p += 2 * (size_t)longest + 1;
 	fill_tokens(t, d, size, p);
-	free(d);
 	return 0;
+}
+
+int tokenizer_load(Tokenizer *t, const char *path, InferError *err)
+{
+	unsigned char *d;
+	size_t size = 0;
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	if (read_file(path, &d, &size, err) < 0)
+		return -1;
+	rc = tokenizer_parse(t, d, size, path, err);
+	free(d);
+	return rc;
+}
+
+/* ---- from a GGUF file's tokenizer.ggml.* metadata ---- */
+
+/* SentencePiece spells ' ' as U+2581; llama2.c wraps its control tokens in
+ * newlines. Returns the bytes the llama2.c piece takes (out may be NULL). */
+static size_t llama2c_piece(const char *s, uint32_t len, int control, unsigned char *out)
+{
+	size_t n = 0;
+
+	if (control && ((len == 3 && !memcmp(s, "<s>", 3)) || (len == 4 && !memcmp(s, "</s>", 4)))) {
+		if (out) {
+			out[0] = '\n';
+			memcpy(out + 1, s, len);
+			out[len + 1] = '\n';
+		}
+		return len + 2;
+	}
+	for (uint32_t i = 0; i < len; i++, n++) {
+		int space = i + 2 < len && !memcmp(s + i, "\xe2\x96\x81", 3);
+
+		if (out)
+			out[n] = space ? ' ' : (unsigned char)s[i];
+		i += space ? 2 : 0;
+	}
+	return n;
+}
+
+/* The metadata array key: its kv, checked to be count elements of type. */
+static const struct gguf_kv *gguf_array(const struct gguf *g, const char *key, uint32_t type,
+					uint64_t count, InferError *err)
+{
+	const struct gguf_kv *kv = gguf_find(g, key);
+
+	if (!kv)
+		return infer_fail(err, "gguf: metadata %s is missing", key), NULL;
+	if (kv->type != GGUF_ARRAY || kv->elem_type != type || (count && kv->count != count))
+		return infer_fail(err, "gguf: metadata %s is not an array of %llu %s", key,
+				  (unsigned long long)count, type == GGUF_STRING ? "strings" : "numbers"), NULL;
+	return kv;
+}
+
+static int check_special_ids(const struct gguf *g, InferError *err)
+{
+	uint64_t bos = TOKEN_BOS, eos = 2;
+
+	if (gguf_get_uint(g, "tokenizer.ggml.bos_token_id", 0, UINT32_MAX, &bos, err) ||
+	    gguf_get_uint(g, "tokenizer.ggml.eos_token_id", 0, UINT32_MAX, &eos, err))
+		return -1;
+	if (bos != TOKEN_BOS || eos != 2)
+		return infer_fail(err, "gguf: bos/eos token ids %llu/%llu; the engine's llama tokenizer uses 1/2",
+				  (unsigned long long)bos, (unsigned long long)eos);
+	return 0;
+}
+
+int tokenizer_from_gguf(Tokenizer *t, const struct gguf *g, InferError *err)
+{
+	const struct gguf_kv *tokens, *scores, *types;
+	const char *model;
+	const uint8_t *cur;
+	uint32_t len;
+	size_t bytes = 4;
+	unsigned char *d, *p;
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	if (gguf_get_str(g, "tokenizer.ggml.model", &model, &len, err))
+		return -1;
+	if (len != 5 || memcmp(model, "llama", 5)) {
+		char name[33];
+
+		return infer_fail(err, "gguf: tokenizer model '%s' is not supported (llama, SentencePiece)",
+				  gguf_clean(model, len, name, sizeof(name)));
+	}
+	if (!(tokens = gguf_array(g, "tokenizer.ggml.tokens", GGUF_STRING, 0, err)) ||
+	    !(scores = gguf_array(g, "tokenizer.ggml.scores", GGUF_F32, tokens->count, err)) ||
+	    !(types = gguf_array(g, "tokenizer.ggml.token_type", GGUF_I32, tokens->count, err)) ||
+	    check_special_ids(g, err))
+		return -1;
+	if (tokens->count == 0 || tokens->count > (1u << 24))
+		return infer_fail(err, "gguf: %llu tokens", (unsigned long long)tokens->count);
+	cur = tokens->value;
+	for (uint64_t i = 0; i < tokens->count; i++) {
+		const char *s;
+		int32_t type;
+
+		gguf_next_str(&cur, &s, &len);
+		memcpy(&type, types->value + 4 * i, 4);
+		bytes += 8 + llama2c_piece(s, len, type == 3, NULL);
+	}
+	d = malloc(bytes);
+	if (!d)
+		return infer_fail(err, "gguf: out of memory for the tokenizer");
+	memset(d, 0, 4);   /* max_token_length: recomputed from the pieces */
+	p = d + 4;
+	cur = tokens->value;
+	for (uint64_t i = 0; i < tokens->count; i++) {
+		const char *s;
+		int32_t type, n;
+
+		gguf_next_str(&cur, &s, &len);
+		memcpy(&type, types->value + 4 * i, 4);
+		memcpy(p, scores->value + 4 * i, 4);
+		n = (int32_t)llama2c_piece(s, len, type == 3, p + 8);
+		memcpy(p + 4, &n, 4);
+		p += 8 + n;
+	}
+	rc = tokenizer_parse(t, d, bytes, "gguf tokenizer", err);
+	free(d);
+	return rc;
 }
 
 void tokenizer_free(Tokenizer *t)

@@ -20,6 +20,10 @@ typedef struct {
 
 /* Reads every token in path (the file has no count: it runs to EOF). */
 int tokenizer_load(Tokenizer *t, const char *path, InferError *err);
+/* The tokenizer a GGUF file carries (tokenizer.ggml.*, the llama
+ * SentencePiece model), as the llama2.c tokenizer of the same vocabulary. */
+struct gguf;
+int tokenizer_from_gguf(Tokenizer *t, const struct gguf *g, InferError *err);
 void tokenizer_free(Tokenizer *t);
 
 /* The id of piece, or -1. */

@@ -1,38 +1,48 @@
-/* fuzz_model.c - the checkpoint loader: any bytes as a llama2.c .bin file.
- * fuzz-sources: inference/model.c inference/error.c inference/pool.c inference/state.c
+/* fuzz_model.c - the model loader: any bytes as a llama2.c .bin or GGUF file.
+ * fuzz-sources: inference/model.c inference/model_gguf.c inference/gguf.c inference/error.c inference/pool.c inference/state.c
+ * fuzz-libs: -lm
  */
 #include "fuzz_common.h"
+#include "gguf.h"
 #include "model.h"
 
-/* Every tensor pointer must lie inside the mapping, whole. */
-static void check_tensor(const Model *m, const float *p, size_t floats)
+/* Every tensor must lie inside the mapping, whole, in its type's bytes. */
+static void check_tensor(const Model *m, Tensor t, size_t rows, size_t cols)
 {
-	const char *lo = m->map, *hi = (const char *)m->map + m->map_size;
+	const char *lo = m->map, *hi = (const char *)m->map + m->map_size, *p = t.data;
+	uint64_t bytes = ggml_type_bytes((uint32_t)t.type, (uint64_t)rows * cols);
 
-	FUZZ_CHECK((const char *)p >= lo + 28);
-	FUZZ_CHECK(floats <= (size_t)(hi - (const char *)p) / sizeof(float));
+	FUZZ_CHECK(t.type == WEIGHT_F32 || t.type == WEIGHT_F16 || t.type == WEIGHT_Q8_0);
+	FUZZ_CHECK(bytes > 0 && t.name != NULL);
+	FUZZ_CHECK(p >= lo + (m->gguf ? 24 : 28));
+	FUZZ_CHECK(bytes <= (uint64_t)(hi - p));
 }
 
 static void check_model(const Model *m)
 {
 	const Config *c = &m->config;
 	const Weights *w = &m->weights;
-	size_t dim = (size_t)c->dim, hid = (size_t)c->hidden_dim, L = (size_t)c->n_layers;
+	size_t dim = (size_t)c->dim, hid = (size_t)c->hidden_dim;
 	size_t kv_dim = dim / (size_t)c->n_heads * (size_t)c->n_kv_heads;
 
 	FUZZ_CHECK(config_validate(c, NULL) == 0);
-	check_tensor(m, w->token_embedding_table, (size_t)c->vocab_size * dim);
-	check_tensor(m, w->rms_att_weight, L * dim);
-	check_tensor(m, w->wq, L * dim * dim);
-	check_tensor(m, w->wk, L * kv_dim * dim);
-	check_tensor(m, w->wv, L * kv_dim * dim);
-	check_tensor(m, w->wo, L * dim * dim);
-	check_tensor(m, w->rms_ffn_weight, L * dim);
-	check_tensor(m, w->w1, L * hid * dim);
-	check_tensor(m, w->w2, L * dim * hid);
-	check_tensor(m, w->w3, L * hid * dim);
-	check_tensor(m, w->rms_final_weight, dim);
-	check_tensor(m, w->wcls, (size_t)c->vocab_size * dim);
+	check_tensor(m, w->token_embedding_table, (size_t)c->vocab_size, dim);
+	check_tensor(m, w->rms_final_weight, 1, dim);
+	check_tensor(m, w->wcls, (size_t)c->vocab_size, dim);
+	for (int l = 0; l < c->n_layers; l++) {
+		const LayerWeights *lw = &w->layers[l];
+
+		check_tensor(m, lw->rms_att, 1, dim);
+		check_tensor(m, lw->wq, dim, dim);
+		check_tensor(m, lw->wk, kv_dim, dim);
+		check_tensor(m, lw->wv, kv_dim, dim);
+		check_tensor(m, lw->wo, dim, dim);
+		check_tensor(m, lw->rms_ffn, 1, dim);
+		check_tensor(m, lw->w1, hid, dim);
+		check_tensor(m, lw->w2, dim, hid);
+		check_tensor(m, lw->w3, hid, dim);
+		FUZZ_CHECK(lw->rms_att.type == WEIGHT_F32 && lw->rms_ffn.type == WEIGHT_F32);
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -50,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		model_free(&m);
 	} else {
 		/* A failure leaves m empty and says why in one line. */
-		FUZZ_CHECK(m.map == NULL && err.msg[0] != '\0' && !strchr(err.msg, '\n'));
+		FUZZ_CHECK(m.map == NULL && m.gguf == NULL && err.msg[0] != '\0' && !strchr(err.msg, '\n'));
 	}
 	close(fd);
 	return 0;

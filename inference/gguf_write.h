@@ -1,0 +1,14 @@
+/* gguf_write.h - a Model written as a GGUF file (mkmodel --gguf, tests). */
+#ifndef INFER_GGUF_WRITE_H
+#define INFER_GGUF_WRITE_H
+
+#include <stdio.h>
+#include "model.h"
+#include "tokenizer.h"
+
+/* Writes m (all F32, as a llama2.c checkpoint is) to f from its start:
+ * matrices as type (F32, F16 or Q8_0), norms F32, and tok (may be NULL) as
+ * the tokenizer.ggml.* metadata. */
+int gguf_write_model(FILE *f, const Model *m, const Tokenizer *tok, WeightType type, InferError *err);
+
+#endif
