@@ -112,6 +112,7 @@ typedef struct {
 	int profiling, nevents, max_events;
 	cl_event *events;
 	struct cl_kernel_record *recs;
+	WeightType wtype;   /* every matrix's (model_matrix_type): the kernels' WTYPE */
 } ClState;
 
 static int cl_fail(InferError *err, const char *what, cl_int code)
@@ -184,9 +185,10 @@ static int pick_device(cl_platform_id plat, int want, cl_device_id *out, InferEr
 
 /* Builds src for dev; on failure the error carries the build log, newlines
  * folded so it stays one line. */
-static int build_program(cl_context ctx, cl_device_id dev, const char *src,
+static int build_program(cl_context ctx, cl_device_id dev, const char *src, WeightType wtype,
 			 cl_program *out, InferError *err)
 {
+	char opts[96];
 	cl_int rc;
 	cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &rc);
 
@@ -195,9 +197,10 @@ static int build_program(cl_context ctx, cl_device_id dev, const char *src,
 	cl_device_type type = 0;
 
 	clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
-	rc = clBuildProgram(prog, 1, &dev,
-			    type & CL_DEVICE_TYPE_CPU ? "-cl-std=CL1.2 -DCPU_DEVICE" : "-cl-std=CL1.2",
-			    NULL, NULL);
+	/* the matrices' type is the kernels' own (00_common.cl) */
+	snprintf(opts, sizeof(opts), "-cl-std=CL1.2 -DWTYPE=%d%s", (int)wtype,
+		 type & CL_DEVICE_TYPE_CPU ? " -DCPU_DEVICE" : "");
+	rc = clBuildProgram(prog, 1, &dev, opts, NULL, NULL);
 	if (rc != CL_SUCCESS) {
 		char log[400] = "";
 		size_t len = 0;
@@ -229,7 +232,7 @@ int infer_cl_build_check(const char *src, InferError *err)
 	ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &rc);
 	if (!ctx)
 		return cl_fail(err, "clCreateContext", rc);
-	rc = build_program(ctx, dev, src ? src : infer_cl_source, &prog, err);
+	rc = build_program(ctx, dev, src ? src : infer_cl_source, WEIGHT_F32, &prog, err);
 	if (rc == 0)
 		clReleaseProgram(prog);
 	clReleaseContext(ctx);
@@ -286,11 +289,26 @@ static int sub_buffer(ClState *s, cl_mem parent, size_t off, size_t floats, cl_m
 	return 0;
 }
 
-/* A row-major matrix of width n for upload_packed: rows of src. */
+/* A row-major matrix of width n for upload_packed: rows of src, in the
+ * model's matrix type (s->wtype). */
 typedef struct {
-	const float *src;
+	const void *src;
 	int rows;
 } MatrixPart;
+
+/* 4-byte words of a packed (d, n) matrix of the model's type: the weights
+ * buffer is counted in floats, and every packed size is a multiple of 4. */
+static size_t packed_words(const ClState *s, int d, int n)
+{
+	return packed_bytes(s->wtype, d, n) / sizeof(float);
+}
+
+/* Bytes of one stored row of n values of type t (GGUF's layout). */
+static size_t row_bytes(WeightType t, int n)
+{
+	return t == WEIGHT_F16 ? (size_t)n * 2 : t == WEIGHT_Q8_0 ? (size_t)n / Q8_0_BLOCK * Q8_0_BLOCK_BYTES
+								  : (size_t)n * sizeof(float);
+}
 
 /* Writes matrices packed for the panel kernels (matmul.h) into the weights
  * buffer at off (floats). fused: the parts' rows are one matrix (wq, wk,
@@ -299,37 +317,38 @@ typedef struct {
 static int upload_packed(ClState *s, const MatrixPart *parts, int nparts, int n, int fused,
 			 size_t off, InferError *err)
 {
-	size_t rows = 0, floats = 0;
-	float *packed, *concat = NULL;
+	size_t rows = 0, words = 0, rb = row_bytes(s->wtype, n);
+	float *packed;
+	char *concat = NULL;
 	cl_int rc;
 
 	for (int i = 0; i < nparts; i++) {
 		rows += parts[i].rows;
-		floats += packed_floats(parts[i].rows, n);
+		words += packed_words(s, parts[i].rows, n);
 	}
 	if (fused)
-		floats = packed_floats((int)rows, n);
-	packed = malloc(floats * sizeof(float));
+		words = packed_words(s, (int)rows, n);
+	packed = malloc(words * sizeof(float));
 	if (fused && packed)
-		concat = malloc(rows * n * sizeof(float));
+		concat = malloc(rows * rb);
 	if (!packed || (fused && !concat)) {
 		free(packed);
 		return infer_fail(err, "opencl: out of memory packing %zu rows", rows);
 	}
 	if (fused) {
-		float *p = concat;
+		char *p = concat;
 
-		for (int i = 0; i < nparts; p += (size_t)parts[i].rows * n, i++)
-			memcpy(p, parts[i].src, (size_t)parts[i].rows * n * sizeof(float));
-		pack_matrix(packed, concat, (int)rows, n);
+		for (int i = 0; i < nparts; p += (size_t)parts[i].rows * rb, i++)
+			memcpy(p, parts[i].src, (size_t)parts[i].rows * rb);
+		pack_matrix_typed(packed, s->wtype, concat, (int)rows, n);
 	} else {
 		float *p = packed;
 
-		for (int i = 0; i < nparts; p += packed_floats(parts[i].rows, n), i++)
-			pack_matrix(p, parts[i].src, parts[i].rows, n);
+		for (int i = 0; i < nparts; p += packed_words(s, parts[i].rows, n), i++)
+			pack_matrix_typed(p, s->wtype, parts[i].src, parts[i].rows, n);
 	}
 	rc = clEnqueueWriteBuffer(s->queue, s->weights, CL_TRUE, off * sizeof(float),
-				  floats * sizeof(float), packed, 0, NULL, NULL);
+				  words * sizeof(float), packed, 0, NULL, NULL);
 	free(concat);
 	free(packed);
 	return rc == CL_SUCCESS ? 0 : cl_fail(err, "clEnqueueWriteBuffer", rc);
@@ -344,18 +363,19 @@ static int upload_vector(ClState *s, const float *src, size_t n, size_t off, Inf
 }
 
 /* Floats of each weight as the kernels hold it, by woff index. */
-static void weight_sizes(const Config *c, size_t global[W_GLOBAL], size_t layer[W_PER_LAYER])
+static void weight_sizes(const ClState *s, size_t global[W_GLOBAL], size_t layer[W_PER_LAYER])
 {
+	const Config *c = s->c;
 	int kv = c->n_kv_heads * (c->dim / c->n_heads);
 
-	global[W_EMB] = packed_floats(c->vocab_size, c->dim);
+	global[W_EMB] = packed_words(s, c->vocab_size, c->dim);
 	global[W_RMS_FINAL] = c->dim;
-	global[W_CLS] = c->shared_classifier ? 0 : packed_floats(c->vocab_size, c->dim);
+	global[W_CLS] = c->shared_classifier ? 0 : packed_words(s, c->vocab_size, c->dim);
 	layer[W_RMS_ATT] = layer[W_RMS_FFN] = c->dim;
-	layer[W_QKV] = packed_floats(c->dim + 2 * kv, c->dim);
-	layer[W_WO] = packed_floats(c->dim, c->dim);
-	layer[W_W13] = 2 * packed_floats(c->hidden_dim, c->dim);
-	layer[W_W2] = packed_floats(c->dim, c->hidden_dim);
+	layer[W_QKV] = packed_words(s, c->dim + 2 * kv, c->dim);
+	layer[W_WO] = packed_words(s, c->dim, c->dim);
+	layer[W_W13] = 2 * packed_words(s, c->hidden_dim, c->dim);
+	layer[W_W2] = packed_words(s, c->dim, c->hidden_dim);
 }
 
 /* Places every weight in the weights buffer (s->woff, s->weight_floats),
@@ -368,7 +388,7 @@ static int plan_weights(ClState *s, InferError *err)
 	s->woff = calloc(W_GLOBAL + (size_t)c->n_layers * W_PER_LAYER, sizeof(*s->woff));
 	if (!s->woff)
 		return infer_fail(err, "out of memory for the opencl weight table");
-	weight_sizes(c, g, l);
+	weight_sizes(s, g, l);
 	for (int i = 0; i < W_GLOBAL; at += round_up(g[i], s->align), i++)
 		s->woff[i] = at;
 	if (c->shared_classifier)
@@ -391,10 +411,9 @@ static int upload_layer(ClState *s, const Weights *w, int l, InferError *err)
 	size_t dim = c->dim, hid = c->hidden_dim;
 	size_t kv = (size_t)c->n_kv_heads * (c->dim / c->n_heads);
 	const LayerWeights *lw = &w->layers[l];
-	MatrixPart wo = { tensor_f32(lw->wo), dim }, w2 = { tensor_f32(lw->w2), dim };
-	MatrixPart qkv[] = { { tensor_f32(lw->wq), dim }, { tensor_f32(lw->wk), kv },
-			     { tensor_f32(lw->wv), kv } };
-	MatrixPart w13[] = { { tensor_f32(lw->w1), hid }, { tensor_f32(lw->w3), hid } };
+	MatrixPart wo = { lw->wo.data, dim }, w2 = { lw->w2.data, dim };
+	MatrixPart qkv[] = { { lw->wq.data, dim }, { lw->wk.data, kv }, { lw->wv.data, kv } };
+	MatrixPart w13[] = { { lw->w1.data, hid }, { lw->w3.data, hid } };
 
 	return upload_vector(s, tensor_f32(lw->rms_att), dim, layer_off(s, l, W_RMS_ATT), err) ||
 	       upload_vector(s, tensor_f32(lw->rms_ffn), dim, layer_off(s, l, W_RMS_FFN), err) ||
@@ -413,7 +432,7 @@ static int split_buffers(ClState *s, InferError *err)
 	size_t g[W_GLOBAL], lw[W_PER_LAYER];
 	size_t kv_floats = (size_t)s->n_blocks * s->block_size * c->n_kv_heads * (c->dim / c->n_heads);
 
-	weight_sizes(c, g, lw);
+	weight_sizes(s, g, lw);
 	if (sub_buffer(s, s->weights, s->woff[W_EMB], g[W_EMB], &s->emb, err) ||
 	    sub_buffer(s, s->weights, s->woff[W_RMS_FINAL], g[W_RMS_FINAL], &s->rms_final, err))
 		return -1;
@@ -463,8 +482,8 @@ static int upload_rope(ClState *s, InferError *err)
 static int upload_weights(ClState *s, const Model *m, InferError *err)
 {
 	const Config *c = &m->config;
-	MatrixPart emb = { tensor_f32(m->weights.token_embedding_table), c->vocab_size };
-	MatrixPart wcls = { tensor_f32(m->weights.wcls), c->vocab_size };
+	MatrixPart emb = { m->weights.token_embedding_table.data, c->vocab_size };
+	MatrixPart wcls = { m->weights.wcls.data, c->vocab_size };
 
 	if (plan_weights(s, err) ||
 	    dev_buffer(s, s->weight_floats * sizeof(float), NULL, &s->weights, err) ||
@@ -624,7 +643,7 @@ static int setup_device(ClState *s, const BackendOptions *opt, InferError *err)
 	s->queue = clCreateCommandQueue(s->ctx, dev, CL_QUEUE_PROFILING_ENABLE, &rc);
 	if (!s->queue)
 		return cl_fail(err, "clCreateCommandQueue", rc);
-	if (build_program(s->ctx, dev, infer_cl_source, &s->prog, err))
+	if (build_program(s->ctx, dev, infer_cl_source, s->wtype, &s->prog, err))
 		return -1;
 	for (int i = 0; i < FN_COUNT; i++) {
 		s->fn[i] = clCreateKernel(s->prog, cl_fn_names[i], &rc);
@@ -642,12 +661,17 @@ static int cl_create(const Model *m, const BackendOptions *opt, void **state,
 	ClState *s;
 
 	*state = NULL;
-	if (model_require_f32(m, "opencl backend", err))
-		return -1;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return infer_fail(err, "out of memory for the opencl backend");
 	s->c = c;
+	if (model_matrix_type(m, &s->wtype, err)) {   /* the kernels are built for one */
+		char why[sizeof(err->msg)];
+
+		snprintf(why, sizeof(why), "%s", err ? err->msg : "");
+		free(s);
+		return infer_fail(err, "opencl backend: %s", why);
+	}
 	backend_kv_shape(c, opt, &s->n_blocks, &s->block_size);
 	s->max_out = opt && opt->max_seqs > 0 ? opt->max_seqs : 1;
 	if (s->max_out > CL_MAX_BATCH)

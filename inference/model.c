@@ -153,27 +153,41 @@ static int point_weights(Model *m, InferError *err)
 	return 0;
 }
 
-int model_require_f32(const Model *m, const char *who, InferError *err)
+int model_matrix_type(const Model *m, WeightType *type, InferError *err)
 {
 	const Weights *w = &m->weights;
-	const Tensor *global[] = { &w->token_embedding_table, &w->rms_final_weight, &w->wcls };
+	const Tensor *first = &w->token_embedding_table, *t = &w->wcls;
 
-	for (size_t i = 0; i < sizeof(global) / sizeof(global[0]); i++)
-		if (global[i]->type != WEIGHT_F32)
-			goto refuse;
+	if (t->type != first->type)
+		goto mixed;
 	for (int l = 0; l < m->config.n_layers; l++) {
-		const Tensor *t = &w->layers[l].rms_att;
+		const LayerWeights *lw = &w->layers[l];
+		const Tensor *mats[] = { &lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w1, &lw->w2, &lw->w3 };
 
-		for (size_t i = 0; i < sizeof(LayerWeights) / sizeof(Tensor); i++)
-			if (t[i].type != WEIGHT_F32) {
-				global[0] = &t[i];
-				goto refuse;
-			}
+		for (size_t i = 0; i < sizeof(mats) / sizeof(mats[0]); i++)
+			if ((t = mats[i])->type != first->type)
+				goto mixed;
 	}
+	*type = first->type;
 	return 0;
-refuse:
-	return infer_fail(err, "%s: tensor %s is %s; this backend computes with F32 weights only",
-			  who, global[0]->name, global[0]->type == WEIGHT_F16 ? "F16" : "Q8_0");
+mixed:
+	return infer_fail(err, "tensor %s is %s but %s is %s: one matrix type per model here", t->name,
+			  weight_type_name(t->type), first->name, weight_type_name(first->type));
+}
+
+int model_require_f32(const Model *m, const char *who, InferError *err)
+{
+	WeightType type;
+	char why[sizeof(err->msg)];
+
+	if (model_matrix_type(m, &type, err)) {
+		snprintf(why, sizeof(why), "%s", err ? err->msg : "");
+		return infer_fail(err, "%s: %s", who, why);
+	}
+	if (type != WEIGHT_F32)
+		return infer_fail(err, "%s: tensor %s is %s; F32 weights only", who,
+				  m->weights.token_embedding_table.name, weight_type_name(type));
+	return 0;
 }
 
 /* The weight tree for tracers that attach late (state.h): each tensor of
@@ -258,7 +272,8 @@ static int map_file(Model *m, const char *path, InferError *err)
 	}
 	if (st.st_size < 4) {
 		close(fd);
-		return infer_fail(err, "%s: %lld bytes is too short for a model", path, (long long)st.st_size);
+		return infer_fail(err, "%s: %lld bytes is shorter than any model header", path,
+				  (long long)st.st_size);
 	}
 	m->map_size = (size_t)st.st_size;
 	m->map = mmap(NULL, m->map_size, PROT_READ, MAP_PRIVATE, fd, 0);

@@ -43,8 +43,7 @@ typedef struct {
 	Tensor w2;        /* (dim, hidden_dim) down */
 	Tensor w3;        /* (hidden_dim, dim) up */
 } LayerWeights;
-/* model_require_f32 walks a layer's tensors as an array */
-_Static_assert(sizeof(LayerWeights) == 9 * sizeof(Tensor), "LayerWeights holds Tensors only");
+
 
 typedef struct {
 	Tensor token_embedding_table; /* (vocab_size, dim) */
@@ -78,8 +77,16 @@ static inline const float *tensor_f32(Tensor t)
 	return t.type == WEIGHT_F32 ? (const float *)t.data : NULL;
 }
 
-/* 0 when every matrix is F32; else -1, err naming the first that is not
- * (for a backend that computes in F32 only). */
+static inline const char *weight_type_name(WeightType t)
+{
+	return t == WEIGHT_F32 ? "F32" : t == WEIGHT_F16 ? "F16" : t == WEIGHT_Q8_0 ? "Q8_0" : "unknown";
+}
+
+/* The one type every matrix (embedding, classifier, layers) has; -1 with
+ * err naming two that differ. Norms are always F32. */
+int model_matrix_type(const Model *m, WeightType *type, InferError *err);
+/* 0 when every matrix is F32; else -1, err saying which type it is (who:
+ * the caller, for the message). */
 int model_require_f32(const Model *m, const char *who, InferError *err);
 
 #endif

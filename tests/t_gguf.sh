@@ -6,10 +6,11 @@
 #  - the tokenizer inside the file encodes and decodes as llama2.c's does:
 #    the same text from a prompt, with the 32000-token tokenizer and with
 #    the demo's synthetic one;
-#  - F16 and Q8_0 on the cpu backend: weights stay in their type (the packed
-#    bytes in the device pool are the type's, not F32's); Q8_0 ids equal F32's
-#    for the demo model's first 32 tokens; the OpenCL backend refuses them by
-#    name (not yet);
+#  - F16 and Q8_0: weights stay in their type (the packed bytes in the
+#    device pool are the type's, not F32's); Q8_0 ids equal F32's for the
+#    demo model's first 32 tokens; the OpenCL kernels (both launch modes)
+#    give the cpu backend's ids for F16 and Q8_0; a model mixing matrix
+#    types runs on the cpu backend and the OpenCL one refuses it by name;
 #  - bad files get one clear line and exit 1, never a crash: truncated,
 #    overlapping and out-of-range tensors, absurd dimensions, a missing
 #    tensor, a wrong shape, another architecture, an unsupported type (named
@@ -53,7 +54,21 @@ awk -v a="$p8" -v b="$p32" 'BEGIN { exit !(a > 0.25 * b && a < 0.32 * b) }' ||
 	fail "Q8_0 packed weights take $p8 bytes against F32's $p32: not Q8_0-sized"
 ok "Q8_0 packed weights: $p8 bytes, $(awk -v a="$p8" -v b="$p32" 'BEGIN { printf "%.3f", a / b }') of F32's"
 if [[ $backends == *opencl* ]]; then
-	expect_fail "opencl on a Q8_0 model" "tensor token_embd.weight is Q8_0" "$INFER" "$TMP/dq8.gguf" -b opencl -n 2 --ids
+	for f in s260f16 dq8; do
+		want=$(ids "$TMP/$f.gguf" -b cpu -n 64)
+		for mode in forward phases; do
+			assert_eq "$f, opencl --cl-launch $mode: ids = cpu's" "$want" \
+				"$(ids "$TMP/$f.gguf" -b opencl --cl-launch $mode -n 64)"
+		done
+	done
+fi
+# one F32 matrix retyped F16 (its bytes reinterpreted: numbers, not sense)
+$EDIT "$TMP/s260.gguf" "$TMP/mixed.gguf" type blk.1.attn_q.weight 1 || fail "gguf_edit"
+ids "$TMP/mixed.gguf" -b cpu -n 4 >/dev/null
+ok "a model mixing F32 and F16 matrices runs on the cpu backend"
+if [[ $backends == *opencl* ]]; then
+	expect_fail "opencl on mixed matrix types" "opencl backend: tensor blk.1.attn_q.weight is F16 but token_embd.weight is F32" \
+		"$INFER" "$TMP/mixed.gguf" -b opencl -n 2 --ids
 fi
 
 # Bad files: exit 1 (not a signal), one line naming the problem.

@@ -2,9 +2,9 @@
 # t_gguf_llamacpp.sh - llama.cpp as the reference (issue 23): node-llama-cpp's
 # prebuilt libllama reads the GGUF files mkmodel writes, and its greedy ids
 # from BOS equal the engine's for the first 32 tokens: F32 and F16 of the
-# stories260K checkpoint, Q8_0 of the stories15M-shape demo model, on every
-# backend that runs the type (the OpenCL kernels take F32 only so far). Past
-# ~37 tokens the two may part: llama.cpp keeps its KV cache in F16.
+# stories260K checkpoint, Q8_0 of the stories15M-shape demo model, on both
+# backends. Past ~37 tokens the two may part: llama.cpp keeps its KV cache
+# in F16.
 source "$(dirname "$0")/lib.sh"
 [ -r "$MODELS/stories260K.bin" ] || skip "no $MODELS/stories260K.bin beside the project"
 [ -r "$DEMO_MODEL" ] || fail "no $DEMO_MODEL (make models)"
@@ -30,5 +30,5 @@ check() { # FILE TYPE BACKENDS...
 	done
 }
 check "$TMP/s260f32.gguf" "stories260K F32" $backends
-check "$TMP/s260f16.gguf" "stories260K F16" cpu
-check "$TMP/d15q8_0.gguf" "stories15M shape Q8_0" cpu
+check "$TMP/s260f16.gguf" "stories260K F16" $backends
+check "$TMP/d15q8_0.gguf" "stories15M shape Q8_0" $backends

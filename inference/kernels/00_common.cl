@@ -103,9 +103,76 @@ static void stage_alone(const __global float *x, const __global int *idx, int n,
 #define TOK_GROUP 8 /* tokens per pass over a panel */
 #define PREFETCH_COLUMNS 32 /* as matmul.c: ~2 KB ahead in each panel */
 
+/* The matrices' stored type, one per model, set by the host at build
+ * (ggml's numbers: 0 F32, 1 F16, 8 Q8_0), packed as matmul.c packs it: an
+ * F16 panel holds 16 halves a column; a Q8_0 panel a block of 32 columns
+ * per Q8_PANEL_BLOCK bytes, the 16 rows' scales as floats and then 32
+ * columns of 16 chars. Values are converted in registers, never stored
+ * as floats. */
+#ifndef WTYPE
+#define WTYPE 0
+#endif
+#define Q8_BLOCK 32
+#define Q8_PANEL_BLOCK (PANEL_ROWS * 4 + Q8_BLOCK * PANEL_ROWS)
+#if WTYPE == 1
+#define PANEL_BYTES(k) ((size_t)(k) * PANEL_ROWS * 2)
+#elif WTYPE == 8
+#define PANEL_BYTES(k) ((size_t)(k) / Q8_BLOCK * Q8_PANEL_BLOCK)
+#else
+#define PANEL_BYTES(k) ((size_t)(k) * PANEL_ROWS * 4)
+#endif
+
+/* Pointers stay `float *` (the weights are one float-aligned buffer); the
+ * panel's own type is read through the functions below. */
 static inline const __global float *panel_ptr(const __global float *w, int p, int k)
 {
-	return w + (size_t)p * PANEL_ROWS * k;
+	return (const __global float *)((const __global char *)w + (size_t)p * PANEL_BYTES(k));
+}
+
+#if WTYPE == 8
+static inline const __global char *q8_block(const __global float *panel, int j)
+{
+	return (const __global char *)panel + (size_t)(j / Q8_BLOCK) * Q8_PANEL_BLOCK;
+}
+#endif
+
+/* Column j of a panel: its 16 rows as floats. */
+static inline float16 load_column(const __global float *panel, int j)
+{
+#if WTYPE == 1
+	return vload_half16(j, (const __global half *)panel);
+#elif WTYPE == 8
+	const __global char *blk = q8_block(panel, j);
+
+	return convert_float16(vload16(j % Q8_BLOCK, blk + PANEL_ROWS * 4)) *
+	       vload16(0, (const __global float *)blk);
+#else
+	return vload16(j, panel);
+#endif
+}
+
+/* Where column j starts, to prefetch. */
+static inline const __global char *column_at(const __global float *panel, int j)
+{
+#if WTYPE == 8
+	return q8_block(panel, j) + PANEL_ROWS * 4 + (j % Q8_BLOCK) * PANEL_ROWS;
+#else
+	return (const __global char *)panel + (size_t)j * (PANEL_BYTES(1) / PANEL_ROWS) * PANEL_ROWS;
+#endif
+}
+
+/* Row i of the panel at column j. */
+static inline float panel_elem(const __global float *panel, int i, int j)
+{
+#if WTYPE == 1
+	return vload_half(j * PANEL_ROWS + i, (const __global half *)panel);
+#elif WTYPE == 8
+	const __global char *blk = q8_block(panel, j);
+
+	return (float)blk[PANEL_ROWS * 4 + (j % Q8_BLOCK) * PANEL_ROWS + i] * ((const __global float *)blk)[i];
+#else
+	return panel[j * PANEL_ROWS + i];
+#endif
 }
 
 /* Panel a (and b when two) against NT staged tokens from x: acc[t] (and
@@ -128,11 +195,11 @@ panels_dot(const __global float *a, const __global float *b, int two,
 		rb[t] = 0;
 	}
 	for (int j = 0; j < k; j++) {
-		float16 wa = vload16(j, a), wb = two ? vload16(j, b) : 0;
+		float16 wa = load_column(a, j), wb = two ? load_column(b, j) : 0;
 
-		PREFETCH(a + (j + PREFETCH_COLUMNS) * PANEL_ROWS);
+		PREFETCH(column_at(a, j + PREFETCH_COLUMNS));
 		if (two)
-			PREFETCH(b + (j + PREFETCH_COLUMNS) * PANEL_ROWS);
+			PREFETCH(column_at(b, j + PREFETCH_COLUMNS));
 #pragma unroll
 		for (int t = 0; t < NT; t++) {
 			float16 xv = (float16)(x[t * k + j]);

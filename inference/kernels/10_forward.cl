@@ -28,7 +28,7 @@ __kernel void embed(const __global int *tokens, const __global float *table,
 	int j = get_global_id(0), t = get_global_id(1), r = tokens[t];
 
 	if (j < dim)
-		x[t * dim + j] = panel_ptr(table, r / PANEL_ROWS, dim)[j * PANEL_ROWS + r % PANEL_ROWS];
+		x[t * dim + j] = panel_elem(panel_ptr(table, r / PANEL_ROWS, dim), r % PANEL_ROWS, j);
 }
 
 /* Rotates the pair (a, b) at width index i of a head for position p. rope
@@ -436,11 +436,10 @@ static void phase_stage(const Fwd *f, int l, int k)
 static void embed_row(const Fwd *f, int t)
 {
 	int r = f->meta[t];
-	const __global float *row = panel_ptr(f->w + f->woff[W_EMB], r / PANEL_ROWS, f->dim) +
-				    r % PANEL_ROWS;
+	const __global float *panel = panel_ptr(f->w + f->woff[W_EMB], r / PANEL_ROWS, f->dim);
 
 	for (int j = 0; j < f->dim; j++)
-		f->x[t * f->dim + j] = row[j * PANEL_ROWS];
+		f->x[t * f->dim + j] = panel_elem(panel, r % PANEL_ROWS, j);
 }
 
 /* Task i of phase kind k in layer l. */
