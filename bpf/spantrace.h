@@ -173,6 +173,8 @@ struct tensor_event {
 	__u64 bytes;
 	__u32 pool;         /* enum pool_id */
 	__u32 device;       /* 0 host, 1 OpenCL */
+	__u32 dtype;        /* element type: tensor_dtype_names (probes.h) */
+	__u32 pad;
 };
 
 struct kv_event {

@@ -68,7 +68,7 @@ int BPF_USDT(state_requests_prog, __u32 running, __u32 waiting)
 
 SEC("usdt")
 int BPF_USDT(state_tensor_prog, __u64 name, __u64 shape01, __u64 shape23, __u64 bytes, __u32 pool,
-	     __u32 device)
+	     __u32 device, __u32 dtype)
 {
 	struct tensor_event *e;
 
@@ -87,6 +87,8 @@ int BPF_USDT(state_tensor_prog, __u64 name, __u64 shape01, __u64 shape23, __u64 
 	e->bytes = bytes;
 	e->pool = pool;
 	e->device = device;
+	e->dtype = dtype;
+	e->pad = 0;
 	submit(e);
 	return 0;
 }

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gguf.h"
+#define INFER_PROBE_NAMES_ONLY   /* the type names, not the probe macros */
+#include "probes.h"
 
 #define MAX_KV      (1u << 20)
 #define MAX_TENSORS (1u << 16)
@@ -16,29 +18,25 @@
 #define DEFAULT_ALIGNMENT 32
 
 struct ggml_type_info {
-	const char *name;
 	uint32_t block, bytes;   /* elements per block, bytes per block */
 };
 
-/* ggml's numbering; gaps are types ggml removed. */
-static const struct ggml_type_info type_info[] = {
-	[0] = { "F32", 1, 4 },       [1] = { "F16", 1, 2 },        [2] = { "Q4_0", 32, 18 },
-	[3] = { "Q4_1", 32, 20 },    [6] = { "Q5_0", 32, 22 },     [7] = { "Q5_1", 32, 24 },
-	[8] = { "Q8_0", 32, 34 },    [9] = { "Q8_1", 32, 36 },     [10] = { "Q2_K", 256, 84 },
-	[11] = { "Q3_K", 256, 110 }, [12] = { "Q4_K", 256, 144 },  [13] = { "Q5_K", 256, 176 },
-	[14] = { "Q6_K", 256, 210 }, [15] = { "Q8_K", 256, 292 },  [16] = { "IQ2_XXS", 256, 66 },
-	[17] = { "IQ2_XS", 256, 74 }, [18] = { "IQ3_XXS", 256, 98 }, [19] = { "IQ1_S", 256, 50 },
-	[20] = { "IQ4_NL", 32, 18 }, [21] = { "IQ3_S", 256, 110 }, [22] = { "IQ2_S", 256, 82 },
-	[23] = { "IQ4_XS", 256, 136 }, [24] = { "I8", 1, 1 },      [25] = { "I16", 1, 2 },
-	[26] = { "I32", 1, 4 },      [27] = { "I64", 1, 8 },       [28] = { "F64", 1, 8 },
-	[29] = { "IQ1_M", 256, 56 }, [30] = { "BF16", 1, 2 },      [34] = { "TQ1_0", 256, 54 },
-	[35] = { "TQ2_0", 256, 66 }, [39] = { "MXFP4", 32, 17 },
+/* ggml's numbering (names: probes.h, the tracer shows them too). */
+static const struct ggml_type_info type_info[TENSOR_DTYPE_COUNT] = {
+	[0] = { 1, 4 },      [1] = { 1, 2 },      [2] = { 32, 18 },    [3] = { 32, 20 },
+	[6] = { 32, 22 },    [7] = { 32, 24 },    [8] = { 32, 34 },    [9] = { 32, 36 },
+	[10] = { 256, 84 },  [11] = { 256, 110 }, [12] = { 256, 144 }, [13] = { 256, 176 },
+	[14] = { 256, 210 }, [15] = { 256, 292 }, [16] = { 256, 66 },  [17] = { 256, 74 },
+	[18] = { 256, 98 },  [19] = { 256, 50 },  [20] = { 32, 18 },   [21] = { 256, 110 },
+	[22] = { 256, 82 },  [23] = { 256, 136 }, [24] = { 1, 1 },     [25] = { 1, 2 },
+	[26] = { 1, 4 },     [27] = { 1, 8 },     [28] = { 1, 8 },     [29] = { 256, 56 },
+	[30] = { 1, 2 },     [34] = { 256, 54 },  [35] = { 256, 66 },  [39] = { 32, 17 },
 };
-#define N_TYPES (sizeof(type_info) / sizeof(type_info[0]))
+#define N_TYPES TENSOR_DTYPE_COUNT
 
 const char *ggml_type_name(uint32_t type)
 {
-	return type < N_TYPES && type_info[type].name ? type_info[type].name : "unknown";
+	return tensor_dtype_name(type);
 }
 
 uint32_t ggml_type_block(uint32_t type)

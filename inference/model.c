@@ -211,7 +211,7 @@ static void register_tensors(const Config *c)
 	for (int t = 0; t < T_END; t++)
 		if (names[t] && off[t + 1] > off[t])
 			state_add_tensor(names[t], shapes[t], (off[t + 1] - off[t]) * sizeof(float),
-					 POOL_WEIGHTS, 0);
+					 POOL_WEIGHTS, 0, WEIGHT_F32);
 }
 
 /* A mapping holds whole pages: what the weights pool reserves. */

@@ -164,7 +164,7 @@ static int find_weights(const struct gguf *g, const Config *c, Weights *w, Infer
 }
 
 /* The weight tree for tracers that attach late (state.h): every tensor of
- * the file as stored, (rows, cols) and its bytes in its own type. */
+ * the file as stored: (rows, cols), its type and its bytes in that type. */
 static void register_tensors(const struct gguf *g)
 {
 	for (uint64_t i = 0; i < g->n_tensors; i++) {
@@ -173,7 +173,7 @@ static void register_tensors(const struct gguf *g)
 
 		for (uint32_t d = 0; d < t->n_dims; d++)   /* outermost first, as the tree shows */
 			shape[d] = (uint32_t)t->ne[t->n_dims - 1 - d];
-		state_add_tensor(t->name, shape, t->bytes, POOL_WEIGHTS, 0);
+		state_add_tensor(t->name, shape, t->bytes, POOL_WEIGHTS, 0, t->type);
 	}
 }
 

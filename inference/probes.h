@@ -37,7 +37,8 @@
  * state_alloc           u32 pool, u64 ptr, u64 bytes, u64 reserved   (each live allocation)
  * state_kv              u64 used_bytes, u64 capacity_bytes           (as kv_usage, last values)
  * state_kv_blocks       u32 used, u32 total, u32 block_size, u64 block_bytes (as kv_blocks)
- * state_tensor          u64 name (char *), u64 shape01, u64 shape23, u64 bytes, u32 pool, u32 device
+ * state_tensor          u64 name (char *), u64 shape01, u64 shape23, u64 bytes, u32 pool, u32 device,
+ *                       u32 dtype (ggml's type number: 0 F32, 1 F16, 8 Q8_0, ...)
  *                       (shapeAB = dimA << 32 | dimB; unused dims 0; device 0 host, 1 OpenCL)
  * state_requests        u32 running, u32 waiting   (the serving engine's gauges, last values)
  * state_end             u32 allocs, u32 tensors   (what this dump re-fired)
@@ -218,6 +219,23 @@ static inline const char *span_launch_name(unsigned launch)
 	return launch < LAUNCH_COUNT ? span_launch_names[launch] : "unknown";
 }
 
+/* A tensor's element type in the weight tree: ggml's numbering (GGUF's
+ * own), so a GGUF tensor keeps its number; gaps are types ggml removed. */
+#define TENSOR_DTYPE_COUNT 40
+static const char *const tensor_dtype_names[TENSOR_DTYPE_COUNT] = {
+	[0] = "F32", [1] = "F16", [2] = "Q4_0", [3] = "Q4_1", [6] = "Q5_0", [7] = "Q5_1",
+	[8] = "Q8_0", [9] = "Q8_1", [10] = "Q2_K", [11] = "Q3_K", [12] = "Q4_K", [13] = "Q5_K",
+	[14] = "Q6_K", [15] = "Q8_K", [16] = "IQ2_XXS", [17] = "IQ2_XS", [18] = "IQ3_XXS",
+	[19] = "IQ1_S", [20] = "IQ4_NL", [21] = "IQ3_S", [22] = "IQ2_S", [23] = "IQ4_XS",
+	[24] = "I8", [25] = "I16", [26] = "I32", [27] = "I64", [28] = "F64", [29] = "IQ1_M",
+	[30] = "BF16", [34] = "TQ1_0", [35] = "TQ2_0", [39] = "MXFP4",
+};
+
+static inline const char *tensor_dtype_name(unsigned dtype)
+{
+	return dtype < TENSOR_DTYPE_COUNT && tensor_dtype_names[dtype] ? tensor_dtype_names[dtype] : "unknown";
+}
+
 static const char *const pool_names[POOL_COUNT] = {
 	"weights", "kv_cache", "activations", "device",
 };
@@ -265,6 +283,7 @@ static inline const char *cl_kernel_name(unsigned id)
 #define INFER_PROBE4(name, a, b, c, d) do { } while (0)
 #define INFER_PROBE5(name, a, b, c, d, e) do { } while (0)
 #define INFER_PROBE6(name, a, b, c, d, e, f) do { } while (0)
+#define INFER_PROBE7(name, a, b, c, d, e, f, g) do { } while (0)
 #else
 #define _SDT_HAS_SEMAPHORES 1
 #include <sys/sdt.h>
@@ -321,6 +340,8 @@ INFER_DECLARE_SEMAPHORE(state_requests);
 	do { if (INFER_PROBE_ENABLED(name)) STAP_PROBE5(infer, name, a, b, c, d, e); } while (0)
 #define INFER_PROBE6(name, a, b, c, d, e, f) \
 	do { if (INFER_PROBE_ENABLED(name)) STAP_PROBE6(infer, name, a, b, c, d, e, f); } while (0)
+#define INFER_PROBE7(name, a, b, c, d, e, f, g) \
+	do { if (INFER_PROBE_ENABLED(name)) STAP_PROBE7(infer, name, a, b, c, d, e, f, g); } while (0)
 #endif /* INFER_NO_PROBES */
 
 #endif /* engine side */

@@ -7,7 +7,7 @@
 #include <string.h>
 #include "pool.h"
 
-#define MAX_TENSORS 96
+#define MAX_TENSORS 1024   /* a GGUF file lists each layer's tensors: 9 a layer */
 
 struct live_alloc {
 	uint64_t handle, bytes, reserved;
@@ -18,6 +18,7 @@ struct tensor {
 	char name[48];
 	uint32_t shape[4];
 	uint64_t bytes;
+	unsigned dtype;   /* tensor_dtype_names (probes.h) */
 	unsigned pool, device;
 };
 
@@ -89,7 +90,7 @@ void state_note_kv_blocks(uint32_t used, uint32_t total, uint32_t block_size, ui
 }
 
 void state_add_tensor(const char *name, const uint32_t shape[4], uint64_t bytes, unsigned pool,
-		      unsigned device)
+		      unsigned device, unsigned dtype)
 {
 	state_lock();
 	if (ntensors < MAX_TENSORS) {
@@ -98,6 +99,7 @@ void state_add_tensor(const char *name, const uint32_t shape[4], uint64_t bytes,
 		t->name[sizeof(t->name) - 1] = 0;
 		memcpy(t->shape, shape, sizeof(t->shape));
 		t->bytes = bytes;
+		t->dtype = dtype;
 		t->pool = pool;
 		t->device = device;
 	}
@@ -146,9 +148,9 @@ static void dump_tensors(void)
 		const struct tensor *t = &tensors[i];
 
 		(void)t;   /* NO_PROBES builds fire nothing */
-		INFER_PROBE6(state_tensor, (uint64_t)(uintptr_t)t->name,
+		INFER_PROBE7(state_tensor, (uint64_t)(uintptr_t)t->name,
 			     (uint64_t)t->shape[0] << 32 | t->shape[1],
-			     (uint64_t)t->shape[2] << 32 | t->shape[3], t->bytes, t->pool, t->device);
+			     (uint64_t)t->shape[2] << 32 | t->shape[3], t->bytes, t->pool, t->device, t->dtype);
 	}
 }
 

@@ -30,7 +30,7 @@ void state_note_kv_blocks(uint32_t used, uint32_t total, uint32_t block_size, ui
 /* A weight tensor: shape has up to 4 dims (0 = unused); device 0 host,
  * 1 OpenCL. Kept until state_forget_tensors(pool). */
 void state_add_tensor(const char *name, const uint32_t shape[4], uint64_t bytes, unsigned pool,
-		      unsigned device);
+		      unsigned device, unsigned dtype);
 void state_forget_tensors(unsigned pool);
 
 /* Re-fires everything (the signal thread calls it; tests may too). */

@@ -65,3 +65,22 @@ for pool in weights kv_cache activations; do
 			"$(j "[.[] | select((.type == \"alloc\" or .type == \"free\") and .pool == \"$pool\")] | last | .$f")"
 	done
 done
+
+# The weight tree says each tensor's type: F32 for the llama2.c checkpoint
+# above; for a Q8_0 GGUF file, every tensor as the file lists it (2 + 9 a
+# layer), its bytes those of its stored type.
+assert_eq "tok_embeddings dtype" '"F32"' "$(jq -c 'select(.type == "tensor" and .name == "tok_embeddings") | .dtype' "$TMP/t.jsonl" | head -n1)"
+"$MKMODEL" "$TMP/q8.gguf" --gguf q8_0 --from "$DEMO_MODEL" --vocab "$DEMO_TOK" >/dev/null || fail "mkmodel --gguf"
+mkfifo "$TMP/in2"
+"$INFER" "$TMP/q8.gguf" --serve -n 4 -b cpu -t 0 <"$TMP/in2" >/dev/null 2>"$TMP/srv2.err" &
+SRV=$!
+exec 3>"$TMP/in2"
+"$SPANTRACE" record -q -p $SRV -o "$TMP/g.jsonl" --duration 2 2>"$TMP/rec2.err" 3>&- ||
+	fail "record on the GGUF engine: $(cat "$TMP/rec2.err")"
+exec 3>&-
+wait $SRV
+tensors() { jq -c "select(.type == \"tensor\") | $1" "$TMP/g.jsonl"; }
+assert_eq "GGUF tensors in the tree" 56 "$(tensors .name | wc -l)"
+assert_eq "token_embd.weight: Q8_0, 32000 x 288 in 34-byte blocks of 32" '{"dtype":"Q8_0","bytes":9792000}' \
+	"$(tensors 'select(.name == "token_embd.weight") | {dtype, bytes}' | head -n1)"
+assert_eq "norms are F32" '["F32"]' "$(jq -s -c '[.[] | select(.type == "tensor" and (.name | endswith("norm.weight"))) | .dtype] | unique' "$TMP/g.jsonl")"

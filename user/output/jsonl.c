@@ -233,6 +233,8 @@ static void tensor_fields(struct outbuf *ob, const void *rec)
 	ob_lit(ob, "]");
 	ob_key(ob, "bytes");
 	ob_u64(ob, e->bytes);
+	ob_key(ob, "dtype");
+	ob_jstr(ob, tensor_dtype_name(e->dtype), 16);
 	ob_key_name(ob, "pool", pool_name(e->pool));
 	ob_key_name(ob, "device", e->device ? "opencl" : "host");
 }
