@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# tools/bench_gguf.sh - our decode step against llama.cpp's on the same GGUF
+# file, for F32, F16 and Q8_0 of the stories110M shape (dim 768, hidden
+# 2048, 12 layers, 12 heads, vocab 32000), and each against the same-run
+# bandwidth bound.
+#
+# Both engines are timed by spantrace itself: ours by its forward spans
+# (`record --level coarse`, decode steps only: one token each), llama.cpp's
+# (npm node-llama-cpp, prebuilt, tests/llama/ids.mjs) by
+# `--span uprobe:LIBLLAMA:llama_decode`, decode calls only (the first is the
+# prompt). Rounds interleave the engines and types; medians of the rounds'
+# medians. The bound: weight bytes a decode step reads (every matrix in its
+# type, the classifier included, plus the norms) over tools/bwprobe.c's
+# streaming bandwidth measured in the same round.
+#
+#   tools/bench_gguf.sh          (root; make deps for node-llama-cpp)
+#   REPEAT=5 TOKENS=96 BUILD=build tools/bench_gguf.sh
+export BENCH_NAME=bench_gguf
+# shellcheck source=tools/bench_lib.sh
+source "$(dirname "$0")/bench_lib.sh"
+TOKENS=${TOKENS:-96}
+SHAPE=768,2048,12,12,12,32000,1024
+LLAMA_JS=$ROOT/tests/llama/ids.mjs
+LIBLLAMA=$(ls "$ROOT"/tests/llama/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama.*.so 2>/dev/null | head -n1)
+
+[ "$(id -u)" = 0 ] || skipped "needs root to load BPF programs"
+[ -n "$LIBLLAMA" ] || skipped "no node-llama-cpp in tests/llama (make deps)"
+[ -x "$SPANTRACE" ] && [ -x "$INFER" ] && [ -x "$BUILD/mkmodel" ] || die "build first"
+${CC:-gcc} -O3 -march=native -pthread -o "$TMP/bwprobe" "$ROOT/tools/bwprobe.c" || die "cannot build bwprobe"
+
+# The models: a generated checkpoint of the shape, then its GGUF files.
+"$BUILD/mkmodel" "$TMP/m.bin" --shape "$SHAPE" --seed 7 --tokenizer "$TMP/tok.bin" >/dev/null || die "mkmodel"
+for t in f32 f16 q8_0; do
+	"$BUILD/mkmodel" "$TMP/m_$t.gguf" --gguf $t --from "$TMP/m.bin" --vocab "$TMP/tok.bin" >/dev/null ||
+		die "mkmodel --gguf $t"
+done
+rm -f "$TMP/m.bin"
+
+# Bytes a decode step reads: the matrices in their type (from the file's
+# tensor sizes, via our own state dump would need a tracer: computed here).
+step_bytes() { # TYPE
+	awk -v t="$1" 'BEGIN { d = 768; h = 2048; L = 12; v = 32000
+		per = (t == "f32") ? 4 : (t == "f16") ? 2 : 34 / 32
+		m = L * (4 * d * d + 3 * d * h) + v * d
+		printf "%d\n", m * per + (2 * L + 1) * d * 4 }'
+}
+
+# ours TYPE: median forward span of the decode steps, ns
+ours() {
+	"$SPANTRACE" record -q --level coarse -o "$TMP/o.jsonl" -- "$INFER" "$TMP/m_$1.gguf" -n "$TOKENS" -t 0 --ids \
+		>/dev/null 2>"$TMP/o.err" || die "record ours $1: $(tail -n 2 "$TMP/o.err")"
+	jq -r 'select(.type == "span" and .name == "forward" and .pos > 0) | .dur_ns' "$TMP/o.jsonl" | median
+}
+# theirs TYPE: median llama_decode of the decode steps (all calls but the first), ns
+theirs() {
+	"$SPANTRACE" record -q --span "uprobe:$LIBLLAMA:llama_decode" -o "$TMP/l.jsonl" -- \
+		node "$LLAMA_JS" "$TMP/m_$1.gguf" "$TOKENS" >/dev/null 2>"$TMP/l.err" ||
+		die "record llama.cpp $1: $(tail -n 2 "$TMP/l.err")"
+	jq -r 'select(.type == "span" and .name == "llama_decode") | .dur_ns' "$TMP/l.jsonl" | tail -n +2 | median
+}
+
+for r in $(seq "$REPEAT"); do
+	"$TMP/bwprobe" 2 | awk '/bandwidth_gbs/ { print $2 }' >>"$TMP/bw"
+	for t in f32 f16 q8_0; do
+		ours $t >>"$TMP/ours_$t"
+		theirs $t >>"$TMP/theirs_$t"
+	done
+	echo "round $r: bandwidth $(tail -n1 "$TMP/bw") GB/s;" \
+		"f32 $(tail -n1 "$TMP/ours_f32")/$(tail -n1 "$TMP/theirs_f32")," \
+		"f16 $(tail -n1 "$TMP/ours_f16")/$(tail -n1 "$TMP/theirs_f16")," \
+		"q8_0 $(tail -n1 "$TMP/ours_q8_0")/$(tail -n1 "$TMP/theirs_q8_0") ns per decode step (ours/llama.cpp)"
+done
+bw=$(median <"$TMP/bw")
+echo "stories110M shape, $TOKENS greedy tokens, medians of $REPEAT rounds; bandwidth $bw GB/s (2 threads)"
+for t in f32 f16 q8_0; do
+	o=$(median <"$TMP/ours_$t") l=$(median <"$TMP/theirs_$t") bytes=$(step_bytes $t)
+	bound=$(awk -v b="$bytes" -v g="$bw" 'BEGIN { printf "%.0f\n", b / g }')   # ns at bw GB/s
+	echo "$t: ours $o ns, llama.cpp $l ns per decode step; $(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1e6 }') MB a step, bound $bound ns"
+	ratio "gguf_${t}_llamacpp_over_ours" "$(div "$l" "$o")" ">=1.0"
+	ratio "gguf_${t}_bound_over_ours" "$(div "$bound" "$o")" ">=0.85"
+done
