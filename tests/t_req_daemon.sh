@@ -23,7 +23,10 @@ need_daemon_build
 
 start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b cpu --max-seqs 6 --kv-blocks 16 --block-size 16
 # A: long requests in flight when the daemon attaches.
-stream_spec 3 200 7 0 >"$TMP/a.json"
+# Enough of them that some outlast the daemon's attach (~0.5 s) on a fast
+# machine: 3 all ended during it here, and left no orphan to count.
+NA=8 NREQ=$((8 + 12))
+stream_spec $NA 200 7 0 >"$TMP/a.json"
 node "$NODE_DIR/client.js" "$BASE" run "$TMP/a.json" >"$TMP/a.out" 2>"$TMP/a.err" &
 ca=$!
 wait_for health_ge running 1 || fail "no request running before the attach"
@@ -48,32 +51,35 @@ gauges_now() {
 		(.queued // 0) + (.admitted // 0) + (.preempted // 0) + ([(.finished // {})[]] | add // 0)]'
 }
 stable=0 busy=0 unknown=0
-gauge() { msum "$TMP/m.txt" "spantrace_requests_$1" "pid=\"$EPID\""; }
-while kill -0 $cb 2>/dev/null; do
-	h1=$(gauges_now)
-	metrics >"$TMP/m.txt"
-	h2=$(gauges_now)
-	[ "$h1" = "$h2" ] || continue
-	h1=$(echo "$h1" | jq -c '.[0:2]')
-	# before its first lifecycle probe the daemon does not know them: no series
-	grep -q "^spantrace_requests_running{pid=\"$EPID\"" "$TMP/m.txt" || { unknown=$((unknown + 1)); continue; }
-	stable=$((stable + 1))
-	[ "$h1" != "[0,0]" ] && busy=$((busy + 1))
-	assert_eq "running and waiting at a scrape" "$h1" "[$(gauge running),$(gauge waiting)]" >/dev/null
-done
+gauge() { msum "$TMP/$1.txt" "spantrace_requests_$2" "pid=\"$EPID\""; }
+# sample_gauges PID: scrapes while client PID runs (into gauges.txt, so the
+# last full scrape in m.txt stays the counters' source)
+sample_gauges() {
+	while kill -0 "$1" 2>/dev/null; do
+		h1=$(gauges_now)
+		metrics >"$TMP/gauges.txt"
+		h2=$(gauges_now)
+		[ "$h1" = "$h2" ] || continue
+		h1=$(echo "$h1" | jq -c '.[0:2]')
+		# before its first lifecycle probe the daemon does not know them: no series
+		grep -q "^spantrace_requests_running{pid=\"$EPID\"" "$TMP/gauges.txt" || { unknown=$((unknown + 1)); continue; }
+		stable=$((stable + 1))
+		[ "$h1" != "[0,0]" ] && busy=$((busy + 1))
+		assert_eq "running and waiting at a scrape" "$h1" "[$(gauge gauges running),$(gauge gauges waiting)]" >/dev/null
+	done
+}
+sample_gauges $cb
 wait $ca || fail "client A: $(cat "$TMP/a.err")"
 wait $cb || fail "client B: $(cat "$TMP/b.err")"
-ok "gauges equal the engine's at $stable scrapes ($busy with requests in flight; $unknown before the first probe)"
-assert_le "scrapes with requests in flight" 3 "$busy"
 
 curl -s "$BASE/stats" >"$TMP/stats.json"
 b_reqs=$(jq -s 'map(select(.usage)) | length' "$TMP/b.out")
 assert_eq "requests after the attach" 12 "$b_reqs"
-# 15 requests, less those finished before the attach (f0 .. f1 of them)
+# all requests, less those finished before the attach (f0 .. f1 of them)
 seen() { msum "$TMP/m.txt" spantrace_request_success_total "pid=\"$EPID\""; }
-all_done() { metrics >"$TMP/m.txt" && [ "$(seen)" -ge $((15 - f1)) ]; }
-wait_for all_done || fail "the daemon never saw $((15 - f1)) requests finish: $(grep success "$TMP/m.txt")"
-assert_le "finishes seen, at most those after the attach began" "$(seen)" $((15 - f0))
+all_done() { metrics >"$TMP/m.txt" && [ "$(seen)" -ge $((NREQ - f1)) ]; }
+wait_for all_done || fail "the daemon never saw $((NREQ - f1)) requests finish: $(grep success "$TMP/m.txt")"
+assert_le "finishes seen, at most those after the attach began" "$(seen)" $((NREQ - f0))
 # The histograms come from the last interval's snapshot (0.1 s); the
 # serving counters are read at the scrape.
 sleep 0.5
@@ -90,13 +96,13 @@ orphans=$(msum "$m" spantrace_request_orphans_total)
 assert_le "requests in flight at the attach: counted as orphans" 1 "$orphans"
 # by reason: the engine's, less the A requests that ended before the attach
 # (all of A's end by length)
-early=$((15 - $(seen)))
-assert_eq "finished, by reason = the engine's (all 15, less $early before the attach)" \
+early=$((NREQ - $(seen)))
+assert_eq "finished, by reason = the engine's (all $NREQ, less $early before the attach)" \
 	"$(jq -c --argjson e "$early" '.serving.finished | [.stop, .length - $e, .abort, .error]' "$TMP/stats.json")" \
 	"[$(for r in stop length abort error; do msum "$m" spantrace_request_success_total "finish_reason=\"$r\"" "$P"; done | paste -sd,)]"
-# The engine's per-request counts cover all 15; the tracer's token and
+# The engine's per-request counts cover all of them; the tracer's token and
 # preemption counters start at the attach.
-preempt_b=$(jq '[.serving.per_request[]] | sort_by(.req) | .[3:] | map(.preemptions) | add' "$TMP/stats.json")
+preempt_b=$(jq --argjson na $NA '[.serving.per_request[]] | sort_by(.req) | .[$na:] | map(.preemptions) | add' "$TMP/stats.json")
 assert_le "preemptions after the attach (else this proves little)" 1 "$(msum "$m" spantrace_preemptions_total "$P")"
 assert_le "preemptions counted <= the engine's" "$(msum "$m" spantrace_preemptions_total "$P")" \
 	"$(jq .serving.preempted "$TMP/stats.json")"
@@ -125,5 +131,18 @@ if command -v promtool >/dev/null; then
 	out=$(promtool check metrics <"$m" 2>&1) || fail "promtool check metrics: $out"
 	ok "promtool check metrics accepts them"
 fi
+# C, after every count above: one long request alone (up to 5 in turn), so
+# the gauges hold still between scrapes. B's churn (admissions, preemptions) left too few
+# steady moments on a fast machine (0-1 busy scrapes here).
+stream_spec 1 230 0 0 >"$TMP/c.json"
+for round in 1 2 3 4 5; do
+	[ "$busy" -ge 3 ] && break
+	node "$NODE_DIR/client.js" "$BASE" run "$TMP/c.json" >"$TMP/c.out" 2>"$TMP/c.err" &
+	cc=$!
+	sample_gauges $cc
+	wait $cc || fail "client C: $(cat "$TMP/c.err")"
+done
+ok "gauges equal the engine's at $stable scrapes ($busy with requests in flight; $unknown before the first probe)"
+assert_le "scrapes with requests in flight" 3 "$busy"
 stop_daemon
 stop_engine
