@@ -72,3 +72,10 @@ int backend_check_batch(const Config *c, const BatchSeq *seqs, int nseqs, int ma
 			return -1;
 	return 0;
 }
+
+int backend_max_batch(const BackendOps *ops, const void *state)
+{
+	int n = ops->batch_limit ? ops->batch_limit(state) : ops->max_batch;
+
+	return n > 0 ? n : 1;
+}

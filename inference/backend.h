@@ -58,12 +58,18 @@ typedef struct {
 	int (*forward)(void *state, const int *tokens, int n, int pos,
 		       float *logits, InferError *err);
 	void (*destroy)(void *state);
-	/* Most tokens one forward call accepts (the prefill batch limit). */
+	/* Most tokens one forward call accepts (the prefill batch limit); a
+	 * backend whose limit depends on the model and device says it through
+	 * batch_limit once created (backend_max_batch). */
 	int max_batch;
+	int (*batch_limit)(const void *state);
 	/* logits: (sequences wanting logits, vocab_size) floats, host memory. */
 	int (*forward_batch)(void *state, const BatchSeq *seqs, int nseqs,
 			     float *logits, InferError *err);
 } BackendOps;
+
+/* The batch limit of a created backend. */
+int backend_max_batch(const BackendOps *ops, const void *state);
 
 extern const BackendOps backend_cpu;
 extern const BackendOps backend_opencl;

@@ -45,7 +45,8 @@
 
 extern const char infer_cl_source[];
 
-/* The prefill batch limit: staged token blocks live in local memory. */
+/* The prefill batch limit: staged token blocks live in local memory, so a
+ * wide model on a device with little of it gets fewer (s->max_batch). */
 #define CL_MAX_BATCH 64
 /* Work-items per group of the matrix kernels, each a 16-row panel
  * (matmul.h): 64 rows a group, as many as the 4-row items had when 16 of
@@ -80,6 +81,7 @@ typedef struct {
 	const Config *c;
 	int n_blocks, block_size;
 	int max_out;    /* sequences wanting logits per call */
+	int max_batch;  /* tokens per call: CL_MAX_BATCH, or what local memory holds */
 	int tab_cap;    /* block table entries one call can carry */
 	int *host_meta; /* (META_OUT + max_out + tab_cap) ints, the staging copy of meta */
 	int meta_ints;
@@ -574,31 +576,29 @@ static void cl_destroy(void *state)
 	free(s);
 }
 
-/* The model must suit the kernels: even head size (RoPE pairs), and the
- * staged token block of the widest matrix input must fit local memory
- * (fused: with the attention scratch beside it). */
-static int check_model_fits(cl_device_id dev, const Config *c, int max_out, int fused,
-			    InferError *err)
+/* The model must suit the kernels: even head size (RoPE pairs), and a
+ * staged block of tokens of the widest matrix input must fit local memory
+ * (beside the attention scratch, which the fused forward also holds). Sets
+ * s->max_batch: CL_MAX_BATCH tokens, or as many as fit (the stories110M
+ * shape's 2048-wide hidden layer fits 62 in PoCL's 512 KiB). */
+static int check_model_fits(ClState *s, cl_device_id dev, InferError *err)
 {
+	const Config *c = s->c;
 	cl_ulong have = 0;
 	size_t width = c->hidden_dim > c->dim ? c->hidden_dim : c->dim;
-	size_t need = (CL_MAX_BATCH * width + CL_MAX_BATCH) * sizeof(float);
-	size_t out = ((size_t)max_out * c->dim + max_out) * sizeof(float);
-	size_t att = (size_t)c->seq_len * sizeof(float);
+	size_t token = (width + 1) * sizeof(float);
+	size_t out = ((size_t)s->max_out * c->dim + s->max_out) * sizeof(float);
+	size_t att = (size_t)c->seq_len * sizeof(float), room;
 
 	if ((c->dim / c->n_heads) % 2 != 0) /* the kernels rotate whole pairs */
 		return infer_fail(err, "opencl: head size %d is odd; RoPE needs pairs",
 				  c->dim / c->n_heads);
-	if (out > need)
-		need = out;
-	if (fused)
-		need += att;
-	else if (att > need)
-		need = att;
 	clGetDeviceInfo(dev, CL_DEVICE_LOCAL_MEM_SIZE, sizeof(have), &have, NULL);
-	if (have < need)
+	room = have > att ? (size_t)have - att : 0;   /* the scratch, fused or not */
+	s->max_batch = room / token < CL_MAX_BATCH ? (int)(room / token) : CL_MAX_BATCH;
+	if (s->max_batch < 1 || out > room)
 		return infer_fail(err, "opencl: device local memory %llu bytes < %zu needed",
-				  (unsigned long long)have, need);
+				  (unsigned long long)have, att + (out > token ? out : token));
 	return 0;
 }
 
@@ -635,7 +635,7 @@ static int setup_device(ClState *s, const BackendOptions *opt, InferError *err)
 	    pick_device(plat, opt ? opt->cl_device : -1, &dev, err))
 		return -1;
 	choose_launches(s, dev, opt ? opt->cl_launch : CL_LAUNCH_AUTO);
-	if (check_model_fits(dev, s->c, s->max_out, s->fused, err))
+	if (check_model_fits(s, dev, err))
 		return -1;
 	s->ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &rc);
 	if (!s->ctx)
@@ -1042,7 +1042,7 @@ static int cl_forward_batch(void *state, const BatchSeq *seqs, int nseqs,
 	ClState *s = state;
 	int rc, n, n_out;
 
-	if (backend_check_batch(s->c, seqs, nseqs, CL_MAX_BATCH, s->max_out, s->n_blocks,
+	if (backend_check_batch(s->c, seqs, nseqs, s->max_batch, s->max_out, s->n_blocks,
 				s->block_size, err))
 		return -1;
 	s->profiling = trace_kernels_wanted();
@@ -1072,11 +1072,17 @@ static int cl_forward(void *state, const int *tokens, int n, int pos,
 	return cl_forward_batch(state, &q, 1, logits, err);
 }
 
+static int cl_batch_limit(const void *state)
+{
+	return ((const ClState *)state)->max_batch;
+}
+
 const BackendOps backend_opencl = {
 	.name = "opencl",
 	.create = cl_create,
 	.forward = cl_forward,
 	.destroy = cl_destroy,
 	.max_batch = CL_MAX_BATCH,
+	.batch_limit = cl_batch_limit,
 	.forward_batch = cl_forward_batch,
 };

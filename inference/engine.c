@@ -165,7 +165,7 @@ static int sample(Engine *e)
 /* The whole prompt in as few forward calls as the backend's batch allows. */
 static int prefill(Engine *e, const EnginePrompt *p, InferError *err)
 {
-	int max_batch = e->ops->max_batch > 0 ? e->ops->max_batch : 1;
+	int max_batch = backend_max_batch(e->ops, e->backend);
 
 	for (int pos = 0; pos < p->n; pos += max_batch) {
 		int n = p->n - pos < max_batch ? p->n - pos : max_batch;

@@ -373,7 +373,7 @@ static int serve_defaults(Server *s, const EngineOptions *eo, const ServeOptions
 static int serve_sizes(Server *s, InferError *err)
 {
 	const Config *c = &s->engine.model.config;
-	int max_batch = s->engine.ops->max_batch;
+	int max_batch = backend_max_batch(s->engine.ops, s->engine.backend);
 
 	if (s->opt.max_batch_tokens <= 0 || s->opt.max_batch_tokens > max_batch)
 		s->opt.max_batch_tokens = max_batch;

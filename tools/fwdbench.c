@@ -44,8 +44,10 @@ static int cmp_u64(const void *a, const void *b)
 static int run_tokens(const BackendOps *ops, void *st, const int *tok, int count,
 		      int pos, float *logits, InferError *err)
 {
+	int max_batch = backend_max_batch(ops, st);
+
 	for (int done = 0; done < count;) {
-		int n = count - done < ops->max_batch ? count - done : ops->max_batch;
+		int n = count - done < max_batch ? count - done : max_batch;
 		if (ops->forward(st, tok + done, n, pos + done, logits, err))
 			return -1;
 		done += n;
