@@ -11,8 +11,10 @@ need_opencl_witness
 command -v clpeak >/dev/null || skip "clpeak is not installed (make deps)"
 
 cl_witness_start
-"$SPANTRACE" record -q --opencl -o "$TMP/t.jsonl" -- clpeak --kernel-latency --use-event-timer \
-	>"$TMP/clpeak.out" 2>"$TMP/rec.err" || fail "record failed: $(tail -n 3 "$TMP/rec.err")"
+# clpeak takes ~15 s here; a run that hangs fails at 150 s with its stderr,
+# not at the runner's 300 s with nothing (it hung once in a CI run)
+timeout 150 "$SPANTRACE" record -q --opencl -o "$TMP/t.jsonl" -- clpeak --kernel-latency --use-event-timer \
+	>"$TMP/clpeak.out" 2>"$TMP/rec.err" || fail "record failed ($?): $(tail -n 3 "$TMP/rec.err"; tail -n 3 "$TMP/clpeak.out")"
 cl_witness_stop
 pid=$(jq -r 'select(.type == "cl_kernel") | .pid' "$TMP/t.jsonl" | head -n 1)
 [ -n "$pid" ] || fail "no cl_kernel record: $(tail -n 3 "$TMP/rec.err")"
