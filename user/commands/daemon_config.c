@@ -52,7 +52,7 @@ const char daemon_config_usage[] =
 	"OTLP/HTTP JSON to URL/v1/metrics (cumulative). SIZE takes a K, M or G suffix. Defaults: --interval 5, --file-max 16M,\n"
 	"--total-max 256M, --retain 16, --level coarse (forward/layer spans, tokens, requests,\n"
 	"memory; detail adds every op and OpenCL kernel, with device times, at more probe hits per\n"
-	"token, and makes the OpenCL engine launch a kernel per phase: ~0.76x its tok/s).\n"
+	"token, and makes the OpenCL engine launch a kernel per phase: 0.65-0.76x its tok/s).\n"
 	"--expire SEC (SPANTRACE_EXPIRE_SECS): an exited process's series leave /metrics, and its\n"
 	"entries the kernel maps, SEC seconds after it exits (default: 3 intervals, at least 30).\n"
 	"--duration stops it after SEC seconds; -q logs nothing but errors; -v more.\n"

@@ -72,7 +72,7 @@ const struct argp *common_argp(unsigned mask, const struct common_opts *defaults
 	snprintf(level_doc, sizeof(level_doc),
 		 "coarse (requests, tokens, forward/layer spans, memory) or detail (every op and "
 		 "OpenCL kernel, with its device time: the OpenCL engine then launches a kernel "
-		 "per phase, ~0.76x its untraced tok/s on the demo model, against ~0.97x at "
+		 "per phase, 0.65-0.76x its untraced tok/s on the demo model, against ~0.97x at "
 		 "coarse, where its forward stays one kernel); default %s",
 		 trace_level_name(defaults->level));
 	snprintf(max_doc, sizeof(max_doc), "At most N events in the Chrome trace (default %llu)",
