@@ -221,6 +221,110 @@ panel_blocks(const char *w, WeightType type, size_t ldp, int G, const float *x, 
 	}
 }
 
+/* Q8_0 panels: each block's 32 columns summed unscaled (an FMA chain from
+ * zero, in column order), then added to the row's sum scaled by the block's
+ * scale in one more FMA: the scales' load and multiply leave the
+ * per-column work. The OpenCL kernels (00_common.cl) sum the same way, so
+ * the backends agree. G x T is at most 8: two accumulators each. */
+static inline __attribute__((always_inline)) void
+q8_panel_block(const char *w, size_t ldp, int G, const float *x, size_t ldx, int T, int n, float *out,
+	       size_t ldo, int rows)
+{
+	v16f acc[MAX_PANELS][TOKEN_GROUP];
+
+#pragma GCC unroll 4
+	for (int g = 0; g < G; g++)
+#pragma GCC unroll 8
+		for (int t = 0; t < T; t++)
+			acc[g][t] = (v16f){ 0 };
+	for (int j0 = 0; j0 < n; j0 += Q8_0_BLOCK) {
+		const char *blk = w + (size_t)(j0 / Q8_0_BLOCK) * Q8_PANEL_BLOCK;
+		v16f bacc[MAX_PANELS][TOKEN_GROUP];
+
+#pragma GCC unroll 4
+		for (int g = 0; g < G; g++)
+#pragma GCC unroll 8
+			for (int t = 0; t < T; t++)
+				bacc[g][t] = (v16f){ 0 };
+		for (int jj = 0; jj < Q8_0_BLOCK; jj++)
+#pragma GCC unroll 4
+			for (int g = 0; g < G; g++) {
+				const char *col = blk + g * ldp + PANEL_ROWS * sizeof(float) + (size_t)jj * PANEL_ROWS;
+				v16b q;
+				v16f wv;
+
+				memcpy(&q, col, sizeof(q));
+				__builtin_prefetch(col + 2 * Q8_PANEL_BLOCK, 0, 3);
+				wv = __builtin_convertvector(q, v16f);
+#pragma GCC unroll 8
+				for (int t = 0; t < T; t++)
+					bacc[g][t] += wv * x[t * ldx + j0 + jj];
+			}
+#pragma GCC unroll 4
+		for (int g = 0; g < G; g++) {
+			v16f scale;
+
+			memcpy(&scale, blk + g * ldp, sizeof(scale));
+#pragma GCC unroll 8
+			for (int t = 0; t < T; t++)
+				acc[g][t] += bacc[g][t] * scale;
+		}
+	}
+#pragma GCC unroll 4
+	for (int g = 0; g < G; g++)
+#pragma GCC unroll 8
+		for (int t = 0; t < T; t++) {
+			float lanes[PANEL_ROWS];
+
+			if (rows == PANEL_ROWS) {
+				memcpy(out + t * ldo + g * PANEL_ROWS, &acc[g][t], sizeof(lanes));
+				continue;
+			}
+			memcpy(lanes, &acc[g][t], sizeof(lanes));
+			memcpy(out + t * ldo, lanes, (size_t)rows * sizeof(float));
+		}
+}
+
+/* Rows r0..r1 of a Q8_0 matrix: G x T at most 8 (q8_panel_block). */
+static inline __attribute__((always_inline)) void
+q8_rows(const char *w, int n, int r0, int r1, const float *x, int batch, float *out, size_t ldo)
+{
+	size_t ldp = panel_bytes(WEIGHT_Q8_0, n);
+
+	for (int b = 0; b < batch; b += TOKEN_GROUP) {
+		int T = batch - b < TOKEN_GROUP ? batch - b : TOKEN_GROUP;
+		const float *xt = x + (size_t)b * n;
+		float *ot = out + (size_t)b * ldo;
+
+		for (int r = r0; r < r1;) {
+			const char *wp = w + (size_t)(r / PANEL_ROWS) * ldp;
+			int left = r1 - r, G = T <= 2 ? 4 : T <= 4 ? 2 : 1;
+
+			while (G > 1 && left < G * PANEL_ROWS)
+				G /= 2;
+			int rows = G == 1 && left < PANEL_ROWS ? left : PANEL_ROWS;
+
+			switch (G * 16 + T) {   /* G and T as constants, so acc stays in registers */
+			case 4 * 16 + 1: q8_panel_block(wp, ldp, 4, xt, n, 1, n, ot + r, ldo, rows); break;
+			case 4 * 16 + 2: q8_panel_block(wp, ldp, 4, xt, n, 2, n, ot + r, ldo, rows); break;
+			case 2 * 16 + 1: q8_panel_block(wp, ldp, 2, xt, n, 1, n, ot + r, ldo, rows); break;
+			case 2 * 16 + 2: q8_panel_block(wp, ldp, 2, xt, n, 2, n, ot + r, ldo, rows); break;
+			case 2 * 16 + 3: q8_panel_block(wp, ldp, 2, xt, n, 3, n, ot + r, ldo, rows); break;
+			case 2 * 16 + 4: q8_panel_block(wp, ldp, 2, xt, n, 4, n, ot + r, ldo, rows); break;
+			case 1 * 16 + 1: q8_panel_block(wp, ldp, 1, xt, n, 1, n, ot + r, ldo, rows); break;
+			case 1 * 16 + 2: q8_panel_block(wp, ldp, 1, xt, n, 2, n, ot + r, ldo, rows); break;
+			case 1 * 16 + 3: q8_panel_block(wp, ldp, 1, xt, n, 3, n, ot + r, ldo, rows); break;
+			case 1 * 16 + 4: q8_panel_block(wp, ldp, 1, xt, n, 4, n, ot + r, ldo, rows); break;
+			case 1 * 16 + 5: q8_panel_block(wp, ldp, 1, xt, n, 5, n, ot + r, ldo, rows); break;
+			case 1 * 16 + 6: q8_panel_block(wp, ldp, 1, xt, n, 6, n, ot + r, ldo, rows); break;
+			case 1 * 16 + 7: q8_panel_block(wp, ldp, 1, xt, n, 7, n, ot + r, ldo, rows); break;
+			default: q8_panel_block(wp, ldp, 1, xt, n, 8, n, ot + r, ldo, rows); break;
+			}
+			r += G * rows;
+		}
+	}
+}
+
 /* matmul_rows for one packed type (a constant once inlined). */
 static inline __attribute__((always_inline)) void
 rows_of_type(const char *w, WeightType type, int n, int r0, int r1, const float *x, int batch, float *out,
@@ -264,7 +368,7 @@ void matmul_rows_typed(const void *w, WeightType type, int n, int r0, int r1, co
 	__asm__ volatile("" : : "r"(__builtin_frame_address(0)));
 	switch (type) {
 	case WEIGHT_F16: rows_of_type(w, WEIGHT_F16, n, r0, r1, x, batch, out, ldo); break;
-	case WEIGHT_Q8_0: rows_of_type(w, WEIGHT_Q8_0, n, r0, r1, x, batch, out, ldo); break;
+	case WEIGHT_Q8_0: q8_rows(w, n, r0, r1, x, batch, out, ldo); break;
 	default: rows_of_type(w, WEIGHT_F32, n, r0, r1, x, batch, out, ldo); break;
 	}
 }

@@ -194,6 +194,42 @@ panels_dot(const __global float *a, const __global float *b, int two,
 		ra[t] = 0;
 		rb[t] = 0;
 	}
+#if WTYPE == 8
+	/* Q8_0: a block's 32 columns summed unscaled, then scaled once: the
+	 * scales' load and multiply leave the per-column work */
+	for (int j0 = 0; j0 < k; j0 += Q8_BLOCK) {
+		const __global char *qa = q8_block(a, j0), *qb = two ? q8_block(b, j0) : qa;
+		float16 ba[TOK_GROUP], bb[TOK_GROUP];
+
+#pragma unroll
+		for (int t = 0; t < TOK_GROUP; t++) {
+			ba[t] = 0;
+			bb[t] = 0;
+		}
+		PREFETCH(qa + 2 * Q8_PANEL_BLOCK);
+		if (two)
+			PREFETCH(qb + 2 * Q8_PANEL_BLOCK);
+		for (int jj = 0; jj < Q8_BLOCK; jj++) {
+			float16 wa = convert_float16(vload16(jj, qa + PANEL_ROWS * 4));
+			float16 wb = two ? convert_float16(vload16(jj, qb + PANEL_ROWS * 4)) : 0;
+#pragma unroll
+			for (int t = 0; t < NT; t++) {
+				float16 xv = (float16)(x[t * k + j0 + jj]);
+
+				ba[t] = fma(wa, xv, ba[t]);
+				if (two)
+					bb[t] = fma(wb, xv, bb[t]);
+			}
+		}
+		float16 sa = vload16(0, (const __global float *)qa), sb = two ? vload16(0, (const __global float *)qb) : 0;
+#pragma unroll
+		for (int t = 0; t < NT; t++) {
+			ra[t] = fma(ba[t], sa, ra[t]);
+			if (two)
+				rb[t] = fma(bb[t], sb, rb[t]);
+		}
+	}
+#else
 	for (int j = 0; j < k; j++) {
 		float16 wa = load_column(a, j), wb = two ? load_column(b, j) : 0;
 
@@ -209,6 +245,7 @@ panels_dot(const __global float *a, const __global float *b, int two,
 				rb[t] = fma(wb, xv, rb[t]);
 		}
 	}
+#endif
 #pragma unroll
 	for (int t = 0; t < NT; t++) {
 		acc[t] = ra[t];

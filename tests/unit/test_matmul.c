@@ -115,6 +115,92 @@ static void check_invariance(int d, int n)
 	free(out);
 }
 
+/* ---- F16 and Q8_0: the stored values, converted in registers ---- */
+
+/* The value of one stored weight as a float: F16 is exact; Q8_0 is int8
+ * times the block's f16 scale. Rows are in GGUF's layout. */
+static void stored_row(WeightType type, const void *w, int n, int r, float *out, float *scale)
+{
+	if (type == WEIGHT_F16) {
+		const _Float16 *row = (const _Float16 *)w + (size_t)r * n;
+
+		for (int j = 0; j < n; j++)
+			out[j] = (float)row[j];
+		return;
+	}
+	const unsigned char *row = (const unsigned char *)w + (size_t)r * (n / Q8_0_BLOCK) * Q8_0_BLOCK_BYTES;
+	for (int b = 0; b < n / Q8_0_BLOCK; b++, row += Q8_0_BLOCK_BYTES) {
+		_Float16 d;
+
+		memcpy(&d, row, 2);
+		scale[b] = (float)d;
+		for (int j = 0; j < Q8_0_BLOCK; j++)
+			out[b * Q8_0_BLOCK + j] = (float)(signed char)row[2 + j];
+	}
+}
+
+/* The chains matmul.h promises for a stored type: F16 as F32; Q8_0 a chain
+ * per block from zero over its int8 values, then fmaf(block, scale, acc). */
+static float typed_chain(WeightType type, const float *v, const float *scale, const float *x, int n)
+{
+	float acc = 0.0f;
+
+	if (type == WEIGHT_F16)
+		return chain(v, x, n);
+	for (int b = 0; b < n / Q8_0_BLOCK; b++)
+		acc = fmaf(chain(v + b * Q8_0_BLOCK, x + b * Q8_0_BLOCK, Q8_0_BLOCK), scale[b], acc);
+	return acc;
+}
+
+static void check_typed(WeightType type, int d, int n, int batch, int fma_exact)
+{
+	unsigned seed = (unsigned)(d * 31 + n * 7 + batch + type);
+	size_t row_bytes = type == WEIGHT_F16 ? (size_t)n * 2 : (size_t)n / Q8_0_BLOCK * Q8_0_BLOCK_BYTES;
+	unsigned char *w = malloc((size_t)d * row_bytes);
+	void *packed = malloc(packed_bytes(type, d, n));
+	float *x = malloc((size_t)batch * n * sizeof(float)), *out = malloc((size_t)batch * d * sizeof(float));
+	float *v = malloc((size_t)n * sizeof(float)), *scale = malloc((size_t)(n / Q8_0_BLOCK + 1) * sizeof(float));
+	float *alone = malloc((size_t)d * sizeof(float));
+
+	for (size_t i = 0; i < (size_t)d * row_bytes; i++)
+		w[i] = (unsigned char)(frand(&seed) * 127.0f);
+	if (type == WEIGHT_F16)
+		for (size_t i = 0; i < (size_t)d * n; i++) {
+			_Float16 h = (_Float16)frand(&seed);
+			memcpy(w + 2 * i, &h, 2);
+		}
+	else
+		for (int r = 0; r < d; r++)
+			for (int b = 0; b < n / Q8_0_BLOCK; b++) {
+				_Float16 h = (_Float16)(0.01f + 0.001f * (float)(r + b));
+				memcpy(w + r * row_bytes + b * Q8_0_BLOCK_BYTES, &h, 2);
+			}
+	for (int i = 0; i < batch * n; i++)
+		x[i] = frand(&seed);
+	pack_matrix_typed(packed, type, w, d, n);
+	matmul_rows_typed(packed, type, n, 0, d, x, batch, out, (size_t)d);
+	for (int r = 0; r < d; r++) {
+		stored_row(type, w, n, r, v, scale);
+		for (int t = 0; t < batch; t++) {
+			float want = typed_chain(type, v, scale, x + (size_t)t * n, n), got = out[(size_t)t * d + r];
+
+			if (fma_exact)
+				CHECK(got == want, "%s d=%d n=%d batch=%d row %d token %d: %.9g, chain %.9g",
+				      type == WEIGHT_F16 ? "F16" : "Q8_0", d, n, batch, r, t, got, want);
+			else
+				CHECK(fabsf(got - want) <= 1e-4f * (1.0f + fabsf(want)), "%s tolerance", "typed");
+		}
+	}
+	/* batch invariance: each token alone gives its batch result */
+	for (int t = 0; t < batch; t++) {
+		matmul_rows_typed(packed, type, n, 0, d, x + (size_t)t * n, 1, alone, (size_t)d);
+		CHECK(!memcmp(alone, out + (size_t)t * d, (size_t)d * sizeof(float)),
+		      "%s d=%d n=%d: token %d alone differs from its batch of %d", type == WEIGHT_F16 ? "F16" : "Q8_0",
+		      d, n, t, batch);
+	}
+	free(w), free(packed), free(x), free(out), free(v), free(scale), free(alone);
+}
+
 int main(void)
 {
 	static const int ds[] = { 1, 15, 16, 17, 40, 100 };
@@ -133,6 +219,13 @@ int main(void)
 				check_shape(ds[i], ns[j], 5, 16, ds[i] - 1, fma_exact);
 			check_invariance(ds[i], ns[j]);
 		}
-	printf("matmul: %s\n", fma_exact ? "FMA chains checked bit for bit" : "tolerance only (no FMA)");
+	for (int type = 0; type < 2; type++)
+		for (int d = 1; d <= 100; d += 33)
+			for (int batch = 1; batch <= 9; batch += 4) {
+				check_typed(type ? WEIGHT_Q8_0 : WEIGHT_F16, d, 64, batch, fma_exact);
+				check_typed(type ? WEIGHT_Q8_0 : WEIGHT_F16, d, 96, batch, fma_exact);
+			}
+	printf("matmul: %s; F16 and Q8_0 too\n",
+	       fma_exact ? "FMA chains checked bit for bit" : "tolerance only (no FMA)");
 	return check_report();
 }
