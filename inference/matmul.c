@@ -160,34 +160,21 @@ static inline __attribute__((always_inline)) const char *column_at(const char *p
 	return panel + (size_t)j * PANEL_ROWS * sizeof(float);
 }
 
-/* G panels (ldp bytes apart) against T tokens (stride ldx): one
- * accumulator per panel and token, each a chain over j in order. rows <
- * PANEL_ROWS only for a last, partial panel (then G is 1): its other lanes
- * are not stored. */
-static inline __attribute__((always_inline)) void
-panel_block(const char *w, WeightType type, size_t ldp, int G, const float *x, size_t ldx, int T, int n,
-	    float *out, size_t ldo, int rows)
+/* The G x T accumulators of a block of panels: zeroed, and stored to out
+ * (a last, partial panel: only its `rows` lanes). Inlined with G and T
+ * constant, so the accumulators stay in registers. */
+static inline __attribute__((always_inline)) void zero_sums(v16f acc[][TOKEN_GROUP], int G, int T)
 {
-	v16f acc[MAX_PANELS][TOKEN_GROUP];
-
 #pragma GCC unroll 4
 	for (int g = 0; g < G; g++)
 #pragma GCC unroll 8
 		for (int t = 0; t < T; t++)
 			acc[g][t] = (v16f){ 0 };
-	for (int j = 0; j < n; j++)
-#pragma GCC unroll 4
-		for (int g = 0; g < G; g++) {
-			v16f wv;
+}
 
-			load_column(&wv, w + g * ldp, type, j);
-
-			__builtin_prefetch(column_at(w + g * ldp, type, j + PREFETCH_COLUMNS), 0, 3);
-			/* scalar times vector: a broadcast load the FMA takes as is */
-#pragma GCC unroll 8
-			for (int t = 0; t < T; t++)
-				acc[g][t] += wv * x[t * ldx + j];
-		}
+static inline __attribute__((always_inline)) void
+store_sums(v16f acc[][TOKEN_GROUP], int G, int T, float *out, size_t ldo, int rows)
+{
 #pragma GCC unroll 4
 	for (int g = 0; g < G; g++)
 #pragma GCC unroll 8
@@ -201,6 +188,33 @@ panel_block(const char *w, WeightType type, size_t ldp, int G, const float *x, s
 			memcpy(lanes, &acc[g][t], sizeof(lanes));
 			memcpy(out + t * ldo, lanes, (size_t)rows * sizeof(float));
 		}
+}
+
+/* G panels (ldp bytes apart) against T tokens (stride ldx): one
+ * accumulator per panel and token, each a chain over j in order. rows <
+ * PANEL_ROWS only for a last, partial panel (then G is 1): its other lanes
+ * are not stored. */
+static inline __attribute__((always_inline)) void
+panel_block(const char *w, WeightType type, size_t ldp, int G, const float *x, size_t ldx, int T, int n,
+	    float *out, size_t ldo, int rows)
+{
+	v16f acc[MAX_PANELS][TOKEN_GROUP];
+
+	zero_sums(acc, G, T);
+	for (int j = 0; j < n; j++)
+#pragma GCC unroll 4
+		for (int g = 0; g < G; g++) {
+			v16f wv;
+
+			load_column(&wv, w + g * ldp, type, j);
+
+			__builtin_prefetch(column_at(w + g * ldp, type, j + PREFETCH_COLUMNS), 0, 3);
+			/* scalar times vector: a broadcast load the FMA takes as is */
+#pragma GCC unroll 8
+			for (int t = 0; t < T; t++)
+				acc[g][t] += wv * x[t * ldx + j];
+		}
+	store_sums(acc, G, T, out, ldo, rows);
 }
 
 /* panel_block with G and T known at compile time, so the accumulators stay
@@ -232,20 +246,12 @@ q8_panel_block(const char *w, size_t ldp, int G, const float *x, size_t ldx, int
 {
 	v16f acc[MAX_PANELS][TOKEN_GROUP];
 
-#pragma GCC unroll 4
-	for (int g = 0; g < G; g++)
-#pragma GCC unroll 8
-		for (int t = 0; t < T; t++)
-			acc[g][t] = (v16f){ 0 };
+	zero_sums(acc, G, T);
 	for (int j0 = 0; j0 < n; j0 += Q8_0_BLOCK) {
 		const char *blk = w + (size_t)(j0 / Q8_0_BLOCK) * Q8_PANEL_BLOCK;
 		v16f bacc[MAX_PANELS][TOKEN_GROUP];
 
-#pragma GCC unroll 4
-		for (int g = 0; g < G; g++)
-#pragma GCC unroll 8
-			for (int t = 0; t < T; t++)
-				bacc[g][t] = (v16f){ 0 };
+		zero_sums(bacc, G, T);
 		for (int jj = 0; jj < Q8_0_BLOCK; jj++)
 #pragma GCC unroll 4
 			for (int g = 0; g < G; g++) {
@@ -270,19 +276,7 @@ q8_panel_block(const char *w, size_t ldp, int G, const float *x, size_t ldx, int
 				acc[g][t] += bacc[g][t] * scale;
 		}
 	}
-#pragma GCC unroll 4
-	for (int g = 0; g < G; g++)
-#pragma GCC unroll 8
-		for (int t = 0; t < T; t++) {
-			float lanes[PANEL_ROWS];
-
-			if (rows == PANEL_ROWS) {
-				memcpy(out + t * ldo + g * PANEL_ROWS, &acc[g][t], sizeof(lanes));
-				continue;
-			}
-			memcpy(lanes, &acc[g][t], sizeof(lanes));
-			memcpy(out + t * ldo, lanes, (size_t)rows * sizeof(float));
-		}
+	store_sums(acc, G, T, out, ldo, rows);
 }
 
 /* Rows r0..r1 of a Q8_0 matrix: G x T at most 8 (q8_panel_block). */
