@@ -45,10 +45,4 @@ int devjoin_feed(struct devjoin *j, const void *data, size_t size);
 int devjoin_flush(struct devjoin *j);
 void devjoin_free(struct devjoin *j);
 
-/* A span's device time in ns, or -1 when it has none (NONE or LOST). */
-static inline int64_t span_device_ns(const struct span_event *e)
-{
-	return e->device_ns >= DEVICE_NS_LOST ? -1 : (int64_t)e->device_ns;
-}
-
 #endif
