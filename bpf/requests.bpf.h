@@ -441,18 +441,14 @@ int BPF_USDT(step_begin_prog, __u64 step)
 	return 0;
 }
 
-SEC("usdt")
-int BPF_USDT(step_end_prog, __u64 step, __u64 begin_ns, __u32 nseqs, __u32 prefill_tokens, __u32 decode_tokens,
-	     __u32 kv_used_blocks)
+/* A step from begin_ns to now: aggregated, counted and (record) streamed. */
+static __always_inline void step_done(__u32 pid, __u64 step, __u64 begin_ns, __u64 now, __u32 nseqs,
+				      __u32 prefill_tokens, __u32 decode_tokens, __u32 kv_used_blocks)
 {
-	__u64 now = bpf_ktime_get_ns(), dur;
-	__u32 pid = traced_tgid();
+	__u64 dur = now > begin_ns ? now - begin_ns : 0;
 	struct serving_state *s;
 	struct step_event *e;
 
-	if (!pid)
-		return 0;
-	dur = now > begin_ns ? now - begin_ns : 0;
 	agg_add(pid, AGG_KIND_STEP, LAYER_NONE, dur, 0);
 	agg_add(pid, AGG_KIND_STEP_TOKENS, LAYER_NONE, prefill_tokens + decode_tokens, 0);
 	s = serving_get(pid);
@@ -462,7 +458,7 @@ int BPF_USDT(step_end_prog, __u64 step, __u64 begin_ns, __u32 nseqs, __u32 prefi
 		s->step = 0;
 	}
 	if (stream_mode != STREAM_ALL || !(e = reserve(EV_STEP, sizeof(*e))))
-		return 0;
+		return;
 	fill_header(&e->h, EV_STEP, begin_ns);
 	e->dur_ns = dur;
 	e->step = step;
@@ -471,6 +467,17 @@ int BPF_USDT(step_end_prog, __u64 step, __u64 begin_ns, __u32 nseqs, __u32 prefi
 	e->decode_tokens = decode_tokens;
 	e->kv_used_blocks = kv_used_blocks;
 	submit(e);
+}
+
+SEC("usdt")
+int BPF_USDT(step_end_prog, __u64 step, __u64 begin_ns, __u32 nseqs, __u32 prefill_tokens, __u32 decode_tokens,
+	     __u32 kv_used_blocks)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 pid = traced_tgid();
+
+	if (pid)
+		step_done(pid, step, begin_ns, now, nseqs, prefill_tokens, decode_tokens, kv_used_blocks);
 	return 0;
 }
 

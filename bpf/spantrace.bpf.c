@@ -88,6 +88,12 @@ struct device_sums {
 	__u64 op_ns, layer_ns, total_ns;
 };
 
+/* The batch of the forward a thread is in (engine profiles' decode), for
+ * its span record. */
+struct batch_info {
+	__u32 n_tokens, n_seqs, n_outputs, pad;
+};
+
 struct thread_state {
 	__u64 req;
 	__u64 token_start_ns;
@@ -97,6 +103,7 @@ struct thread_state {
 	__u32 overflow;   /* begins past the stack, awaiting their ends */
 	struct frame stack[SPAN_STACK_DEPTH];
 	struct device_sums dev;
+	struct batch_info batch;
 };
 
 struct {
@@ -451,6 +458,14 @@ static __always_inline void emit_span(struct thread_state *st, __u32 pid, __u32 
 	e->ncounters = 0;
 	__builtin_memset(e->counters, 0, sizeof(e->counters));
 	e->device_ns = DEVICE_NS_NONE; /* userspace joins the kernels */
+	if (flags & SPAN_F_BATCH) {
+		e->n_tokens = st->batch.n_tokens;
+		e->n_seqs = st->batch.n_seqs;
+		e->n_outputs = st->batch.n_outputs;
+	} else {
+		e->n_tokens = e->n_seqs = e->n_outputs = 0;
+	}
+	e->pad = 0;
 	if (perf_ncounters)
 		counters_end(i, e);
 	submit(e);
@@ -651,27 +666,20 @@ static __always_inline struct pool_val *pool_release(__u32 pid, const struct all
 	return pv;
 }
 
-SEC("usdt")
-int BPF_USDT(alloc_prog, __u32 pool, __u64 ptr, __u64 bytes, __u64 reserved)
+/* An allocation of ptr into pool (the alloc probe's, or another engine's
+ * buffer); bytes it asked for, reserved it holds from the system. */
+static __always_inline void pool_alloc(__u32 pid, __u32 pool, __u64 ptr, __u64 bytes, __u64 reserved)
 {
-	struct alloc_key key = {};
+	struct alloc_key key = { .pid = pid, .ptr = ptr };
 	struct alloc_val val = {}, *old;
 	struct pool_val *pv;
 	__u64 live, held;
 
-	key.pid = traced_tgid();
-	if (!key.pid)
-		return 0;
-	/* An engine from before `reserved` passes no fourth argument (it reads
-	 * 0); an allocation holds at least what it asked for. */
-	if (reserved < bytes)
-		reserved = bytes;
-	key.ptr = ptr;
 	old = bpf_map_lookup_elem(&allocs, &key);
-	if (old) {
+	if (old && old->pool < POOL_COUNT) {   /* POOL_COUNT: a placeholder (engines.bpf.h) */
 		/* Its free was never seen: without this its bytes stay live. */
 		val = *old;
-		pool_release(key.pid, &val);
+		pool_release(pid, &val);
 		COUNT(missed_frees);
 	}
 	val.bytes = bytes;
@@ -682,10 +690,10 @@ int BPF_USDT(alloc_prog, __u32 pool, __u64 ptr, __u64 bytes, __u64 reserved)
 		 * up as unknown, like that of an allocation made before the
 		 * attach, and the pool's figures stay consistent. */
 		COUNT(alloc_table_full);
-		emit_alloc(EV_ALLOC, pool, ptr, bytes, reserved, pool_get(key.pid, pool), 0);
-		return 0;
+		emit_alloc(EV_ALLOC, pool, ptr, bytes, reserved, pool_get(pid, pool), 0);
+		return;
 	}
-	pv = pool_get(key.pid, pool);
+	pv = pool_get(pid, pool);
 	if (pv) {
 		live = __sync_fetch_and_add(&pv->live_bytes, bytes) + bytes;
 		if (live > pv->peak_bytes)
@@ -696,31 +704,48 @@ int BPF_USDT(alloc_prog, __u32 pool, __u64 ptr, __u64 bytes, __u64 reserved)
 		__sync_fetch_and_add(&pv->allocs, 1);
 	}
 	emit_alloc(EV_ALLOC, pool, ptr, bytes, reserved, pv, 0);
+}
+
+/* The free of ptr; pool and bytes are only what the caller says (for the
+ * record of a free never seen allocated). */
+static __always_inline void pool_free(__u32 pid, __u32 pool, __u64 ptr, __u64 bytes)
+{
+	struct alloc_key key = { .pid = pid, .ptr = ptr };
+	struct alloc_val *found, val;
+	struct pool_val *pv;
+
+	found = bpf_map_lookup_elem(&allocs, &key);
+	if (!found) {
+		/* Allocated before we attached, or never: do not guess its size. */
+		COUNT(unknown_frees);
+		emit_alloc(EV_FREE, pool, ptr, bytes, 0, 0, 1);
+		return;
+	}
+	val = *found;
+	bpf_map_delete_elem(&allocs, &key);
+	pv = pool_release(pid, &val);
+	emit_alloc(EV_FREE, val.pool, ptr, val.bytes, val.reserved, pv, 0);
+}
+
+SEC("usdt")
+int BPF_USDT(alloc_prog, __u32 pool, __u64 ptr, __u64 bytes, __u64 reserved)
+{
+	__u32 pid = traced_tgid();
+
+	/* An engine from before `reserved` passes no fourth argument (it reads
+	 * 0); an allocation holds at least what it asked for. */
+	if (pid)
+		pool_alloc(pid, pool, ptr, bytes, reserved < bytes ? bytes : reserved);
 	return 0;
 }
 
 SEC("usdt")
 int BPF_USDT(free_prog, __u32 pool, __u64 ptr, __u64 bytes)
 {
-	struct alloc_key key = {};
-	struct alloc_val *found, val;
-	struct pool_val *pv;
+	__u32 pid = traced_tgid();
 
-	key.pid = traced_tgid();
-	if (!key.pid)
-		return 0;
-	key.ptr = ptr;
-	found = bpf_map_lookup_elem(&allocs, &key);
-	if (!found) {
-		/* Allocated before we attached, or never: do not guess its size. */
-		COUNT(unknown_frees);
-		emit_alloc(EV_FREE, pool, ptr, bytes, 0, 0, 1);
-		return 0;
-	}
-	val = *found;
-	bpf_map_delete_elem(&allocs, &key);
-	pv = pool_release(key.pid, &val);
-	emit_alloc(EV_FREE, val.pool, ptr, val.bytes, val.reserved, pv, 0);
+	if (pid)
+		pool_free(pid, pool, ptr, bytes);
 	return 0;
 }
 
@@ -751,6 +776,7 @@ int BPF_USDT(kv_usage_prog, __u64 used, __u64 capacity)
 
 /* ---- the engine's state at attach ---- */
 #include "state.bpf.h"
+#include "engines.bpf.h"
 
 /* ---- OpenCL kernel batches ---- */
 struct batch_ctx {
@@ -960,6 +986,7 @@ int handle_exit(void *ctx)
 	__u32 tid = (__u32)id, tgid = id >> 32;
 
 	bpf_map_delete_elem(&threads, &tid);
+	bpf_map_delete_elem(&engine_calls, &tid);
 	cl_forget_thread(tid);
 	if (perf_ncounters)
 		bpf_map_delete_elem(&thread_counters, &tid);
@@ -967,6 +994,8 @@ int handle_exit(void *ctx)
 	 * pools/kv/agg entries stay for the reader, which removes dead pids. */
 	if (tid == tgid && (!target_tgid || tgid == target_tgid)) {
 		bpf_for_each_map_elem(&allocs, drop_pid_alloc, &tgid, 0);
+		/* another engine's open requests end with it, before the rest go */
+		bpf_for_each_map_elem(&seqs, seq_end_of_pid, &tgid, 0);
 		bpf_for_each_map_elem(&requests, drop_pid_request, &tgid, 0);
 		bpf_for_each_map_elem(&cl_mems, cl_drop_pid_mem, &tgid, 0);
 		if (perf_mode)

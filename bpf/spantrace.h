@@ -36,12 +36,15 @@ enum event_type {
 	EV_CL_MEM,      /* clCreateBuffer / clReleaseMemObject */
 	EV_CL_DEVTIME,  /* device times the application read (clGetEventProfilingInfo) */
 	EV_TENSOR,      /* a weight tensor, from a state dump (state_tensor) */
+	EV_DL_CHANGE,   /* the target's dynamic linker mapped or unmapped a library;
+			 * it is stopped (SIGSTOP) until the session looks */
 	EV_TYPE_COUNT
 };
 
 /* Span end flags. */
 #define SPAN_F_MISMATCH   1  /* end's kind/layer differed from the stack top */
 #define SPAN_F_STRUCTURAL 2  /* came from span_* (not op_*) probes */
+#define SPAN_F_BATCH      16 /* n_tokens, n_seqs, n_outputs hold a batch (engine profiles) */
 /* A forward's enum span_launch, from its span_end (0: not told). */
 #define SPAN_F_LAUNCH_SHIFT 2
 #define SPAN_F_LAUNCH_MASK (3u << SPAN_F_LAUNCH_SHIFT)
@@ -82,6 +85,11 @@ struct span_event {
 	/* appended: device time (ns, device clock) of the kernels enqueued
 	 * inside this span, or a DEVICE_NS_* value */
 	__u64 device_ns;
+	/* appended: a forward's batch, when flags has SPAN_F_BATCH */
+	__u32 n_tokens;     /* tokens in the batch */
+	__u32 n_seqs;       /* distinct sequences among them */
+	__u32 n_outputs;    /* tokens whose output (logits) was asked for */
+	__u32 pad;
 };
 
 struct token_event {
@@ -355,6 +363,46 @@ struct sample_event {
 	__u64 req;
 	__u32 pos, pad2;
 };
+
+/* ---- engine profiles: another engine's exported functions ----
+ * user/core/engines.c holds each engine's table (function -> role); each
+ * function's link carries ENGINE_COOKIE(role, span kind) and
+ * bpf/engines.bpf.h acts on the role, so an engine is data, not programs. */
+enum engine_role {
+	FN_SPAN = 1,       /* entry .. return is a span of the cookie's kind */
+	FN_DECODE,         /* a forward over a batch passed by value (batch_layout) */
+	FN_SEQ_REMOVE,     /* (memory, seq, p0, p1): p1 < 0 removes to the end */
+	FN_MEMORY_CLEAR,   /* (memory, data): every sequence goes */
+	FN_BUF_ALLOC,      /* (type, size) -> buffer */
+	FN_BUF_FROM_HOST,  /* (device, ptr, size, max) -> buffer over host memory */
+	FN_BUF_USAGE,      /* (buffer, usage): what the buffer holds */
+	FN_BUF_FREE,       /* (buffer) */
+	FN_TENSOR_SCOPE,   /* buffers allocated inside hold a context's tensors */
+	FN_COUNT
+};
+
+#define ENGINE_COOKIE(role, kind) ((__u64)(role) | (__u64)(kind) << 8)
+#define ENGINE_COOKIE_ROLE(c) ((__u32)((c) & 0xff))
+#define ENGINE_COOKIE_KIND(c) ((__u32)((c) >> 8))
+
+/* Knob `engine_abi` (const volatile): how to read a profile's arguments. */
+struct engine_abi {
+	__u32 batch_stack_off;   /* the batch, from the stack pointer at entry */
+	__u32 batch_size;
+	__u32 b_n_tokens, b_token, b_embd, b_pos, b_n_seq_id, b_seq_id, b_logits; /* field offsets */
+	__u32 usage_weights, usage_compute;  /* FN_BUF_USAGE values */
+	__u32 max_batch_tokens;  /* tokens read per batch; beyond: not attributed */
+};
+
+/* Map `seqs` (hash, key struct seq_key): each sequence of another engine,
+ * followed through its batches; a request is a sequence from its first
+ * tokens until it is removed or cleared (bpf/engines.bpf.h). */
+struct seq_key {
+	__u32 pid;
+	__s32 seq;
+};
+
+#define SEQ_MAX_ENTRIES 4096
 
 #include "opencl_events.h"
 

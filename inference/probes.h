@@ -106,6 +106,11 @@ enum span_kind {
 	SPAN_LOGITS,
 	SPAN_SAMPLE,
 	SPAN_SYNC,      /* the host waiting for the device (a device backend's readback) */
+	/* Kinds only other engines have (their profiles, user/core/engines.c): */
+	SPAN_GRAPH,     /* a compute graph run by the backend scheduler */
+	SPAN_TOKENIZE,
+	SPAN_MODEL_LOAD,
+	SPAN_CTX_INIT,  /* a context made from a loaded model (its KV cache, buffers) */
 	SPAN_KIND_COUNT
 };
 
@@ -130,6 +135,7 @@ enum pool_id {
 	POOL_KV_CACHE,
 	POOL_ACTIVATIONS,
 	POOL_DEVICE,
+	POOL_COMPUTE,   /* another engine's compute buffers (llama.cpp: graph, outputs) */
 	POOL_COUNT
 };
 
@@ -208,6 +214,7 @@ static inline const char *finish_reason_name(unsigned r)
 static const char *const span_kind_names[SPAN_KIND_COUNT] = {
 	"forward", "embed", "layer", "attn_norm", "qkv", "rope", "attention",
 	"attn_out", "ffn_norm", "ffn", "final_norm", "logits", "sample", "sync",
+	"graph_compute", "tokenize", "model_load", "context_init",
 };
 
 static const char *const span_launch_names[LAUNCH_COUNT] = {
@@ -237,7 +244,7 @@ static inline const char *tensor_dtype_name(unsigned dtype)
 }
 
 static const char *const pool_names[POOL_COUNT] = {
-	"weights", "kv_cache", "activations", "device",
+	"weights", "kv_cache", "activations", "device", "compute",
 };
 
 static const char *const cl_kernel_names[KERNEL_COUNT] = {

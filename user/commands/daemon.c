@@ -591,10 +591,12 @@ static int attach(struct daemon *d, char *err, size_t errlen)
 		daemon_host_scan(d->host);
 		return 0;
 	}
-	if (session_attach(&d->s, d->target.elf, pid, err, errlen))
+	if (session_attach_target(&d->s, &d->target, pid, err, errlen))
 		return -1;
 	if (c->opencl && opencl_attach_target(&d->s, pid, pid > 0, err, errlen))
 		return -1;
+	if (d->target.engine != ENGINE_INFER)   /* only our engine dumps its state, or is followed */
+		return 0;
 	if (pid > 0 && state_request(pid) < 0)
 		st_err("cannot ask pid %d for its state: %s", (int)pid, strerror(errno));
 	if (pid < 0 && state_request_binary(d->target.elf) < 0)
@@ -605,10 +607,12 @@ static int attach(struct daemon *d, char *err, size_t errlen)
 static int start(struct daemon *d, char *err, size_t errlen)
 {
 	const struct daemon_config *c = &d->cfg;
+	int optional = c->opencl || c->spans;
 	int rc = c->all_engines ? 0
-		 : c->pid > 0 ? target_from_pid(c->pid, &d->target, err, errlen)
-			      : target_or_opencl(c->binary, 0, c->opencl || c->spans, &d->target, err, errlen);
-	if (rc && (c->pid <= 0 || !(c->opencl || c->spans) || target_pid_without_probes(c->pid, &d->target)))
+		 : c->pid > 0 ? target_resolve_pid(c->pid, c->engine, optional, &d->target, err, errlen)
+			      : target_resolve_program(c->binary, 0, c->engine, optional, &d->target, err, errlen);
+
+	if (rc)
 		return -1;
 	if (c->all_engines)
 		snprintf(d->target.shown, sizeof(d->target.shown), "every engine on the host");

@@ -12,7 +12,7 @@
 
 enum opt {
 	OPT_BINARY, OPT_PID, OPT_LISTEN, OPT_JSONL_DIR, OPT_SLOW_MS, OPT_SLOW_PCT,
-	OPT_INTERVAL, OPT_FILE_MAX, OPT_TOTAL_MAX, OPT_RETAIN, OPT_LEVEL, OPT_DURATION, OPT_OTLP, OPT_EXPIRE, OPT_COUNT
+	OPT_INTERVAL, OPT_FILE_MAX, OPT_TOTAL_MAX, OPT_RETAIN, OPT_LEVEL, OPT_DURATION, OPT_OTLP, OPT_EXPIRE, OPT_ENGINE, OPT_COUNT
 };
 
 static const struct {
@@ -32,6 +32,7 @@ static const struct {
 	[OPT_DURATION] = { "--duration", NULL, NULL },
 	[OPT_OTLP] = { "--otlp", NULL, "SPANTRACE_OTLP_ENDPOINT" },
 	[OPT_EXPIRE] = { "--expire", NULL, "SPANTRACE_EXPIRE_SECS" },
+	[OPT_ENGINE] = { "--engine", NULL, NULL },
 };
 
 const char daemon_config_usage[] =
@@ -39,7 +40,7 @@ const char daemon_config_usage[] =
 	"                        [--slow-ms X | --slow-pct P] [--interval SEC]\n"
 	"                        [--file-max SIZE] [--total-max SIZE] [--retain N]\n"
 	"                        [--level coarse|detail] [--expire SEC] [--duration SEC] [--otlp URL] [--opencl]\n"
-	"                        [--span SPEC]... [-q] [-v]\n"
+	"                        [--span SPEC]... [--engine infer|llamacpp] [-q] [-v]\n"
 	"Traces every current and future process of PATH (or only PID), or with --all-engines every\n"
 	"process on the host that maps a file with `infer` probes, whatever its path, mount namespace\n"
 	"or container (series get ns_pid and cgroup labels); serves Prometheus metrics on\n"
@@ -259,6 +260,8 @@ int daemon_config_parse(struct daemon_config *c, int argc, char **argv, char **e
 	}
 	if (raw[OPT_LEVEL].text && trace_level_parse(raw[OPT_LEVEL].text, &c->common.level))
 		return bad(err, errlen, OPT_LEVEL, &raw[OPT_LEVEL], "coarse or detail");
+	if (raw[OPT_ENGINE].text && (engine_parse(raw[OPT_ENGINE].text, &c->engine) || c->engine == ENGINE_AUTO))
+		return bad(err, errlen, OPT_ENGINE, &raw[OPT_ENGINE], "infer or llamacpp");
 	c->binary = raw[OPT_BINARY].text;
 	c->jsonl_dir = raw[OPT_JSONL_DIR].text;
 	c->otlp = raw[OPT_OTLP].text;

@@ -30,12 +30,14 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "core/engines.h"
 #include "core/options.h"
 #include "output/httpd.h"
 
 struct daemon_config {
 	const char *binary;      /* points into argv or envp; NULL with -p only */
 	int pid;                 /* 0 = all processes of the binary */
+	enum engine_id engine;   /* --engine; ENGINE_AUTO: whichever the target has */
 	int all_engines;         /* host mode: no binary, no pid */
 	struct listen_addr listen;
 	const char *jsonl_dir;   /* NULL: no tail capture */

@@ -404,7 +404,7 @@ static int start(const struct profile_opts *o, struct session *s, struct launch 
 	if (pc->ncounters &&
 	    perfev_counters_install(pc, maps_perf_counters_fd(s), err, errlen))
 		return -1;
-	if (session_attach(s, l->target.elf, l->target.pid > 0 ? l->target.pid : -1, err, errlen) ||
+	if (session_attach_target(s, &l->target, l->target.pid > 0 ? l->target.pid : -1, err, errlen) ||
 	    session_attach_sampler(s, ps->fds, ps->ncpus, err, errlen))
 		return -1;
 	return launch_release(l, err, errlen);
@@ -417,6 +417,7 @@ static double run(const struct profile_opts *o, struct session *s, struct launch
 		  struct counters *c)
 {
 	uint64_t t0 = mono_now_ns();
+	char err[PATH_MAX + 128];
 	struct runloop rl = {
 		.s = s, .target = l, .ctx = p, .input_fd = -1,
 		.deadline_ns = o->common.duration_s > 0 ? t0 + (uint64_t)(o->common.duration_s * 1e9) : 0,
@@ -429,6 +430,8 @@ static double run(const struct profile_opts *o, struct session *s, struct launch
 	launch_end(l);
 	maps_read_counters(s, c);
 	st_debug("stopped: %s", stop_reason_text(why));
+	if (session_engine_check(s, &l->target, o->target.probes_optional, err, sizeof(err)))
+		st_err("%s", err);
 	if (why == STOP_RINGBUF_ERROR)
 		st_err("reading the ring buffer failed; writing what was read");
 	return wall_s;

@@ -343,15 +343,15 @@ static int start_session(struct recorder *r, char *err, size_t errlen)
 	r->session_ok = 1;
 	if (r->pc.ncounters && perfev_counters_install(&r->pc, maps_perf_counters_fd(&r->s), err, errlen))
 		return -1;
-	if (session_attach(&r->s, t->elf, t->pid > 0 ? t->pid : -1, err, errlen))
+	if (session_attach_target(&r->s, t, t->pid > 0 ? t->pid : -1, err, errlen))
 		return -1;
 	if (o->opencl && opencl_attach_target(&r->s, t->pid, r->l.mode == LAUNCH_PID, err, errlen))
 		return -1;
-	if (r->l.mode == LAUNCH_PID && state_request(t->pid) < 0)
+	if (r->l.mode == LAUNCH_PID && t->engine == ENGINE_INFER && state_request(t->pid) < 0)
 		st_err("cannot ask pid %d for its state: %s", (int)t->pid, strerror(errno));
-	if (r->l.mode == LAUNCH_BINARY && state_request_binary(t->elf) < 0)
+	if (r->l.mode == LAUNCH_BINARY && t->engine == ENGINE_INFER && state_request_binary(t->elf) < 0)
 		st_err("cannot ask the running processes of %s for their state: %s", t->elf, strerror(errno));
-	return t->pid > 0 ? 0 : session_follow(&r->s, t->elf, err, errlen);
+	return t->pid > 0 || t->engine != ENGINE_INFER ? 0 : session_follow(&r->s, t->elf, err, errlen);
 }
 
 /* The first JSONL line; once it is on disk scripts know the probes are armed. */
@@ -522,6 +522,8 @@ static int record_main(const struct record_opts *o)
 		.deadline_ns = o->common.duration_s > 0 ? r.start_ns + (uint64_t)(o->common.duration_s * 1e9) : 0,
 	};
 	rc = finish(&r, runloop_run(&rl), err, sizeof(err)) ? 1 : 0;
+	if (!rc && session_engine_check(&r.s, &r.l.target, o->target.probes_optional, err, sizeof(err)))
+		rc = 1;
 out:
 	if (rc && err[0])
 		st_err("%s", err);

@@ -241,14 +241,14 @@ static int start_tracing(struct top_run *r, char *err, size_t errlen)
 	if (session_open(&r->s, &so, &sink, 1, err, errlen))
 		return -1;
 	r->session_ok = 1;
-	if (session_attach(&r->s, t->elf, t->pid > 0 ? t->pid : -1, err, errlen) ||
+	if (session_attach_target(&r->s, t, t->pid > 0 ? t->pid : -1, err, errlen) ||
 	    (o->opencl && opencl_attach_target(&r->s, t->pid, r->l.mode == LAUNCH_PID, err, errlen)) ||
-	    (t->pid <= 0 && session_follow(&r->s, t->elf, err, errlen)) ||
+	    (t->pid <= 0 && t->engine == ENGINE_INFER && session_follow(&r->s, t->elf, err, errlen)) ||
 	    launch_release(&r->l, err, errlen))
 		return -1;
-	if (r->l.mode == LAUNCH_PID && state_request(t->pid) < 0)
+	if (r->l.mode == LAUNCH_PID && t->engine == ENGINE_INFER && state_request(t->pid) < 0)
 		st_err("cannot ask pid %d for its state: %s", (int)t->pid, strerror(errno));
-	if (r->l.mode == LAUNCH_BINARY && state_request_binary(t->elf) < 0)
+	if (r->l.mode == LAUNCH_BINARY && t->engine == ENGINE_INFER && state_request_binary(t->elf) < 0)
 		st_err("cannot ask the running processes of %s for their state: %s", t->elf, strerror(errno));
 	st_debug("attached to %s (pid %d) in %.3f ms", t->elf, (int)t->pid, r->s.attach_ns / 1e6);
 	return 0;
@@ -339,6 +339,8 @@ static int top_main(struct top_opts *o)
 	session_detach(&r.s);
 	session_consume(&r.s);
 	rc = end_view(&r, why, err, sizeof(err));
+	if (!rc)
+		rc = session_engine_check(&r.s, &r.l.target, o->target.probes_optional, err, sizeof(err));
 	launch_end(&r.l);
 	report_end(&r, rc);
 out:

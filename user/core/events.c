@@ -114,6 +114,7 @@ static const struct {
 	enum event_verdict (*check)(const void *rec);
 } types[EV_TYPE_COUNT] = {
 	[EV_SPAN] = { "span", sizeof(struct span_event), check_span },
+	[EV_DL_CHANGE] = { "dl_change", sizeof(struct event_header), check_nothing },
 	[EV_TOKEN] = { "token", sizeof(struct token_event), check_nothing },
 	[EV_REQUEST] = { "request", sizeof(struct request_event), check_request },
 	[EV_ALLOC] = { "alloc", sizeof(struct alloc_event), check_alloc },

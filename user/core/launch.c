@@ -12,16 +12,21 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "core/engines.h"
 #include "core/log.h"
+#include "core/stapsdt.h"
 
 #define TERM_GRACE_MS 2000  /* a command gets this long after SIGTERM, then SIGKILL */
 
 /* ---- options ---- */
-enum { OPT_BINARY = 0x4c00 };
+enum { OPT_BINARY = 0x4c00, OPT_ENGINE };
 
 static const struct argp_option launch_options[] = {
 	{ "pid", 'p', "PID", 0, "Trace this running process", 0 },
 	{ "binary", OPT_BINARY, "PATH", 0, "Trace every process of this binary (or library), now and later", 0 },
+	{ "engine", OPT_ENGINE, "NAME", 0,
+	  "infer (our probes) or llamacpp (llama.cpp's exported functions); default: whichever the target "
+	  "has, and for a command also a libllama it loads later", 0 },
 	{ 0 },
 };
 
@@ -70,6 +75,10 @@ static error_t launch_parse(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_BINARY:
 		o->binary = arg;
+		break;
+	case OPT_ENGINE:
+		if (engine_parse(arg, &o->engine) || o->engine == ENGINE_AUTO)
+			argp_error(state, "--engine: want infer or llamacpp, not '%s'", arg);
 		break;
 	case ARGP_KEY_ARG:
 		/* Everything from the first non-option on is the command. */
@@ -195,6 +204,68 @@ static int start_command(struct launch *l, const struct launch_opts *o, char *er
 	return 0;
 }
 
+int target_resolve_pid(pid_t pid, enum engine_id engine, int optional, struct target *t, char *err,
+		       size_t errlen)
+{
+	if (engine != ENGINE_LLAMACPP && !target_from_pid(pid, t, err, errlen)) {
+		t->engine = ENGINE_INFER;
+		return 0;
+	}
+	if (engine == ENGINE_LLAMACPP)
+		snprintf(err, errlen, "process %d has no llama.cpp (no libllama mapped, no llama_decode in its "
+			 "executable)", (int)pid);
+	else if (strlen(err) + 40 < errlen)
+		strcat(err, " and no llama.cpp (libllama)");
+	if (engine != ENGINE_INFER) {
+		memset(t, 0, sizeof(*t));
+		t->pid = pid;
+		if (!engine_llamacpp_in_pid(pid, t))
+			return 0;
+	}
+	return optional && !target_pid_without_probes(pid, t) ? 0 : -1;
+}
+
+/* The dynamic linker a command will run under (its PT_INTERP). */
+static void command_interp(const char *prog, char *out, size_t size)
+{
+	char exe[PATH_MAX];
+
+	if (resolve_command(prog, exe, sizeof(exe)) || elf_interp(exe, out, size))
+		snprintf(out, size, "/lib64/ld-linux-x86-64.so.2");
+}
+
+int target_resolve_program(const char *prog, int is_command, enum engine_id engine, int optional,
+			   struct target *t, char *err, size_t errlen)
+{
+	char exe[PATH_MAX];
+
+	if (engine != ENGINE_LLAMACPP && !target_from_program(prog, is_command, t, err, errlen)) {
+		t->engine = ENGINE_INFER;
+		return 0;
+	}
+	if (engine == ENGINE_LLAMACPP)
+		snprintf(err, errlen, "%s: no llama.cpp (no llama_decode in it)", prog);
+	if (is_command ? resolve_command(prog, exe, sizeof(exe)) : access(prog, R_OK))
+		return -1;
+	if (!is_command)
+		snprintf(exe, sizeof(exe), "%s", prog);
+	if (engine != ENGINE_INFER) {
+		memset(t, 0, sizeof(*t));
+		t->pid = -1;
+		if (!engine_llamacpp_in_file(exe, t))
+			return 0;
+	}
+	if (is_command && engine != ENGINE_INFER) {
+		memset(t, 0, sizeof(*t));
+		t->pid = -1;
+		t->pending = 1;
+		snprintf(t->shown, sizeof(t->shown), "%s", prog);
+		command_interp(prog, t->base, sizeof(t->base));
+		return 0;
+	}
+	return target_or_opencl(prog, is_command, optional, t, err, errlen);
+}
+
 int launch_start(struct launch *l, const struct launch_opts *o, char *err, size_t errlen)
 {
 	int rc;
@@ -206,18 +277,18 @@ int launch_start(struct launch *l, const struct launch_opts *o, char *err, size_
 	l->mode = launch_opts_mode(o);
 	switch (l->mode) {
 	case LAUNCH_PID:
-		if (target_from_pid(o->pid, &l->target, err, errlen) &&
-		    (!o->probes_optional || target_pid_without_probes(o->pid, &l->target)))
+		if (target_resolve_pid(o->pid, o->engine, o->probes_optional, &l->target, err, errlen))
 			return -1;
-		if (!l->target.elf[0])
-			st_debug("no infer probes in pid %d: OpenCL calls only", (int)o->pid);
+		if (!l->target.engine)
+			st_debug("no engine in pid %d: OpenCL calls or --span only", (int)o->pid);
 		/* Without pidfd (old kernel) launch_target_gone falls back to kill(). */
 		l->pidfd = (int)syscall(SYS_pidfd_open, o->pid, 0);
 		return 0;
 	case LAUNCH_BINARY:
-		return target_or_opencl(o->binary, 0, o->probes_optional, &l->target, err, errlen);
+		return target_resolve_program(o->binary, 0, o->engine, o->probes_optional, &l->target, err, errlen);
 	case LAUNCH_COMMAND:
-		if ((rc = target_or_opencl(o->cmd[0], 1, o->probes_optional, &l->target, err, errlen)))
+		if ((rc = target_resolve_program(o->cmd[0], 1, o->engine, o->probes_optional, &l->target, err,
+						 errlen)))
 			return rc;
 		return start_command(l, o, err, errlen);
 	default:

@@ -31,12 +31,14 @@
 #include <argp.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include "core/engines.h"
 #include "core/options.h"
 #include "core/target.h"
 
 struct launch_opts {
 	pid_t pid;               /* -p PID; 0 = not given */
 	const char *binary;      /* --binary PATH */
+	enum engine_id engine;   /* --engine; ENGINE_AUTO = whichever the target has */
 	char **cmd;              /* -- CMD ARGS...: NULL-terminated, into argv */
 	/* Only for a command (the caller sets them, not launch_argp): */
 	const char *cmd_output;  /* its stdout and stderr go here; NULL = ours */
@@ -76,6 +78,14 @@ const char *launch_mode_name(enum launch_mode m);
  * that waits for launch_release(). 0, or -1 with err set and nothing left
  * running or open. */
 int launch_start(struct launch *l, const struct launch_opts *o, char *err, size_t errlen);
+/* The target of -p PID: our probes, else llama.cpp (engine forces one);
+ * optional: a process with neither is fine (--opencl, --span). */
+int target_resolve_pid(pid_t pid, enum engine_id engine, int optional, struct target *t, char *err,
+		       size_t errlen);
+/* The target of --binary PATH or a command: our probes, a static llama.cpp,
+ * or, for a command, one it may load later (t->pending). */
+int target_resolve_program(const char *prog, int is_command, enum engine_id engine, int optional,
+			   struct target *t, char *err, size_t errlen);
 /* Lets a waiting command exec (nothing to do for -p and --binary). */
 int launch_release(struct launch *l, char *err, size_t errlen);
 /* 1 once the traced process has exited (a command is reaped then, its status

@@ -2,7 +2,9 @@
 #include "core/session.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <malloc.h>
+#include <signal.h>
 #include <linux/capability.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,7 +15,10 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "core/engines.h"
+#include "core/log.h"
 #include "core/opencl_attach.h"
+#include "core/target.h"
 #include "core/userspans.h"
 #include "core/follow.h"
 #include "core/stapsdt.h"
@@ -93,6 +98,24 @@ static int dispatch(void *ctx, const void *data, size_t size)
 	return rc;
 }
 
+/* A watched command's dynamic linker changed its libraries, and the BPF
+ * side stopped it: attach llama.cpp if it is there now, then let it go on. */
+static void dl_changed(struct session *s, pid_t pid)
+{
+	struct target t;
+	char err[PATH_MAX + 128];
+
+	memset(&t, 0, sizeof(t));
+	if (pid == s->dl_pid && s->skel->bss->dl_watch && !engine_llamacpp_in_pid(pid, &t)) {
+		s->skel->bss->dl_watch = 0;
+		if (engine_attach(s, &t, pid, err, sizeof(err)))
+			st_err("pid %d loaded llama.cpp, but %s", (int)pid, err);
+		else
+			st_debug("pid %d loaded llama.cpp: %s", (int)pid, t.shown);
+	}
+	kill(pid, SIGCONT);
+}
+
 /* Records reach the decoder through the device-time join (core/devjoin.h). */
 static int ring_cb(void *ctx, void *data, size_t size)
 {
@@ -100,6 +123,10 @@ static int ring_cb(void *ctx, void *data, size_t size)
 	const struct event_header *h = data;
 
 	s->delivered[size >= sizeof(*h) && h->type < EV_TYPE_COUNT ? h->type : 0]++;
+	if (size >= sizeof(*h) && h->type == EV_DL_CHANGE) {
+		dl_changed(s, (pid_t)h->pid);
+		return 0;
+	}
 	return devjoin_feed(&s->join, data, size);
 }
 
@@ -174,6 +201,7 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
 	}
 	if (set_knobs(s, o, err, errlen) || size_profile_maps(s, o, err, errlen))
 		goto fail;
+	engine_set_abi(s->skel);
 	/* Probes are attached by session_attach, for the level's probe names. */
 	bpf_object__for_each_program(prog, s->skel->obj)
 		bpf_program__set_autoattach(prog, false);
@@ -355,6 +383,43 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 	s->attach_ns = mono_now_ns() - t0;
 	s->skel->bss->armed = 1; /* see span_orphan() in the BPF program */
 	return 0;
+}
+
+/* A command that may load llama.cpp later: its dynamic linker's
+ * notifications stop it until dl_changed has looked. */
+static int watch_dl(struct session *s, const struct target *t, pid_t pid, char *err, size_t errlen)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = "_dl_debug_state");
+	struct bpf_link *link;
+
+	link = bpf_program__attach_uprobe_opts(s->skel->progs.dl_change, pid, t->base, 0, &uo);
+	if (!link || session_add_link(s, link)) {
+		snprintf(err, errlen, "cannot watch %s for libraries the command loads: %s", t->base,
+			 strerror(errno));
+		return -1;
+	}
+	s->dl_pid = pid;
+	s->skel->bss->dl_watch = 1;
+	return 0;
+}
+
+int session_attach_target(struct session *s, const struct target *t, pid_t pid, char *err, size_t errlen)
+{
+	if (session_attach(s, t->engine == ENGINE_INFER ? t->elf : "", pid, err, errlen))
+		return -1;
+	if (t->engine == ENGINE_LLAMACPP)
+		return engine_attach(s, t, pid, err, errlen);
+	return t->pending && pid > 0 ? watch_dl(s, t, pid, err, errlen) : 0;
+}
+
+int session_engine_check(const struct session *s, const struct target *t, int optional, char *err,
+			 size_t errlen)
+{
+	if (!t->pending || s->engine || optional)
+		return 0;
+	snprintf(err, errlen, "%s: no 'infer' USDT probes, and it loaded no llama.cpp library (libllama)",
+		 t->shown);
+	return -1;
 }
 
 int session_follow(struct session *s, const char *elf, char *err, size_t errlen)

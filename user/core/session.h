@@ -63,6 +63,13 @@ struct session {
 	uint64_t attach_ns;                 /* how long the last attach took */
 	struct devjoin join;                /* spans wait here for their kernels */
 	int detached;
+	/* Another engine's profile (core/engines.h), once attached: */
+	int engine;                         /* enum engine_id; 0: none */
+	unsigned engine_fns;                /* its functions attached */
+	char engine_missing[512];           /* those the build lacks, "a,b" */
+	char engine_lib[4096];              /* where they are, as the target sees it */
+	char engine_build_id[41];
+	pid_t dl_pid;                       /* a command watched for its engine */
 };
 
 /* Fails with a message naming CAP_BPF and CAP_PERFMON unless both are in
@@ -78,6 +85,18 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
  * (an --opencl target without our probes) attaches only the exit cleanup.
  * The --span specs (core/userspans.h) are attached too, for pid. */
 int session_attach(struct session *s, const char *elf, pid_t pid, char *err, size_t errlen);
+struct target;
+/* session_attach for a target (core/target.h): our probes, llama.cpp's
+ * profile (core/engines.h), or, for a command whose engine may be loaded
+ * later, a watch on its dynamic linker that attaches llama.cpp once it is
+ * mapped (the command is stopped at each change until the session has
+ * looked, so nothing of it runs untraced). */
+int session_attach_target(struct session *s, const struct target *t, pid_t pid, char *err, size_t errlen);
+/* After a command ran: -1 with a reason if it was watched for an engine
+ * (t->pending) and loaded none, and nothing else was traced (optional:
+ * --opencl or --span given); else 0. */
+int session_engine_check(const struct session *s, const struct target *t, int optional, char *err,
+			 size_t errlen);
 /* Keeps link for session_detach (0), or destroys it (-1: out of memory). */
 int session_add_link(struct session *s, struct bpf_link *link);
 /* Binary mode (after session_attach with pid -1): follows elf's path, so a

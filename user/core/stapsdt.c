@@ -412,7 +412,8 @@ int resolve_command(const char *cmd, char *out, size_t outlen)
 }
 
 /* ---- a function's first bytes (core/opencl_attach.c picks its probe site) ---- */
-static uint64_t dynsym_addr(struct elf_file *f, const char *func)
+/* func's address in the symbol table of type (SHT_DYNSYM or SHT_SYMTAB), or 0. */
+static uint64_t sym_addr(struct elf_file *f, const char *func, GElf_Word type)
 {
 	Elf_Scn *scn = NULL;
 	GElf_Shdr shdr;
@@ -420,7 +421,7 @@ static uint64_t dynsym_addr(struct elf_file *f, const char *func)
 
 	while ((scn = elf_nextscn(f->elf, scn))) {
 		Elf_Data *d;
-		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_DYNSYM || !shdr.sh_entsize)
+		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != type || !shdr.sh_entsize)
 			continue;
 		d = elf_getdata(scn, NULL);
 		for (size_t i = 0; d && i < shdr.sh_size / shdr.sh_entsize; i++) {
@@ -433,6 +434,58 @@ static uint64_t dynsym_addr(struct elf_file *f, const char *func)
 		}
 	}
 	return 0;
+}
+
+static uint64_t dynsym_addr(struct elf_file *f, const char *func)
+{
+	return sym_addr(f, func, SHT_DYNSYM);
+}
+
+int elf_has_function(const char *path, const char *func)
+{
+	struct elf_file f;
+	char err[PATH_MAX + 64];
+	int found;
+
+	if (elf_file_open(path, &f, err, sizeof(err)))
+		return 0;
+	found = sym_addr(&f, func, SHT_DYNSYM) || sym_addr(&f, func, SHT_SYMTAB);
+	elf_file_close(&f);
+	return found;
+}
+
+void elf_build_id(const char *path, char out[41])
+{
+	struct elf_file f;
+	char err[PATH_MAX + 64];
+
+	out[0] = 0;
+	if (elf_file_open(path, &f, err, sizeof(err)))
+		return;
+	read_build_id(&f, out);
+	elf_file_close(&f);
+}
+
+int elf_interp(const char *path, char *out, size_t size)
+{
+	struct elf_file f;
+	char err[PATH_MAX + 64];
+	GElf_Phdr ph;
+	size_t nph;
+	int rc = -1;
+
+	if (elf_file_open(path, &f, err, sizeof(err)))
+		return -1;
+	for (size_t i = 0; !elf_getphdrnum(f.elf, &nph) && i < nph && rc; i++) {
+		if (!gelf_getphdr(f.elf, (int)i, &ph) || ph.p_type != PT_INTERP || !ph.p_filesz ||
+		    ph.p_filesz > size)
+			continue;
+		if (pread(f.fd, out, ph.p_filesz, (off_t)ph.p_offset) == (ssize_t)ph.p_filesz &&
+		    out[ph.p_filesz - 1] == 0)
+			rc = 0;
+	}
+	elf_file_close(&f);
+	return rc;
 }
 
 int elf_func_bytes(const char *path, const char *func, uint8_t *buf, size_t n)

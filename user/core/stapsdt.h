@@ -42,6 +42,16 @@ int sdt_find_provider_elf(const char *exe, const char *provider, char *out, size
  * symbol table. 0, or -1 (unreadable, no such function). */
 int elf_func_bytes(const char *path, const char *func, uint8_t *buf, size_t n);
 
+/* 1 if path defines the function func in its dynamic or its full symbol
+ * table (a static executable keeps its functions in the latter), else 0. */
+int elf_has_function(const char *path, const char *func);
+/* path's GNU build id in hex; "" when it has none or is unreadable. */
+void elf_build_id(const char *path, char out[41]);
+
+/* The program interpreter (dynamic linker) path names, NUL-terminated. 0, or -1
+ * (a static executable, a script, unreadable). */
+int elf_interp(const char *path, char *out, size_t size);
+
 /* Resolves a command name like execvp would (PATH when it has no '/'). */
 int resolve_command(const char *cmd, char *out, size_t outlen);
 

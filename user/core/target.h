@@ -9,9 +9,13 @@
 
 struct target {
 	pid_t pid;               /* traced pid (pid/command), -1 for a binary */
-	char elf[PATH_MAX];      /* file that holds the probes, as we open it */
+	char elf[PATH_MAX];      /* file that holds the probes (llama.cpp: libllama
+				  * or the executable), as we open it */
 	char shown[PATH_MAX];    /* the same as the target sees it (for output) */
 	char build_id[41];
+	int engine;              /* enum engine_id (core/engines.h); 0: none yet */
+	char base[PATH_MAX];     /* llama.cpp: where ggml's backend functions are */
+	int pending;             /* a command whose engine may load later (dlopen) */
 };
 
 /* -p PID: the mapped file of PID with `infer` notes (via /proc/PID/root). */

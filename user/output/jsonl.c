@@ -63,6 +63,15 @@ static void span_fields(struct outbuf *ob, const void *rec)
 	}
 	if (e->kind == SPAN_FORWARD && span_launch_of(e->flags) != LAUNCH_UNKNOWN)
 		ob_key_name(ob, "launch", span_launch_name(span_launch_of(e->flags)));
+	/* another engine's forward: its batch */
+	if (e->flags & SPAN_F_BATCH) {
+		ob_key(ob, "n_tokens");
+		ob_u64(ob, e->n_tokens);
+		ob_key(ob, "n_seqs");
+		ob_u64(ob, e->n_seqs);
+		ob_key(ob, "n_outputs");
+		ob_u64(ob, e->n_outputs);
+	}
 	/* perf counter deltas (record --perf, profile), in the order of the
 	 * session record's "perf_counters" names */
 	if (e->ncounters > 0) {

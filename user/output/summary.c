@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/utsname.h>
 #include "analysis/rssattr.h"
+#include "core/engines.h"
 #include "core/maps.h"
 #include "core/options.h"
 
@@ -56,6 +57,12 @@ json_object *summary_session_json(const struct session_info *si, const struct se
 	json_object_object_add(j, "mode", json_object_new_string(launch_mode_name(si->l->mode)));
 	json_object_object_add(j, "binary", json_object_new_string(t->shown));
 	json_object_object_add(j, "build_id", json_object_new_string(t->build_id));
+	/* which engine: ours, llama.cpp (binary is then its library or
+	 * executable), or, for a command, "pending" until it loads one */
+	json_object_object_add(j, "engine", json_object_new_string(t->engine ? engine_name(t->engine)
+							  : t->pending ? "pending" : "none"));
+	if (s->engine)
+		json_object_object_add(j, "engine_functions", summary_engine_json(s));
 	if (si->command)
 		json_object_object_add(j, "command", strings_json(si->command));
 	json_object_object_add(j, "level", json_object_new_string(trace_level_name(si->level)));
@@ -66,6 +73,27 @@ json_object *summary_session_json(const struct session_info *si, const struct se
 	add_u64(j, "attach_ns", s->attach_ns);
 	if (si->perf)
 		json_object_object_add(j, "perf_counters", summary_perf_names_json(si->perf));
+	return j;
+}
+
+json_object *summary_engine_json(const struct session *s)
+{
+	json_object *j = json_object_new_object(), *miss = json_object_new_array();
+	char missing[sizeof(s->engine_missing)];
+	size_t n = engine_attached(s, missing, sizeof(missing));
+
+	if (!j || !miss) {
+		json_object_put(j);
+		json_object_put(miss);
+		return NULL;
+	}
+	json_object_object_add(j, "engine", json_object_new_string(engine_name(s->engine)));
+	json_object_object_add(j, "path", json_object_new_string(s->engine_lib));
+	json_object_object_add(j, "build_id", json_object_new_string(s->engine_build_id));
+	add_u64(j, "attached", n);
+	for (char *tok = strtok(missing, ","); tok; tok = strtok(NULL, ","))
+		json_object_array_add(miss, json_object_new_string(tok));
+	json_object_object_add(j, "missing", miss);
 	return j;
 }
 
@@ -301,6 +329,8 @@ json_object *summary_json(struct runstats *r, const struct session *s, const str
 		ops += r->kernels[k].hist.count;
 	json_object_object_add(j, "type", json_object_new_string("summary"));
 	json_object_object_add(j, "stop_reason", json_object_new_string(stop_reason));
+	if (s->engine)   /* also for a command that loaded it after the session record */
+		json_object_object_add(j, "engine", summary_engine_json(s));
 	json_object_object_add(j, "total_time_s", json_object_new_double(wall_s));
 	add_u64(j, "events", session_delivered_total(s));
 	add_u64(j, "dropped", event_types_sum(c->dropped));

@@ -1,0 +1,488 @@
+/* engines.bpf.h - other engines' exported functions, part of spantrace.bpf.c
+ * (included after the span, request and memory helpers). An engine profile
+ * (user/core/engines.c) attaches engine_entry/engine_return to each function
+ * with ENGINE_COOKIE(role, kind); the role says what the call means:
+ *
+ * - a span (model load, tokenize, sampling, graph compute);
+ * - a decode: the forward span, and its batch (passed by value, read from
+ *   the stack as knob engine_abi says) followed token by token into the
+ *   sequences it holds (map `seqs`). A sequence's request runs from its
+ *   first tokens until it is removed (FN_SEQ_REMOVE to the end), cleared,
+ *   restarted at an earlier position, or its process exits; it is queued
+ *   when a removal readied it, else when its first batch began. Its outputs
+ *   are its tokens (the first one its TTFT), each decode a step;
+ * - buffers: allocated inside a model load they are `weights`, inside a
+ *   tensor scope elsewhere `kv_cache`, otherwise `compute`; a usage the
+ *   engine sets later moves them.
+ *
+ * Only the engine's own calls are seen, so what a profile lacks stays
+ * absent rather than guessed. */
+
+const volatile struct engine_abi engine_abi = {};
+/* Set while a command may still load its engine: the dynamic linker's
+ * notifications stop the process until the session has looked (dl_change). */
+__u32 dl_watch = 0;
+/* Ids of decodes (steps) and of requests, across processes. */
+__u64 engine_decodes = 0;
+__u64 engine_requests = 0;
+
+#define ENGINE_SIGSTOP 19
+
+struct seq_state {
+	__u64 req;          /* the open request; 0: none */
+	__u64 ready_ns;     /* a removal readied the next request then; 0: none */
+	__u64 decode;       /* the last decode it had tokens in */
+	__u64 out_decode;   /* the last decode that asked for its outputs */
+	__u64 last_out_ns;  /* the open request's last output */
+	__s32 last_pos;     /* -1: any position may come next */
+	__u32 outputs;      /* the open request's outputs so far */
+	__u32 prompt;       /* its tokens up to its first output */
+	__u32 out_now;      /* outputs asked for in out_decode */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SEQ_MAX_ENTRIES);
+	__type(key, struct seq_key);
+	__type(value, struct seq_state);
+} seqs SEC(".maps");
+
+/* A thread inside a profile's functions. */
+struct engine_call {
+	__u64 decode;            /* the decode in flight */
+	__u64 begin_ns;          /* its forward's begin */
+	__u64 size;              /* a buffer call's size, entry to return */
+	__u32 tensor_scope;      /* FN_TENSOR_SCOPE calls open */
+	__u32 prefill, generate; /* the decode's tokens before / after their request's first output */
+	__u32 n_seqs, n_outputs, n_tokens;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);      /* tid */
+	__type(value, struct engine_call);
+} engine_calls SEC(".maps");
+
+static const struct seq_state seq_new = { .last_pos = -1 };
+static const struct engine_call zero_call;
+
+/* ---- requests of sequences ---- */
+
+/* The open request of st ends at its last output (its end as far as anyone
+ * outside can tell), or now if it never had one. */
+static __always_inline void seq_end(__u32 pid, struct seq_state *st, __u64 now)
+{
+	if (st->req)
+		req_finish(pid, st->req, st->last_out_ns ? st->last_out_ns : now, FINISH_REASON_COUNT,
+			   st->outputs);
+	st->req = 0;
+	st->outputs = st->prompt = 0;
+	st->last_out_ns = 0;
+	st->last_pos = -1;
+}
+
+static __always_inline void seq_start(__u32 pid, struct seq_state *st, __u64 now)
+{
+	st->req = __sync_fetch_and_add(&engine_requests, 1) + 1;
+	req_begin(pid, st->req, st->ready_ns ? st->ready_ns : now, 0, 1);
+	st->ready_ns = 0;
+}
+
+struct seq_scan {
+	__u32 pid;
+	__u32 ready;        /* ready every sequence for its next request */
+	__u64 now;
+	__u64 decode;       /* seq_outputs: the decode that ended */
+};
+
+static long seq_end_cb(struct bpf_map *map, struct seq_key *key, struct seq_state *st, struct seq_scan *sc)
+{
+	if (key->pid != sc->pid)
+		return 0;
+	seq_end(sc->pid, st, sc->now);
+	if (sc->ready)
+		st->ready_ns = sc->now;
+	return 0;
+}
+
+/* handle_exit: a process's sequences end with it. */
+static long seq_end_of_pid(struct bpf_map *map, struct seq_key *key, struct seq_state *st, void *data)
+{
+	__u32 pid = *(__u32 *)data;
+
+	if (key->pid != pid)
+		return 0;
+	seq_end(pid, st, bpf_ktime_get_ns());
+	bpf_map_delete_elem(map, key);
+	return 0;
+}
+
+/* A decode ended: each output it asked for is a token of its sequence's
+ * request; the first one also fixes the request's prompt. */
+static long seq_outputs_cb(struct bpf_map *map, struct seq_key *key, struct seq_state *st, struct seq_scan *sc)
+{
+	struct serving_state *s;
+	struct req_state *r;
+
+	if (key->pid != sc->pid || st->out_decode != sc->decode || !st->req)
+		return 0;
+	for (__u32 k = 0; k < 8 && k < st->out_now; k++) {
+		if (st->outputs == 0) {
+			r = req_lookup(sc->pid, st->req);
+			if (r)
+				r->prompt_tokens = st->prompt;
+			s = serving_get(sc->pid);
+			if (s)
+				__sync_fetch_and_add(&s->v.prompt_tokens, st->prompt);
+		}
+		req_emit(sc->pid, st->req, sc->now, st->last_pos, 0, sc->decode);
+		st->outputs++;
+		st->last_out_ns = sc->now;
+	}
+	st->out_now = 0;
+	return 0;
+}
+
+/* ---- a batch, token by token ---- */
+struct batch_walk {
+	__u64 pos, seq_id, logits;   /* the batch's arrays (user pointers; 0: absent) */
+	__u64 decode, now;
+	__u32 pid, n_tokens;
+	struct engine_call *call;
+};
+
+static __always_inline void seq_token(struct batch_walk *w, __s32 seq, __s32 pos, int output)
+{
+	struct seq_key key = { .pid = w->pid, .seq = seq };
+	struct engine_call *c = w->call;
+	struct seq_state *st = lookup_or_init(&seqs, &key, &seq_new);
+
+	if (!st)
+		return;
+	/* an earlier position than it had: the sequence started over */
+	if (st->req && pos >= 0 && st->last_pos >= 0 && pos <= st->last_pos)
+		seq_end(w->pid, st, w->now);
+	if (!st->req)
+		seq_start(w->pid, st, w->now);
+	if (st->decode != w->decode) {
+		st->decode = w->decode;
+		c->n_seqs++;
+	}
+	if (pos >= 0)
+		st->last_pos = pos;
+	if (st->outputs == 0) {
+		st->prompt++;
+		c->prefill++;
+	} else {
+		c->generate++;
+	}
+	if (output) {
+		if (st->out_decode != w->decode) {
+			st->out_decode = w->decode;
+			st->out_now = 0;
+		}
+		st->out_now++;
+		c->n_outputs++;
+	}
+}
+
+static long batch_token(__u64 i, struct batch_walk *w)
+{
+	__s32 pos = -1, seq = 0;
+	__s8 out;
+	__u64 p;
+
+	if (i >= w->n_tokens)
+		return 1;
+	if (w->pos && bpf_probe_read_user(&pos, sizeof(pos), (void *)(w->pos + i * 4)))
+		pos = -1;
+	if (w->seq_id && (bpf_probe_read_user(&p, sizeof(p), (void *)(w->seq_id + i * 8)) ||
+			  bpf_probe_read_user(&seq, sizeof(seq), (void *)p)))
+		seq = 0;
+	/* no output array: the engine computes only the last token's */
+	if (!w->logits)
+		out = i == w->n_tokens - 1;
+	else if (bpf_probe_read_user(&out, sizeof(out), (void *)(w->logits + i)))
+		out = 0;
+	seq_token(w, seq, pos, out != 0);
+	return 0;
+}
+
+static __always_inline __u64 raw_u64(const __u8 *raw, __u32 off)
+{
+	return *(const __u64 *)(raw + (off & 0x38));
+}
+
+/* The batch a decode got by value, at the stack pointer of its entry. */
+static __always_inline void decode_batch(struct pt_regs *ctx, __u32 pid, struct engine_call *c, __u64 now)
+{
+	__u8 raw[64] = {};
+	struct batch_walk w = { .pid = pid, .decode = c->decode, .now = now, .call = c };
+	__s32 n;
+
+	if (bpf_probe_read_user(raw, sizeof(raw), (void *)(PT_REGS_SP(ctx) + engine_abi.batch_stack_off)))
+		return;
+	n = *(const __s32 *)(raw + (engine_abi.b_n_tokens & 0x3c));
+	if (n <= 0)
+		return;
+	c->n_tokens = n;
+	w.n_tokens = (__u32)n < engine_abi.max_batch_tokens ? (__u32)n : engine_abi.max_batch_tokens;
+	w.pos = raw_u64(raw, engine_abi.b_pos);
+	w.seq_id = raw_u64(raw, engine_abi.b_seq_id);
+	w.logits = raw_u64(raw, engine_abi.b_logits);
+	bpf_loop(w.n_tokens, batch_token, &w, 0);
+}
+
+static __always_inline void decode_begin(struct pt_regs *ctx, __u32 pid, __u32 tid)
+{
+	struct engine_call *c = lookup_or_init(&engine_calls, &tid, &zero_call);
+	struct serving_state *s;
+	struct thread_state *ts;
+
+	if (!c)
+		return;
+	c->decode = __sync_fetch_and_add(&engine_decodes, 1) + 1;
+	c->prefill = c->generate = c->n_seqs = c->n_outputs = c->n_tokens = 0;
+	decode_batch(ctx, pid, c, bpf_ktime_get_ns());
+	s = serving_get(pid);
+	if (s)
+		s->step = c->decode;
+	ts = thread_get(tid, 1);
+	if (ts) {
+		ts->batch.n_tokens = c->n_tokens;
+		ts->batch.n_seqs = c->n_seqs;
+		ts->batch.n_outputs = c->n_outputs;
+	}
+	span_begin(SPAN_FORWARD, LAYER_NONE);
+	c->begin_ns = bpf_ktime_get_ns();
+}
+
+static __always_inline void decode_end(struct pt_regs *ctx, __u32 pid, __u32 tid, __u64 now)
+{
+	struct engine_call *c = bpf_map_lookup_elem(&engine_calls, &tid);
+	struct seq_scan sc = { .pid = pid, .now = now };
+
+	span_end(now, SPAN_FORWARD, LAYER_NONE, SPAN_F_STRUCTURAL | SPAN_F_BATCH);
+	if (!c || !c->decode)
+		return;
+	sc.decode = c->decode;
+	/* 0 is success; otherwise nothing was computed for anyone */
+	if ((__s32)PT_REGS_RC(ctx) == 0)
+		bpf_for_each_map_elem(&seqs, seq_outputs_cb, &sc, 0);
+	step_done(pid, c->decode, c->begin_ns, now, c->n_seqs, c->prefill, c->generate, 0);
+	c->decode = 0;
+}
+
+/* ---- sequences removed ---- */
+static __always_inline void seq_remove(struct pt_regs *ctx, __u32 pid, __u64 now)
+{
+	__s32 seq = (__s32)PT_REGS_PARM2(ctx), p1 = (__s32)PT_REGS_PARM4(ctx);
+	struct seq_scan sc = { .pid = pid, .now = now, .ready = 1 };
+	struct seq_key key = { .pid = pid, .seq = seq };
+	struct seq_state *st;
+
+	if (seq < 0) {          /* every sequence */
+		if (p1 < 0)
+			bpf_for_each_map_elem(&seqs, seq_end_cb, &sc, 0);
+		return;
+	}
+	st = lookup_or_init(&seqs, &key, &seq_new);
+	if (!st)
+		return;
+	if (p1 < 0) {           /* to the end: its next tokens are a new request */
+		seq_end(pid, st, now);
+		st->ready_ns = now;
+	} else {                /* a window (context shift): positions move */
+		st->last_pos = -1;
+	}
+}
+
+/* ---- buffers ---- */
+static __always_inline int in_model_load(__u32 tid)
+{
+	struct thread_state *ts = thread_get(tid, 0);
+
+	if (!ts)
+		return 0;
+	for (__u32 d = 0; d < SPAN_STACK_DEPTH; d++) {
+		if (d >= ts->depth)
+			break;
+		if (ts->stack[d & (SPAN_STACK_DEPTH - 1)].kind == SPAN_MODEL_LOAD)
+			return 1;
+	}
+	return 0;
+}
+
+static __always_inline void buffer_made(struct pt_regs *ctx, __u32 pid, __u32 tid)
+{
+	struct engine_call *c = bpf_map_lookup_elem(&engine_calls, &tid);
+	__u64 buf = PT_REGS_RC(ctx);
+	__u32 pool;
+
+	if (!c || !buf)
+		return;
+	/* a placeholder that holds nothing (llama.cpp makes one per tensor
+	 * while it plans): kept, so its free pairs, but not an allocation */
+	if (!c->size) {
+		struct alloc_key key = { .pid = pid, .ptr = buf };
+		struct alloc_val v = { .pool = POOL_COUNT };
+
+		bpf_map_update_elem(&allocs, &key, &v, BPF_ANY);
+		return;
+	}
+	if (in_model_load(tid))
+		pool = POOL_WEIGHTS;
+	else
+		pool = c->tensor_scope ? POOL_KV_CACHE : POOL_COMPUTE;
+	pool_alloc(pid, pool, buf, c->size, c->size);
+}
+
+/* The engine said what a buffer holds: move it to that pool. */
+static __always_inline void buffer_usage(struct pt_regs *ctx, __u32 pid)
+{
+	struct alloc_key key = { .pid = pid, .ptr = PT_REGS_PARM1(ctx) };
+	__u32 usage = (__u32)PT_REGS_PARM2(ctx), pool;
+	struct alloc_val *v, old;
+
+	if (usage == engine_abi.usage_weights)
+		pool = POOL_WEIGHTS;
+	else if (usage == engine_abi.usage_compute)
+		pool = POOL_COMPUTE;
+	else
+		return;
+	v = bpf_map_lookup_elem(&allocs, &key);
+	if (!v || v->pool == pool || v->pool == POOL_COUNT)
+		return;
+	old = *v;
+	pool_free(pid, old.pool, key.ptr, old.bytes);
+	pool_alloc(pid, pool, key.ptr, old.bytes, old.reserved);
+}
+
+static __always_inline void buffer_free(__u32 pid, __u64 buf)
+{
+	struct alloc_key key = { .pid = pid, .ptr = buf };
+	struct alloc_val *v;
+
+	if (!buf)
+		return;
+	v = bpf_map_lookup_elem(&allocs, &key);
+	if (v && v->pool == POOL_COUNT) {   /* a placeholder (buffer_made) */
+		bpf_map_delete_elem(&allocs, &key);
+		return;
+	}
+	pool_free(pid, POOL_COMPUTE, buf, 0);
+}
+
+static __always_inline void call_size(__u32 tid, __u64 size)
+{
+	struct engine_call *c = lookup_or_init(&engine_calls, &tid, &zero_call);
+
+	if (c)
+		c->size = size;
+}
+
+static __always_inline void tensor_scope(__u32 tid, int enter)
+{
+	struct engine_call *c = lookup_or_init(&engine_calls, &tid, &zero_call);
+
+	if (!c)
+		return;
+	if (enter)
+		c->tensor_scope++;
+	else if (c->tensor_scope)
+		c->tensor_scope--;
+}
+
+/* ---- the programs ---- */
+SEC("uprobe")
+int engine_entry(struct pt_regs *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx), now;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u32 pid = traced_tgid();
+	struct seq_scan sc;
+
+	if (!pid || detaching)
+		return 0;
+	switch (ENGINE_COOKIE_ROLE(cookie)) {
+	case FN_SPAN:
+		return span_begin(ENGINE_COOKIE_KIND(cookie), LAYER_NONE);
+	case FN_DECODE:
+		decode_begin(ctx, pid, tid);
+		return 0;
+	case FN_SEQ_REMOVE:
+		seq_remove(ctx, pid, bpf_ktime_get_ns());
+		return 0;
+	case FN_MEMORY_CLEAR:
+		now = bpf_ktime_get_ns();
+		sc.pid = pid;
+		sc.now = now;
+		sc.ready = 0;
+		sc.decode = 0;
+		bpf_for_each_map_elem(&seqs, seq_end_cb, &sc, 0);
+		return 0;
+	case FN_BUF_ALLOC:
+		call_size(tid, PT_REGS_PARM2(ctx));
+		return 0;
+	case FN_BUF_FROM_HOST:
+		call_size(tid, PT_REGS_PARM3(ctx));
+		return 0;
+	case FN_BUF_USAGE:
+		buffer_usage(ctx, pid);
+		return 0;
+	case FN_BUF_FREE:
+		buffer_free(pid, PT_REGS_PARM1(ctx));
+		return 0;
+	case FN_TENSOR_SCOPE:
+		tensor_scope(tid, 1);
+		return 0;
+	}
+	return 0;
+}
+
+SEC("uretprobe")
+int engine_return(struct pt_regs *ctx)
+{
+	__u64 now = bpf_ktime_get_ns(), cookie = bpf_get_attach_cookie(ctx);
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u32 pid = traced_tgid();
+
+	if (!pid)
+		return 0;
+	switch (ENGINE_COOKIE_ROLE(cookie)) {
+	case FN_SPAN:
+		return span_end(now, ENGINE_COOKIE_KIND(cookie), LAYER_NONE, 0);
+	case FN_DECODE:
+		decode_end(ctx, pid, tid, now);
+		return 0;
+	case FN_BUF_ALLOC:
+	case FN_BUF_FROM_HOST:
+		buffer_made(ctx, pid, tid);
+		return 0;
+	case FN_TENSOR_SCOPE:
+		tensor_scope(tid, 0);
+		return 0;
+	}
+	return 0;
+}
+
+/* The dynamic linker's notification (_dl_debug_state) in a command that may
+ * still load its engine: stop it, and wake the session, which looks at its
+ * mappings, attaches, and lets it go on (SIGCONT). A lost record costs only
+ * the stop: the process goes on unstopped. */
+SEC("uprobe")
+int dl_change(struct pt_regs *ctx)
+{
+	struct event_header *e;
+
+	if (!dl_watch || !traced_tgid())
+		return 0;
+	e = reserve(EV_DL_CHANGE, sizeof(*e));
+	if (!e)
+		return 0;
+	fill_header(e, EV_DL_CHANGE, bpf_ktime_get_ns());
+	bpf_send_signal(ENGINE_SIGSTOP);
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	return 0;
+}

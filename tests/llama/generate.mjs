@@ -1,0 +1,31 @@
+// generate.mjs MODEL.gguf CONTEXT PROMPT_TOKENS OUTPUTS - a node-llama-cpp
+// program to trace: a prompt of PROMPT_TOKENS ids (BOS, then ids 100, 101,
+// ...) in a context of CONTEXT cells, then greedy outputs until OUTPUTS.
+// Prints what the program itself counted, as one JSON line: the ids, and
+// node-llama-cpp's token meter (input tokens it evaluated, outputs).
+import {getLlama} from "node-llama-cpp";
+
+const [, , path, ctxArg, promptArg, outArg] = process.argv;
+const contextSize = Number(ctxArg), promptTokens = Number(promptArg), outputs = Number(outArg);
+if (!path || !(contextSize > 0) || !(promptTokens > 0) || !(outputs > 0)) {
+	console.error("usage: node generate.mjs MODEL.gguf CONTEXT PROMPT_TOKENS OUTPUTS");
+	process.exit(2);
+}
+const llama = await getLlama({gpu: false, build: "never", logLevel: "error"});
+const model = await llama.loadModel({modelPath: path});
+const context = await model.createContext({contextSize, sequences: 1, threads: 1});
+const sequence = context.getSequence();
+const prompt = [model.tokens.bos];
+for (let i = 1; i < promptTokens; i++)
+	prompt.push(100 + i);
+const ids = [];
+for await (const token of sequence.evaluate(prompt, {temperature: 0})) {
+	ids.push(token);
+	if (ids.length >= outputs)
+		break;
+}
+const meter = sequence.tokenMeter.getState();
+console.log(JSON.stringify({ids, input_tokens: meter.usedInputTokens, output_tokens: meter.usedOutputTokens,
+	context_size: context.contextSize}));
+await context.dispose();
+await model.dispose();

@@ -1,0 +1,40 @@
+#!/bin/bash
+# Build llama-server from the llama.cpp source that node-llama-cpp ships as a git bundle.
+#
+# usage: tools/build_llama_server.sh [OUTDIR]     (default build-llama/, git-ignored)
+# Prints the path of the llama-server binary. A finished build is reused: the binary is
+# keyed by the bundle's commit, so a new node-llama-cpp rebuilds and an old one does not.
+#
+# GGML_NATIVE=OFF with the AVX2/AVX-512 flags set by hand: a native build on this VM enables
+# AMX paths that crashed on Q8_0 (illegal instruction, then a segfault at start-up).
+# Static libraries, so the server is one file whose symbol table names llama_decode; that is
+# also how spantrace must find llama.cpp inside an executable (issue 24).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-$root/build-llama}
+bundle=$root/tests/llama/node_modules/node-llama-cpp/llama/gitRelease.bundle
+[ -f "$bundle" ] || { echo "build_llama_server: no $bundle (run make deps)" >&2; exit 1; }
+
+commit=$(git bundle list-heads "$bundle" | awk '$2=="HEAD"{print $1}')
+[ -n "$commit" ] || { echo "build_llama_server: $bundle has no HEAD" >&2; exit 1; }
+bin=$out/$commit/bin/llama-server
+if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
+
+src=$out/src-$commit
+rm -rf "$src" "$out/$commit"
+mkdir -p "$out"
+git clone -q "$bundle" "$src" >&2
+git -C "$src" checkout -q "$commit"
+
+start=$(date +%s)
+cmake -S "$src" -B "$out/$commit" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON \
+    -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+    -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
+    -DGGML_OPENMP=ON >&2
+cmake --build "$out/$commit" --target llama-server -j "$(nproc)" >&2
+echo "build_llama_server: built in $(( $(date +%s) - start )) s" >&2
+rm -rf "$src"
+[ -x "$bin" ] || { echo "build_llama_server: no $bin after the build" >&2; exit 1; }
+echo "$bin"

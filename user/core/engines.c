@@ -1,0 +1,224 @@
+/* engines.c - engine profiles (see engines.h): the llama.cpp table, where
+ * its objects are, and the attach of bpf/engines.bpf.h to each function. */
+#include "core/engines.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+#include "core/log.h"
+#include "core/session.h"
+#include "core/stapsdt.h"
+#include "core/target.h"
+#include "spantrace.h"
+#include "spantrace.skel.h"
+
+static const char *const names[ENGINE_COUNT] = { "auto", "infer", "llamacpp" };
+
+const char *engine_name(enum engine_id e)
+{
+	return (unsigned)e < ENGINE_COUNT ? names[e] : "unknown";
+}
+
+int engine_parse(const char *s, enum engine_id *out)
+{
+	for (unsigned e = 0; e < ENGINE_COUNT; e++)
+		if (!strcmp(s, names[e])) {
+			*out = (enum engine_id)e;
+			return 0;
+		}
+	return -1;
+}
+
+/* ---- the llama.cpp profile ---- */
+
+enum engine_object { OBJ_LLAMA, OBJ_GGML };
+
+struct engine_fn {
+	enum engine_object obj;
+	const char *funcs;       /* the function, then older names: "new|old|older" */
+	enum engine_role role;
+	unsigned kind;           /* FN_SPAN: enum span_kind */
+};
+
+/* Exported symbols only, so that any build (node-llama-cpp's libraries, a
+ * static llama-server) resolves the same names. */
+static const struct engine_fn llamacpp_fns[] = {
+	{ OBJ_LLAMA, "llama_decode", FN_DECODE, SPAN_FORWARD },
+	{ OBJ_LLAMA, "llama_encode", FN_DECODE, SPAN_FORWARD },
+	{ OBJ_LLAMA, "llama_model_load_from_file|llama_load_model_from_file", FN_SPAN, SPAN_MODEL_LOAD },
+	{ OBJ_LLAMA, "llama_init_from_model|llama_new_context_with_model", FN_SPAN, SPAN_CTX_INIT },
+	{ OBJ_LLAMA, "llama_tokenize", FN_SPAN, SPAN_TOKENIZE },
+	{ OBJ_LLAMA, "llama_sampler_sample", FN_SPAN, SPAN_SAMPLE },
+	{ OBJ_LLAMA, "llama_memory_seq_rm|llama_kv_self_seq_rm|llama_kv_cache_seq_rm", FN_SEQ_REMOVE, 0 },
+	{ OBJ_LLAMA, "llama_memory_clear|llama_kv_self_clear|llama_kv_cache_clear", FN_MEMORY_CLEAR, 0 },
+	{ OBJ_GGML, "ggml_backend_sched_graph_compute_async", FN_SPAN, SPAN_GRAPH },
+	{ OBJ_GGML, "ggml_backend_buft_alloc_buffer", FN_BUF_ALLOC, 0 },
+	{ OBJ_GGML, "ggml_backend_dev_buffer_from_host_ptr", FN_BUF_FROM_HOST, 0 },
+	{ OBJ_GGML, "ggml_backend_buffer_set_usage", FN_BUF_USAGE, 0 },
+	{ OBJ_GGML, "ggml_backend_buffer_free", FN_BUF_FREE, 0 },
+	{ OBJ_GGML, "ggml_backend_alloc_ctx_tensors_from_buft", FN_TENSOR_SCOPE, 0 },
+};
+
+#define NFNS (sizeof(llamacpp_fns) / sizeof(llamacpp_fns[0]))
+
+/* llama_batch on x86-64 System V: 56 bytes, so passed in memory, just above
+ * the return address at the entry. GGML_BACKEND_BUFFER_USAGE_WEIGHTS = 1,
+ * _COMPUTE = 2. */
+static const struct engine_abi llamacpp_abi = {
+	.batch_stack_off = 8, .batch_size = 56,
+	.b_n_tokens = 0, .b_token = 8, .b_embd = 16, .b_pos = 24, .b_n_seq_id = 32, .b_seq_id = 40,
+	.b_logits = 48,
+	.usage_weights = 1, .usage_compute = 2,
+	.max_batch_tokens = 8192,
+};
+
+void engine_set_abi(struct spantrace_bpf *skel)
+{
+	skel->rodata->engine_abi = llamacpp_abi;
+}
+
+static int role_returns(enum engine_role r)
+{
+	return r == FN_SPAN || r == FN_DECODE || r == FN_BUF_ALLOC || r == FN_BUF_FROM_HOST ||
+	       r == FN_TENSOR_SCOPE;
+}
+
+/* ---- where llama.cpp is ---- */
+
+int engine_llamacpp_in_file(const char *path, struct target *t)
+{
+	if (!elf_has_function(path, "llama_decode"))
+		return -1;
+	snprintf(t->elf, sizeof(t->elf), "%s", path);
+	snprintf(t->shown, sizeof(t->shown), "%s", path);
+	/* ggml's backend functions: libggml-base beside libllama, or in the
+	 * same file when it is static */
+	if (!t->base[0]) {
+		const char *slash = strrchr(path, '/');
+		int dir = slash ? (int)(slash - path + 1) : 0;
+
+		snprintf(t->base, sizeof(t->base), "%.*slibggml-base.so", dir, path);
+	}
+	if (!elf_has_function(t->base, "ggml_backend_buft_alloc_buffer"))
+		snprintf(t->base, sizeof(t->base), "%s", path);
+	elf_build_id(path, t->build_id);
+	t->engine = ENGINE_LLAMACPP;
+	return 0;
+}
+
+int engine_llamacpp_in_pid(pid_t pid, struct target *t)
+{
+	char elf[PATH_MAX], shown[PATH_MAX], exe[64];
+	ssize_t n;
+
+	t->base[0] = 0;
+	if (!target_mapped_lib(pid, "libggml-base", elf, sizeof(elf), shown, sizeof(shown)))
+		snprintf(t->base, sizeof(t->base), "%s", elf);
+	/* "libllama." and not "libllama-common": the library, not its helpers */
+	if (!target_mapped_lib(pid, "libllama.", elf, sizeof(elf), shown, sizeof(shown)) &&
+	    !engine_llamacpp_in_file(elf, t)) {
+		snprintf(t->shown, sizeof(t->shown), "%s", shown);
+		return 0;
+	}
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
+	if (engine_llamacpp_in_file(exe, t))
+		return -1;
+	n = readlink(exe, shown, sizeof(shown) - 1);
+	if (n > 0) {
+		shown[n] = 0;
+		snprintf(t->shown, sizeof(t->shown), "%s", shown);
+	}
+	return 0;
+}
+
+/* ---- attach ---- */
+
+/* The first of fn's names that obj defines; NULL if none. */
+static const char *resolve(const char *obj, const char *funcs, char *buf, size_t size)
+{
+	const char *p = funcs;
+
+	while (*p) {
+		size_t n = strcspn(p, "|");
+
+		if (n < size) {
+			memcpy(buf, p, n);
+			buf[n] = 0;
+			if (elf_has_function(obj, buf))
+				return buf;
+		}
+		p += n + (p[n] == '|');
+	}
+	return NULL;
+}
+
+static int attach_fn(struct session *s, const char *obj, const char *func, const struct engine_fn *f,
+		     int ret, pid_t pid, char *err, size_t errlen)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = func, .retprobe = ret != 0,
+		    .bpf_cookie = ENGINE_COOKIE(f->role, f->kind));
+	struct bpf_link *link = bpf_program__attach_uprobe_opts(ret ? s->skel->progs.engine_return
+								    : s->skel->progs.engine_entry,
+								pid, obj, 0, &uo);
+
+	if (!link) {
+		snprintf(err, errlen, "cannot attach %s%s in %s: %s", func, ret ? " (return)" : "", obj,
+			 strerror(errno));
+		return -1;
+	}
+	if (session_add_link(s, link)) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+static void note_missing(struct session *s, const char *funcs)
+{
+	size_t used = strlen(s->engine_missing), n = strcspn(funcs, "|");
+
+	snprintf(s->engine_missing + used, sizeof(s->engine_missing) - used, "%s%.*s", used ? "," : "",
+		 (int)n, funcs);
+}
+
+int engine_attach(struct session *s, const struct target *t, pid_t pid, char *err, size_t errlen)
+{
+	char name[128];
+
+	s->engine_missing[0] = 0;
+	s->engine_fns = 0;
+	/* Returns before entries: a return whose entry is not armed yet is
+	 * an orphan end (counted), an entry without its return a stuck frame. */
+	for (int ret = 1; ret >= 0; ret--) {
+		for (size_t i = 0; i < NFNS; i++) {
+			const struct engine_fn *f = &llamacpp_fns[i];
+			const char *obj = f->obj == OBJ_LLAMA ? t->elf : t->base;
+			const char *func = obj[0] ? resolve(obj, f->funcs, name, sizeof(name)) : NULL;
+
+			if (ret && !role_returns(f->role))
+				continue;
+			if (!func) {
+				if (!ret)
+					note_missing(s, f->funcs);
+				continue;
+			}
+			st_debug("llamacpp: %s%s in %s", func, ret ? " (return)" : "", obj);
+			if (attach_fn(s, obj, func, f, ret, pid, err, errlen))
+				return -1;
+			s->engine_fns += !ret;
+		}
+	}
+	s->engine = t->engine;
+	snprintf(s->engine_lib, sizeof(s->engine_lib), "%s", t->shown);
+	snprintf(s->engine_build_id, sizeof(s->engine_build_id), "%s", t->build_id);
+	return 0;
+}
+
+size_t engine_attached(const struct session *s, char *missing, size_t size)
+{
+	snprintf(missing, size, "%s", s->engine_missing);
+	return s->engine_fns;
+}

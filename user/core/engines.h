@@ -1,0 +1,45 @@
+/* engines.h - which engine a target runs, and the profiles of engines
+ * traced through their exported functions rather than our probes.
+ *
+ * An engine profile is data (engines.c): each row names an exported
+ * function (with older names as alternatives), the object it lives in, and
+ * its role (spantrace.h enum engine_role); bpf/engines.bpf.h does the rest.
+ * A function a build lacks is skipped and listed, never guessed. */
+#ifndef SPANTRACE_ENGINES_H
+#define SPANTRACE_ENGINES_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+enum engine_id {
+	ENGINE_AUTO = 0,     /* not chosen: found from the target */
+	ENGINE_INFER,        /* ours: the `infer` USDT probes */
+	ENGINE_LLAMACPP,     /* llama.cpp: libllama + ggml, or one static executable */
+	ENGINE_COUNT
+};
+
+/* "auto", "infer", "llamacpp". */
+const char *engine_name(enum engine_id e);
+/* The --engine argument; -1 on anything else. */
+int engine_parse(const char *s, enum engine_id *out);
+
+struct target;
+struct session;
+struct spantrace_bpf;
+
+/* llama.cpp in a running process: a mapped libllama (and libggml-base
+ * beside it), or an executable that defines llama_decode. Fills t->elf,
+ * t->shown, t->base, t->build_id and t->engine. 0, or -1 when absent. */
+int engine_llamacpp_in_pid(pid_t pid, struct target *t);
+/* The same for a file: a static executable or libllama itself. */
+int engine_llamacpp_in_file(const char *path, struct target *t);
+
+/* The knobs a profile's programs read (before load). */
+void engine_set_abi(struct spantrace_bpf *skel);
+/* Attaches the profile of t->engine to t's objects for pid (-1: all); each
+ * function found or missing is noted in s (session_engine_json). */
+int engine_attach(struct session *s, const struct target *t, pid_t pid, char *err, size_t errlen);
+/* Functions attached, and the names of those the build lacks ("a,b"). */
+size_t engine_attached(const struct session *s, char *missing, size_t size);
+
+#endif
