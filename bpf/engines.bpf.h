@@ -8,9 +8,11 @@
  *   the stack as knob engine_abi says) followed token by token into the
  *   sequences it holds (map `seqs`). A sequence's request runs from its
  *   first tokens until it is removed (FN_SEQ_REMOVE to the end), cleared,
- *   restarted at an earlier position, or its process exits; it is queued
- *   when a removal readied it, else when its first batch began. Its outputs
- *   are its tokens (the first one its TTFT), each decode a step;
+ *   restarted at an earlier position, left out of a generation step, or its
+ *   process exits. It is admitted when a removal readied it, else when its
+ *   first batch began; it was queued when its prompt was tokenized (found
+ *   by the prompt's length and last token, map `prompts`), else admitted.
+ *   Its outputs are its tokens (the first one its TTFT), each decode a step;
  * - buffers: allocated inside a model load they are `weights`, inside a
  *   tensor scope elsewhere `kv_cache`, otherwise `compute`; a usage the
  *   engine sets later moves them.
@@ -38,7 +40,26 @@ struct seq_state {
 	__u32 outputs;      /* the open request's outputs so far */
 	__u32 prompt;       /* its tokens up to its first output */
 	__u32 out_now;      /* outputs asked for in out_decode */
+	__s32 prompt_last;  /* the token whose output was its first: the prompt's last */
+	__s32 prompt_pos;   /* and its position (the prompt's length - 1) */
 };
+
+/* A tokenized prompt awaiting its sequence: (pid, length, last token) ->
+ * when its tokenization began. Served prompts are tokenized by the thread
+ * that took the request, long before a sequence holds them. */
+struct prompt_key {
+	__u32 pid;
+	__u32 n_tokens;
+	__s32 last;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct prompt_key);
+	__type(value, __u64);
+} prompts SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -52,6 +73,8 @@ struct engine_call {
 	__u64 decode;            /* the decode in flight */
 	__u64 begin_ns;          /* its forward's begin */
 	__u64 size;              /* a buffer call's size, entry to return */
+	__u64 tokens;            /* a tokenize call's output array */
+	__u64 tokenize_ns;       /* and its begin */
 	__u32 tensor_scope;      /* FN_TENSOR_SCOPE calls open */
 	__u32 prefill, generate; /* the decode's tokens before / after their request's first output */
 	__u32 n_seqs, n_outputs, n_tokens;
@@ -64,7 +87,7 @@ struct {
 	__type(value, struct engine_call);
 } engine_calls SEC(".maps");
 
-static const struct seq_state seq_new = { .last_pos = -1 };
+static const struct seq_state seq_new = { .last_pos = -1, .prompt_pos = -1 };
 static const struct engine_call zero_call;
 
 /* ---- requests of sequences ---- */
@@ -84,23 +107,46 @@ static __always_inline void seq_end(__u32 pid, struct seq_state *st, __u64 now)
 
 static __always_inline void seq_start(__u32 pid, struct seq_state *st, __u64 now)
 {
+	__u64 admitted = st->ready_ns ? st->ready_ns : now;
+	struct req_state *r;
+
 	st->req = __sync_fetch_and_add(&engine_requests, 1) + 1;
-	req_begin(pid, st->req, st->ready_ns ? st->ready_ns : now, 0, 1);
+	req_begin(pid, st->req, admitted, 0, 1);
+	r = req_lookup(pid, st->req);
+	if (r)
+		r->first_admit_ns = r->token_admit_ns = admitted;
 	st->ready_ns = 0;
+	st->prompt_pos = -1;
+}
+
+/* At its first output: the request was queued when its prompt was
+ * tokenized, if that tokenization is known (taken, so it is used once). */
+static __always_inline void seq_queued_at_prompt(__u32 pid, struct seq_state *st, struct req_state *r)
+{
+	struct prompt_key key = { .pid = pid, .n_tokens = (__u32)st->prompt_pos + 1, .last = st->prompt_last };
+	__u64 *ts;
+
+	if (st->prompt_pos < 0 || !(ts = bpf_map_lookup_elem(&prompts, &key)))
+		return;
+	if (*ts < r->queued_ns)
+		r->queued_ns = *ts;
+	bpf_map_delete_elem(&prompts, &key);
 }
 
 struct seq_scan {
-	__u32 pid;
+	__u32 pid;          /* 0: every process (engine_flush) */
 	__u32 ready;        /* ready every sequence for its next request */
 	__u64 now;
 	__u64 decode;       /* seq_outputs: the decode that ended */
+	__u32 generating;   /* seq_outputs: it was a generation step */
+	__u32 pad;
 };
 
 static long seq_end_cb(struct bpf_map *map, struct seq_key *key, struct seq_state *st, struct seq_scan *sc)
 {
-	if (key->pid != sc->pid)
+	if (sc->pid && key->pid != sc->pid)
 		return 0;
-	seq_end(sc->pid, st, sc->now);
+	seq_end(key->pid, st, sc->now);
 	if (sc->ready)
 		st->ready_ns = sc->now;
 	return 0;
@@ -119,40 +165,52 @@ static long seq_end_of_pid(struct bpf_map *map, struct seq_key *key, struct seq_
 }
 
 /* A decode ended: each output it asked for is a token of its sequence's
- * request; the first one also fixes the request's prompt. */
+ * request; the first one also fixes the request's prompt. A generation
+ * step (sc->generating: it carried a token of a request past its first
+ * output) holds every request still generating, as a continuous-batching
+ * server schedules them; one it left out has ended, at its last output. */
 static long seq_outputs_cb(struct bpf_map *map, struct seq_key *key, struct seq_state *st, struct seq_scan *sc)
 {
 	struct serving_state *s;
 	struct req_state *r;
 
-	if (key->pid != sc->pid || st->out_decode != sc->decode || !st->req)
+	if (key->pid != sc->pid || !st->req)
 		return 0;
-	for (__u32 k = 0; k < 8 && k < st->out_now; k++) {
-		if (st->outputs == 0) {
-			r = req_lookup(sc->pid, st->req);
-			if (r)
-				r->prompt_tokens = st->prompt;
-			s = serving_get(sc->pid);
-			if (s)
-				__sync_fetch_and_add(&s->v.prompt_tokens, st->prompt);
-		}
-		req_emit(sc->pid, st->req, sc->now, st->last_pos, 0, sc->decode);
-		st->outputs++;
-		st->last_out_ns = sc->now;
+	if (st->decode != sc->decode) {
+		if (sc->generating && st->outputs)
+			seq_end(sc->pid, st, sc->now);
+		return 0;
 	}
+	if (st->out_decode != sc->decode)
+		return 0;
+	if (st->outputs == 0) {
+		r = req_lookup(sc->pid, st->req);
+		if (r) {
+			r->prompt_tokens = st->prompt;
+			seq_queued_at_prompt(sc->pid, st, r);
+		}
+		s = serving_get(sc->pid);
+		if (s)
+			__sync_fetch_and_add(&s->v.prompt_tokens, st->prompt);
+	}
+	/* one token out per decode (several outputs of one sequence in one
+	 * batch, as in speculative decoding, still count as tokens) */
+	req_emit(sc->pid, st->req, sc->now, st->last_pos, 0, sc->decode);
+	st->outputs += st->out_now;
+	st->last_out_ns = sc->now;
 	st->out_now = 0;
 	return 0;
 }
 
 /* ---- a batch, token by token ---- */
 struct batch_walk {
-	__u64 pos, seq_id, logits;   /* the batch's arrays (user pointers; 0: absent) */
+	__u64 token, pos, seq_id, logits;   /* the batch's arrays (user pointers; 0: absent) */
 	__u64 decode, now;
 	__u32 pid, n_tokens;
 	struct engine_call *call;
 };
 
-static __always_inline void seq_token(struct batch_walk *w, __s32 seq, __s32 pos, int output)
+static __always_inline void seq_token(struct batch_walk *w, __s32 seq, __s32 pos, __s32 token, int output)
 {
 	struct seq_key key = { .pid = w->pid, .seq = seq };
 	struct engine_call *c = w->call;
@@ -178,6 +236,10 @@ static __always_inline void seq_token(struct batch_walk *w, __s32 seq, __s32 pos
 		c->generate++;
 	}
 	if (output) {
+		if (st->outputs == 0) {   /* the prompt's last token, if this is the first output */
+			st->prompt_last = token;
+			st->prompt_pos = pos;
+		}
 		if (st->out_decode != w->decode) {
 			st->out_decode = w->decode;
 			st->out_now = 0;
@@ -189,12 +251,14 @@ static __always_inline void seq_token(struct batch_walk *w, __s32 seq, __s32 pos
 
 static long batch_token(__u64 i, struct batch_walk *w)
 {
-	__s32 pos = -1, seq = 0;
+	__s32 pos = -1, seq = 0, token = -1;
 	__s8 out;
 	__u64 p;
 
 	if (i >= w->n_tokens)
 		return 1;
+	if (w->token && bpf_probe_read_user(&token, sizeof(token), (void *)(w->token + i * 4)))
+		token = -1;
 	if (w->pos && bpf_probe_read_user(&pos, sizeof(pos), (void *)(w->pos + i * 4)))
 		pos = -1;
 	if (w->seq_id && (bpf_probe_read_user(&p, sizeof(p), (void *)(w->seq_id + i * 8)) ||
@@ -205,7 +269,7 @@ static long batch_token(__u64 i, struct batch_walk *w)
 		out = i == w->n_tokens - 1;
 	else if (bpf_probe_read_user(&out, sizeof(out), (void *)(w->logits + i)))
 		out = 0;
-	seq_token(w, seq, pos, out != 0);
+	seq_token(w, seq, pos, token, out != 0);
 	return 0;
 }
 
@@ -228,6 +292,7 @@ static __always_inline void decode_batch(struct pt_regs *ctx, __u32 pid, struct 
 		return;
 	c->n_tokens = n;
 	w.n_tokens = (__u32)n < engine_abi.max_batch_tokens ? (__u32)n : engine_abi.max_batch_tokens;
+	w.token = raw_u64(raw, engine_abi.b_token);
 	w.pos = raw_u64(raw, engine_abi.b_pos);
 	w.seq_id = raw_u64(raw, engine_abi.b_seq_id);
 	w.logits = raw_u64(raw, engine_abi.b_logits);
@@ -267,6 +332,7 @@ static __always_inline void decode_end(struct pt_regs *ctx, __u32 pid, __u32 tid
 	if (!c || !c->decode)
 		return;
 	sc.decode = c->decode;
+	sc.generating = c->generate > 0;
 	/* 0 is success; otherwise nothing was computed for anyone */
 	if ((__s32)PT_REGS_RC(ctx) == 0)
 		bpf_for_each_map_elem(&seqs, seq_outputs_cb, &sc, 0);
@@ -382,6 +448,31 @@ static __always_inline void call_size(__u32 tid, __u64 size)
 		c->size = size;
 }
 
+/* A prompt tokenized: remember it by length and last token. */
+static __always_inline void tokenize_begin(struct pt_regs *ctx, __u32 tid)
+{
+	struct engine_call *c = lookup_or_init(&engine_calls, &tid, &zero_call);
+
+	if (c) {
+		c->tokens = PT_REGS_PARM4(ctx);
+		c->tokenize_ns = bpf_ktime_get_ns();
+	}
+}
+
+static __always_inline void tokenize_end(struct pt_regs *ctx, __u32 pid, __u32 tid)
+{
+	struct engine_call *c = bpf_map_lookup_elem(&engine_calls, &tid);
+	__s32 n = (__s32)PT_REGS_RC(ctx);
+	struct prompt_key key = { .pid = pid };
+
+	if (!c || !c->tokens || n <= 0 ||
+	    bpf_probe_read_user(&key.last, sizeof(key.last), (void *)(c->tokens + (__u64)(n - 1) * 4)))
+		return;
+	key.n_tokens = (__u32)n;
+	bpf_map_update_elem(&prompts, &key, &c->tokenize_ns, BPF_ANY);
+	c->tokens = 0;
+}
+
 static __always_inline void tensor_scope(__u32 tid, int enter)
 {
 	struct engine_call *c = lookup_or_init(&engine_calls, &tid, &zero_call);
@@ -437,6 +528,9 @@ int engine_entry(struct pt_regs *ctx)
 	case FN_TENSOR_SCOPE:
 		tensor_scope(tid, 1);
 		return 0;
+	case FN_TOKENIZE:
+		tokenize_begin(ctx, tid);
+		return span_begin(ENGINE_COOKIE_KIND(cookie), LAYER_NONE);
 	}
 	return 0;
 }
@@ -463,7 +557,22 @@ int engine_return(struct pt_regs *ctx)
 	case FN_TENSOR_SCOPE:
 		tensor_scope(tid, 0);
 		return 0;
+	case FN_TOKENIZE:
+		span_end(now, ENGINE_COOKIE_KIND(cookie), LAYER_NONE, 0);
+		tokenize_end(ctx, pid, tid);
+		return 0;
 	}
+	return 0;
+}
+
+/* Run by the session before it detaches (BPF_PROG_TEST_RUN): requests
+ * still open end at their last output, so a server idle since is reported. */
+SEC("syscall")
+int engine_flush(void *ctx)
+{
+	struct seq_scan sc = { .pid = 0, .now = bpf_ktime_get_ns() };
+
+	bpf_for_each_map_elem(&seqs, seq_end_cb, &sc, 0);
 	return 0;
 }
 

@@ -238,8 +238,8 @@ static __always_inline void aggregate_phases(__u32 pid, const struct req_state *
 	}
 }
 
-static __always_inline void request_record(__u64 req, const struct req_state *st, const struct req_phases *p,
-					   __u32 reason, __u32 generated)
+static __always_inline void request_record(__u32 pid, __u64 req, const struct req_state *st,
+					   const struct req_phases *p, __u32 reason, __u32 generated)
 {
 	struct serving_state *s;
 	struct request_event *e;
@@ -250,6 +250,10 @@ static __always_inline void request_record(__u64 req, const struct req_state *st
 	if (!e)
 		return;
 	fill_header(&e->h, EV_REQUEST, st->queued_ns);
+	if (e->h.pid != pid) {   /* ended from outside the process (engine_flush) */
+		e->h.pid = pid;
+		e->h.tid = pid;
+	}
 	e->dur_ns = p->e2e;
 	e->req = req;
 	e->prompt_tokens = st->prompt_tokens;
@@ -282,7 +286,7 @@ static __always_inline int req_finish(__u32 pid, __u64 req, __u64 now, __u32 rea
 		return -1;
 	req_phases(st, now, &p);
 	aggregate_phases(pid, st, &p);
-	request_record(req, st, &p, reason, generated);
+	request_record(pid, req, st, &p, reason, generated);
 	bpf_map_delete_elem(&requests, &key);
 	return 0;
 }

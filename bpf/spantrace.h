@@ -378,6 +378,8 @@ enum engine_role {
 	FN_BUF_USAGE,      /* (buffer, usage): what the buffer holds */
 	FN_BUF_FREE,       /* (buffer) */
 	FN_TENSOR_SCOPE,   /* buffers allocated inside hold a context's tensors */
+	FN_TOKENIZE,       /* a span of the cookie's kind, (vocab, text, len, tokens, max, ...)
+			    * -> n: a prompt arriving, matched later by its last token */
 	FN_COUNT
 };
 

@@ -43,6 +43,7 @@ async function streamed(params, abortAfter, t0) {
 		out.chunk_tokens.push(c.token_ids ? c.token_ids.length : 0);
 		if (c.finish_reason) out.finish_reason = c.finish_reason;
 		if (chunk.usage) out.usage = chunk.usage;
+		if (chunk.timings) out.timings = chunk.timings; // llama-server's own figures
 		if (abortAfter && out.chunks >= abortAfter) {
 			stream.controller.abort();
 			out.aborted = true;
@@ -66,7 +67,7 @@ async function one(req, index) {
 			const r = await client.completions.create(params);
 			const c = r.choices[0];
 			out = { text: c.text, token_ids: c.token_ids, finish_reason: c.finish_reason, usage: r.usage,
-				object: r.object, id: r.id };
+				object: r.object, id: r.id, timings: r.timings };
 		}
 		return { index, ...out, sent_epoch_ms, total_ms: performance.now() - t0 };
 	} catch (e) {

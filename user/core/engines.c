@@ -50,7 +50,7 @@ static const struct engine_fn llamacpp_fns[] = {
 	{ OBJ_LLAMA, "llama_encode", FN_DECODE, SPAN_FORWARD },
 	{ OBJ_LLAMA, "llama_model_load_from_file|llama_load_model_from_file", FN_SPAN, SPAN_MODEL_LOAD },
 	{ OBJ_LLAMA, "llama_init_from_model|llama_new_context_with_model", FN_SPAN, SPAN_CTX_INIT },
-	{ OBJ_LLAMA, "llama_tokenize", FN_SPAN, SPAN_TOKENIZE },
+	{ OBJ_LLAMA, "llama_tokenize", FN_TOKENIZE, SPAN_TOKENIZE },
 	{ OBJ_LLAMA, "llama_sampler_sample", FN_SPAN, SPAN_SAMPLE },
 	{ OBJ_LLAMA, "llama_memory_seq_rm|llama_kv_self_seq_rm|llama_kv_cache_seq_rm", FN_SEQ_REMOVE, 0 },
 	{ OBJ_LLAMA, "llama_memory_clear|llama_kv_self_clear|llama_kv_cache_clear", FN_MEMORY_CLEAR, 0 },
@@ -83,7 +83,7 @@ void engine_set_abi(struct spantrace_bpf *skel)
 static int role_returns(enum engine_role r)
 {
 	return r == FN_SPAN || r == FN_DECODE || r == FN_BUF_ALLOC || r == FN_BUF_FROM_HOST ||
-	       r == FN_TENSOR_SCOPE;
+	       r == FN_TENSOR_SCOPE || r == FN_TOKENIZE;
 }
 
 /* ---- where llama.cpp is ---- */

@@ -488,6 +488,15 @@ int session_consume(struct session *s)
 	return n;
 }
 
+/* Another engine's requests still open end now (engines.bpf.h). */
+static void flush_engine_requests(struct session *s)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, opts);
+
+	if (bpf_prog_test_run_opts(bpf_program__fd(s->skel->progs.engine_flush), &opts) || opts.retval)
+		st_err("cannot end the open llama.cpp requests: %s", strerror(errno));
+}
+
 void session_detach(struct session *s)
 {
 	/* A classic uprobe link's removal waits for a grace period (~100 ms
@@ -498,6 +507,8 @@ void session_detach(struct session *s)
 		s->skel->bss->armed = 0;
 		s->skel->bss->detaching = 1;   /* see span_begin() */
 	}
+	if (s->engine && !s->detached)
+		flush_engine_requests(s);
 	s->detached = 1;
 	umulti_detach(s->um);
 	for (size_t i = s->nlinks; i-- > 0;)
