@@ -508,6 +508,11 @@ static void export_otlp(struct daemon *d, const struct prom_snapshot *s)
 static void tick(struct daemon *d, uint64_t now)
 {
 	struct prom_snapshot s = { .binary = d->target.shown };
+	int engine = d->target.engine ? d->target.engine : d->s.engine;
+
+	/* host mode labels each process (its meta); else the target's engine */
+	if (!d->cfg.all_engines && engine)
+		s.engine = engine_name(engine);
 	double dt = d->last_tick_ns ? (now - d->last_tick_ns) / 1e9 : 0;
 	d->last_tick_ns = now;
 

@@ -54,6 +54,8 @@ static json_object *proc_attrs(struct mbuild *m, uint32_t pid)
 
 	attr(m, attrs, "pid", NULL, pid, 1);
 	attr(m, attrs, "binary", m->s->binary ? m->s->binary : "", 0, 0);
+	if (m->s->engine)
+		attr(m, attrs, "engine", m->s->engine, 0, 0);
 	return attrs;
 }
 

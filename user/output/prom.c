@@ -160,9 +160,13 @@ static void labels_add_proc(struct labels *l, const struct prom_snapshot *s, uin
 			labels_add_u64(l, "ns_pid", s->metas[i].ns_pid);
 			labels_add(l, "cgroup", s->metas[i].cgroup);
 			labels_add(l, "binary", s->metas[i].binary);
+			if (s->metas[i].engine[0])
+				labels_add(l, "engine", s->metas[i].engine);
 			return;
 		}
 	labels_add(l, "binary", s->binary ? s->binary : "");
+	if (s->engine)
+		labels_add(l, "engine", s->engine);
 }
 
 /* ---- family headers and samples ---- */

@@ -56,6 +56,7 @@ struct prom_proc_meta {
 	uint32_t ns_pid;      /* in its own pid namespace */
 	char cgroup[256];
 	char binary[512];     /* the probe file as the process names it */
+	char engine[16];      /* core/engines.h engine_name() */
 };
 
 struct prom_map_mem {
@@ -72,6 +73,7 @@ struct prom_tail {
 
 struct prom_snapshot {
 	const char *binary;   /* `binary` label on per-process series */
+	const char *engine;   /* `engine` label on them ("infer", "llamacpp"); NULL: none */
 	struct prom_agg *aggs;   size_t naggs;
 	struct prom_pool *pools; size_t npools;
 	struct prom_kv *kvs;     size_t nkvs;
