@@ -1,8 +1,10 @@
 // generate.mjs MODEL.gguf CONTEXT PROMPT_TOKENS OUTPUTS - a node-llama-cpp
 // program to trace: a prompt of PROMPT_TOKENS ids (BOS, then ids 100, 101,
 // ...) in a context of CONTEXT cells, then greedy outputs until OUTPUTS.
-// Prints what the program itself counted, as one JSON line: the ids, and
-// node-llama-cpp's token meter (input tokens it evaluated, outputs).
+// Prints what the program itself counted, as one JSON line: the ids,
+// node-llama-cpp's token meter (input tokens it evaluated, outputs), and
+// the KV cache size line llama.cpp logs. With GENERATE_WAIT=FILE it waits
+// for FILE to exist before generating (for a tracer attaching by pid).
 import {getLlama} from "node-llama-cpp";
 
 const [, , path, ctxArg, promptArg, outArg] = process.argv;
@@ -11,13 +13,29 @@ if (!path || !(contextSize > 0) || !(promptTokens > 0) || !(outputs > 0)) {
 	console.error("usage: node generate.mjs MODEL.gguf CONTEXT PROMPT_TOKENS OUTPUTS");
 	process.exit(2);
 }
-const llama = await getLlama({gpu: false, build: "never", logLevel: "error"});
+import {existsSync} from "node:fs";
+import {setTimeout as sleep} from "node:timers/promises";
+import {LlamaLogLevel} from "node-llama-cpp";
+
+const kvLines = [];
+const llama = await getLlama({
+	gpu: false, build: "never", logLevel: LlamaLogLevel.info,
+	logger: (level, message) => {
+		if (/llama_kv_cache: +size =/.test(message))
+			kvLines.push(message.trim());
+	},
+});
 const model = await llama.loadModel({modelPath: path});
 const context = await model.createContext({contextSize, sequences: 1, threads: 1});
 const sequence = context.getSequence();
 const prompt = [model.tokens.bos];
 for (let i = 1; i < promptTokens; i++)
 	prompt.push(100 + i);
+if (process.env.GENERATE_WAIT) {
+	console.error(`waiting for ${process.env.GENERATE_WAIT}`);
+	while (!existsSync(process.env.GENERATE_WAIT))
+		await sleep(50);
+}
 const ids = [];
 for await (const token of sequence.evaluate(prompt, {temperature: 0})) {
 	ids.push(token);
@@ -26,6 +44,6 @@ for await (const token of sequence.evaluate(prompt, {temperature: 0})) {
 }
 const meter = sequence.tokenMeter.getState();
 console.log(JSON.stringify({ids, input_tokens: meter.usedInputTokens, output_tokens: meter.usedOutputTokens,
-	context_size: context.contextSize}));
+	context_size: context.contextSize, kv_log: kvLines}));
 await context.dispose();
 await model.dispose();
