@@ -88,7 +88,7 @@ UNIT_BINS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 DEMO_MODEL    := $(BUILD)/models/demo15M.bin
 DEMO_TOK      := $(BUILD)/models/demo_tokenizer.bin
 
-.PHONY: all deps check demo test bench fuzz soak clean models install
+.PHONY: all deps check demo test bench fuzz soak clean models install llama-server
 # Keep the BPF objects and skeletons: as intermediates make would delete them
 # and rebuild every user object on the next run.
 .SECONDARY: $(BPF_OBJS) $(BPF_SKELS)
@@ -99,7 +99,7 @@ DEB_PKGS := build-essential clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev 
             libjson-c-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
             systemtap-sdt-dev libncurses-dev libmicrohttpd-dev libcurl4-openssl-dev bpftrace linux-perf \
             prometheus tmux valgrind libclang-rt-14-dev python3-pandas python3-altair python3-matplotlib groff-base jq binutils curl bc libcap2-bin iproute2 \
-            clpeak clblast-utils python3-pyopencl hashcat
+            clpeak clblast-utils python3-pyopencl hashcat cmake ninja-build
 # npm (tests/node): the official OpenAI client for the HTTP engine's tests,
 # demo and bench; vega-lite, vega and resvg to save Altair charts as PNG;
 # the OTLP protobuf types for the OTLP receiver of the tests.
@@ -207,14 +207,22 @@ models: $(DEMO_MODEL)
 check: all models
 	$(if $(filter 1,$(SANITIZE)),. tools/sanitize.env &&) BUILD=$(abspath $(BUILD)) tests/run.sh
 
-test: deps
+# llama-server, built from the llama.cpp source node-llama-cpp ships (~7 min
+# on 2 vCPUs), once: cached outside the tree, keyed by the source's commit,
+# so a clean clone (CI) reuses it. A test fixture and the serving peer.
+LLAMA_SERVER_CACHE ?= /var/cache/spantrace/llama-server
+export LLAMA_SERVER_CACHE
+llama-server: deps
+	@tools/build_llama_server.sh "$(LLAMA_SERVER_CACHE)" >/dev/null
+
+test: deps llama-server
 	$(MAKE) check
 
 demo: deps
 	$(MAKE) all models
 	tools/demo.sh
 
-bench: deps
+bench: deps llama-server
 	$(MAKE) all models
 	tools/bench.sh
 

@@ -13,6 +13,9 @@
  *   first batch began; it was queued when its prompt was tokenized (found
  *   by the prompt's length and last token, map `prompts`), else admitted.
  *   Its outputs are its tokens (the first one its TTFT), each decode a step;
+ *   a token is out when the engine samples it (llama_get_logits_ith of its
+ *   output, then the sampler's accept of the token), else when the next
+ *   decode begins, at the end of the decode that computed it;
  * - buffers: allocated inside a model load they are `weights`, inside a
  *   tensor scope elsewhere `kv_cache`, otherwise `compute`; a usage the
  *   engine sets later moves them.
@@ -42,6 +45,13 @@ struct seq_state {
 	__u32 out_now;      /* outputs asked for in out_decode */
 	__s32 prompt_last;  /* the token whose output was its first: the prompt's last */
 	__s32 prompt_pos;   /* and its position (the prompt's length - 1) */
+	/* Outputs computed, waiting for their token to be sampled: */
+	__u32 pending;      /* outputs of pending_step not yet out */
+	__u32 out_index;    /* its last output's index in that batch */
+	__u32 out_rank;     /* and its rank among the batch's outputs */
+	__u32 batch_outputs;/* the batch's outputs (a negative index counts back from it) */
+	__u64 pending_ns;   /* when the decode computing them ended */
+	__u64 pending_step;
 };
 
 /* A tokenized prompt awaiting its sequence: (pid, length, last token) ->
@@ -74,6 +84,8 @@ struct engine_call {
 	__u64 begin_ns;          /* its forward's begin */
 	__u64 size;              /* a buffer call's size, entry to return */
 	__u64 tokens;            /* a tokenize call's output array */
+	__s32 sampling;          /* the sequence whose output is being sampled, + 1; 0: none */
+	__u32 pad;
 	__u64 tokenize_ns;       /* and its begin */
 	__u32 tensor_scope;      /* FN_TENSOR_SCOPE calls open */
 	__u32 prefill, generate; /* the decode's tokens before / after their request's first output */
@@ -92,10 +104,40 @@ static const struct engine_call zero_call;
 
 /* ---- requests of sequences ---- */
 
+static __always_inline void seq_queued_at_prompt(__u32 pid, struct seq_state *st, struct req_state *r);
+
+/* The pending outputs of st are out at now (token: the sampled id, or
+ * ~0 when the sampling was not seen). The first also fixes the prompt. */
+static __always_inline void seq_emit(__u32 pid, struct seq_state *st, __u64 now, __u32 token)
+{
+	struct serving_state *s;
+	struct req_state *r;
+
+	if (!st->pending || !st->req)
+		return;
+	if (st->outputs == 0) {
+		r = req_lookup(pid, st->req);
+		if (r) {
+			r->prompt_tokens = st->prompt;
+			seq_queued_at_prompt(pid, st, r);
+		}
+		s = serving_get(pid);
+		if (s)
+			__sync_fetch_and_add(&s->v.prompt_tokens, st->prompt);
+	}
+	/* one token record per decode (several outputs of one sequence in one
+	 * batch, as in speculative decoding, still count as tokens) */
+	req_emit(pid, st->req, now, st->last_pos, token, st->pending_step);
+	st->outputs += st->pending;
+	st->last_out_ns = now;
+	st->pending = 0;
+}
+
 /* The open request of st ends at its last output (its end as far as anyone
  * outside can tell), or now if it never had one. */
 static __always_inline void seq_end(__u32 pid, struct seq_state *st, __u64 now)
 {
+	seq_emit(pid, st, st->pending_ns, ~0u);
 	if (st->req)
 		req_finish(pid, st->req, st->last_out_ns ? st->last_out_ns : now, FINISH_REASON_COUNT,
 			   st->outputs);
@@ -139,7 +181,9 @@ struct seq_scan {
 	__u64 now;
 	__u64 decode;       /* seq_outputs: the decode that ended */
 	__u32 generating;   /* seq_outputs: it was a generation step */
-	__u32 pad;
+	__u32 n_outputs;    /* seq_outputs: the batch's */
+	__s32 index;        /* seq_sampled: the output index sampled */
+	__s32 found;        /* seq_sampled: its sequence + 1; 0: none */
 };
 
 static long seq_end_cb(struct bpf_map *map, struct seq_key *key, struct seq_state *st, struct seq_scan *sc)
@@ -164,41 +208,50 @@ static long seq_end_of_pid(struct bpf_map *map, struct seq_key *key, struct seq_
 	return 0;
 }
 
-/* A decode ended: each output it asked for is a token of its sequence's
- * request; the first one also fixes the request's prompt. A generation
- * step (sc->generating: it carried a token of a request past its first
- * output) holds every request still generating, as a continuous-batching
- * server schedules them; one it left out has ended, at its last output. */
+/* A decode ended: the outputs it computed wait for their tokens to be
+ * sampled (seq_emit). A generation step (sc->generating: it carried a
+ * token of a request past its first output) holds every request still
+ * generating, as a continuous-batching server schedules them; one it left
+ * out has ended, at its last output. */
 static long seq_outputs_cb(struct bpf_map *map, struct seq_key *key, struct seq_state *st, struct seq_scan *sc)
 {
-	struct serving_state *s;
-	struct req_state *r;
-
 	if (key->pid != sc->pid || !st->req)
 		return 0;
 	if (st->decode != sc->decode) {
-		if (sc->generating && st->outputs)
+		if (sc->generating && (st->outputs || st->pending))
 			seq_end(sc->pid, st, sc->now);
 		return 0;
 	}
 	if (st->out_decode != sc->decode)
 		return 0;
-	if (st->outputs == 0) {
-		r = req_lookup(sc->pid, st->req);
-		if (r) {
-			r->prompt_tokens = st->prompt;
-			seq_queued_at_prompt(sc->pid, st, r);
-		}
-		s = serving_get(sc->pid);
-		if (s)
-			__sync_fetch_and_add(&s->v.prompt_tokens, st->prompt);
-	}
-	/* one token out per decode (several outputs of one sequence in one
-	 * batch, as in speculative decoding, still count as tokens) */
-	req_emit(sc->pid, st->req, sc->now, st->last_pos, 0, sc->decode);
-	st->outputs += st->out_now;
-	st->last_out_ns = sc->now;
+	st->pending = st->out_now;
+	st->pending_ns = sc->now;
+	st->pending_step = sc->decode;
+	st->batch_outputs = sc->n_outputs;
 	st->out_now = 0;
+	return 0;
+}
+
+/* A decode begins: outputs whose sampling was never seen are out at the
+ * end of the decode that computed them. */
+static long seq_stale_cb(struct bpf_map *map, struct seq_key *key, struct seq_state *st, struct seq_scan *sc)
+{
+	if (key->pid == sc->pid && st->pending)
+		seq_emit(sc->pid, st, st->pending_ns, ~0u);
+	return 0;
+}
+
+/* The sequence whose pending output has batch index sc->index (negative:
+ * counted back from the batch's outputs, as llama_get_logits_ith does). */
+static long seq_sampled_cb(struct bpf_map *map, struct seq_key *key, struct seq_state *st, struct seq_scan *sc)
+{
+	if (key->pid != sc->pid || !st->pending)
+		return 0;
+	if (sc->index >= 0 ? st->out_index == (__u32)sc->index
+			   : (__s64)st->out_rank == (__s64)st->batch_outputs + sc->index) {
+		sc->found = key->seq + 1;
+		return 1;
+	}
 	return 0;
 }
 
@@ -210,7 +263,8 @@ struct batch_walk {
 	struct engine_call *call;
 };
 
-static __always_inline void seq_token(struct batch_walk *w, __s32 seq, __s32 pos, __s32 token, int output)
+static __always_inline void seq_token(struct batch_walk *w, __u32 i, __s32 seq, __s32 pos, __s32 token,
+				      int output)
 {
 	struct seq_key key = { .pid = w->pid, .seq = seq };
 	struct engine_call *c = w->call;
@@ -245,6 +299,8 @@ static __always_inline void seq_token(struct batch_walk *w, __s32 seq, __s32 pos
 			st->out_now = 0;
 		}
 		st->out_now++;
+		st->out_index = i;
+		st->out_rank = c->n_outputs;
 		c->n_outputs++;
 	}
 }
@@ -269,7 +325,7 @@ static long batch_token(__u64 i, struct batch_walk *w)
 		out = i == w->n_tokens - 1;
 	else if (bpf_probe_read_user(&out, sizeof(out), (void *)(w->logits + i)))
 		out = 0;
-	seq_token(w, seq, pos, token, out != 0);
+	seq_token(w, (__u32)i, seq, pos, token, out != 0);
 	return 0;
 }
 
@@ -302,11 +358,13 @@ static __always_inline void decode_batch(struct pt_regs *ctx, __u32 pid, struct 
 static __always_inline void decode_begin(struct pt_regs *ctx, __u32 pid, __u32 tid)
 {
 	struct engine_call *c = lookup_or_init(&engine_calls, &tid, &zero_call);
+	struct seq_scan sc = { .pid = pid, .now = bpf_ktime_get_ns() };
 	struct serving_state *s;
 	struct thread_state *ts;
 
 	if (!c)
 		return;
+	bpf_for_each_map_elem(&seqs, seq_stale_cb, &sc, 0);
 	c->decode = __sync_fetch_and_add(&engine_decodes, 1) + 1;
 	c->prefill = c->generate = c->n_seqs = c->n_outputs = c->n_tokens = 0;
 	decode_batch(ctx, pid, c, bpf_ktime_get_ns());
@@ -333,6 +391,7 @@ static __always_inline void decode_end(struct pt_regs *ctx, __u32 pid, __u32 tid
 		return;
 	sc.decode = c->decode;
 	sc.generating = c->generate > 0;
+	sc.n_outputs = c->n_outputs;
 	/* 0 is success; otherwise nothing was computed for anyone */
 	if ((__s32)PT_REGS_RC(ctx) == 0)
 		bpf_for_each_map_elem(&seqs, seq_outputs_cb, &sc, 0);
@@ -485,83 +544,194 @@ static __always_inline void tensor_scope(__u32 tid, int enter)
 		c->tensor_scope--;
 }
 
-/* ---- the programs ---- */
-SEC("uprobe")
-int engine_entry(struct pt_regs *ctx)
-{
-	__u64 cookie = bpf_get_attach_cookie(ctx), now;
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	__u32 pid = traced_tgid();
-	struct seq_scan sc;
+/* ---- sampling: a token out ---- */
 
-	if (!pid || detaching)
+/* llama_get_logits_ith(ctx, i): the thread is sampling output i. */
+static __always_inline void sampling_begin(struct pt_regs *ctx, __u32 pid, __u32 tid)
+{
+	struct seq_scan sc = { .pid = pid, .index = (__s32)PT_REGS_PARM2(ctx) };
+	struct engine_call *c;
+
+	bpf_for_each_map_elem(&seqs, seq_sampled_cb, &sc, 0);
+	if (sc.found && (c = lookup_or_init(&engine_calls, &tid, &zero_call)))
+		c->sampling = sc.found;
+}
+
+/* The sampler's accept(smpl, token): the first after sampling_begin is the
+ * token chosen (a chain accepts it again in each of its samplers). */
+static __always_inline void sampling_end(struct pt_regs *ctx, __u32 pid, __u32 tid)
+{
+	struct engine_call *c = bpf_map_lookup_elem(&engine_calls, &tid);
+	struct seq_key key = { .pid = pid };
+	struct seq_state *st;
+
+	if (!c || !c->sampling)
+		return;
+	key.seq = c->sampling - 1;
+	c->sampling = 0;
+	st = bpf_map_lookup_elem(&seqs, &key);
+	if (st)
+		seq_emit(pid, st, bpf_ktime_get_ns(), (__u32)PT_REGS_PARM2(ctx));
+}
+
+/* ---- the programs: one per role, attached by user/core/engines.c with
+ * ENGINE_COOKIE(role, kind) ---- */
+
+#define ENGINE_PROLOGUE                                         \
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();          \
+	__u32 pid = traced_tgid();                              \
+	if (!pid || detaching)                                  \
+		return 0
+
+SEC("uprobe")
+int engine_span_entry(struct pt_regs *ctx)
+{
+	ENGINE_PROLOGUE;
+	(void)tid;
+	return span_begin(ENGINE_COOKIE_KIND(bpf_get_attach_cookie(ctx)), LAYER_NONE);
+}
+
+SEC("uretprobe")
+int engine_span_return(struct pt_regs *ctx)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!traced_tgid())
 		return 0;
-	switch (ENGINE_COOKIE_ROLE(cookie)) {
-	case FN_SPAN:
-		return span_begin(ENGINE_COOKIE_KIND(cookie), LAYER_NONE);
-	case FN_DECODE:
-		decode_begin(ctx, pid, tid);
-		return 0;
-	case FN_SEQ_REMOVE:
-		seq_remove(ctx, pid, bpf_ktime_get_ns());
-		return 0;
-	case FN_MEMORY_CLEAR:
-		now = bpf_ktime_get_ns();
-		sc.pid = pid;
-		sc.now = now;
-		sc.ready = 0;
-		sc.decode = 0;
-		bpf_for_each_map_elem(&seqs, seq_end_cb, &sc, 0);
-		return 0;
-	case FN_BUF_ALLOC:
-		call_size(tid, PT_REGS_PARM2(ctx));
-		return 0;
-	case FN_BUF_FROM_HOST:
-		call_size(tid, PT_REGS_PARM3(ctx));
-		return 0;
-	case FN_BUF_USAGE:
-		buffer_usage(ctx, pid);
-		return 0;
-	case FN_BUF_FREE:
-		buffer_free(pid, PT_REGS_PARM1(ctx));
-		return 0;
-	case FN_TENSOR_SCOPE:
-		tensor_scope(tid, 1);
-		return 0;
-	case FN_TOKENIZE:
-		tokenize_begin(ctx, tid);
-		return span_begin(ENGINE_COOKIE_KIND(cookie), LAYER_NONE);
-	}
+	return span_end(now, ENGINE_COOKIE_KIND(bpf_get_attach_cookie(ctx)), LAYER_NONE, 0);
+}
+
+SEC("uprobe")
+int engine_decode_entry(struct pt_regs *ctx)
+{
+	ENGINE_PROLOGUE;
+	decode_begin(ctx, pid, tid);
 	return 0;
 }
 
 SEC("uretprobe")
-int engine_return(struct pt_regs *ctx)
+int engine_decode_return(struct pt_regs *ctx)
 {
-	__u64 now = bpf_ktime_get_ns(), cookie = bpf_get_attach_cookie(ctx);
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u32 pid = traced_tgid();
+
+	if (pid)
+		decode_end(ctx, pid, tid, now);
+	return 0;
+}
+
+SEC("uprobe")
+int engine_seq_remove(struct pt_regs *ctx)
+{
+	ENGINE_PROLOGUE;
+	(void)tid;
+	seq_remove(ctx, pid, bpf_ktime_get_ns());
+	return 0;
+}
+
+SEC("uprobe")
+int engine_memory_clear(struct pt_regs *ctx)
+{
+	ENGINE_PROLOGUE;
+	struct seq_scan sc = { .pid = pid, .now = bpf_ktime_get_ns() };
+
+	(void)tid;
+	bpf_for_each_map_elem(&seqs, seq_end_cb, &sc, 0);
+	return 0;
+}
+
+SEC("uprobe")
+int engine_buf_size(struct pt_regs *ctx)
+{
+	/* both read first: the verifier wants each context read at a fixed offset */
+	__u64 arg2 = PT_REGS_PARM2(ctx), arg3 = PT_REGS_PARM3(ctx);
+	ENGINE_PROLOGUE;
+	(void)pid;
+	call_size(tid, ENGINE_COOKIE_ROLE(bpf_get_attach_cookie(ctx)) == FN_BUF_FROM_HOST ? arg3 : arg2);
+	return 0;
+}
+
+SEC("uretprobe")
+int engine_buf_made(struct pt_regs *ctx)
+{
+	ENGINE_PROLOGUE;
+	buffer_made(ctx, pid, tid);
+	return 0;
+}
+
+SEC("uprobe")
+int engine_buf_usage(struct pt_regs *ctx)
+{
+	ENGINE_PROLOGUE;
+	(void)tid;
+	buffer_usage(ctx, pid);
+	return 0;
+}
+
+SEC("uprobe")
+int engine_buf_free(struct pt_regs *ctx)
+{
+	ENGINE_PROLOGUE;
+	(void)tid;
+	buffer_free(pid, PT_REGS_PARM1(ctx));
+	return 0;
+}
+
+SEC("uprobe")
+int engine_scope_entry(struct pt_regs *ctx)
+{
+	ENGINE_PROLOGUE;
+	(void)pid;
+	tensor_scope(tid, 1);
+	return 0;
+}
+
+SEC("uretprobe")
+int engine_scope_return(struct pt_regs *ctx)
+{
+	ENGINE_PROLOGUE;
+	(void)pid;
+	tensor_scope(tid, 0);
+	return 0;
+}
+
+SEC("uprobe")
+int engine_tokenize_entry(struct pt_regs *ctx)
+{
+	ENGINE_PROLOGUE;
+	(void)pid;
+	tokenize_begin(ctx, tid);
+	return span_begin(ENGINE_COOKIE_KIND(bpf_get_attach_cookie(ctx)), LAYER_NONE);
+}
+
+SEC("uretprobe")
+int engine_tokenize_return(struct pt_regs *ctx)
+{
+	__u64 now = bpf_ktime_get_ns();
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	__u32 pid = traced_tgid();
 
 	if (!pid)
 		return 0;
-	switch (ENGINE_COOKIE_ROLE(cookie)) {
-	case FN_SPAN:
-		return span_end(now, ENGINE_COOKIE_KIND(cookie), LAYER_NONE, 0);
-	case FN_DECODE:
-		decode_end(ctx, pid, tid, now);
-		return 0;
-	case FN_BUF_ALLOC:
-	case FN_BUF_FROM_HOST:
-		buffer_made(ctx, pid, tid);
-		return 0;
-	case FN_TENSOR_SCOPE:
-		tensor_scope(tid, 0);
-		return 0;
-	case FN_TOKENIZE:
-		span_end(now, ENGINE_COOKIE_KIND(cookie), LAYER_NONE, 0);
-		tokenize_end(ctx, pid, tid);
-		return 0;
-	}
+	span_end(now, ENGINE_COOKIE_KIND(bpf_get_attach_cookie(ctx)), LAYER_NONE, 0);
+	tokenize_end(ctx, pid, tid);
+	return 0;
+}
+
+SEC("uprobe")
+int engine_logits(struct pt_regs *ctx)
+{
+	ENGINE_PROLOGUE;
+	sampling_begin(ctx, pid, tid);
+	return 0;
+}
+
+SEC("uprobe")
+int engine_accept(struct pt_regs *ctx)
+{
+	ENGINE_PROLOGUE;
+	sampling_end(ctx, pid, tid);
 	return 0;
 }
 

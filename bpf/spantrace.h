@@ -380,6 +380,8 @@ enum engine_role {
 	FN_TENSOR_SCOPE,   /* buffers allocated inside hold a context's tensors */
 	FN_TOKENIZE,       /* a span of the cookie's kind, (vocab, text, len, tokens, max, ...)
 			    * -> n: a prompt arriving, matched later by its last token */
+	FN_LOGITS,         /* (ctx, i): the caller samples output i of the last batch */
+	FN_ACCEPT,         /* (sampler, token): the token it sampled */
 	FN_COUNT
 };
 

@@ -1,9 +1,11 @@
 #!/bin/bash
 # Build llama-server from the llama.cpp source that node-llama-cpp ships as a git bundle.
 #
-# usage: tools/build_llama_server.sh [OUTDIR]     (default build-llama/, git-ignored)
+# usage: tools/build_llama_server.sh [--check] [OUTDIR]
+# OUTDIR: $LLAMA_SERVER_CACHE, else /var/cache/spantrace/llama-server (make llama-server).
 # Prints the path of the llama-server binary. A finished build is reused: the binary is
 # keyed by the bundle's commit, so a new node-llama-cpp rebuilds and an old one does not.
+# --check only prints the path of a finished build (exit 1 if there is none).
 #
 # GGML_NATIVE=OFF with the AVX2/AVX-512 flags set by hand: a native build on this VM enables
 # AMX paths that crashed on Q8_0 (illegal instruction, then a segfault at start-up).
@@ -11,7 +13,9 @@
 # also how spantrace must find llama.cpp inside an executable (issue 24).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-out=${1:-$root/build-llama}
+check=0
+[ "${1:-}" = --check ] && { check=1; shift; }
+out=${1:-${LLAMA_SERVER_CACHE:-/var/cache/spantrace/llama-server}}
 bundle=$root/tests/llama/node_modules/node-llama-cpp/llama/gitRelease.bundle
 [ -f "$bundle" ] || { echo "build_llama_server: no $bundle (run make deps)" >&2; exit 1; }
 
@@ -19,6 +23,7 @@ commit=$(git bundle list-heads "$bundle" | awk '$2=="HEAD"{print $1}')
 [ -n "$commit" ] || { echo "build_llama_server: $bundle has no HEAD" >&2; exit 1; }
 bin=$out/$commit/bin/llama-server
 if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
+[ $check = 0 ] || { echo "build_llama_server: no llama-server built in $out (make llama-server)" >&2; exit 1; }
 
 src=$out/src-$commit
 rm -rf "$src" "$out/$commit"

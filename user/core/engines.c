@@ -52,6 +52,8 @@ static const struct engine_fn llamacpp_fns[] = {
 	{ OBJ_LLAMA, "llama_init_from_model|llama_new_context_with_model", FN_SPAN, SPAN_CTX_INIT },
 	{ OBJ_LLAMA, "llama_tokenize", FN_TOKENIZE, SPAN_TOKENIZE },
 	{ OBJ_LLAMA, "llama_sampler_sample", FN_SPAN, SPAN_SAMPLE },
+	{ OBJ_LLAMA, "llama_get_logits_ith", FN_LOGITS, 0 },
+	{ OBJ_LLAMA, "llama_sampler_accept", FN_ACCEPT, 0 },
 	{ OBJ_LLAMA, "llama_memory_seq_rm|llama_kv_self_seq_rm|llama_kv_cache_seq_rm", FN_SEQ_REMOVE, 0 },
 	{ OBJ_LLAMA, "llama_memory_clear|llama_kv_self_clear|llama_kv_cache_clear", FN_MEMORY_CLEAR, 0 },
 	{ OBJ_GGML, "ggml_backend_sched_graph_compute_async", FN_SPAN, SPAN_GRAPH },
@@ -80,10 +82,25 @@ void engine_set_abi(struct spantrace_bpf *skel)
 	skel->rodata->engine_abi = llamacpp_abi;
 }
 
-static int role_returns(enum engine_role r)
+/* The programs of bpf/engines.bpf.h for a role: at the entry, and at the
+ * return (NULL: none). */
+static struct bpf_program *role_prog(struct spantrace_bpf *sk, enum engine_role r, int ret)
 {
-	return r == FN_SPAN || r == FN_DECODE || r == FN_BUF_ALLOC || r == FN_BUF_FROM_HOST ||
-	       r == FN_TENSOR_SCOPE || r == FN_TOKENIZE;
+	switch (r) {
+	case FN_SPAN: return ret ? sk->progs.engine_span_return : sk->progs.engine_span_entry;
+	case FN_DECODE: return ret ? sk->progs.engine_decode_return : sk->progs.engine_decode_entry;
+	case FN_SEQ_REMOVE: return ret ? NULL : sk->progs.engine_seq_remove;
+	case FN_MEMORY_CLEAR: return ret ? NULL : sk->progs.engine_memory_clear;
+	case FN_BUF_ALLOC:
+	case FN_BUF_FROM_HOST: return ret ? sk->progs.engine_buf_made : sk->progs.engine_buf_size;
+	case FN_BUF_USAGE: return ret ? NULL : sk->progs.engine_buf_usage;
+	case FN_BUF_FREE: return ret ? NULL : sk->progs.engine_buf_free;
+	case FN_TENSOR_SCOPE: return ret ? sk->progs.engine_scope_return : sk->progs.engine_scope_entry;
+	case FN_TOKENIZE: return ret ? sk->progs.engine_tokenize_return : sk->progs.engine_tokenize_entry;
+	case FN_LOGITS: return ret ? NULL : sk->progs.engine_logits;
+	case FN_ACCEPT: return ret ? NULL : sk->progs.engine_accept;
+	default: return NULL;
+	}
 }
 
 /* ---- where llama.cpp is ---- */
@@ -136,8 +153,9 @@ int engine_llamacpp_in_pid(pid_t pid, struct target *t)
 
 /* ---- attach ---- */
 
-/* The first of fn's names that obj defines; NULL if none. */
-static const char *resolve(const char *obj, const char *funcs, char *buf, size_t size)
+/* The first of fn's names that syms defines (its code's file offset in
+ * *off); NULL if none. */
+static const char *resolve(const struct elf_syms *syms, const char *funcs, char *buf, size_t size, uint64_t *off)
 {
 	const char *p = funcs;
 
@@ -147,7 +165,7 @@ static const char *resolve(const char *obj, const char *funcs, char *buf, size_t
 		if (n < size) {
 			memcpy(buf, p, n);
 			buf[n] = 0;
-			if (elf_has_function(obj, buf))
+			if ((*off = elf_sym_offset(syms, buf)))
 				return buf;
 		}
 		p += n + (p[n] == '|');
@@ -155,14 +173,13 @@ static const char *resolve(const char *obj, const char *funcs, char *buf, size_t
 	return NULL;
 }
 
-static int attach_fn(struct session *s, const char *obj, const char *func, const struct engine_fn *f,
-		     int ret, pid_t pid, char *err, size_t errlen)
+/* By offset: libbpf would read the file's symbols again for every name. */
+static int attach_fn(struct session *s, const char *obj, const char *func, uint64_t off,
+		     const struct engine_fn *f, int ret, pid_t pid, char *err, size_t errlen)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = func, .retprobe = ret != 0,
-		    .bpf_cookie = ENGINE_COOKIE(f->role, f->kind));
-	struct bpf_link *link = bpf_program__attach_uprobe_opts(ret ? s->skel->progs.engine_return
-								    : s->skel->progs.engine_entry,
-								pid, obj, 0, &uo);
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret != 0, .bpf_cookie = ENGINE_COOKIE(f->role, f->kind));
+	struct bpf_link *link = bpf_program__attach_uprobe_opts(role_prog(s->skel, f->role, ret), pid, obj,
+								(size_t)off, &uo);
 
 	if (!link) {
 		snprintf(err, errlen, "cannot attach %s%s in %s: %s", func, ret ? " (return)" : "", obj,
@@ -184,33 +201,56 @@ static void note_missing(struct session *s, const char *funcs)
 		 (int)n, funcs);
 }
 
-int engine_attach(struct session *s, const struct target *t, pid_t pid, char *err, size_t errlen)
+static int attach_all(struct session *s, const struct target *t, struct elf_syms *const syms[2], pid_t pid,
+		      char *err, size_t errlen)
 {
 	char name[128];
+	uint64_t off;
 
-	s->engine_missing[0] = 0;
-	s->engine_fns = 0;
 	/* Returns before entries: a return whose entry is not armed yet is
 	 * an orphan end (counted), an entry without its return a stuck frame. */
 	for (int ret = 1; ret >= 0; ret--) {
 		for (size_t i = 0; i < NFNS; i++) {
 			const struct engine_fn *f = &llamacpp_fns[i];
 			const char *obj = f->obj == OBJ_LLAMA ? t->elf : t->base;
-			const char *func = obj[0] ? resolve(obj, f->funcs, name, sizeof(name)) : NULL;
+			const char *func = resolve(syms[f->obj], f->funcs, name, sizeof(name), &off);
 
-			if (ret && !role_returns(f->role))
+			if (!role_prog(s->skel, f->role, ret))
 				continue;
 			if (!func) {
 				if (!ret)
 					note_missing(s, f->funcs);
 				continue;
 			}
-			st_debug("llamacpp: %s%s in %s", func, ret ? " (return)" : "", obj);
-			if (attach_fn(s, obj, func, f, ret, pid, err, errlen))
+			st_debug("llamacpp: %s%s in %s at +%#llx", func, ret ? " (return)" : "", obj,
+				 (unsigned long long)off);
+			if (attach_fn(s, obj, func, off, f, ret, pid, err, errlen))
 				return -1;
 			s->engine_fns += !ret;
 		}
 	}
+	return 0;
+}
+
+int engine_attach(struct session *s, const struct target *t, pid_t pid, char *err, size_t errlen)
+{
+	struct elf_syms *syms[2] = { elf_syms_open(t->elf), NULL };
+	int rc;
+
+	syms[OBJ_GGML] = strcmp(t->base, t->elf) ? elf_syms_open(t->base) : syms[OBJ_LLAMA];
+	s->engine_missing[0] = 0;
+	s->engine_fns = 0;
+	if (!syms[OBJ_LLAMA] || !syms[OBJ_GGML]) {
+		snprintf(err, errlen, "cannot read the symbols of %s", !syms[OBJ_LLAMA] ? t->elf : t->base);
+		rc = -1;
+	} else {
+		rc = attach_all(s, t, syms, pid, err, errlen);
+	}
+	if (syms[OBJ_GGML] != syms[OBJ_LLAMA])
+		elf_syms_close(syms[OBJ_GGML]);
+	elf_syms_close(syms[OBJ_LLAMA]);
+	if (rc)
+		return -1;
 	s->engine = t->engine;
 	snprintf(s->engine_lib, sizeof(s->engine_lib), "%s", t->shown);
 	snprintf(s->engine_build_id, sizeof(s->engine_build_id), "%s", t->build_id);

@@ -466,6 +466,108 @@ void elf_build_id(const char *path, char out[41])
 	elf_file_close(&f);
 }
 
+/* ---- a file's functions, read once (core/engines.c attaches many) ---- */
+struct elf_sym {
+	char *name;
+	uint64_t off;      /* file offset of its code */
+};
+
+struct elf_syms {
+	struct elf_sym *v;
+	size_t n, cap;
+};
+
+static int sym_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct elf_sym *)a)->name, ((const struct elf_sym *)b)->name);
+}
+
+/* The file offset of vaddr, through the PT_LOAD segment that holds it; 0 if none. */
+static uint64_t vaddr_offset(struct elf_file *f, uint64_t vaddr)
+{
+	GElf_Phdr ph;
+	size_t nph;
+
+	for (size_t i = 0; !elf_getphdrnum(f->elf, &nph) && i < nph; i++)
+		if (gelf_getphdr(f->elf, (int)i, &ph) && ph.p_type == PT_LOAD && vaddr >= ph.p_vaddr &&
+		    vaddr < ph.p_vaddr + ph.p_filesz)
+			return vaddr - ph.p_vaddr + ph.p_offset;
+	return 0;
+}
+
+static int syms_add_table(struct elf_file *f, Elf_Scn *scn, const GElf_Shdr *shdr, struct elf_syms *s)
+{
+	Elf_Data *d = elf_getdata(scn, NULL);
+	GElf_Sym sym;
+
+	for (size_t i = 0; d && i < shdr->sh_size / shdr->sh_entsize; i++) {
+		const char *name;
+		uint64_t off;
+
+		if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_value ||
+		    !(name = elf_strptr(f->elf, shdr->sh_link, sym.st_name)) || !*name ||
+		    !(off = vaddr_offset(f, sym.st_value)))
+			continue;
+		if (s->n == s->cap) {
+			size_t cap = s->cap ? 2 * s->cap : 1024;
+			struct elf_sym *v = realloc(s->v, cap * sizeof(*v));
+
+			if (!v)
+				return -1;
+			s->v = v;
+			s->cap = cap;
+		}
+		if (!(s->v[s->n].name = strdup(name)))
+			return -1;
+		s->v[s->n++].off = off;
+	}
+	return 0;
+}
+
+struct elf_syms *elf_syms_open(const char *path)
+{
+	struct elf_syms *s = calloc(1, sizeof(*s));
+	char err[PATH_MAX + 64];
+	struct elf_file f;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr shdr;
+	int rc = 0;
+
+	if (!s || elf_file_open(path, &f, err, sizeof(err))) {
+		free(s);
+		return NULL;
+	}
+	while (!rc && (scn = elf_nextscn(f.elf, scn)))
+		if (gelf_getshdr(scn, &shdr) && (shdr.sh_type == SHT_DYNSYM || shdr.sh_type == SHT_SYMTAB) &&
+		    shdr.sh_entsize)
+			rc = syms_add_table(&f, scn, &shdr, s);
+	elf_file_close(&f);
+	if (rc) {
+		elf_syms_close(s);
+		return NULL;
+	}
+	qsort(s->v, s->n, sizeof(*s->v), sym_cmp);
+	return s;
+}
+
+uint64_t elf_sym_offset(const struct elf_syms *s, const char *name)
+{
+	struct elf_sym key = { .name = (char *)name }, *hit;
+
+	hit = s && s->n ? bsearch(&key, s->v, s->n, sizeof(*s->v), sym_cmp) : NULL;
+	return hit ? hit->off : 0;
+}
+
+void elf_syms_close(struct elf_syms *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i].name);
+	free(s->v);
+	free(s);
+}
+
 int elf_interp(const char *path, char *out, size_t size)
 {
 	struct elf_file f;

@@ -48,6 +48,14 @@ int elf_has_function(const char *path, const char *func);
 /* path's GNU build id in hex; "" when it has none or is unreadable. */
 void elf_build_id(const char *path, char out[41]);
 
+/* A file's defined functions (dynamic and full symbol tables), read once:
+ * elf_sym_offset gives the file offset of a function's code (what a uprobe
+ * attaches at), 0 when the file has no such function. */
+struct elf_syms;
+struct elf_syms *elf_syms_open(const char *path);
+uint64_t elf_sym_offset(const struct elf_syms *s, const char *name);
+void elf_syms_close(struct elf_syms *s);
+
 /* The program interpreter (dynamic linker) path names, NUL-terminated. 0, or -1
  * (a static executable, a script, unreadable). */
 int elf_interp(const char *path, char *out, size_t size);
