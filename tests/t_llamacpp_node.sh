@@ -59,6 +59,20 @@ size=$(stat -c %s "$TMP/d15.gguf")
 ok "weights pool: $w bytes of the $size-byte file mapped"
 assert_eq "loss" "0 0" "$(jq -r 'select(.type=="summary") | "\(.loss.dropped) \(.loss.invalid)"' "$TMP/r.jsonl")"
 
+# ---- bpftrace, an outside witness: every llama_decode of the library the
+# process maps. Quoted: the '@' of node_modules/@node-llama-cpp is bpftrace
+# syntax. A probe on any other copy of libllama counts 0: uprobes belong
+# to an inode, and only the mapped one runs. ----
+cp "$LIB" "$TMP/libllama-copy.so"
+for lib in "$LIB" "$TMP/libllama-copy.so"; do
+	(cd "$LLAMA" && timeout 120 bpftrace -e "uprobe:\"$lib\":llama_decode { @n = count(); }" \
+		-c "$(command -v node) generate.mjs $TMP/d15.gguf 256 8 31") >"$TMP/bt.out" 2>&1 ||
+		fail "bpftrace: $(tail -n 3 "$TMP/bt.out")"
+	counts+=("$(awk '$1=="@n:"{print $2}' "$TMP/bt.out")")
+done
+assert_eq "bpftrace: llama_decode calls in the mapped library" 31 "${counts[0]}"
+assert_eq "bpftrace: in a copy nobody maps" 0 "${counts[1]}"
+
 # ---- top, by command ----
 (cd "$LLAMA" && timeout 120 "$SPANTRACE" top -b -d 5 -- "${GEN[@]}") >"$TMP/top.out" 2>"$TMP/top.err" ||
 	fail "top: $(tail -n 5 "$TMP/top.err")"
