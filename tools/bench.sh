@@ -3,6 +3,7 @@
 # table of all ratios against their targets.
 #
 #   tools/bench.sh [SECTION...]     sections: engine serve tracer probes daemon reqtrace profile opencl opdetail gguf
+#                                   llamacpp
 #   REPEAT=5 BUILD=build tools/bench.sh
 #
 # Benchmarks, not tests: the 2-core machine is shared and noisy, so every
@@ -19,7 +20,7 @@ export BUILD REPEAT=${REPEAT:-5}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 LOGDIR=$BUILD/bench
 mkdir -p "$LOGDIR" || exit 1
-ALL_SECTIONS="engine serve tracer probes daemon reqtrace profile opencl opdetail gguf"
+ALL_SECTIONS="engine serve tracer probes daemon reqtrace profile opencl opdetail gguf llamacpp"
 SECTIONS=${*:-$ALL_SECTIONS}
 
 # section NAME -> "script time_limit_seconds"; limits keep the whole run
@@ -36,6 +37,7 @@ section_script() {
 	opencl) echo "tools/bench_opencl.sh 240" ;;
 	opdetail) echo "tools/bench_opdetail.sh 240" ;;
 	gguf) echo "tools/bench_gguf.sh 420" ;;
+	llamacpp) echo "tools/bench_llamacpp.sh 300" ;;
 	*) return 1 ;;
 	esac
 }

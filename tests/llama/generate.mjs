@@ -1,5 +1,5 @@
 // generate.mjs MODEL.gguf CONTEXT PROMPT_TOKENS OUTPUTS - a node-llama-cpp
-// program to trace: a prompt of PROMPT_TOKENS ids (BOS, then ids 100, 101,
+// program to trace (and a benchmark's load): a prompt of PROMPT_TOKENS ids (BOS, then ids 100, 101,
 // ...) in a context of CONTEXT cells, then greedy outputs until OUTPUTS.
 // Prints what the program itself counted, as one JSON line: the ids,
 // node-llama-cpp's token meter (input tokens it evaluated, outputs), and
@@ -26,7 +26,9 @@ const llama = await getLlama({
 	},
 });
 const model = await llama.loadModel({modelPath: path});
-const context = await model.createContext({contextSize, sequences: 1, threads: 1});
+// GENERATE_THREADS: llama.cpp threads (default 1: the tests share 2 vCPUs with the tracer)
+const threads = Number(process.env.GENERATE_THREADS || 1);
+const context = await model.createContext({contextSize, sequences: 1, threads});
 const sequence = context.getSequence();
 const prompt = [model.tokens.bos];
 for (let i = 1; i < promptTokens; i++)
@@ -37,13 +39,19 @@ if (process.env.GENERATE_WAIT) {
 		await sleep(50);
 }
 const ids = [];
+let first = 0, last = 0;
 for await (const token of sequence.evaluate(prompt, {temperature: 0})) {
+	last = performance.now();
+	if (!ids.length)
+		first = last;
 	ids.push(token);
 	if (ids.length >= outputs)
 		break;
 }
 const meter = sequence.tokenMeter.getState();
 console.log(JSON.stringify({ids, input_tokens: meter.usedInputTokens, output_tokens: meter.usedOutputTokens,
-	context_size: context.contextSize, kv_log: kvLines}));
+	context_size: context.contextSize, kv_log: kvLines,
+	// its own decode rate: outputs after the first over the time they took
+	decode_tokens_per_s: ids.length > 1 ? (ids.length - 1) / ((last - first) / 1000) : null}));
 await context.dispose();
 await model.dispose();
