@@ -108,3 +108,20 @@ assert_eq "daemon: forward count" 31 "$(msum "$TMP/m.txt" spantrace_span_duratio
 assert_eq "daemon: generated tokens" 31 "$(msum "$TMP/m.txt" spantrace_generation_tokens_total)"
 assert_eq "daemon: prompt tokens" 8 "$(msum "$TMP/m.txt" spantrace_prompt_tokens_total)"
 assert_eq "daemon: kv_cache peak" $KV_BYTES "$(msum "$TMP/m.txt" spantrace_pool_peak_bytes 'pool=\"kv_cache\"')"
+
+# ---- the daemon's host mode: finds the program by its libllama ----
+"$SPANTRACE" daemon --all-engines --listen 127.0.0.1:0 --interval 0.2 >"$TMP/daemon.log" 2>&1 &
+DPID=$!
+wait_for grep -q 'metrics at http' "$TMP/daemon.log" || fail "daemon --all-engines: $(cat "$TMP/daemon.log")"
+DPORT=$(sed -n 's|.*metrics at http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$TMP/daemon.log")
+rm -f "$TMP/go"
+(cd "$LLAMA" && GENERATE_WAIT=$TMP/go exec "${GEN[@]}") >/dev/null 2>&1 &
+NPID=$!
+wait_for grep -q "engine pid $NPID " "$TMP/daemon.log" || fail "host mode did not find pid $NPID: $(cat "$TMP/daemon.log")"
+touch "$TMP/go"
+wait $NPID || fail "the program under daemon --all-engines"
+sleep 1
+metrics >"$TMP/mh.txt" || fail "no metrics"
+stop_daemon
+assert_eq "host mode: forward count (engine label llamacpp)" 31 \
+	"$(msum "$TMP/mh.txt" spantrace_span_duration_seconds_count 'span=\"forward\"' "pid=\\\"$NPID\\\"" 'engine=\"llamacpp\"')"

@@ -2,13 +2,16 @@
 #include "commands/daemon_host.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/engines.h"
 #include "core/fleet.h"
 #include "core/grow.h"
 #include "core/log.h"
 #include "core/statereq.h"
+#include "core/target.h"
 
 /* Every process is re-read this often (in passes), for libraries loaded late. */
 #define FULL_SCAN_EVERY 20
@@ -54,12 +57,26 @@ void daemon_host_free(struct daemon_host *h)
 	free(h);
 }
 
+/* llama.cpp's profile on the inode p maps, for every process that maps it. */
+static int attach_llamacpp(struct daemon_host *h, const struct fleet_proc *p, char *err, size_t errlen)
+{
+	struct target t;
+
+	memset(&t, 0, sizeof(t));
+	if (engine_llamacpp_in_pid(p->pid, &t)) {
+		snprintf(err, errlen, "llama.cpp is gone from pid %d", (int)p->pid);
+		return -1;
+	}
+	return engine_attach(h->s, &t, -1, err, errlen);
+}
+
 static int on_inode(void *ctx, const char *open_path, const struct fleet_proc *p)
 {
 	struct daemon_host *h = ctx;
-	char err[512];
+	char err[PATH_MAX + 128];
 
-	if (session_attach(h->s, open_path, -1, err, sizeof(err))) {
+	if (p->engine == ENGINE_LLAMACPP ? attach_llamacpp(h, p, err, sizeof(err))
+					 : session_attach(h->s, open_path, -1, err, sizeof(err))) {
 		st_err("host mode: cannot attach to %s of pid %d: %s", p->path, (int)p->pid, err);
 		return -1;
 	}
@@ -99,9 +116,10 @@ static void on_engine(void *ctx, const struct fleet_proc *p)
 	m->m.ns_pid = (uint32_t)p->ns_pid;
 	snprintf(m->m.cgroup, sizeof(m->m.cgroup), "%s", p->cgroup);
 	snprintf(m->m.binary, sizeof(m->m.binary), "%s", p->path);
+	snprintf(m->m.engine, sizeof(m->m.engine), "%s", engine_name(p->engine));
 	st_info("host mode: engine pid %d (ns pid %d, cgroup %s, %s)", (int)p->pid, (int)p->ns_pid,
 		p->cgroup[0] ? p->cgroup : "-", p->path);
-	if (state_request(p->pid) < 0)
+	if (p->engine == ENGINE_INFER && state_request(p->pid) < 0)
 		st_err("host mode: cannot ask pid %d for its state: %s", (int)p->pid, strerror(errno));
 }
 

@@ -1,6 +1,7 @@
 /* fleet.c - host mode's discovery of engines through /proc (see fleet.h). */
 #include "core/fleet.h"
 
+
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -9,13 +10,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "core/engines.h"
 #include "core/grow.h"
 #include "core/stapsdt.h"
 
 struct fleet_inode {
 	dev_t dev;
 	ino_t ino;
-	int has_probes;
+	int has_probes;          /* enum engine_id: which engine's file; 0: none */
 };
 
 struct fleet_seen {
@@ -133,9 +135,23 @@ int fleet_read_proc(pid_t pid, struct fleet_proc *p)
 	return 0;
 }
 
-/* 1 when the inode behind open_path carries the provider (read once per
+/* Which engine a mapped file is: our probes (the provider), or llama.cpp
+ * (libllama, or an executable that defines llama_decode); 0: neither. */
+static int engine_of(const struct fleet *f, const char *open_path, const char *shown)
+{
+	const char *base = strrchr(shown, '/');
+
+	base = base ? base + 1 : shown;
+	if (sdt_count_provider(open_path, f->provider) > 0)
+		return ENGINE_INFER;
+	if ((!strncmp(base, "libllama.", 9) || !strstr(base, ".so")) && elf_has_function(open_path, "llama_decode"))
+		return ENGINE_LLAMACPP;
+	return 0;
+}
+
+/* The engine of the inode behind open_path (engine_of, read once per
  * inode); *is_new says this call classified it. -1 when out of memory. */
-static int classify(struct fleet *f, const char *open_path, const struct stat *st, int *is_new)
+static int classify(struct fleet *f, const char *open_path, const char *shown, const struct stat *st, int *is_new)
 {
 	*is_new = 0;
 	for (size_t i = 0; i < f->ninodes; i++)
@@ -143,8 +159,7 @@ static int classify(struct fleet *f, const char *open_path, const struct stat *s
 			return f->inodes[i].has_probes;
 	if (ARRAY_GROW(f->inodes, f->cap_inodes, f->ninodes))
 		return -1;
-	f->inodes[f->ninodes] = (struct fleet_inode){ st->st_dev, st->st_ino,
-						      sdt_count_provider(open_path, f->provider) > 0 };
+	f->inodes[f->ninodes] = (struct fleet_inode){ st->st_dev, st->st_ino, engine_of(f, open_path, shown) };
 	*is_new = 1;
 	return f->inodes[f->ninodes++].has_probes;
 }
@@ -187,7 +202,7 @@ static int scan_pid(struct fleet *f, pid_t pid, const struct fleet_callbacks *cb
 		    !strcmp(shown, last) || stat(open_path, &st))
 			continue;
 		snprintf(last, sizeof(last), "%s", shown);
-		if ((has = classify(f, open_path, &st, &is_new)) <= 0) {
+		if ((has = classify(f, open_path, shown, &st, &is_new)) <= 0) {
 			if (has < 0)
 				engine = -1;
 			continue;
@@ -196,6 +211,7 @@ static int scan_pid(struct fleet *f, pid_t pid, const struct fleet_callbacks *cb
 			snprintf(p.path, sizeof(p.path), "%.*s", (int)sizeof(p.path) - 1, shown);
 			p.dev = st.st_dev;
 			p.ino = st.st_ino;
+			p.engine = has;
 		}
 		if (is_new && cb->on_inode)
 			cb->on_inode(ctx, open_path, &p);

@@ -1,5 +1,5 @@
 /* fleet.h - host mode's discovery: every process on the host that maps a
- * file carrying a USDT provider, whatever its path or mount namespace. It
+ * file carrying a USDT provider, or llama.cpp (core/engines.h), whatever its path or mount namespace. It
  * reads /proc/PID/maps and stats each mapped file through
  * /proc/PID/map_files (which reaches the inode in any mount namespace, and
  * deleted or replaced files too), so a file is known by its inode, not by a
@@ -26,6 +26,7 @@ struct fleet_proc {
 	char path[512];          /* the probe file as the process sees it */
 	dev_t dev;               /* the probe file's inode */
 	ino_t ino;
+	int engine;              /* enum engine_id of that file (core/engines.h) */
 };
 
 struct fleet_callbacks {
