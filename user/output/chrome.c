@@ -279,6 +279,9 @@ static void write_span(struct chrome_writer *cw, const struct span_event *ev)
 		fprintf(f, ",\"device_ns\":%llu", (unsigned long long)ev->device_ns);
 	if (ev->kind == SPAN_FORWARD)
 		fprintf(f, ",\"launch\":\"%s\"", span_launch_name(span_launch_of(ev->flags)));
+	if (ev->flags & SPAN_F_BATCH)   /* another engine's forward: its batch */
+		fprintf(f, ",\"n_tokens\":%u,\"n_seqs\":%u,\"n_outputs\":%u", ev->n_tokens, ev->n_seqs,
+			ev->n_outputs);
 	if (ev->flags & SPAN_F_MISMATCH)
 		fputs(",\"mismatch\":true", f);
 	unsigned n = ev->ncounters < PERF_COUNTERS_MAX ? ev->ncounters : PERF_COUNTERS_MAX;

@@ -250,6 +250,11 @@ static int on_span(void *ctx, const struct span_event *e)
 		attr_int(t, attrs, "spantrace.device_ns", (int64_t)e->device_ns);
 	if (e->kind == SPAN_FORWARD)
 		attr_str(t, attrs, "spantrace.launch", span_launch_name(span_launch_of(e->flags)));
+	if (e->flags & SPAN_F_BATCH) {   /* another engine's forward: its batch */
+		attr_int(t, attrs, "spantrace.batch.tokens", e->n_tokens);
+		attr_int(t, attrs, "spantrace.batch.sequences", e->n_seqs);
+		attr_int(t, attrs, "spantrace.batch.outputs", e->n_outputs);
+	}
 	span_add(t, s, attrs);
 	return 0;
 }
