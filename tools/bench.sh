@@ -3,7 +3,7 @@
 # table of all ratios against their targets.
 #
 #   tools/bench.sh [SECTION...]     sections: engine serve tracer probes daemon reqtrace profile opencl opdetail gguf
-#                                   llamacpp
+#                                   llamacpp servepeer
 #   REPEAT=5 BUILD=build tools/bench.sh
 #
 # Benchmarks, not tests: the 2-core machine is shared and noisy, so every
@@ -20,7 +20,7 @@ export BUILD REPEAT=${REPEAT:-5}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 LOGDIR=$BUILD/bench
 mkdir -p "$LOGDIR" || exit 1
-ALL_SECTIONS="engine serve tracer probes daemon reqtrace profile opencl opdetail gguf llamacpp"
+ALL_SECTIONS="engine serve tracer probes daemon reqtrace profile opencl opdetail gguf llamacpp servepeer"
 SECTIONS=${*:-$ALL_SECTIONS}
 
 # section NAME -> "script time_limit_seconds"; limits keep the whole run
@@ -38,6 +38,7 @@ section_script() {
 	opdetail) echo "tools/bench_opdetail.sh 240" ;;
 	gguf) echo "tools/bench_gguf.sh 420" ;;
 	llamacpp) echo "tools/bench_llamacpp.sh 300" ;;
+	servepeer) echo "tools/bench_servepeer.sh 480" ;;
 	*) return 1 ;;
 	esac
 }

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# tools/bench_servepeer.sh - llama-server as the serving peer: `infer --http`
+# and `llama-server -np 8` on the same GGUF file, through the same OpenAI
+# client (tests/node/client.js), in interleaved rounds. Per engine and
+# model: aggregate generated tok/s of REQS requests one at a time (1 stream)
+# and all at once (8 concurrent streams), and TTFT p50/p99 over the
+# concurrent rounds. Models: the stories15M shape as F32 and the
+# stories110M shape as Q8_0. Both servers run the whole time (an idle one
+# costs nothing), each with the machine's threads.
+#
+#   tools/bench_servepeer.sh          (make llama-server first)
+#   REPEAT=5 REQS=8 tools/bench_servepeer.sh
+export BENCH_NAME=bench_servepeer
+# shellcheck source=tools/bench_lib.sh
+source "$(dirname "$0")/bench_lib.sh"
+REQS=${REQS:-8}
+NODE_DIR=$ROOT/tests/node
+command -v node >/dev/null && [ -d "$NODE_DIR/node_modules/openai" ] || skipped "no node or npm openai (make deps)"
+SERVER=$("$ROOT/tools/build_llama_server.sh" --check 2>/dev/null) || skipped "no llama-server (make llama-server)"
+[ -x "$INFER" ] && [ -x "$BUILD/mkmodel" ] || die "build first"
+THREADS=$(nproc)
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# spec CONCURRENT TOKENS: REQS streaming greedy requests with different prompts
+spec() {
+	local i sep=
+	printf '{"concurrent": %s, "requests": [' "$1"
+	for ((i = 0; i < REQS; i++)); do
+		printf '%s{"prompt": "Once upon a time %d", "max_tokens": %d, "temperature": 0, "stream": true}' \
+			"$sep" "$i" "$2"
+		sep=,
+	done
+	echo ']}'
+}
+
+percentile() { sort -g | awk -v p="$1" '{v[NR] = $1} END { r = int((NR * p + 99) / 100); if (r < 1) r = 1; printf "%.1f\n", v[r] }'; }
+
+# start_servers GGUF: sets OURS and THEIRS (ports) and their pids
+start_servers() {
+	local p1 p2
+	p1=$(free_port) p2=$(free_port)
+	"$INFER" "$1" --max-seqs "$REQS" --http "127.0.0.1:$p1" 2>"$TMP/infer.log" &
+	IPID=$!
+	"$SERVER" -m "$1" -c $((REQS * 256)) -np "$REQS" -t "$THREADS" --host 127.0.0.1 --port "$p2" \
+		>"$TMP/llama.log" 2>&1 &
+	LPID=$!
+	wait_until 60 grep -q "listening on" "$TMP/infer.log" || die "infer --http: $(tail -n 3 "$TMP/infer.log")"
+	wait_until 60 curl -sf "http://127.0.0.1:$p2/health" -o /dev/null || die "llama-server: $(tail -n 3 "$TMP/llama.log")"
+	OURS=$p1 THEIRS=$p2
+}
+stop_servers() { kill -TERM "$IPID" "$LPID" 2>/dev/null; wait "$IPID" "$LPID" 2>/dev/null; }
+bench_cleanup_hook() { stop_servers; }
+
+# one PORT SPEC NAME: one batch; its tok/s appended to NAME.rate, its TTFTs to NAME.ttft
+one() {
+	node "$NODE_DIR/client.js" "http://127.0.0.1:$1" bench "$2" >"$TMP/out" || die "$3: the client failed"
+	[ "$(jq .errors "$TMP/out")" = 0 ] || die "$3: requests failed: $(cat "$TMP/out")"
+	jq -r '.completion_tokens * 1000 / .wall_ms' "$TMP/out" >>"$TMP/$3.rate"
+	jq -r '.ttft_ms[]' "$TMP/out" >>"$TMP/$3.ttft"
+}
+
+bench_model() { # LABEL GGUF TOKENS
+	local label=$1 r e
+	spec false "$3" >"$TMP/seq.json"
+	spec true "$3" >"$TMP/conc.json"
+	start_servers "$2"
+	for e in ours theirs; do   # warm-up: first-use compiles, connections
+		node "$NODE_DIR/client.js" "http://127.0.0.1:$([ $e = ours ] && echo "$OURS" || echo "$THEIRS")" bench \
+			"$TMP/conc.json" >/dev/null || die "$label warm-up $e"
+	done
+	for ((r = 1; r <= REPEAT; r++)); do
+		for e in ours theirs; do
+			local port=$OURS
+			[ $e = theirs ] && port=$THEIRS
+			one "$port" "$TMP/seq.json" "$label.$e.one"
+			one "$port" "$TMP/conc.json" "$label.$e.eight"
+		done
+		echo "round $r $label: 1 stream ours $(tail -n1 "$TMP/$label.ours.one.rate") llama-server" \
+			"$(tail -n1 "$TMP/$label.theirs.one.rate"); $REQS streams ours $(tail -n1 "$TMP/$label.ours.eight.rate")" \
+			"llama-server $(tail -n1 "$TMP/$label.theirs.eight.rate") tok/s"
+	done
+	stop_servers
+	for e in ours theirs; do
+		printf '%-10s %s: 1 stream %7.1f tok/s, %d streams %7.1f tok/s; TTFT at %d: p50 %s ms, p99 %s ms\n' \
+			"$label" "$([ $e = ours ] && echo "infer --http" || echo "llama-server")" \
+			"$(median <"$TMP/$label.$e.one.rate")" "$REQS" "$(median <"$TMP/$label.$e.eight.rate")" "$REQS" \
+			"$(percentile 50 <"$TMP/$label.$e.eight.ttft")" "$(percentile 99 <"$TMP/$label.$e.eight.ttft")"
+	done
+	ratio "servepeer_${label}_ours_over_llamaserver_1stream" \
+		"$(paired_ratio "$TMP/$label.ours.one.rate" "$TMP/$label.theirs.one.rate")" ">=1.0"
+	ratio "servepeer_${label}_ours_over_llamaserver_${REQS}streams" \
+		"$(paired_ratio "$TMP/$label.ours.eight.rate" "$TMP/$label.theirs.eight.rate")" ">=1.0"
+	ratio "servepeer_${label}_ttft_p50_ms_ours_${REQS}streams" "$(percentile 50 <"$TMP/$label.ours.eight.ttft")" info
+	ratio "servepeer_${label}_ttft_p50_ms_llamaserver_${REQS}streams" "$(percentile 50 <"$TMP/$label.theirs.eight.ttft")" info
+}
+
+"$BUILD/mkmodel" "$TMP/s15.gguf" --gguf f32 --from "$DEMO_MODEL" --vocab "$BUILD/models/demo_tokenizer.bin" \
+	>/dev/null || die "mkmodel 15M"
+"$BUILD/mkmodel" "$TMP/m.bin" --shape 768,2048,12,12,12,32000,1024 --seed 7 --tokenizer "$TMP/tok.bin" >/dev/null ||
+	die "mkmodel 110M"
+"$BUILD/mkmodel" "$TMP/s110q8.gguf" --gguf q8_0 --from "$TMP/m.bin" --vocab "$TMP/tok.bin" >/dev/null ||
+	die "mkmodel --gguf q8_0"
+rm -f "$TMP/m.bin"
+echo "llama-server $SERVER; $REQS requests a batch, $REPEAT interleaved rounds, $THREADS threads each"
+bench_model s15m_f32 "$TMP/s15.gguf" 64
+bench_model s110m_q8_0 "$TMP/s110q8.gguf" 48
