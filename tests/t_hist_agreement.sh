@@ -3,7 +3,7 @@
 # (summary, exact nearest-rank), `top -b` (its window histogram) and the
 # daemon scraped by a real Prometheus (histogram_quantile over the kernel's
 # buckets). Their p50/p95/p99 of the same spans agree within the histogram's
-# stated bound (README: 12.5%), and the kernel's, top's and PromQL's
+# stated bound (docs/histograms.md: 12.5%), and the kernel's, top's and PromQL's
 # estimates come from the same buckets. Also counts the daemon's series per
 # process, which must stay under the stated cap.
 source "$(dirname "$0")/lib.sh"
@@ -17,8 +17,8 @@ if [ ! -r "$DEMO_MODEL" ]; then
 	"$MKMODEL" "$DEMO_MODEL" --shape stories15M --seed 1 --tokenizer "$DEMO_TOK" >/dev/null ||
 		fail "cannot make $DEMO_MODEL"
 fi
-BOUND=${BOUND:-0.125}        # README: relative error of a histogram estimate
-# README: a histogram series has 8 edges per power of two its kind spans, so
+BOUND=${BOUND:-0.125}        # docs/histograms.md: relative error of a histogram estimate
+# docs/histograms.md: a histogram series has 8 edges per power of two its kind spans, so
 # the count per process follows the spread of the durations (245-372 here on
 # a quiet machine); 1000 is the ceiling we promise for one coarse process.
 SERIES_CAP=${SERIES_CAP:-1000}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # t_trace_tree.sh - the span tree says where time went on each backend.
 # The (name, parent, depth) edges of `record`'s span records are:
-# - cpu: the tree the README draws (qkv holds attn_norm and rope, ffn holds
+# - cpu: the tree docs/probes.md draws (qkv holds attn_norm and rope, ffn holds
 #   ffn_norm, logits holds final_norm, every phase sits in its layer);
 # - opencl at the detail level (phases, chosen because op detail is
 #   wanted): only spans that launch kernels, plus the host's wait (sync);
@@ -40,7 +40,7 @@ logits forward 1
 qkv layer 2
 rope qkv 3
 sample null 0"
-assert_eq "cpu: the README's tree" "$expect" "$(cat "$TMP/cpu.tree")"
+assert_eq "cpu: the tree of docs/probes.md" "$expect" "$(cat "$TMP/cpu.tree")"
 expect="attention layer 2
 attn_out layer 2
 embed forward 1

@@ -1,6 +1,6 @@
 /* report.c - `spantrace report RUN.jsonl|RUN.csv [-o DIR]`: the text report
  * and PNG plots of a recorded run. The analysis and the plots are
- * user/report/report.py (matplotlib: see README, "Reports"); this command
+ * user/report/report.py (matplotlib: see docs/export.md, "Reports"); this command
  * finds it beside the binary, installed or in the build tree, and execs
  * Debian's python3 on it with the arguments as given (no shell). */
 #include "commands/commands.h"

@@ -121,7 +121,7 @@ struct env_option {
 	const char *expect;
 };
 
-/* README's "Environment" table is this table. */
+/* docs/export.md's "Environment" table is this table. */
 static const struct env_option env_options[] = {
 	{ "SPANTRACE_OUTPUT", "record", "--output", env_path_ok, "a path" },
 	{ "SPANTRACE_CSV", "record", "--csv", env_path_ok, "a path" },

@@ -38,7 +38,7 @@ struct common_opts {
 const struct argp *common_argp(unsigned mask, const struct common_opts *defaults);
 
 /* SPANTRACE_* mirrors of record's and top's flags (the table in options.c,
- * and README's): for the command argv[0], each variable that is set becomes
+ * and docs/export.md's): for the command argv[0], each variable that is set becomes
  * "--flag=VALUE" placed before the command line's own arguments, so a flag
  * given on the command line, parsed later, wins. Called once, by main, for
  * every command. 0 and a new argc and argv (which live until exit), or -1

@@ -217,7 +217,7 @@ static enum agg_class class_of(uint32_t kind)
 
 /* The histogram families: rows of kinds [lo, hi]; a count family's values
  * are not nanoseconds, so its le and sum are not scaled to seconds. The vLLM
- * name each stands for is in the README. */
+ * name each stands for is in docs/daemon.md. */
 static const struct histogram_family families[] = {
 	{ "spantrace_span_duration_seconds",
 	  "Engine span durations on the host clock (span_begin/op_begin to end) by span kind and layer.",
