@@ -64,9 +64,28 @@ static int deliver_span(struct devjoin *j, const struct span_event *e)
 
 static int device_kind(uint32_t kind);
 
+static uint64_t sum_for(const struct span_event *s, const struct joined_kernel *k, size_t n);
+
+/* A held span whose forward's record never arrived: its device time is
+ * still whole when every kernel record of its (request, position) did
+ * (forward_kernels of them); else it existed and was lost. */
+static uint64_t device_without_forward(const struct devjoin_thread *t, const struct span_event *s)
+{
+	size_t n = 0, want = 0;
+
+	for (size_t i = 0; i < t->nkernels; i++)
+		if (t->kernels[i].req == s->req && t->kernels[i].pos == s->pos) {
+			want = t->kernels[i].forward_kernels;
+			n++;
+		}
+	if (!n || n != want)
+		return DEVICE_NS_LOST;
+	return sum_for(s, t->kernels, t->nkernels);
+}
+
 /* Hands on held spans [0, n) of t without their forward, and keeps the
- * rest. Where kernels are traced and this thread had some, a device span's
- * time existed but cannot be joined: lost. */
+ * rest. Where kernels are traced and this thread had some, a device span
+ * gets its kernels' time if they all arrived, else it is lost. */
 static int release_held(struct devjoin *j, struct devjoin_thread *t, size_t n)
 {
 	int rc = 0;
@@ -75,7 +94,7 @@ static int release_held(struct devjoin *j, struct devjoin_thread *t, size_t n)
 		struct span_event *s = &t->spans[i];
 
 		if (j->kernels_traced && t->nkernels && device_kind(s->kind))
-			s->device_ns = DEVICE_NS_LOST;
+			s->device_ns = device_without_forward(t, s);
 		j->spans_unjoined++;
 		rc = deliver_span(j, s);
 	}

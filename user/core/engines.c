@@ -15,23 +15,6 @@
 #include "spantrace.h"
 #include "spantrace.skel.h"
 
-static const char *const names[ENGINE_COUNT] = { "auto", "infer", "llamacpp" };
-
-const char *engine_name(enum engine_id e)
-{
-	return (unsigned)e < ENGINE_COUNT ? names[e] : "unknown";
-}
-
-int engine_parse(const char *s, enum engine_id *out)
-{
-	for (unsigned e = 0; e < ENGINE_COUNT; e++)
-		if (!strcmp(s, names[e])) {
-			*out = (enum engine_id)e;
-			return 0;
-		}
-	return -1;
-}
-
 /* ---- the llama.cpp profile ---- */
 
 enum engine_object { OBJ_LLAMA, OBJ_GGML };

@@ -9,6 +9,7 @@
 #define SPANTRACE_ENGINES_H
 
 #include <stddef.h>
+#include <string.h>
 #include <sys/types.h>
 
 enum engine_id {
@@ -18,10 +19,25 @@ enum engine_id {
 	ENGINE_COUNT
 };
 
+static const char *const engine_names[ENGINE_COUNT] = { "auto", "infer", "llamacpp" };
+
 /* "auto", "infer", "llamacpp". */
-const char *engine_name(enum engine_id e);
-/* The --engine argument; -1 on anything else. */
-int engine_parse(const char *s, enum engine_id *out);
+static inline const char *engine_name(enum engine_id e)
+{
+	return (unsigned)e < ENGINE_COUNT ? engine_names[e] : "unknown";
+}
+
+/* The --engine argument; -1 on anything else. Inline, so that option
+ * parsers (and their fuzzers) need nothing of the attach side. */
+static inline int engine_parse(const char *s, enum engine_id *out)
+{
+	for (unsigned e = 0; e < ENGINE_COUNT; e++)
+		if (!strcmp(s, engine_names[e])) {
+			*out = (enum engine_id)e;
+			return 0;
+		}
+	return -1;
+}
 
 struct target;
 struct session;
