@@ -647,6 +647,7 @@ static int start(struct daemon *d, char *err, size_t errlen)
 		.ringbuf_kb = DAEMON_RINGBUF_KB,
 		.opencl = c->opencl,
 		.opencl_binary = c->pid > 0 ? NULL : c->binary,
+		.engines = c->all_engines || d->target.engine == ENGINE_LLAMACPP,
 	};
 	struct event_sink tail = { &tail_handlers, d };
 	if (session_open(&d->s, &so, &tail, 1, err, errlen))

@@ -395,6 +395,7 @@ static int start(const struct profile_opts *o, struct session *s, struct launch 
 		.perf_ncounters = pc->ncounters,
 		.perf_ncpus = pc->ncpus,
 		.ringbuf_kb = 16384, /* samples arrive in bursts from every CPU */
+		.engines = l->target.engine == ENGINE_LLAMACPP || l->target.pending,
 	};
 
 	if (session_open(s, &so, sinks, profiler_sinks(p, sinks), err, errlen))

@@ -336,6 +336,7 @@ static int start_session(struct recorder *r, char *err, size_t errlen)
 		.perf_ncpus = r->pc.ncpus,
 		.opencl = o->opencl,
 		.opencl_binary = r->o->target.binary,
+		.engines = t->engine == ENGINE_LLAMACPP || t->pending,
 	};
 
 	if (session_open(&r->s, &so, sinks, record_sinks(r, sinks), err, errlen))

@@ -230,6 +230,7 @@ static int start_tracing(struct top_run *r, char *err, size_t errlen)
 		.stream_mode = STREAM_ALL,
 		.opencl = o->opencl,
 		.opencl_binary = o->target.binary,
+		.engines = t->engine == ENGINE_LLAMACPP || t->pending,
 	};
 
 	r->tv = topview_new((uint64_t)(o->delay_s * 1e9), TOPVIEW_DEFAULT_SLOTS, mono_now_ns());

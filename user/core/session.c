@@ -130,6 +130,28 @@ static int ring_cb(void *ctx, void *data, size_t size)
 	return devjoin_feed(&s->join, data, size);
 }
 
+/* Engine profiles' programs (bpf/engines.bpf.h: engine_*, and dl_change)
+ * are verified and loaded, and their maps sized, only for a session that
+ * may meet another engine: they cost every other session its load time. */
+static int engines_set_autoload(struct session *s, int on, char *err, size_t errlen)
+{
+	struct bpf_program *prog;
+
+	bpf_object__for_each_program(prog, s->skel->obj) {
+		const char *name = bpf_program__name(prog);
+
+		if (!strncmp(name, "engine_", 7) || !strcmp(name, "dl_change"))
+			bpf_program__set_autoload(prog, on);
+	}
+	if (!on && (bpf_map__set_max_entries(s->skel->maps.seqs, 1) ||
+		    bpf_map__set_max_entries(s->skel->maps.engine_calls, 1) ||
+		    bpf_map__set_max_entries(s->skel->maps.prompts, 1))) {
+		snprintf(err, errlen, "cannot size the engine profile maps");
+		return -1;
+	}
+	return 0;
+}
+
 /* The profile maps cost nothing unless profiling: one entry each then. */
 static int size_profile_maps(struct session *s, const struct session_opts *o,
 			     char *err, size_t errlen)
@@ -155,7 +177,7 @@ static int size_profile_maps(struct session *s, const struct session_opts *o,
 			 o->opencl_binary ? o->opencl_binary : "map sizes");
 		return -1;
 	}
-	return 0;
+	return engines_set_autoload(s, o->engines, err, errlen);
 }
 
 /* The const volatile knobs and the ring buffer's size, before load. */
@@ -507,7 +529,7 @@ void session_detach(struct session *s)
 		s->skel->bss->armed = 0;
 		s->skel->bss->detaching = 1;   /* see span_begin() */
 	}
-	if (s->engine && !s->detached)
+	if (s->engine && !s->detached)   /* only set once the engine programs attached */
 		flush_engine_requests(s);
 	s->detached = 1;
 	umulti_detach(s->um);

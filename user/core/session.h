@@ -38,6 +38,8 @@ struct session_opts {
 	unsigned perf_ncpus;          /* possible CPUs the counter map spans */
 	int opencl;                   /* load the --opencl programs (core/opencl_attach.h) */
 	const char *opencl_binary;    /* --opencl --binary: only this executable's processes */
+	int engines;                  /* load the engine profiles' programs (core/engines.h):
+				       * the target is llama.cpp, may load it, or host mode */
 };
 
 struct spantrace_bpf;
