@@ -6,7 +6,9 @@
 # and all at once (8 concurrent streams), and TTFT p50/p99 over the
 # concurrent rounds. Models: the stories15M shape as F32 and the
 # stories110M shape as Q8_0. Both servers run the whole time (an idle one
-# costs nothing), each with the machine's threads.
+# costs nothing), each with the machine's threads. The client opens a
+# connection per request, for both servers alike: llama-server fails a
+# request sent on the connection of a finished streamed response.
 #
 #   tools/bench_servepeer.sh          (make llama-server first)
 #   REPEAT=5 REQS=8 tools/bench_servepeer.sh
@@ -19,6 +21,7 @@ command -v node >/dev/null && [ -d "$NODE_DIR/node_modules/openai" ] || skipped 
 SERVER=$("$ROOT/tools/build_llama_server.sh" --check 2>/dev/null) || skipped "no llama-server (make llama-server)"
 [ -x "$INFER" ] && [ -x "$BUILD/mkmodel" ] || die "build first"
 THREADS=$(nproc)
+export CLIENT_KEEPALIVE=0
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

@@ -22,7 +22,12 @@ if (!base || !mode) {
 	console.error('usage: client.js BASE_URL run SPEC.json | models');
 	process.exit(2);
 }
-const client = new OpenAI({ baseURL: base + '/v1', apiKey: 'unused', maxRetries: 0, timeout: 300000 });
+// No retries: a test must see every failure. CLIENT_KEEPALIVE=0: a new
+// connection per request (llama-server fails the request that follows a
+// streamed response on the same connection: "Connection error").
+const http = require('http');
+const httpAgent = process.env.CLIENT_KEEPALIVE === '0' ? new http.Agent({ keepAlive: false }) : undefined;
+const client = new OpenAI({ baseURL: base + '/v1', apiKey: 'unused', maxRetries: 0, timeout: 300000, httpAgent });
 
 async function streamed(params, abortAfter, t0) {
 	const stream = await client.completions.create({ ...params, stream: true });

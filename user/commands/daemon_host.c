@@ -67,7 +67,7 @@ static int attach_llamacpp(struct daemon_host *h, const struct fleet_proc *p, ch
 		snprintf(err, errlen, "llama.cpp is gone from pid %d", (int)p->pid);
 		return -1;
 	}
-	return engine_attach(h->s, &t, -1, err, errlen);
+	return session_attach_engine(h->s, &t, -1, err, errlen);
 }
 
 static int on_inode(void *ctx, const char *open_path, const struct fleet_proc *p)

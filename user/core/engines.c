@@ -1,5 +1,6 @@
 /* engines.c - engine profiles (see engines.h): the llama.cpp table, where
- * its objects are, and the attach of bpf/engines.bpf.h to each function. */
+ * its objects are, and the plan of what to attach where (the session
+ * attaches it: core/session.c). */
 #include "core/engines.h"
 
 #include <errno.h>
@@ -7,13 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#include <bpf/libbpf.h>
-#include "core/log.h"
-#include "core/session.h"
 #include "core/stapsdt.h"
 #include "core/target.h"
 #include "spantrace.h"
-#include "spantrace.skel.h"
 
 /* ---- the llama.cpp profile ---- */
 
@@ -60,30 +57,11 @@ static const struct engine_abi llamacpp_abi = {
 	.max_batch_tokens = 8192,
 };
 
-void engine_set_abi(struct spantrace_bpf *skel)
+struct engine_abi engine_abi_of(enum engine_id e)
 {
-	skel->rodata->engine_abi = llamacpp_abi;
-}
+	static const struct engine_abi none;
 
-/* The programs of bpf/engines.bpf.h for a role: at the entry, and at the
- * return (NULL: none). */
-static struct bpf_program *role_prog(struct spantrace_bpf *sk, enum engine_role r, int ret)
-{
-	switch (r) {
-	case FN_SPAN: return ret ? sk->progs.engine_span_return : sk->progs.engine_span_entry;
-	case FN_DECODE: return ret ? sk->progs.engine_decode_return : sk->progs.engine_decode_entry;
-	case FN_SEQ_REMOVE: return ret ? NULL : sk->progs.engine_seq_remove;
-	case FN_MEMORY_CLEAR: return ret ? NULL : sk->progs.engine_memory_clear;
-	case FN_BUF_ALLOC:
-	case FN_BUF_FROM_HOST: return ret ? sk->progs.engine_buf_made : sk->progs.engine_buf_size;
-	case FN_BUF_USAGE: return ret ? NULL : sk->progs.engine_buf_usage;
-	case FN_BUF_FREE: return ret ? NULL : sk->progs.engine_buf_free;
-	case FN_TENSOR_SCOPE: return ret ? sk->progs.engine_scope_return : sk->progs.engine_scope_entry;
-	case FN_TOKENIZE: return ret ? sk->progs.engine_tokenize_return : sk->progs.engine_tokenize_entry;
-	case FN_LOGITS: return ret ? NULL : sk->progs.engine_logits;
-	case FN_ACCEPT: return ret ? NULL : sk->progs.engine_accept;
-	default: return NULL;
-	}
+	return e == ENGINE_LLAMACPP ? llamacpp_abi : none;
 }
 
 /* ---- where llama.cpp is ---- */
@@ -134,10 +112,10 @@ int engine_llamacpp_in_pid(pid_t pid, struct target *t)
 	return 0;
 }
 
-/* ---- attach ---- */
+/* ---- the plan: the profile resolved in a target's files ---- */
 
-/* The first of fn's names that syms defines (its code's file offset in
- * *off); NULL if none. */
+/* The first of funcs' names ("new|old") that syms defines, into buf (its
+ * code's file offset in *off); NULL if none. */
 static const char *resolve(const struct elf_syms *syms, const char *funcs, char *buf, size_t size, uint64_t *off)
 {
 	const char *p = funcs;
@@ -156,92 +134,45 @@ static const char *resolve(const struct elf_syms *syms, const char *funcs, char 
 	return NULL;
 }
 
-/* By offset: libbpf would read the file's symbols again for every name. */
-static int attach_fn(struct session *s, const char *obj, const char *func, uint64_t off,
-		     const struct engine_fn *f, int ret, pid_t pid, char *err, size_t errlen)
+static void note_missing(struct engine_plan *p, const char *funcs)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret != 0, .bpf_cookie = ENGINE_COOKIE(f->role, f->kind));
-	struct bpf_link *link = bpf_program__attach_uprobe_opts(role_prog(s->skel, f->role, ret), pid, obj,
-								(size_t)off, &uo);
+	size_t used = strlen(p->missing), n = strcspn(funcs, "|");
 
-	if (!link) {
-		snprintf(err, errlen, "cannot attach %s%s in %s: %s", func, ret ? " (return)" : "", obj,
-			 strerror(errno));
-		return -1;
-	}
-	if (session_add_link(s, link)) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	return 0;
+	snprintf(p->missing + used, sizeof(p->missing) - used, "%s%.*s", used ? "," : "", (int)n, funcs);
 }
 
-static void note_missing(struct session *s, const char *funcs)
+static void plan_fill(const struct target *t, struct elf_syms *const syms[2], struct engine_plan *p)
 {
-	size_t used = strlen(s->engine_missing), n = strcspn(funcs, "|");
+	for (size_t i = 0; i < NFNS && p->n < ENGINE_HOOKS_MAX; i++) {
+		const struct engine_fn *f = &llamacpp_fns[i];
+		struct engine_hook *h = &p->hooks[p->n];
 
-	snprintf(s->engine_missing + used, sizeof(s->engine_missing) - used, "%s%.*s", used ? "," : "",
-		 (int)n, funcs);
-}
-
-static int attach_all(struct session *s, const struct target *t, struct elf_syms *const syms[2], pid_t pid,
-		      char *err, size_t errlen)
-{
-	char name[128];
-	uint64_t off;
-
-	/* Returns before entries: a return whose entry is not armed yet is
-	 * an orphan end (counted), an entry without its return a stuck frame. */
-	for (int ret = 1; ret >= 0; ret--) {
-		for (size_t i = 0; i < NFNS; i++) {
-			const struct engine_fn *f = &llamacpp_fns[i];
-			const char *obj = f->obj == OBJ_LLAMA ? t->elf : t->base;
-			const char *func = resolve(syms[f->obj], f->funcs, name, sizeof(name), &off);
-
-			if (!role_prog(s->skel, f->role, ret))
-				continue;
-			if (!func) {
-				if (!ret)
-					note_missing(s, f->funcs);
-				continue;
-			}
-			st_debug("llamacpp: %s%s in %s at +%#llx", func, ret ? " (return)" : "", obj,
-				 (unsigned long long)off);
-			if (attach_fn(s, obj, func, off, f, ret, pid, err, errlen))
-				return -1;
-			s->engine_fns += !ret;
+		if (!resolve(syms[f->obj], f->funcs, h->func, sizeof(h->func), &h->off)) {
+			note_missing(p, f->funcs);
+			continue;
 		}
+		h->path = f->obj == OBJ_LLAMA ? t->elf : t->base;
+		h->role = f->role;
+		h->kind = f->kind;
+		p->n++;
 	}
-	return 0;
 }
 
-int engine_attach(struct session *s, const struct target *t, pid_t pid, char *err, size_t errlen)
+int engine_plan(const struct target *t, struct engine_plan *p, char *err, size_t errlen)
 {
 	struct elf_syms *syms[2] = { elf_syms_open(t->elf), NULL };
-	int rc;
+	int rc = 0;
 
+	memset(p, 0, sizeof(*p));
 	syms[OBJ_GGML] = strcmp(t->base, t->elf) ? elf_syms_open(t->base) : syms[OBJ_LLAMA];
-	s->engine_missing[0] = 0;
-	s->engine_fns = 0;
 	if (!syms[OBJ_LLAMA] || !syms[OBJ_GGML]) {
 		snprintf(err, errlen, "cannot read the symbols of %s", !syms[OBJ_LLAMA] ? t->elf : t->base);
 		rc = -1;
 	} else {
-		rc = attach_all(s, t, syms, pid, err, errlen);
+		plan_fill(t, syms, p);
 	}
 	if (syms[OBJ_GGML] != syms[OBJ_LLAMA])
 		elf_syms_close(syms[OBJ_GGML]);
 	elf_syms_close(syms[OBJ_LLAMA]);
-	if (rc)
-		return -1;
-	s->engine = t->engine;
-	snprintf(s->engine_lib, sizeof(s->engine_lib), "%s", t->shown);
-	snprintf(s->engine_build_id, sizeof(s->engine_build_id), "%s", t->build_id);
-	return 0;
-}
-
-size_t engine_attached(const struct session *s, char *missing, size_t size)
-{
-	snprintf(missing, size, "%s", s->engine_missing);
-	return s->engine_fns;
+	return rc;
 }

@@ -9,8 +9,10 @@
 #define SPANTRACE_ENGINES_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
+#include "spantrace.h"
 
 enum engine_id {
 	ENGINE_AUTO = 0,     /* not chosen: found from the target */
@@ -40,8 +42,6 @@ static inline int engine_parse(const char *s, enum engine_id *out)
 }
 
 struct target;
-struct session;
-struct spantrace_bpf;
 
 /* llama.cpp in a running process: a mapped libllama (and libggml-base
  * beside it), or an executable that defines llama_decode. Fills t->elf,
@@ -50,12 +50,30 @@ int engine_llamacpp_in_pid(pid_t pid, struct target *t);
 /* The same for a file: a static executable or libllama itself. */
 int engine_llamacpp_in_file(const char *path, struct target *t);
 
-/* The knobs a profile's programs read (before load). */
-void engine_set_abi(struct spantrace_bpf *skel);
-/* Attaches the profile of t->engine to t's objects for pid (-1: all); each
- * function found or missing is noted in s (session_engine_json). */
-int engine_attach(struct session *s, const struct target *t, pid_t pid, char *err, size_t errlen);
-/* Functions attached, and the names of those the build lacks ("a,b"). */
-size_t engine_attached(const struct session *s, char *missing, size_t size);
+/* The knobs a profile's programs read (bpf/spantrace.h struct engine_abi;
+ * the session sets them before load). */
+struct engine_abi engine_abi_of(enum engine_id e);
+
+/* One function of a profile, found in a target's files: attach a uprobe
+ * (and a uretprobe, as its role wants) at path + off with cookie
+ * ENGINE_COOKIE(role, kind). */
+struct engine_hook {
+	const char *path;        /* t->elf or t->base */
+	char func[64];
+	uint64_t off;            /* its code's file offset */
+	unsigned role, kind;     /* enum engine_role, enum span_kind */
+};
+
+#define ENGINE_HOOKS_MAX 32
+
+struct engine_plan {
+	struct engine_hook hooks[ENGINE_HOOKS_MAX];
+	size_t n;
+	char missing[512];       /* functions the build lacks: "a,b" */
+};
+
+/* The profile of t (llama.cpp) resolved in t->elf and t->base, each file's
+ * symbols read once. 0, or -1 with err set (unreadable symbols). */
+int engine_plan(const struct target *t, struct engine_plan *p, char *err, size_t errlen);
 
 #endif

@@ -108,7 +108,7 @@ static void dl_changed(struct session *s, pid_t pid)
 	memset(&t, 0, sizeof(t));
 	if (pid == s->dl_pid && s->skel->bss->dl_watch && !engine_llamacpp_in_pid(pid, &t)) {
 		s->skel->bss->dl_watch = 0;
-		if (engine_attach(s, &t, pid, err, sizeof(err)))
+		if (session_attach_engine(s, &t, pid, err, sizeof(err)))
 			st_err("pid %d loaded llama.cpp, but %s", (int)pid, err);
 		else
 			st_debug("pid %d loaded llama.cpp: %s", (int)pid, t.shown);
@@ -223,7 +223,7 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
 	}
 	if (set_knobs(s, o, err, errlen) || size_profile_maps(s, o, err, errlen))
 		goto fail;
-	engine_set_abi(s->skel);
+	s->skel->rodata->engine_abi = engine_abi_of(ENGINE_LLAMACPP);
 	/* Probes are attached by session_attach, for the level's probe names. */
 	bpf_object__for_each_program(prog, s->skel->obj)
 		bpf_program__set_autoattach(prog, false);
@@ -407,6 +407,77 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 	return 0;
 }
 
+/* ---- another engine's profile (core/engines.h) ---- */
+
+/* The programs of bpf/engines.bpf.h for a role: at the entry, and at the
+ * return (NULL: none). */
+static struct bpf_program *engine_prog(struct spantrace_bpf *sk, unsigned role, int ret)
+{
+	switch (role) {
+	case FN_SPAN: return ret ? sk->progs.engine_span_return : sk->progs.engine_span_entry;
+	case FN_DECODE: return ret ? sk->progs.engine_decode_return : sk->progs.engine_decode_entry;
+	case FN_SEQ_REMOVE: return ret ? NULL : sk->progs.engine_seq_remove;
+	case FN_MEMORY_CLEAR: return ret ? NULL : sk->progs.engine_memory_clear;
+	case FN_BUF_ALLOC:
+	case FN_BUF_FROM_HOST: return ret ? sk->progs.engine_buf_made : sk->progs.engine_buf_size;
+	case FN_BUF_USAGE: return ret ? NULL : sk->progs.engine_buf_usage;
+	case FN_BUF_FREE: return ret ? NULL : sk->progs.engine_buf_free;
+	case FN_TENSOR_SCOPE: return ret ? sk->progs.engine_scope_return : sk->progs.engine_scope_entry;
+	case FN_TOKENIZE: return ret ? sk->progs.engine_tokenize_return : sk->progs.engine_tokenize_entry;
+	case FN_LOGITS: return ret ? NULL : sk->progs.engine_logits;
+	case FN_ACCEPT: return ret ? NULL : sk->progs.engine_accept;
+	default: return NULL;
+	}
+}
+
+/* By offset: libbpf would read the file's symbols again for every name. */
+static int attach_hook(struct session *s, const struct engine_hook *h, struct bpf_program *prog, int ret,
+		       pid_t pid, char *err, size_t errlen)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret != 0, .bpf_cookie = ENGINE_COOKIE(h->role, h->kind));
+	struct bpf_link *link = bpf_program__attach_uprobe_opts(prog, pid, h->path, (size_t)h->off, &uo);
+
+	if (!link) {
+		snprintf(err, errlen, "cannot attach %s%s in %s: %s", h->func, ret ? " (return)" : "", h->path,
+			 strerror(errno));
+		return -1;
+	}
+	if (session_add_link(s, link)) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	st_debug("%s: %s%s in %s at +%#llx", engine_name(ENGINE_LLAMACPP), h->func, ret ? " (return)" : "",
+		 h->path, (unsigned long long)h->off);
+	return 0;
+}
+
+int session_attach_engine(struct session *s, const struct target *t, pid_t pid, char *err, size_t errlen)
+{
+	struct engine_plan plan;
+	unsigned fns = 0;
+
+	if (engine_plan(t, &plan, err, errlen))
+		return -1;
+	/* Returns before entries: a return whose entry is not armed yet is
+	 * an orphan end (counted), an entry without its return a stuck frame. */
+	for (int ret = 1; ret >= 0; ret--)
+		for (size_t i = 0; i < plan.n; i++) {
+			struct bpf_program *prog = engine_prog(s->skel, plan.hooks[i].role, ret);
+
+			if (!prog)
+				continue;
+			if (attach_hook(s, &plan.hooks[i], prog, ret, pid, err, errlen))
+				return -1;
+			fns += !ret;
+		}
+	s->engine = t->engine;
+	s->engine_fns = fns;
+	snprintf(s->engine_missing, sizeof(s->engine_missing), "%s", plan.missing);
+	snprintf(s->engine_lib, sizeof(s->engine_lib), "%s", t->shown);
+	snprintf(s->engine_build_id, sizeof(s->engine_build_id), "%s", t->build_id);
+	return 0;
+}
+
 /* A command that may load llama.cpp later: its dynamic linker's
  * notifications stop it until dl_changed has looked. */
 static int watch_dl(struct session *s, const struct target *t, pid_t pid, char *err, size_t errlen)
@@ -430,7 +501,7 @@ int session_attach_target(struct session *s, const struct target *t, pid_t pid, 
 	if (session_attach(s, t->engine == ENGINE_INFER ? t->elf : "", pid, err, errlen))
 		return -1;
 	if (t->engine == ENGINE_LLAMACPP)
-		return engine_attach(s, t, pid, err, errlen);
+		return session_attach_engine(s, t, pid, err, errlen);
 	return t->pending && pid > 0 ? watch_dl(s, t, pid, err, errlen) : 0;
 }
 

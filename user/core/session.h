@@ -94,6 +94,10 @@ struct target;
  * mapped (the command is stopped at each change until the session has
  * looked, so nothing of it runs untraced). */
 int session_attach_target(struct session *s, const struct target *t, pid_t pid, char *err, size_t errlen);
+/* Attaches another engine's profile (core/engines.h engine_plan) to t's
+ * files for pid (-1: every process mapping them); what the build lacks is
+ * kept in s->engine_missing. */
+int session_attach_engine(struct session *s, const struct target *t, pid_t pid, char *err, size_t errlen);
 /* After a command ran: -1 with a reason if it was watched for an engine
  * (t->pending) and loaded none, and nothing else was traced (optional:
  * --opencl or --span given); else 0. */

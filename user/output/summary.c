@@ -80,7 +80,8 @@ json_object *summary_engine_json(const struct session *s)
 {
 	json_object *j = json_object_new_object(), *miss = json_object_new_array();
 	char missing[sizeof(s->engine_missing)];
-	size_t n = engine_attached(s, missing, sizeof(missing));
+
+	snprintf(missing, sizeof(missing), "%s", s->engine_missing);
 
 	if (!j || !miss) {
 		json_object_put(j);
@@ -90,7 +91,7 @@ json_object *summary_engine_json(const struct session *s)
 	json_object_object_add(j, "engine", json_object_new_string(engine_name(s->engine)));
 	json_object_object_add(j, "path", json_object_new_string(s->engine_lib));
 	json_object_object_add(j, "build_id", json_object_new_string(s->engine_build_id));
-	add_u64(j, "attached", n);
+	add_u64(j, "attached", s->engine_fns);
 	for (char *tok = strtok(missing, ","); tok; tok = strtok(NULL, ","))
 		json_object_array_add(miss, json_object_new_string(tok));
 	json_object_object_add(j, "missing", miss);
