@@ -37,7 +37,6 @@
 #include "core/grow.h"
 #include "core/maps.h"
 #include "core/session.h"
-#include "core/opencl_attach.h"
 #include "core/statereq.h"
 #include "core/target.h"
 
@@ -596,9 +595,7 @@ static int attach(struct daemon *d, char *err, size_t errlen)
 		daemon_host_scan(d->host);
 		return 0;
 	}
-	if (session_attach_target(&d->s, &d->target, pid, err, errlen))
-		return -1;
-	if (c->opencl && opencl_attach_target(&d->s, pid, pid > 0, err, errlen))
+	if (session_attach_target(&d->s, &d->target, pid, pid > 0, err, errlen))
 		return -1;
 	if (d->target.engine != ENGINE_INFER)   /* only our engine dumps its state, or is followed */
 		return 0;

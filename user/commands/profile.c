@@ -405,7 +405,8 @@ static int start(const struct profile_opts *o, struct session *s, struct launch 
 	if (pc->ncounters &&
 	    perfev_counters_install(pc, maps_perf_counters_fd(s), err, errlen))
 		return -1;
-	if (session_attach_target(s, &l->target, l->target.pid > 0 ? l->target.pid : -1, err, errlen) ||
+	if (session_attach_target(s, &l->target, l->target.pid > 0 ? l->target.pid : -1, l->mode == LAUNCH_PID, err,
+				  errlen) ||
 	    session_attach_sampler(s, ps->fds, ps->ncpus, err, errlen))
 		return -1;
 	return launch_release(l, err, errlen);

@@ -17,7 +17,6 @@
 #include "core/launch.h"
 #include "core/maps.h"
 #include "core/numparse.h"
-#include "core/opencl_attach.h"
 #include "core/options.h"
 #include "core/userspans.h"
 #include "core/runloop.h"
@@ -344,9 +343,7 @@ static int start_session(struct recorder *r, char *err, size_t errlen)
 	r->session_ok = 1;
 	if (r->pc.ncounters && perfev_counters_install(&r->pc, maps_perf_counters_fd(&r->s), err, errlen))
 		return -1;
-	if (session_attach_target(&r->s, t, t->pid > 0 ? t->pid : -1, err, errlen))
-		return -1;
-	if (o->opencl && opencl_attach_target(&r->s, t->pid, r->l.mode == LAUNCH_PID, err, errlen))
+	if (session_attach_target(&r->s, t, t->pid > 0 ? t->pid : -1, r->l.mode == LAUNCH_PID, err, errlen))
 		return -1;
 	if (r->l.mode == LAUNCH_PID && t->engine == ENGINE_INFER && state_request(t->pid) < 0)
 		st_err("cannot ask pid %d for its state: %s", (int)t->pid, strerror(errno));

@@ -12,7 +12,6 @@
 #include "core/launch.h"
 #include "core/maps.h"
 #include "core/numparse.h"
-#include "core/opencl_attach.h"
 #include "core/options.h"
 #include "core/userspans.h"
 #include "core/runloop.h"
@@ -242,8 +241,7 @@ static int start_tracing(struct top_run *r, char *err, size_t errlen)
 	if (session_open(&r->s, &so, &sink, 1, err, errlen))
 		return -1;
 	r->session_ok = 1;
-	if (session_attach_target(&r->s, t, t->pid > 0 ? t->pid : -1, err, errlen) ||
-	    (o->opencl && opencl_attach_target(&r->s, t->pid, r->l.mode == LAUNCH_PID, err, errlen)) ||
+	if (session_attach_target(&r->s, t, t->pid > 0 ? t->pid : -1, r->l.mode == LAUNCH_PID, err, errlen) ||
 	    (t->pid <= 0 && t->engine == ENGINE_INFER && session_follow(&r->s, t->elf, err, errlen)) ||
 	    launch_release(&r->l, err, errlen))
 		return -1;

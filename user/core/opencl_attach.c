@@ -1,5 +1,5 @@
-/* opencl_attach.c - finds the OpenCL ICD loader and attaches the uprobes of
- * bpf/opencl.bpf.h to it (see opencl_attach.h). */
+/* opencl_attach.c - finds the OpenCL ICD loader and plans the uprobes of
+ * bpf/opencl.bpf.h on it (see opencl_attach.h); core/session.c attaches. */
 #include "core/opencl_attach.h"
 
 #include <dlfcn.h>
@@ -11,90 +11,66 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <bpf/libbpf.h>
 #include "core/log.h"
-#include "core/session.h"
 #include "core/stapsdt.h"
 #include "core/target.h"
-#include "spantrace.skel.h"
 
 #define LOADER_SONAME "libOpenCL.so.1"
 
-struct cl_probe {
-	const char *func;
-	int ret;                        /* uretprobe */
-	struct bpf_program *(*prog)(struct spantrace_bpf *sk);
-};
-
-#define PROG(name) static struct bpf_program *p_##name(struct spantrace_bpf *sk) { return sk->progs.name; }
-PROG(cl_finish_entry) PROG(cl_finish_ret) PROG(cl_wait_entry) PROG(cl_wait_ret)
-PROG(cl_build_entry) PROG(cl_build_ret) PROG(cl_read_entry) PROG(cl_read_ret)
-PROG(cl_write_entry) PROG(cl_write_ret) PROG(cl_map_entry) PROG(cl_map_ret)
-PROG(cl_create_kernel_entry) PROG(cl_create_kernel_ret) PROG(cl_ndrange_entry) PROG(cl_ndrange_ret)
-PROG(cl_profiling_entry) PROG(cl_profiling_ret) PROG(cl_create_buf_entry) PROG(cl_create_buf_ret)
-PROG(cl_retain_mem_entry) PROG(cl_release_mem_entry) PROG(cl_release_event_entry)
-#undef PROG
-
 /* Returns before entries (an entry whose return is not armed would leave
  * its pending state behind), releases before creates (a buffer whose
- * release went unseen would stay live). */
+ * release went unseen would stay live). prog: bpf/opencl.bpf.h's program. */
 static const struct cl_probe probes[] = {
-	{ "clFinish", 1, p_cl_finish_ret },
-	{ "clWaitForEvents", 1, p_cl_wait_ret },
-	{ "clBuildProgram", 1, p_cl_build_ret },
-	{ "clEnqueueReadBuffer", 1, p_cl_read_ret },
-	{ "clEnqueueWriteBuffer", 1, p_cl_write_ret },
-	{ "clEnqueueMapBuffer", 1, p_cl_map_ret },
-	{ "clCreateKernel", 1, p_cl_create_kernel_ret },
-	{ "clEnqueueNDRangeKernel", 1, p_cl_ndrange_ret },
-	{ "clGetEventProfilingInfo", 1, p_cl_profiling_ret },
-	{ "clCreateBuffer", 1, p_cl_create_buf_ret },
-	{ "clReleaseEvent", 0, p_cl_release_event_entry },
-	{ "clReleaseMemObject", 0, p_cl_release_mem_entry },
-	{ "clRetainMemObject", 0, p_cl_retain_mem_entry },
-	{ "clFinish", 0, p_cl_finish_entry },
-	{ "clWaitForEvents", 0, p_cl_wait_entry },
-	{ "clBuildProgram", 0, p_cl_build_entry },
-	{ "clEnqueueReadBuffer", 0, p_cl_read_entry },
-	{ "clEnqueueWriteBuffer", 0, p_cl_write_entry },
-	{ "clEnqueueMapBuffer", 0, p_cl_map_entry },
-	{ "clCreateKernel", 0, p_cl_create_kernel_entry },
-	{ "clEnqueueNDRangeKernel", 0, p_cl_ndrange_entry },
-	{ "clGetEventProfilingInfo", 0, p_cl_profiling_entry },
-	{ "clCreateBuffer", 0, p_cl_create_buf_entry },
+	{ "clFinish", 1, "cl_finish_ret" },
+	{ "clWaitForEvents", 1, "cl_wait_ret" },
+	{ "clBuildProgram", 1, "cl_build_ret" },
+	{ "clEnqueueReadBuffer", 1, "cl_read_ret" },
+	{ "clEnqueueWriteBuffer", 1, "cl_write_ret" },
+	{ "clEnqueueMapBuffer", 1, "cl_map_ret" },
+	{ "clCreateKernel", 1, "cl_create_kernel_ret" },
+	{ "clEnqueueNDRangeKernel", 1, "cl_ndrange_ret" },
+	{ "clGetEventProfilingInfo", 1, "cl_profiling_ret" },
+	{ "clCreateBuffer", 1, "cl_create_buf_ret" },
+	{ "clReleaseEvent", 0, "cl_release_event_entry" },
+	{ "clReleaseMemObject", 0, "cl_release_mem_entry" },
+	{ "clRetainMemObject", 0, "cl_retain_mem_entry" },
+	{ "clFinish", 0, "cl_finish_entry" },
+	{ "clWaitForEvents", 0, "cl_wait_entry" },
+	{ "clBuildProgram", 0, "cl_build_entry" },
+	{ "clEnqueueReadBuffer", 0, "cl_read_entry" },
+	{ "clEnqueueWriteBuffer", 0, "cl_write_entry" },
+	{ "clEnqueueMapBuffer", 0, "cl_map_entry" },
+	{ "clCreateKernel", 0, "cl_create_kernel_entry" },
+	{ "clEnqueueNDRangeKernel", 0, "cl_ndrange_entry" },
+	{ "clGetEventProfilingInfo", 0, "cl_profiling_entry" },
+	{ "clCreateBuffer", 0, "cl_create_buf_entry" },
 };
 
-#define NPROBES (sizeof(probes) / sizeof(probes[0]))
+/* The maps only these programs use: one entry each without them. */
+static const char *const maps[] = { "cl_pending", "cl_enqueues", "cl_names", "cl_mems", "cl_ctxmem", "cl_events" };
 
-size_t opencl_probe_count(void)
+const struct cl_probe *opencl_probes(size_t *n)
 {
-	return NPROBES;
+	*n = sizeof(probes) / sizeof(probes[0]);
+	return probes;
 }
 
-/* --binary: the executable the BPF side compares each caller's with. */
-static int set_exe_filter(struct spantrace_bpf *skel, const char *binary)
+const char *const *opencl_maps(size_t *n)
+{
+	*n = sizeof(maps) / sizeof(maps[0]);
+	return maps;
+}
+
+int opencl_exe_id(const char *binary, uint64_t *ino, uint32_t *dev)
 {
 	struct stat st;
 
 	if (stat(binary, &st))
 		return -1;
-	skel->rodata->cl_exe_ino = st.st_ino;
+	*ino = st.st_ino;
 	/* the kernel's s_dev encoding: major << 20 | minor */
-	skel->rodata->cl_exe_dev = (__u32)(major(st.st_dev) << 20 | minor(st.st_dev));
+	*dev = (uint32_t)(major(st.st_dev) << 20 | minor(st.st_dev));
 	return 0;
-}
-
-int opencl_set_autoload(struct spantrace_bpf *skel, int on, const char *binary)
-{
-	struct bpf_map *maps[] = { skel->maps.cl_pending, skel->maps.cl_enqueues, skel->maps.cl_names,
-				   skel->maps.cl_mems, skel->maps.cl_ctxmem, skel->maps.cl_events };
-
-	for (size_t i = 0; i < NPROBES; i++)
-		bpf_program__set_autoload(probes[i].prog(skel), on);
-	for (size_t i = 0; !on && i < sizeof(maps) / sizeof(maps[0]); i++)
-		if (bpf_map__set_max_entries(maps[i], 1))
-			return -1;
-	return on && binary ? set_exe_filter(skel, binary) : 0;
 }
 
 /* The path the dynamic linker resolves the soname to. Loading the ICD
@@ -147,7 +123,7 @@ int opencl_find_loader(pid_t pid, char *lib, size_t liblen, char *err, size_t er
  * the entry program reads the same arguments, and a uretprobe there finds
  * the return address at sp just as at the entry. Any other prologue: the
  * entry itself. */
-static size_t probe_offset(const char *lib, const char *func)
+size_t opencl_probe_offset(const char *lib, const char *func)
 {
 	static const uint8_t head[] = { 0x48, 0x8b, 0x05 }, test[] = { 0x48, 0x85, 0xc0 };
 	uint8_t b[12];
@@ -159,36 +135,4 @@ static size_t probe_offset(const char *lib, const char *func)
 	if (!memcmp(b + 7, test, sizeof(test)) && (b[10] == 0x74 || b[10] == 0x75))   /* je/jne */
 		return 10;
 	return 0;
-}
-
-int opencl_attach(struct session *s, const char *lib, pid_t pid, char *err, size_t errlen)
-{
-	for (size_t i = 0; i < NPROBES; i++) {
-		LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = probes[i].func, .retprobe = probes[i].ret != 0);
-		size_t off = probe_offset(lib, probes[i].func);
-		struct bpf_link *link;
-
-		st_debug("--opencl: %s%s at +%zu", probes[i].func, probes[i].ret ? " (return)" : "", off);
-		link = bpf_program__attach_uprobe_opts(probes[i].prog(s->skel), pid, lib, off, &uo);
-		if (!link) {
-			snprintf(err, errlen, "--opencl: cannot attach %s%s in %s: %s", probes[i].func,
-				 probes[i].ret ? " (return)" : "", lib, strerror(errno));
-			return -1;
-		}
-		if (session_add_link(s, link)) {
-			snprintf(err, errlen, "out of memory");
-			return -1;
-		}
-	}
-	return 0;
-}
-
-int opencl_attach_target(struct session *s, pid_t pid, int running, char *err, size_t errlen)
-{
-	char lib[PATH_MAX];
-
-	/* A command is not exec'd yet: its loader is the one ld.so would give. */
-	if (opencl_find_loader(running ? pid : -1, lib, sizeof(lib), err, errlen))
-		return -1;
-	return opencl_attach(s, lib, pid > 0 ? pid : -1, err, errlen);
 }

@@ -26,6 +26,7 @@
 #include "spantrace.skel.h"
 
 static int prepare_engine_links(struct session *s);
+static int attach_user_spans(struct session *s, pid_t pid, char *err, size_t errlen);
 
 #ifndef CAP_PERFMON
 #define CAP_PERFMON 38
@@ -130,6 +131,35 @@ static int ring_cb(void *ctx, void *data, size_t size)
 	return devjoin_feed(&s->join, data, size);
 }
 
+/* The --opencl programs (core/opencl_attach.h) are verified and loaded only
+ * when asked for; without them their maps shrink to one entry. binary
+ * (--binary, else NULL): only processes running that executable are
+ * traced, though the loader is shared. */
+static int opencl_set_autoload(struct session *s, int on, const char *binary)
+{
+	size_t n, nmaps;
+	const struct cl_probe *p = opencl_probes(&n);
+	const char *const *maps = opencl_maps(&nmaps);
+	struct bpf_program *prog;
+	struct bpf_map *map;
+	uint64_t ino;
+	uint32_t dev;
+
+	for (size_t i = 0; i < n; i++)
+		if ((prog = bpf_object__find_program_by_name(s->skel->obj, p[i].prog)))
+			bpf_program__set_autoload(prog, on);
+	for (size_t i = 0; !on && i < nmaps; i++)
+		if (!(map = bpf_object__find_map_by_name(s->skel->obj, maps[i])) || bpf_map__set_max_entries(map, 1))
+			return -1;
+	if (!on || !binary)
+		return 0;
+	if (opencl_exe_id(binary, &ino, &dev))
+		return -1;
+	s->skel->rodata->cl_exe_ino = ino;
+	s->skel->rodata->cl_exe_dev = dev;
+	return 0;
+}
+
 /* Engine profiles' programs (bpf/engines.bpf.h: engine_*, and dl_change)
  * are verified and loaded, and their maps sized, only for a session that
  * may meet another engine: they cost every other session its load time. */
@@ -172,7 +202,7 @@ static int size_profile_maps(struct session *s, const struct session_opts *o,
 	}
 	/* The sampling program is only verified and loaded when it is used. */
 	bpf_program__set_autoload(s->skel->progs.profile_sample, o->perf_mode != 0);
-	if (opencl_set_autoload(s->skel, o->opencl, o->opencl_binary)) {
+	if (opencl_set_autoload(s, o->opencl, o->opencl_binary)) {
 		snprintf(err, errlen, "cannot set up --opencl (%s)",
 			 o->opencl_binary ? o->opencl_binary : "map sizes");
 		return -1;
@@ -213,6 +243,7 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
 	memcpy(s->sinks, sinks, nsinks * sizeof(*sinks));
 	s->nsinks = nsinks;
 	s->level = o->level;
+	s->opencl = o->opencl;
 	/* the detail level attaches cl_batch: device spans then expect kernels */
 	devjoin_init(&s->join, o->level == LEVEL_DETAIL, dispatch, s);
 	libbpf_set_print(libbpf_print);
@@ -400,7 +431,7 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 	/* elf is empty when only --opencl or --span programs are traced */
 	if (elf[0] && attach_engine_probes(s, elf, pid, err, errlen))
 		return -1;
-	if (user_span_count() && user_spans_attach(s, pid, err, errlen))
+	if (user_span_count() && attach_user_spans(s, pid, err, errlen))
 		return -1;
 	s->attach_ns = mono_now_ns() - t0;
 	s->skel->bss->armed = 1; /* see span_orphan() in the BPF program */
@@ -478,6 +509,86 @@ int session_attach_engine(struct session *s, const struct target *t, pid_t pid, 
 	return 0;
 }
 
+/* ---- --span (core/userspans.h) ---- */
+
+/* One end (end != 0) or begin of span i, its kind in the cookie. */
+static struct bpf_link *attach_user_span(struct spantrace_bpf *sk, size_t i, int end, pid_t pid)
+{
+	const struct user_span *u = user_span_get(i);
+	__u64 cookie = user_span_kind(i);
+
+	if (u->type == US_UPROBE) {
+		LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = u->func, .retprobe = end != 0, .bpf_cookie = cookie);
+		return bpf_program__attach_uprobe_opts(end ? sk->progs.user_fn_return : sk->progs.user_fn_entry,
+						       pid, u->path, 0, &uo);
+	}
+	LIBBPF_OPTS(bpf_usdt_opts, so, .usdt_cookie = cookie);
+	return bpf_program__attach_usdt(end ? sk->progs.user_usdt_end : sk->progs.user_usdt_begin, pid, u->path,
+					u->func, end ? u->end : u->begin, &so);
+}
+
+/* Every spec, for pid (-1: every process); ends before begins, like the
+ * engine's probes. */
+static int attach_user_spans(struct session *s, pid_t pid, char *err, size_t errlen)
+{
+	for (int end = 1; end >= 0; end--) {
+		for (size_t i = 0; i < user_span_count(); i++) {
+			struct bpf_link *link = attach_user_span(s->skel, i, end, pid);
+
+			if (!link) {
+				const struct user_span *u = user_span_get(i);
+				snprintf(err, errlen, "--span %s: cannot attach %s in %s: %s", u->name,
+					 u->type == US_UPROBE ? u->func : (end ? u->end : u->begin), u->path,
+					 strerror(errno));
+				return -1;
+			}
+			if (session_add_link(s, link)) {
+				snprintf(err, errlen, "out of memory");
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+/* ---- --opencl (core/opencl_attach.h) ---- */
+
+static int attach_opencl_lib(struct session *s, const char *lib, pid_t pid, char *err, size_t errlen)
+{
+	size_t n;
+	const struct cl_probe *p = opencl_probes(&n);
+
+	for (size_t i = 0; i < n; i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = p[i].func, .retprobe = p[i].ret != 0);
+		struct bpf_program *prog = bpf_object__find_program_by_name(s->skel->obj, p[i].prog);
+		size_t off = opencl_probe_offset(lib, p[i].func);
+		struct bpf_link *link;
+
+		st_debug("--opencl: %s%s at +%zu", p[i].func, p[i].ret ? " (return)" : "", off);
+		link = prog ? bpf_program__attach_uprobe_opts(prog, pid, lib, off, &uo) : NULL;
+		if (!link) {
+			snprintf(err, errlen, "--opencl: cannot attach %s%s in %s: %s", p[i].func,
+				 p[i].ret ? " (return)" : "", lib, prog ? strerror(errno) : "no program");
+			return -1;
+		}
+		if (session_add_link(s, link)) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* A command not exec'd yet (running 0) gets the loader ld.so would give. */
+static int attach_opencl(struct session *s, pid_t pid, int running, char *err, size_t errlen)
+{
+	char lib[PATH_MAX];
+
+	if (opencl_find_loader(running ? pid : -1, lib, sizeof(lib), err, errlen))
+		return -1;
+	return attach_opencl_lib(s, lib, pid > 0 ? pid : -1, err, errlen);
+}
+
 /* A command that may load llama.cpp later: its dynamic linker's
  * notifications stop it until dl_changed has looked. */
 static int watch_dl(struct session *s, const struct target *t, pid_t pid, char *err, size_t errlen)
@@ -496,13 +607,16 @@ static int watch_dl(struct session *s, const struct target *t, pid_t pid, char *
 	return 0;
 }
 
-int session_attach_target(struct session *s, const struct target *t, pid_t pid, char *err, size_t errlen)
+int session_attach_target(struct session *s, const struct target *t, pid_t pid, int running, char *err,
+			  size_t errlen)
 {
 	if (session_attach(s, t->engine == ENGINE_INFER ? t->elf : "", pid, err, errlen))
 		return -1;
-	if (t->engine == ENGINE_LLAMACPP)
-		return session_attach_engine(s, t, pid, err, errlen);
-	return t->pending && pid > 0 ? watch_dl(s, t, pid, err, errlen) : 0;
+	if (t->engine == ENGINE_LLAMACPP && session_attach_engine(s, t, pid, err, errlen))
+		return -1;
+	if (t->pending && pid > 0 && watch_dl(s, t, pid, err, errlen))
+		return -1;
+	return s->opencl ? attach_opencl(s, pid, running, err, errlen) : 0;
 }
 
 int session_engine_check(const struct session *s, const struct target *t, int optional, char *err,

@@ -65,6 +65,7 @@ struct session {
 	uint64_t attach_ns;                 /* how long the last attach took */
 	struct devjoin join;                /* spans wait here for their kernels */
 	int detached;
+	int opencl;                         /* session_opts.opencl: attach the loader's probes */
 	/* Another engine's profile (core/engines.h), once attached: */
 	int engine;                         /* enum engine_id; 0: none */
 	unsigned engine_fns;                /* its functions attached */
@@ -92,8 +93,11 @@ struct target;
  * profile (core/engines.h), or, for a command whose engine may be loaded
  * later, a watch on its dynamic linker that attaches llama.cpp once it is
  * mapped (the command is stopped at each change until the session has
- * looked, so nothing of it runs untraced). */
-int session_attach_target(struct session *s, const struct target *t, pid_t pid, char *err, size_t errlen);
+ * looked, so nothing of it runs untraced); and, when the session was opened
+ * with opencl, the OpenCL loader's probes (core/opencl_attach.h): the one a
+ * running target maps (running), else the one ld.so would give it. */
+int session_attach_target(struct session *s, const struct target *t, pid_t pid, int running, char *err,
+			  size_t errlen);
 /* Attaches another engine's profile (core/engines.h engine_plan) to t's
  * files for pid (-1: every process mapping them); what the build lacks is
  * kept in s->engine_missing. */

@@ -7,15 +7,14 @@
  *   usdt:PATH:PROVIDER:BEGIN,END[:NAME]  probe BEGIN .. probe END
  *
  * NAME defaults to FUNCTION, or to BEGIN. One table per process: the
- * tracing commands parse their --span options into it, then attach it. */
+ * tracing commands parse their --span options into it; session_attach
+ * (core/session.c) attaches it. */
 #ifndef SPANTRACE_USERSPANS_H
 #define SPANTRACE_USERSPANS_H
 
 #include <limits.h>
 #include <stddef.h>
 #include <sys/types.h>
-
-struct session;
 
 struct argp_state;
 struct launch_opts;
@@ -47,9 +46,6 @@ unsigned user_span_kind(size_t i);
 const char *user_span_name(unsigned kind);
 /* An engine span kind, or a user-defined one in the table. */
 int span_kind_known(unsigned kind);
-/* Attaches every spec, for pid (-1: every process). Ends before begins,
- * like the engine's probes (see session_attach). In userspans_attach.c. */
-int user_spans_attach(struct session *s, pid_t pid, char *err, size_t errlen);
 /* Forgets every spec (tests). */
 void user_spans_reset(void);
 
