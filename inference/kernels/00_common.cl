@@ -253,11 +253,27 @@ panels_dot(const __global float *a, const __global float *b, int two,
 	}
 }
 
-/* panels_dot with `two` known at each call, so both shapes unroll. */
+/* panels_dot with `two` known at each call, so both shapes unroll. Q8_0
+ * keeps a block sum beside each accumulator: two panels of 8 tokens would
+ * need 32 vector sums plus the column and the token (AVX-512 has 32
+ * registers) and spill, so it runs one panel at a time there; each lane's
+ * fma chain is the same either way. */
 static inline __attribute__((always_inline)) void
 panels_dot_any(const __global float *a, const __global float *b, int two,
 	       const __local float *x, int k, int NT, float16 *acc)
 {
+#if WTYPE == 8
+	if (two && NT > 4) {
+		float16 accb[2 * TOK_GROUP];
+
+		panels_dot(a, a, 0, x, k, NT, acc);
+		panels_dot(b, b, 0, x, k, NT, accb);
+#pragma unroll
+		for (int t = 0; t < NT; t++)
+			acc[TOK_GROUP + t] = accb[t];
+		return;
+	}
+#endif
 	if (two)
 		panels_dot(a, b, 1, x, k, NT, acc);
 	else

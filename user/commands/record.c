@@ -435,7 +435,7 @@ static int finish(struct recorder *r, enum stop_reason why, char *err, size_t er
 	 * that exited produces nothing more, anything else is detached first. */
 	if (why != STOP_TARGET_EXIT || r->l.mode == LAUNCH_BINARY)
 		session_detach(&r->s);
-	if (session_consume(&r->s) < 0 && !failed_output(r))
+	if (session_drain(&r->s) < 0 && !failed_output(r))
 		snprintf(err, errlen, "ring buffer error while draining");
 	maps_read_counters(&r->s, &c);
 	launch_end(&r->l);   /* interrupted or timed out: the command does not outlive us */

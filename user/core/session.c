@@ -485,6 +485,7 @@ static int attach_hook(struct session *s, const struct engine_hook *h, struct bp
 int session_attach_engine(struct session *s, const struct target *t, pid_t pid, char *err, size_t errlen)
 {
 	struct engine_plan plan;
+	char found[sizeof(s->engine_found)] = "";
 	unsigned fns = 0;
 
 	if (engine_plan(t, &plan, err, errlen))
@@ -499,11 +500,18 @@ int session_attach_engine(struct session *s, const struct target *t, pid_t pid, 
 				continue;
 			if (attach_hook(s, &plan.hooks[i], prog, ret, pid, err, errlen))
 				return -1;
-			fns += !ret;
+			if (!ret) {
+				size_t used = strlen(found);
+
+				snprintf(found + used, sizeof(found) - used, "%s%s", used ? "," : "",
+					 plan.hooks[i].func);
+				fns++;
+			}
 		}
 	s->engine = t->engine;
 	s->engine_fns = fns;
 	snprintf(s->engine_missing, sizeof(s->engine_missing), "%s", plan.missing);
+	snprintf(s->engine_found, sizeof(s->engine_found), "%s", found);
 	snprintf(s->engine_lib, sizeof(s->engine_lib), "%s", t->shown);
 	snprintf(s->engine_build_id, sizeof(s->engine_build_id), "%s", t->build_id);
 	return 0;
@@ -689,6 +697,17 @@ int session_consume(struct session *s)
 
 	/* once detached nothing more can come: spans waiting for a forward go on */
 	if (n >= 0 && s->detached)
+		devjoin_flush(&s->join);
+	if (s->cb_error)
+		return s->cb_error;
+	return n;
+}
+
+int session_drain(struct session *s)
+{
+	int n = ring_buffer__consume(s->rb);
+
+	if (n >= 0)
 		devjoin_flush(&s->join);
 	if (s->cb_error)
 		return s->cb_error;

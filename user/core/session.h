@@ -70,6 +70,7 @@ struct session {
 	int engine;                         /* enum engine_id; 0: none */
 	unsigned engine_fns;                /* its functions attached */
 	char engine_missing[512];           /* those the build lacks, "a,b" */
+	char engine_found[1024];            /* those attached, "a,b" */
 	char engine_lib[4096];              /* where they are, as the target sees it */
 	char engine_build_id[41];
 	pid_t dl_pid;                       /* a command watched for its engine */
@@ -129,6 +130,10 @@ int session_epoll_fd(const struct session *s);
  * Returns the number of records, a negative errno, or the first non-zero
  * sink return (which also stopped the consume). */
 int session_consume(struct session *s);
+/* The last consume, once nothing more can come (detached, or the target
+ * has exited): the ring buffer's records, then the spans still waiting for
+ * a forward whose record was lost. Returns as session_consume. */
+int session_drain(struct session *s);
 /* Removes every probe; the ring buffer stays readable. */
 void session_detach(struct session *s);
 void session_close(struct session *s);

@@ -76,25 +76,30 @@ json_object *summary_session_json(const struct session_info *si, const struct se
 	return j;
 }
 
+/* "a,b" as a JSON array of strings. */
+static json_object *names_json(const char *list)
+{
+	json_object *a = json_object_new_array();
+	char buf[1024];
+
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); a && tok; tok = strtok_r(NULL, ",", &save))
+		json_object_array_add(a, json_object_new_string(tok));
+	return a;
+}
+
 json_object *summary_engine_json(const struct session *s)
 {
-	json_object *j = json_object_new_object(), *miss = json_object_new_array();
-	char missing[sizeof(s->engine_missing)];
+	json_object *j = json_object_new_object();
 
-	snprintf(missing, sizeof(missing), "%s", s->engine_missing);
-
-	if (!j || !miss) {
-		json_object_put(j);
-		json_object_put(miss);
+	if (!j)
 		return NULL;
-	}
 	json_object_object_add(j, "engine", json_object_new_string(engine_name(s->engine)));
 	json_object_object_add(j, "path", json_object_new_string(s->engine_lib));
 	json_object_object_add(j, "build_id", json_object_new_string(s->engine_build_id));
 	add_u64(j, "attached", s->engine_fns);
-	for (char *tok = strtok(missing, ","); tok; tok = strtok(NULL, ","))
-		json_object_array_add(miss, json_object_new_string(tok));
-	json_object_object_add(j, "missing", miss);
+	json_object_object_add(j, "functions", names_json(s->engine_found));
+	json_object_object_add(j, "missing", names_json(s->engine_missing));
 	return j;
 }
 

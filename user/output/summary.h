@@ -27,7 +27,8 @@ struct session_info {
 
 json_object *summary_session_json(const struct session_info *si, const struct session *s);
 /* Another engine's profile as attached: engine, path, build_id, attached
- * (functions) and missing (names the build lacks). */
+ * (how many functions), functions (their names) and missing (the names
+ * the build lacks). */
 json_object *summary_engine_json(const struct session *s);
 
 /* The summary record: totals, per-name distributions, the kernel's own
