@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "output/folded.h"
+#include "analysis/folded.h"
 
 static int failures;
 #define CHECK(cond, ...) do { if (!(cond)) { failures++; \

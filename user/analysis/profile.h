@@ -21,7 +21,7 @@
 #include <linux/types.h>
 #include <json-c/json.h>
 
-#include "output/folded.h"
+#include "analysis/folded.h"
 #include "core/events.h"
 #include "spantrace.h"
 #include "analysis/symbols.h"

@@ -1,5 +1,5 @@
 /* folded.c - folded-stack aggregation (see folded.h). */
-#include "output/folded.h"
+#include "analysis/folded.h"
 
 #include <stdlib.h>
 #include <string.h>
