@@ -34,6 +34,7 @@ static void raise_peak(uint64_t *peak, uint64_t now)
 		;
 }
 
+/* Inside the state lock: the peaks go to the live table too, for a dump. */
 static void count_alloc(enum pool_id pool, uint64_t bytes, uint64_t reserved)
 {
 	PoolStats *s = &pools[pool];
@@ -42,6 +43,8 @@ static void count_alloc(enum pool_id pool, uint64_t bytes, uint64_t reserved)
 	raise_peak(&s->peak_bytes, __atomic_add_fetch(&s->live_bytes, bytes, __ATOMIC_RELAXED));
 	raise_peak(&s->peak_reserved_bytes,
 		   __atomic_add_fetch(&s->reserved_bytes, reserved, __ATOMIC_RELAXED));
+	state_note_peaks(pool, __atomic_load_n(&s->peak_bytes, __ATOMIC_RELAXED),
+			 __atomic_load_n(&s->peak_reserved_bytes, __ATOMIC_RELAXED));
 }
 
 static void count_free(enum pool_id pool, uint64_t bytes, uint64_t reserved)

@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include "pool.h"
 
 #define MAX_TENSORS 1024   /* a GGUF file lists each layer's tensors: 9 a layer */
 
@@ -32,9 +31,18 @@ static uint32_t kvb_used, kvb_total, kvb_size;
 static uint64_t kvb_bytes;
 static int kv_known, kvb_known, gauges_known;
 static uint32_t g_running, g_waiting;
+static uint64_t peaks[POOL_COUNT][2];   /* bytes, reserved: what pool.c last said */
 
 void state_lock(void) { pthread_mutex_lock(&lock); }
 void state_unlock(void) { pthread_mutex_unlock(&lock); }
+
+void state_note_peaks(unsigned pool, uint64_t peak_bytes, uint64_t peak_reserved_bytes)
+{
+	if (pool < POOL_COUNT) {
+		peaks[pool][0] = peak_bytes;
+		peaks[pool][1] = peak_reserved_bytes;
+	}
+}
 
 int state_track(unsigned pool, uint64_t handle, uint64_t bytes, uint64_t reserved)
 {
@@ -157,11 +165,8 @@ static void dump_tensors(void)
 void state_dump(void)
 {
 	state_lock();
-	for (unsigned p = 0; p < POOL_COUNT; p++) {
-		PoolStats s;
-		pool_get_stats(p, &s);
-		INFER_PROBE3(state_pool, p, s.peak_bytes, s.peak_reserved_bytes);
-	}
+	for (unsigned p = 0; p < POOL_COUNT; p++)
+		INFER_PROBE3(state_pool, p, peaks[p][0], peaks[p][1]);
 	for (size_t i = 0; i < nlive; i++)
 		INFER_PROBE4(state_alloc, live[i].pool, live[i].handle, live[i].bytes, live[i].reserved);
 	if (kv_known)

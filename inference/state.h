@@ -22,6 +22,9 @@ void state_unlock(void);
  * simply absent from later dumps). */
 int state_track(unsigned pool, uint64_t handle, uint64_t bytes, uint64_t reserved);
 void state_untrack(uint64_t handle);
+/* Inside the lock, after each allocation: the pool's peaks, for the dump.
+ * (pool.c tells them here, so the live table needs nothing of pool.h.) */
+void state_note_peaks(unsigned pool, uint64_t peak_bytes, uint64_t peak_reserved_bytes);
 
 void state_note_kv(uint64_t used_bytes, uint64_t capacity_bytes);
 void state_note_gauges(uint32_t running, uint32_t waiting);
