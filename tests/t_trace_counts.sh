@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # t_trace_counts.sh - `record -- build/infer` sees exactly what the engine
 # counted: per span name counts, tokens, requests, OpenCL kernels, pool
-# live/peak/reserved bytes; medians and p95 within 2 us of the engine's own (one rank
-# of slack); the summary's quantiles equal the JSONL's; no event
+# live/peak/reserved bytes; medians and p95 within 2 us of the engine's own (in
+# one run, with 1 + n/50 ranks of slack for preempted spans); the summary's
+# quantiles equal the JSONL's; no event
 # lost (delivered + dropped == fired, dropped == 0); the first token's spans
 # are present; every JSONL line parses; pandas loads the metrics file.
 # Runs stories260K (cpu, and opencl when there is a device) and the
@@ -81,32 +82,28 @@ def rank(n, pct):
 for n, v in sorted(durs.items()):
     for pct, tk in ((50, "p50_ns"), (95, "p95_ns")):
         check(f"span {n} summary {tk} = JSONL nearest rank", v[rank(len(v), pct) - 1], spans[n][tk])
-# Durations against the engine's clock: the engine's quantile must lie within
-# 2 us of the tracer's durations at the same rank, give or take one rank. A
-# preemption between the engine's clock read and the probe moves one sample;
-# the rank slack absorbs one such sample per quantile, while a tracer that
-# measures something else shifts every rank and still fails. A quantile
-# passes once it is within bounds in any attempt.
-okfile = d + "/../" + name + ".durations_ok"
-try:
-    passed = set(open(okfile).read().split())
-except OSError:
-    passed = set()
+# Durations against the engine's clock, in one run: the engine's quantile
+# must lie within 2 us of the tracer's durations at the same rank, give or
+# take k ranks. The engine and the probe read the clock a few hundred ns
+# apart; a preemption in between (OpenCL workers and the tracer share the 2
+# vCPUs) lengthens that one span on one side only, which moves it across
+# ranks by one per preempted span. k = 1 + n // 50 lets 2% of a kind's spans
+# be preempted: 5 runs here needed at most 3 ranks at n = 120 (the OpenCL
+# layer p95). A tracer that measures something else shifts every value,
+# which no rank slack absorbs.
 miss = 0
 for n, e in sorted(eng["spans"].items()):
     v = durs.get(n, [0])
+    k = 1 + len(v) // 50
     for ek, pct in (("median_ns", 50), ("p95_ns", 95)):
         r = rank(len(v), pct) - 1
-        lo, hi = v[max(r - 1, 0)], v[min(r + 1, len(v) - 1)]
+        lo, hi = v[max(r - k, 0)], v[min(r + k, len(v) - 1)]
         slack = 2000 + e[ek] * rel
         good = lo - slack <= e[ek] <= hi + slack
         print(f"{'ok:' if good else 'miss:'} {name} span {n} engine {ek} {e[ek]} "
-              f"{'within' if good else 'outside'} tracer ranks {r}..{r + 2} [{lo}, {hi}] +- {slack:.0f}")
-        if good:
-            passed.add(n + "/" + ek)
-        elif n + "/" + ek not in passed:
+              f"{'within' if good else 'outside'} tracer ranks {r + 1 - k}..{r + 1 + k} [{lo}, {hi}] +- {slack:.0f}")
+        if not good:
             miss = 1
-open(okfile, "w").write("\n".join(sorted(passed)))
 sys.exit(1 if bad else 3 if miss else 0)
 PY
 	case $? in
@@ -129,27 +126,19 @@ print('pandas rows', len(df))" "$d/m.jsonl" || fail "$name: pandas cannot load t
 	ok "$name: all count checks"
 }
 
-# run_checked NAME ...: check_run, retried while only durations miss. The
-# engine and the tracer read the clock a few hundred ns apart; a preemption in
-# between (other load, OpenCL worker threads on the same 2 cores) moves a tail
-# sample, so runs are retried (up to 3) until each span/quantile has been
-# within bounds once. Counts must match in every run.
+# run_checked NAME ...: check_run once; counts must match exactly and the
+# durations agree within the bound above. Under ASan every instrumented
+# load slows the engine between its clock and ours: that measures the
+# sanitizer, not the tracer, so there only the counts are asserted.
 run_checked() {
-	local attempt
-	for attempt in 1 2 3; do
-		duration_misses=0
-		check_run "$@"
-		[ "$duration_misses" = 0 ] && return 0
-		echo "attempt $attempt: $duration_misses duration misses"
-	done
-	# Under ASan every instrumented load slows the engine between its clock
-	# and ours: that measures the sanitizer, not the tracer. Counts above
-	# were still checked exactly in every run.
+	duration_misses=0
+	check_run "$@"
+	[ "$duration_misses" = 0 ] && return 0
 	if is_sanitized; then
 		echo "note: $1: duration agreement not asserted in a sanitizer build (counts were exact)"
 		return 0
 	fi
-	fail "$1: durations differ from the engine's by more than 2 us in 3 runs"
+	fail "$1: durations differ from the engine's by more than 2 us beyond the rank slack"
 }
 
 TOLERANCE_REL=0
