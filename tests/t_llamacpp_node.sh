@@ -123,5 +123,6 @@ wait $NPID || fail "the program under daemon --all-engines"
 sleep 1
 metrics >"$TMP/mh.txt" || fail "no metrics"
 stop_daemon
-assert_eq "host mode: forward count (engine label llamacpp)" 31 \
-	"$(msum "$TMP/mh.txt" spantrace_span_duration_seconds_count 'span=\"forward\"' "pid=\\\"$NPID\\\"" 'engine=\"llamacpp\"')"
+got=$(msum "$TMP/mh.txt" spantrace_span_duration_seconds_count 'span=\"forward\"' "pid=\\\"$NPID\\\"" 'engine=\"llamacpp\"')
+[ "$got" = 31 ] || { grep -v '^#' "$TMP/mh.txt" | grep forward >&2; cat "$TMP/daemon.log" >&2; }
+assert_eq "host mode: forward count (engine label llamacpp)" 31 "$got"

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "core/stapsdt.h"
 #include "core/target.h"
@@ -87,17 +88,32 @@ int engine_llamacpp_in_file(const char *path, struct target *t)
 	return 0;
 }
 
+/* A mapped library's file by its path in the process's root when that is
+ * the same inode: a map_files range can vanish while the dynamic linker is
+ * still mapping the library's segments (seen in host mode's scans). */
+static void stable_path(pid_t pid, char *elf, size_t size, const char *shown)
+{
+	char root[PATH_MAX + 32];
+	struct stat a, b;
+
+	if ((size_t)snprintf(root, sizeof(root), "/proc/%d/root%s", (int)pid, shown) < size &&
+	    !stat(root, &a) && !stat(elf, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		memcpy(elf, root, strlen(root) + 1);
+}
+
 int engine_llamacpp_in_pid(pid_t pid, struct target *t)
 {
 	char elf[PATH_MAX], shown[PATH_MAX], exe[64];
 	ssize_t n;
 
 	t->base[0] = 0;
-	if (!target_mapped_lib(pid, "libggml-base", elf, sizeof(elf), shown, sizeof(shown)))
+	if (!target_mapped_lib(pid, "libggml-base", elf, sizeof(elf), shown, sizeof(shown))) {
+		stable_path(pid, elf, sizeof(elf), shown);
 		snprintf(t->base, sizeof(t->base), "%s", elf);
+	}
 	/* "libllama." and not "libllama-common": the library, not its helpers */
 	if (!target_mapped_lib(pid, "libllama.", elf, sizeof(elf), shown, sizeof(shown)) &&
-	    !engine_llamacpp_in_file(elf, t)) {
+	    (stable_path(pid, elf, sizeof(elf), shown), !engine_llamacpp_in_file(elf, t))) {
 		snprintf(t->shown, sizeof(t->shown), "%s", shown);
 		return 0;
 	}
