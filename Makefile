@@ -42,7 +42,7 @@ MULTIARCH  := $(shell $(CC) -print-multiarch 2>/dev/null || $(CC) -dumpmachine)
 
 WARN       := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wformat=2
 CFLAGS     ?= -O2 -g
-CFLAGS     += -std=gnu11 $(WARN) -D_GNU_SOURCE -Iinference -I$(BUILD)
+CFLAGS     += -std=gnu11 $(WARN) -D_GNU_SOURCE -Iinclude -I$(BUILD)
 # Every object records the headers it read (build/**/*.d, included below).
 DEPFLAGS    = -MMD -MP
 LDFLAGS    ?=
@@ -55,9 +55,9 @@ endif
 
 # ---- the engine ----
 # -mno-red-zone because an optimized uprobe turns the 5-byte probe nop into a
-# call, which writes below %rsp (see inference/probes.h). Frame pointers:
+# call, which writes below %rsp (see inference/usdt.h). Frame pointers:
 # `spantrace profile` walks user stacks with them.
-ENGINE_CFLAGS := $(CFLAGS) -fPIC -mno-red-zone -fopenmp -fno-omit-frame-pointer
+ENGINE_CFLAGS := $(CFLAGS) -Iinference -fPIC -mno-red-zone -fopenmp -fno-omit-frame-pointer
 ifeq ($(NO_PROBES),1)
 ENGINE_CFLAGS += -DINFER_NO_PROBES
 endif
@@ -72,10 +72,10 @@ BPF_SRCS      := $(wildcard bpf/*.bpf.c)
 BPF_OBJS      := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
 BPF_SKELS     := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 BPF_CFLAGS    := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall \
-                 -I$(BUILD) -Ibpf -Iinference -I/usr/include/$(MULTIARCH)
+                 -I$(BUILD) -Ibpf -Iinclude -I/usr/include/$(MULTIARCH)
 
 # ---- the tracer ----
-USER_CFLAGS   := $(CFLAGS) -Iuser -Ibpf -DINFER_PROBE_NAMES_ONLY
+USER_CFLAGS   := $(CFLAGS) -Iuser -Ibpf -DSPANTRACE_USER_SPANS
 USER_SRCS     := $(wildcard user/*/*.c)
 USER_OBJS     := $(patsubst %.c,$(BUILD)/%.o,$(USER_SRCS))
 USER_MAIN_OBJ := $(BUILD)/user/commands/main.o
@@ -92,7 +92,8 @@ DEMO_TOK      := $(BUILD)/models/demo_tokenizer.bin
 # Keep the BPF objects and skeletons: as intermediates make would delete them
 # and rebuild every user object on the next run.
 .SECONDARY: $(BPF_OBJS) $(BPF_SKELS)
-all: $(BUILD)/libinfer.so $(BUILD)/infer $(BUILD)/mkmodel $(BUILD)/spantrace $(UNIT_BINS) $(BUILD)/spans_example
+all: $(BUILD)/libinfer.so $(BUILD)/infer $(BUILD)/mkmodel $(BUILD)/spantrace $(UNIT_BINS) $(BUILD)/spans_example \
+     $(BUILD)/probedoc.stamp
 
 # ---- Debian packages: install only what is missing, quietly ----
 DEB_PKGS := build-essential clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
@@ -191,10 +192,21 @@ $(BUILD)/spans_example: examples/spans_example.c include/spantrace/spans.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Iinclude -o $@ $<
 
+# ---- the probe tables of the docs, made from probes.def (tools/probedoc.c);
+# probedoc rewrites only the text between its markers, and only if it changed ----
+PROBE_DOCS := docs/probes.md man/spantrace.1 docs/llamacpp.md
+$(BUILD)/probedoc: tools/probedoc.c include/spantrace/probes.h include/spantrace/probes.def \
+                   include/spantrace/llamacpp.def
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $<
+$(BUILD)/probedoc.stamp: $(BUILD)/probedoc include/spantrace/probes.def include/spantrace/llamacpp.def
+	$(BUILD)/probedoc --update $(PROBE_DOCS)
+	@touch $@
+
 # ---- unit tests link the tracer's library and the engine ----
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libspantrace.a $(BUILD)/libinfer.so
 	@mkdir -p $(@D)
-	$(CC) $(USER_CFLAGS) $(DEPFLAGS) -MF $@.d -Itests/unit -o $@ $< $(BUILD)/libspantrace.a \
+	$(CC) $(USER_CFLAGS) $(DEPFLAGS) -MF $@.d -Itests/unit -Iinference -o $@ $< $(BUILD)/libspantrace.a \
 	    -L$(BUILD) -linfer -Wl,-rpath,'$$ORIGIN/..' $(LDFLAGS) $(USER_LIBS)
 
 # ---- models: deterministic, made here ----

@@ -749,6 +749,34 @@ int BPF_USDT(free_prog, __u32 pool, __u64 ptr, __u64 bytes)
 	return 0;
 }
 
+/* Any probe row with no program of its own (probes.def): the row's id is
+ * the link's USDT cookie; every argument goes out as read. */
+SEC("usdt")
+int probe_generic(struct pt_regs *ctx)
+{
+	struct probe_event *e;
+	__u32 pid = traced_tgid();
+	long n = bpf_usdt_arg_cnt(ctx);
+
+	if (!pid)
+		return 0;
+	e = reserve(EV_PROBE, sizeof(*e));
+	if (!e)
+		return 0;
+	fill_header(&e->h, EV_PROBE, bpf_ktime_get_ns());
+	e->probe = (__u32)bpf_usdt_cookie(ctx);
+	e->nargs = n < 0 ? 0 : n > PROBE_ARGS_MAX ? PROBE_ARGS_MAX : (__u32)n;
+	for (int i = 0; i < PROBE_ARGS_MAX; i++) {
+		long v = 0;
+
+		if (i < e->nargs)
+			bpf_usdt_arg(ctx, i, &v);
+		e->args[i] = (__u64)v;
+	}
+	submit(e);
+	return 0;
+}
+
 SEC("usdt")
 int BPF_USDT(kv_usage_prog, __u64 used, __u64 capacity)
 {

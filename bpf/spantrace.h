@@ -3,7 +3,7 @@
 #ifndef SPANTRACE_H
 #define SPANTRACE_H
 
-#include "probes.h"
+#include "spantrace/probes.h"
 #include "hist.h"
 
 /* User-defined spans (--span) are kinds USER_SPAN_BASE .. + USER_SPAN_MAX - 1,
@@ -38,6 +38,7 @@ enum event_type {
 	EV_TENSOR,      /* a weight tensor, from a state dump (state_tensor) */
 	EV_DL_CHANGE,   /* the target's dynamic linker mapped or unmapped a library;
 			 * it is stopped (SIGSTOP) until the session looks */
+	EV_PROBE,       /* a probe row handled by probe_generic: its id and arguments */
 	EV_TYPE_COUNT
 };
 
@@ -181,8 +182,17 @@ struct tensor_event {
 	__u64 bytes;
 	__u32 pool;         /* enum pool_id */
 	__u32 device;       /* 0 host, 1 OpenCL */
-	__u32 dtype;        /* element type: tensor_dtype_names (probes.h) */
+	__u32 dtype;        /* element type: tensor_dtype_names (spantrace/probes.h) */
 	__u32 pad;
+};
+
+/* Any row of spantrace/probes.def whose program is probe_generic: the
+ * decoder names the probe and its arguments from the row. */
+struct probe_event {
+	struct event_header h;
+	__u32 probe;        /* enum probe_id */
+	__u32 nargs;        /* arguments read: the row's count, at most PROBE_ARGS_MAX */
+	__u64 args[PROBE_ARGS_MAX];
 };
 
 struct kv_event {
@@ -282,7 +292,7 @@ struct pool_val {
 	__u64 peak_bytes;
 	__u64 allocs;
 	__u64 frees;
-	__u64 reserved_bytes;       /* see probes.h: held from the system */
+	__u64 reserved_bytes;       /* see probes.def: held from the system */
 	__u64 peak_reserved_bytes;
 };
 

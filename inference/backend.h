@@ -6,7 +6,7 @@
  * the logits of its last token or not. Each phase processes the whole batch,
  * so one call fires one `layer` span per layer whatever it holds. The
  * engine wraps each call in the `forward` span; backends fire embed, layer,
- * the layer phases, final_norm and logits (see probes.h and trace.h).
+ * the layer phases, final_norm and logits (see spantrace/probes.def and trace.h).
  *
  * Batch invariance: every output element is reduced in an order that does
  * not depend on the batch size or on a token's place in the batch (each

@@ -8,8 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gguf.h"
-#define INFER_PROBE_NAMES_ONLY   /* the type names, not the probe macros */
-#include "probes.h"
+#include "spantrace/probes.h"
 
 #define MAX_KV      (1u << 20)
 #define MAX_TENSORS (1u << 16)
@@ -21,7 +20,7 @@ struct ggml_type_info {
 	uint32_t block, bytes;   /* elements per block, bytes per block */
 };
 
-/* ggml's numbering (names: probes.h, the tracer shows them too). */
+/* ggml's numbering (names: spantrace/probes.h, the tracer shows them too). */
 static const struct ggml_type_info type_info[TENSOR_DTYPE_COUNT] = {
 	[0] = { 1, 4 },      [1] = { 1, 2 },      [2] = { 32, 18 },    [3] = { 32, 20 },
 	[6] = { 32, 22 },    [7] = { 32, 24 },    [8] = { 32, 34 },    [9] = { 32, 36 },

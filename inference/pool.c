@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include "pool.h"
 #include "state.h"
+#include "usdt.h"
 
 static PoolStats pools[POOL_COUNT];
 
@@ -16,13 +17,13 @@ static PoolStats pools[POOL_COUNT];
 static __attribute__((noinline, noclone)) void
 announce_alloc(enum pool_id pool, uint64_t handle, uint64_t bytes, uint64_t reserved)
 {
-	INFER_PROBE4(alloc, (unsigned)pool, handle, bytes, reserved);
+	usdt_alloc((unsigned)pool, handle, bytes, reserved);
 }
 
 static __attribute__((noinline, noclone)) void
 announce_free(enum pool_id pool, uint64_t handle, uint64_t bytes)
 {
-	INFER_PROBE3(free, (unsigned)pool, handle, bytes);
+	usdt_free((unsigned)pool, handle, bytes);
 }
 
 static void raise_peak(uint64_t *peak, uint64_t now)

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "probes.h"
+#include "spantrace/probes.h"
 
 typedef struct {
 	uint64_t allocs, frees;

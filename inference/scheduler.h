@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 #include "kvcache.h"
-#include "probes.h"
+#include "spantrace/probes.h"
 
 typedef enum { SEQ_NEW, SEQ_WAITING, SEQ_RUNNING, SEQ_FINISHED } SeqState;
 

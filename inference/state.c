@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include "usdt.h"
 
 #define MAX_TENSORS 1024   /* a GGUF file lists each layer's tensors: 9 a layer */
 
@@ -17,7 +18,7 @@ struct tensor {
 	char name[48];
 	uint32_t shape[4];
 	uint64_t bytes;
-	unsigned dtype;   /* tensor_dtype_names (probes.h) */
+	unsigned dtype;   /* tensor_dtype_names (spantrace/probes.h) */
 	unsigned pool, device;
 };
 
@@ -131,23 +132,23 @@ void state_forget_tensors(unsigned pool)
  * (libbpf's USDT support among them) cannot read. */
 static __attribute__((noinline)) void fire_kv(uint64_t used, uint64_t cap)
 {
-	INFER_PROBE2(state_kv, used, cap);
+	usdt_state_kv(used, cap);
 }
 
 static __attribute__((noinline)) void fire_kv_blocks(uint32_t used, uint32_t total, uint32_t size,
 						     uint64_t bytes)
 {
-	INFER_PROBE4(state_kv_blocks, used, total, size, bytes);
+	usdt_state_kv_blocks(used, total, size, bytes);
 }
 
 static __attribute__((noinline)) void fire_gauges(uint32_t running, uint32_t waiting)
 {
-	INFER_PROBE2(state_requests, running, waiting);
+	usdt_state_requests(running, waiting);
 }
 
 static __attribute__((noinline)) void fire_end(uint32_t allocs, uint32_t ntens)
 {
-	INFER_PROBE2(state_end, allocs, ntens);
+	usdt_state_end(allocs, ntens);
 }
 
 static void dump_tensors(void)
@@ -156,7 +157,7 @@ static void dump_tensors(void)
 		const struct tensor *t = &tensors[i];
 
 		(void)t;   /* NO_PROBES builds fire nothing */
-		INFER_PROBE7(state_tensor, (uint64_t)(uintptr_t)t->name,
+		usdt_state_tensor((uint64_t)(uintptr_t)t->name,
 			     (uint64_t)t->shape[0] << 32 | t->shape[1],
 			     (uint64_t)t->shape[2] << 32 | t->shape[3], t->bytes, t->pool, t->device, t->dtype);
 	}
@@ -166,9 +167,9 @@ void state_dump(void)
 {
 	state_lock();
 	for (unsigned p = 0; p < POOL_COUNT; p++)
-		INFER_PROBE3(state_pool, p, peaks[p][0], peaks[p][1]);
+		usdt_state_pool(p, peaks[p][0], peaks[p][1]);
 	for (size_t i = 0; i < nlive; i++)
-		INFER_PROBE4(state_alloc, live[i].pool, live[i].handle, live[i].bytes, live[i].reserved);
+		usdt_state_alloc(live[i].pool, live[i].handle, live[i].bytes, live[i].reserved);
 	if (kv_known)
 		fire_kv(kv_used, kv_cap);
 	if (kvb_known)

@@ -1,5 +1,5 @@
 /* state.h - what exists in the engine, re-fired through the state_* probes
- * when a tracer asks (see probes.h): live allocations, pool peaks, the last
+ * when a tracer asks (see spantrace/probes.def): live allocations, pool peaks, the last
  * KV figures and the weight tensors. A tracer that attaches to a running
  * engine thus sees what was allocated before it came, exactly.
  *
@@ -13,7 +13,7 @@
 #define INFER_STATE_H
 
 #include <stdint.h>
-#include "probes.h"
+#include "spantrace/probes.h"
 
 /* pool.c: every alloc/free's accounting and probe run inside lock/unlock. */
 void state_lock(void);

@@ -1,8 +1,9 @@
-/* trace.c - every probe site of the engine, and its self-timing.
+/* trace.c - the engine's request, token, span, device and serving probe
+ * sites, and its self-timing.
  *
- * Each probe name fires from exactly one place in this file (alloc/free fire
- * from pool.c), so the call counts kept here are the numbers a tracer would
- * see if it caught every hit. Durations are kept whole (not bucketed) so the
+ * Each of those probes fires from one place in this file (alloc/free fire
+ * from pool.c, the state dump from state.c); every fire counts in
+ * infer_probe_calls, the numbers a tracer would see if it caught every hit. Durations are kept whole (not bucketed) so the
  * --stats median and p95 are exact and the tracer can be checked against
  * them. */
 #include <errno.h>
@@ -18,58 +19,13 @@
 
 #ifndef INFER_NO_PROBES
 /* The kernel bumps these when a uprobe with a semaphore is attached. */
-#define DEFINE_SEMAPHORE(name) \
-	volatile unsigned short INFER_SEMAPHORE(name) __attribute__((section(".probes"), used))
-DEFINE_SEMAPHORE(request_begin);
-DEFINE_SEMAPHORE(request_end);
-DEFINE_SEMAPHORE(token_begin);
-DEFINE_SEMAPHORE(token_end);
-DEFINE_SEMAPHORE(span_begin);
-DEFINE_SEMAPHORE(span_end);
-DEFINE_SEMAPHORE(op_begin);
-DEFINE_SEMAPHORE(op_end);
-DEFINE_SEMAPHORE(alloc);
-DEFINE_SEMAPHORE(free);
-DEFINE_SEMAPHORE(kv_usage);
-DEFINE_SEMAPHORE(cl_batch);
-DEFINE_SEMAPHORE(req_queued);
-DEFINE_SEMAPHORE(req_admitted);
-DEFINE_SEMAPHORE(req_preempted);
-DEFINE_SEMAPHORE(req_finished);
-DEFINE_SEMAPHORE(step_begin);
-DEFINE_SEMAPHORE(step_end);
-DEFINE_SEMAPHORE(token_emit);
-DEFINE_SEMAPHORE(kv_blocks);
-DEFINE_SEMAPHORE(state_pool);
-DEFINE_SEMAPHORE(state_alloc);
-DEFINE_SEMAPHORE(state_kv);
-DEFINE_SEMAPHORE(state_kv_blocks);
-DEFINE_SEMAPHORE(state_tensor);
-DEFINE_SEMAPHORE(state_end);
-DEFINE_SEMAPHORE(state_requests);
+#define PROBE(nm, ro, lv, ms, pg, doc, n, params, args, names, types) \
+	volatile unsigned short INFER_SEMAPHORE(nm) __attribute__((section(".probes"), used));
+#include "spantrace/probes.def"
+#undef PROBE
 #endif
 
-enum probe_name {
-	P_REQUEST_BEGIN, P_REQUEST_END, P_TOKEN_BEGIN, P_TOKEN_END,
-	P_SPAN_BEGIN, P_SPAN_END, P_OP_BEGIN, P_OP_END, P_ALLOC, P_FREE,
-	P_KV_USAGE, P_CL_BATCH, P_REQ_QUEUED, P_REQ_ADMITTED, P_REQ_PREEMPTED,
-	P_REQ_FINISHED, P_STEP_BEGIN, P_STEP_END, P_TOKEN_EMIT, P_KV_BLOCKS, P_COUNT
-};
-
-static const char *const probe_names[P_COUNT] = {
-	"request_begin", "request_end", "token_begin", "token_end",
-	"span_begin", "span_end", "op_begin", "op_end", "alloc", "free",
-	"kv_usage", "cl_batch", "req_queued", "req_admitted", "req_preempted",
-	"req_finished", "step_begin", "step_end", "token_emit", "kv_blocks",
-};
-
-/* Calls of each probe site (alloc/free are counted by the pools). */
-static uint64_t probe_calls[P_COUNT];
-
-static void count_call(enum probe_name p)
-{
-	__atomic_fetch_add(&probe_calls[p], 1, __ATOMIC_RELAXED);
-}
+uint64_t infer_probe_calls[PROBE_ID_COUNT];
 
 /* Run totals, counted whether or not stats are enabled. */
 static uint64_t n_requests, n_tokens, n_prompt_tokens, n_forward;
@@ -143,29 +99,25 @@ uint64_t trace_now_ns(void)
 
 void trace_request_begin(uint64_t req, uint32_t prompt_tokens)
 {
-	count_call(P_REQUEST_BEGIN);
 	__atomic_fetch_add(&n_requests, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&n_prompt_tokens, prompt_tokens, __ATOMIC_RELAXED);
-	INFER_PROBE2(request_begin, req, prompt_tokens);
+	usdt_request_begin(req, prompt_tokens);
 }
 
 void trace_request_end(uint64_t req, uint32_t generated_tokens)
 {
-	count_call(P_REQUEST_END);
-	INFER_PROBE2(request_end, req, generated_tokens);
+	usdt_request_end(req, generated_tokens);
 }
 
 void trace_token_begin(uint64_t req, uint32_t pos, uint32_t token_in)
 {
-	count_call(P_TOKEN_BEGIN);
-	INFER_PROBE3(token_begin, req, pos, token_in);
+	usdt_token_begin(req, pos, token_in);
 }
 
 void trace_token_end(uint64_t req, uint32_t pos, uint32_t token_out)
 {
-	count_call(P_TOKEN_END);
 	__atomic_fetch_add(&n_tokens, 1, __ATOMIC_RELAXED);
-	INFER_PROBE3(token_end, req, pos, token_out);
+	usdt_token_end(req, pos, token_out);
 }
 
 static void durations_add(Durations *d, uint64_t ns)
@@ -196,7 +148,6 @@ void trace_span_begin(enum span_kind kind, int layer)
 {
 	int structural = span_kind_is_structural(kind);
 
-	count_call(structural ? P_SPAN_BEGIN : P_OP_BEGIN);
 	if (kind == SPAN_FORWARD)
 		__atomic_fetch_add(&n_forward, 1, __ATOMIC_RELAXED);
 	if (__atomic_load_n(&stats_on, __ATOMIC_RELAXED)) {
@@ -205,9 +156,9 @@ void trace_span_begin(enum span_kind kind, int layer)
 		depth++;
 	}
 	if (structural)
-		INFER_PROBE2(span_begin, (unsigned)kind, layer);
+		usdt_span_begin((unsigned)kind, layer);
 	else
-		INFER_PROBE2(op_begin, (unsigned)kind, layer);
+		usdt_op_begin((unsigned)kind, layer);
 }
 
 void trace_span_end(enum span_kind kind, int layer)
@@ -220,15 +171,13 @@ void trace_span_end(enum span_kind kind, int layer)
 	if (span_kind_is_structural(kind)) {
 		unsigned launch = kind == SPAN_FORWARD ? forward_launch : LAUNCH_UNKNOWN;
 
-		INFER_PROBE3(span_end, (unsigned)kind, layer, launch);
-		count_call(P_SPAN_END);
+		usdt_span_end((unsigned)kind, layer, launch);
 		if (kind == SPAN_FORWARD) {
 			__atomic_fetch_add(&forwards_by_launch[launch], 1, __ATOMIC_RELAXED);
 			forward_launch = LAUNCH_HOST;
 		}
 	} else {
-		INFER_PROBE2(op_end, (unsigned)kind, layer);
-		count_call(P_OP_END);
+		usdt_op_end((unsigned)kind, layer);
 	}
 	if (!timed)
 		return;
@@ -244,9 +193,8 @@ void trace_span_end(enum span_kind kind, int layer)
 
 void trace_kv_usage(uint64_t used_bytes, uint64_t capacity_bytes)
 {
-	count_call(P_KV_USAGE);
 	state_note_kv(used_bytes, capacity_bytes);
-	INFER_PROBE2(kv_usage, used_bytes, capacity_bytes);
+	usdt_kv_usage(used_bytes, capacity_bytes);
 }
 
 int trace_kernels_wanted(void)
@@ -274,8 +222,7 @@ void trace_kernels(const struct cl_kernel_record *recs, uint32_t n)
 	for (uint32_t done = 0; done < n;) {
 		uint32_t chunk = n - done < CL_BATCH_MAX ? n - done : CL_BATCH_MAX;
 
-		count_call(P_CL_BATCH);
-		INFER_PROBE2(cl_batch, (uint64_t)(uintptr_t)(recs + done), chunk);
+		usdt_cl_batch((uint64_t)(uintptr_t)(recs + done), chunk);
 		done += chunk;
 	}
 	if (__atomic_load_n(&stats_on, __ATOMIC_RELAXED))
@@ -302,36 +249,33 @@ static void note_gauges(uint32_t running, uint32_t waiting)
 void trace_req_queued(uint64_t req, uint32_t prompt_tokens, uint32_t max_tokens,
 		      uint32_t running, uint32_t waiting)
 {
-	count_call(P_REQ_QUEUED);
 	__atomic_fetch_add(&n_requests, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&n_prompt_tokens, prompt_tokens, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&stats_lock);
 	serve_stats.queued++;
 	note_gauges(running, waiting);
 	pthread_mutex_unlock(&stats_lock);
-	INFER_PROBE5(req_queued, req, prompt_tokens, max_tokens, running, waiting);
+	usdt_req_queued(req, prompt_tokens, max_tokens, running, waiting);
 }
 
 void trace_req_admitted(uint64_t req, uint32_t prefill_tokens, uint32_t generated,
 			uint32_t running, uint32_t waiting)
 {
-	count_call(P_REQ_ADMITTED);
 	pthread_mutex_lock(&stats_lock);
 	serve_stats.admitted++;
 	note_gauges(running, waiting);
 	pthread_mutex_unlock(&stats_lock);
-	INFER_PROBE5(req_admitted, req, prefill_tokens, generated, running, waiting);
+	usdt_req_admitted(req, prefill_tokens, generated, running, waiting);
 }
 
 void trace_req_preempted(uint64_t req, uint32_t generated, uint32_t blocks_freed,
 			 uint32_t running, uint32_t waiting)
 {
-	count_call(P_REQ_PREEMPTED);
 	pthread_mutex_lock(&stats_lock);
 	serve_stats.preempted++;
 	note_gauges(running, waiting);
 	pthread_mutex_unlock(&stats_lock);
-	INFER_PROBE5(req_preempted, req, generated, blocks_freed, running, waiting);
+	usdt_req_preempted(req, generated, blocks_freed, running, waiting);
 }
 
 /* Under stats_lock. Bounded, so a long-running server cannot grow it forever. */
@@ -358,25 +302,23 @@ void trace_req_finished(uint64_t req, enum finish_reason reason, uint32_t prompt
 			uint32_t generated, uint32_t preemptions, uint32_t running,
 			uint32_t waiting)
 {
-	count_call(P_REQ_FINISHED);
 	pthread_mutex_lock(&stats_lock);
 	if ((unsigned)reason < FINISH_REASON_COUNT)
 		serve_stats.finished[reason]++;
 	note_gauges(running, waiting);
 	record_finished(&(FinishedReq){ req, reason, prompt_tokens, generated, preemptions });
 	pthread_mutex_unlock(&stats_lock);
-	INFER_PROBE6(req_finished, req, (unsigned)reason, prompt_tokens, generated,
+	usdt_req_finished(req, (unsigned)reason, prompt_tokens, generated,
 		     running, waiting);
 }
 
 uint64_t trace_step_begin(uint64_t step, uint32_t nseqs, uint32_t prefill_tokens,
 			  uint32_t decode_tokens)
 {
-	count_call(P_STEP_BEGIN);
 	/* The clock just before the probe, as for spans (see trace_span_begin). */
 	uint64_t now = trace_now_ns();
 
-	INFER_PROBE4(step_begin, step, nseqs, prefill_tokens, decode_tokens);
+	usdt_step_begin(step, nseqs, prefill_tokens, decode_tokens);
 	return now;
 }
 
@@ -387,9 +329,8 @@ void trace_step_end(uint64_t step, uint64_t begin_ns, uint32_t nseqs, uint32_t p
 	uint32_t tokens = prefill_tokens + decode_tokens;
 	ServeStats *v = &serve_stats;
 
-	INFER_PROBE6(step_end, step, begin_ns, nseqs, prefill_tokens, decode_tokens,
+	usdt_step_end(step, begin_ns, nseqs, prefill_tokens, decode_tokens,
 		     kv_used_blocks);
-	count_call(P_STEP_END);
 	pthread_mutex_lock(&stats_lock);
 	v->steps++;
 	v->prefill_tokens += prefill_tokens;
@@ -405,17 +346,15 @@ void trace_step_end(uint64_t step, uint64_t begin_ns, uint32_t nseqs, uint32_t p
 
 void trace_token_emit(uint64_t req, uint32_t pos, uint32_t token_id)
 {
-	count_call(P_TOKEN_EMIT);
 	__atomic_fetch_add(&n_tokens, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&serve_stats.emitted, 1, __ATOMIC_RELAXED);
-	INFER_PROBE3(token_emit, req, pos, token_id);
+	usdt_token_emit(req, pos, token_id);
 }
 
 void trace_kv_blocks(uint32_t used, uint32_t total, uint32_t block_size, uint64_t block_bytes)
 {
 	ServeStats *v = &serve_stats;
 
-	count_call(P_KV_BLOCKS);
 	pthread_mutex_lock(&stats_lock);
 	serve_seen = 1;
 	v->kv_used = used;
@@ -426,7 +365,7 @@ void trace_kv_blocks(uint32_t used, uint32_t total, uint32_t block_size, uint64_
 		v->kv_peak = used;
 	pthread_mutex_unlock(&stats_lock);
 	state_note_kv_blocks(used, total, block_size, block_bytes);
-	INFER_PROBE4(kv_blocks, used, total, block_size, block_bytes);
+	usdt_kv_blocks(used, total, block_size, block_bytes);
 }
 
 void trace_stats_enable(void)
@@ -516,24 +455,13 @@ static void write_opencl(FILE *f)
 	fprintf(f, "}},\n");
 }
 
+/* Every row of probes.def, with the calls of its fire function. */
 static void write_probes(FILE *f)
 {
-	uint64_t calls[P_COUNT];
-
-	for (unsigned p = 0; p < P_COUNT; p++)
-		calls[p] = __atomic_load_n(&probe_calls[p], __ATOMIC_RELAXED);
-	/* Each pool alloc/free is one call of the alloc/free site. */
-	for (unsigned p = 0; p < POOL_COUNT; p++) {
-		PoolStats s;
-
-		pool_get_stats(p, &s);
-		calls[P_ALLOC] += s.allocs;
-		calls[P_FREE] += s.frees;
-	}
 	fprintf(f, "\"probes\":{");
-	for (unsigned p = 0; p < P_COUNT; p++)
-		fprintf(f, "%s\"%s\":%llu", p ? "," : "", probe_names[p],
-			(unsigned long long)calls[p]);
+	for (unsigned p = 0; p < PROBE_ID_COUNT; p++)
+		fprintf(f, "%s\"%s\":%llu", p ? "," : "", probe_name(p),
+			(unsigned long long)__atomic_load_n(&infer_probe_calls[p], __ATOMIC_RELAXED));
 	fprintf(f, "},\n");
 }
 
@@ -566,7 +494,7 @@ static void write_finished(FILE *f, const ServeStats *v)
 	fprintf(f, "],\n\"per_request_unrecorded\":%llu,\n", (unsigned long long)v->done_unrecorded);
 }
 
-/* The serving engine's counts: what its probes announced (see probes.h). */
+/* The serving engine's counts: what its probes announced (see spantrace/probes.def). */
 static void write_serving(FILE *f)
 {
 	ServeStats *v = &serve_stats;

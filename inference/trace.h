@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "error.h"
-#include "probes.h"
+#include "usdt.h"
 
 /* Spans nest at most this deep on one thread (forward > layer > phase). */
 #define TRACE_MAX_DEPTH 16
@@ -36,7 +36,7 @@ void trace_forward_launch(enum span_launch launch);
 /* Fires cl_batch (in chunks of CL_BATCH_MAX) and counts the kernels. */
 void trace_kernels(const struct cl_kernel_record *recs, uint32_t n);
 
-/* The serving engine's probes (see probes.h for what each announces).
+/* The serving engine's probes (see spantrace/probes.def for what each announces).
  * Lifecycle probes carry the running/waiting gauges just after the event. */
 void trace_req_queued(uint64_t req, uint32_t prompt_tokens, uint32_t max_tokens,
 		      uint32_t running, uint32_t waiting);

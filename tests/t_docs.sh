@@ -5,7 +5,8 @@
 # heading there; every runnable example runs and exits 0. Runnable: an
 # indented line that starts with `spantrace ` or `build/` and leaves the
 # reader nothing to fill in (no MODEL, PID, $(...), [options], ...), nor
-# runs forever (daemon, top, a server).
+# runs forever (daemon, top, a server). The probe tables of docs/probes.md,
+# docs/llamacpp.md and the man page are what probedoc makes from the rows.
 source "$(dirname "$0")/lib.sh"
 need_bpf
 [ -r "$DEMO_MODEL" ] || fail "no $DEMO_MODEL (make models)"
@@ -60,3 +61,11 @@ while read -r line; do
 		fail "example '$line': $(tail -n 3 "$TMP/ex.out")"
 	ok "example: $line"
 done <"$TMP/examples"
+
+# The generated tables (probes.def, llamacpp.def) are what the rows make now.
+for f in docs/probes.md man/spantrace.1 docs/llamacpp.md; do
+	cp "$f" "$TMP/gen.${f##*.}"
+	"$BUILD/probedoc" --update "$TMP/gen.${f##*.}" 2>/dev/null || fail "probedoc --update $f"
+	cmp -s "$f" "$TMP/gen.${f##*.}" || fail "$f: its generated tables differ from the rows (run make)"
+	ok "$f: generated tables match the rows"
+done

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # fast
-# The engine library carries the 27 `infer` USDT probes (12 single-stream,
-# 8 of the serving engine, 7 of the state dump), each with a
-# semaphore and one site, on 5-byte nops; NO_PROBES builds carry none.
+# The engine library carries every probe row of include/spantrace/probes.def
+# (27: 12 single-stream, 8 of the serving engine, 7 of the state dump) as an
+# `infer` USDT probe, each with a semaphore and one site, on 5-byte nops;
+# NO_PROBES builds carry none.
 source "$(dirname "$0")/lib.sh"
 LIB=$BUILD/libinfer.so
 [ -r "$LIB" ] || fail "no $LIB"
@@ -10,16 +11,15 @@ command -v readelf >/dev/null && command -v objdump >/dev/null || skip "binutils
 
 readelf -n "$LIB" | awk '/Provider:/{p=$2} /Name:/{n=$2} /Semaphore:/{sub(/.*Semaphore: */, ""); print p, n, $1}' >"$TMP/probes"
 cat "$TMP/probes"
-names="request_begin request_end token_begin token_end span_begin span_end op_begin op_end alloc free kv_usage cl_batch
-req_queued req_admitted req_preempted req_finished step_begin step_end token_emit kv_blocks
-state_pool state_alloc state_kv state_kv_blocks state_tensor state_end state_requests"
+names=$("$BUILD/probedoc" --names) || fail "probedoc --names"
+assert_eq "probe rows" 27 "$(echo "$names" | wc -l)"
 for n in $names; do
 	lines=$(grep -c "^infer $n " "$TMP/probes")
 	assert_eq "sites of infer:$n" 1 "$lines"
 	sem=$(awk -v n="$n" '$2 == n {print $3}' "$TMP/probes")
 	[ "$((sem))" -ne 0 ] || fail "infer:$n has no semaphore"
 done
-assert_eq "probes in total" 27 "$(wc -l <"$TMP/probes")"
+assert_eq "probes in total" "$(echo "$names" | wc -l)" "$(wc -l <"$TMP/probes")"
 
 # Each probe address must hold the 5-byte nop 0f 1f 44 00 00.
 readelf -n "$LIB" | awk '/Location:/{print $2}' | sed 's/,$//' >"$TMP/locs"
@@ -31,7 +31,7 @@ done <"$TMP/locs"
 
 # NO_PROBES: the objects holding probe sites must carry no stapsdt notes.
 for src in trace pool; do
-	gcc -std=gnu11 -D_GNU_SOURCE -Iinference -O2 -fPIC -mno-red-zone -DINFER_NO_PROBES \
+	gcc -std=gnu11 -D_GNU_SOURCE -I"$ROOT/include" -O2 -fPIC -mno-red-zone -DINFER_NO_PROBES \
 		-c "$ROOT/inference/$src.c" -I"$ROOT/inference" -o "$TMP/$src.o" || fail "compile $src.c"
 	assert_eq "stapsdt notes in NO_PROBES $src.o" 0 "$(readelf -n "$TMP/$src.o" | grep -c stapsdt)"
 done

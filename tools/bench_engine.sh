@@ -29,7 +29,7 @@ fi
 mkdir -p "$BUILD/tools"
 $CC -O3 -march=native -pthread -o "$BUILD/tools/bwprobe" "$ROOT/tools/bwprobe.c" \
 	|| die "cannot compile bwprobe"
-$CC -O2 -std=gnu11 -D_GNU_SOURCE -I"$ROOT/inference" -o "$BUILD/tools/fwdbench" \
+$CC -O2 -std=gnu11 -D_GNU_SOURCE -I"$ROOT/inference" -I"$ROOT/include" -o "$BUILD/tools/fwdbench" \
 	"$ROOT/tools/fwdbench.c" -L"$BUILD" -linfer -lOpenCL -Wl,-rpath,"$BUILD" \
 	|| die "cannot compile fwdbench"
 

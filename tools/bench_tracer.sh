@@ -25,27 +25,30 @@ cat >"$TMP/loop.c" <<'EOF'
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#include "probes.h"
-#define SEM(n) volatile unsigned short infer_##n##_semaphore __attribute__((section(".probes"), used));
-SEM(request_begin) SEM(request_end) SEM(token_begin) SEM(token_end) SEM(span_begin) SEM(span_end)
-SEM(op_begin) SEM(op_end) SEM(alloc) SEM(free) SEM(kv_usage) SEM(cl_batch)
+#include "usdt.h"
+/* Every probe's semaphore, as trace.c defines them, and the call counts. */
+#define PROBE(nm, ro, lv, ms, pg, doc, n, params, args, names, types) \
+	volatile unsigned short infer_##nm##_semaphore __attribute__((section(".probes"), used));
+#include "spantrace/probes.def"
+#undef PROBE
+uint64_t infer_probe_calls[PROBE_ID_COUNT];
 int main(int argc, char **argv)
 {
 	long n = argc > 1 ? strtol(argv[1], NULL, 10) : 100000;
 	struct timespec a, b;
-	INFER_PROBE2(span_begin, (unsigned)SPAN_FORWARD, -1); /* the tracer wants this site */
+	usdt_span_begin(SPAN_FORWARD, -1); /* the tracer wants this site */
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	for (long i = 0; i < n; i++) {
-		INFER_PROBE2(op_begin, (unsigned)SPAN_QKV, (int)(i & 7));
-		INFER_PROBE2(op_end, (unsigned)SPAN_QKV, (int)(i & 7));
+		usdt_op_begin(SPAN_QKV, (int)(i & 7));
+		usdt_op_end(SPAN_QKV, (int)(i & 7));
 	}
 	clock_gettime(CLOCK_MONOTONIC, &b);
-	INFER_PROBE2(span_end, (unsigned)SPAN_FORWARD, -1);
+	usdt_span_end(SPAN_FORWARD, -1, LAUNCH_HOST);
 	printf("%.1f\n", ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / (2.0 * n));
 	return 0;
 }
 EOF
-gcc -O2 -mno-red-zone -Iinference -o "$TMP/loop" "$TMP/loop.c" || exit 1
+gcc -O2 -mno-red-zone -Iinference -Iinclude -o "$TMP/loop" "$TMP/loop.c" || exit 1
 
 base=$(for i in $(seq "$REPEAT"); do "$TMP/loop" "$PAIRS"; done | median)
 ours=$(for i in $(seq "$REPEAT"); do

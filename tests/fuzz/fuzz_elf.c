@@ -3,7 +3,7 @@
  * tables and program headers (the symbolizer, via a maps line naming the
  * file). Libraries named by the input are opened only if they are regular
  * files outside /dev, /proc and /sys (see fuzz_safe_open.h).
- * fuzz-cflags: -DINFER_PROBE_NAMES_ONLY
+ * fuzz-cflags: -DSPANTRACE_USER_SPANS
  * fuzz-sources: user/core/stapsdt.c user/analysis/symbols.c
  * fuzz-libs: -lelf -Wl,--wrap=open
  */

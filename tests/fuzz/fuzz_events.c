@@ -10,7 +10,7 @@
  * `type` when it has room for it, filled with the bytes that follow (zeros
  * past the input's end).
  * fuzz-sources: user/core/events.c user/core/userspans.c user/core/clock.c user/output/outbuf.c user/output/jsonl.c user/output/csv.c user/output/metrics.c user/output/chrome.c user/analysis/stats.c user/analysis/procs.c user/analysis/runstats.c user/top/topview.c user/top/format.c user/analysis/rssattr.c
- * fuzz-cflags: -DINFER_PROBE_NAMES_ONLY
+ * fuzz-cflags: -DSPANTRACE_USER_SPANS
  * fuzz-libs: -lm
  */
 #include "fuzz_common.h"

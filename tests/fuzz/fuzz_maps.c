@@ -3,7 +3,7 @@
  * finder's line splitter (maps_path in user/target.c, static: included).
  * Paths in the input are opened only if they are regular files outside
  * /dev, /proc and /sys (see fuzz_safe_open.h).
- * fuzz-cflags: -DINFER_PROBE_NAMES_ONLY
+ * fuzz-cflags: -DSPANTRACE_USER_SPANS
  * fuzz-sources: user/analysis/symbols.c user/core/stapsdt.c user/core/numparse.c
  * fuzz-libs: -lelf -Wl,--wrap=open
  */

@@ -107,7 +107,7 @@ int main(void)
 	return 0;
 }
 SRC
-gcc -DINFER_PROBE_NAMES_ONLY -Ibpf -Iinference -o "$tmp/sizes" "$tmp/sizes.c"
+gcc -DSPANTRACE_USER_SPANS -Ibpf -Iinclude -o "$tmp/sizes" "$tmp/sizes.c"
 "$tmp/sizes" | while read -r t n; do
 	printf "\\$(printf %03o "$t")\\$(printf %03o "$n")" >"$C/events/type$t"
 	cat "$C/events/type$t" >>"$C/events/all_types"

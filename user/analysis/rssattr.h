@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 #include <sys/types.h>
-#include "probes.h"
+#include "spantrace/probes.h"
 
 struct rss_split {
 	uint64_t rss, pools, other;   /* pools + other == rss */

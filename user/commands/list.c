@@ -5,7 +5,7 @@
 #include <argp.h>
 #include <stdio.h>
 #include <string.h>
-#include "probes.h"
+#include "spantrace/probes.h"
 #include "core/session.h"
 #include "core/stapsdt.h"
 #include "core/target.h"

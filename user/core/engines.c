@@ -21,28 +21,14 @@ struct engine_fn {
 	enum engine_object obj;
 	const char *funcs;       /* the function, then older names: "new|old|older" */
 	enum engine_role role;
-	unsigned kind;           /* FN_SPAN: enum span_kind */
+	unsigned kind;           /* FN_SPAN, FN_DECODE, FN_TOKENIZE: enum span_kind */
 };
 
-/* Exported symbols only, so that any build (node-llama-cpp's libraries, a
- * static llama-server) resolves the same names. */
+/* The rows of spantrace/llamacpp.def. */
 static const struct engine_fn llamacpp_fns[] = {
-	{ OBJ_LLAMA, "llama_decode", FN_DECODE, SPAN_FORWARD },
-	{ OBJ_LLAMA, "llama_encode", FN_DECODE, SPAN_FORWARD },
-	{ OBJ_LLAMA, "llama_model_load_from_file|llama_load_model_from_file", FN_SPAN, SPAN_MODEL_LOAD },
-	{ OBJ_LLAMA, "llama_init_from_model|llama_new_context_with_model", FN_SPAN, SPAN_CTX_INIT },
-	{ OBJ_LLAMA, "llama_tokenize", FN_TOKENIZE, SPAN_TOKENIZE },
-	{ OBJ_LLAMA, "llama_sampler_sample", FN_SPAN, SPAN_SAMPLE },
-	{ OBJ_LLAMA, "llama_get_logits_ith", FN_LOGITS, 0 },
-	{ OBJ_LLAMA, "llama_sampler_accept", FN_ACCEPT, 0 },
-	{ OBJ_LLAMA, "llama_memory_seq_rm|llama_kv_self_seq_rm|llama_kv_cache_seq_rm", FN_SEQ_REMOVE, 0 },
-	{ OBJ_LLAMA, "llama_memory_clear|llama_kv_self_clear|llama_kv_cache_clear", FN_MEMORY_CLEAR, 0 },
-	{ OBJ_GGML, "ggml_backend_sched_graph_compute_async", FN_SPAN, SPAN_GRAPH },
-	{ OBJ_GGML, "ggml_backend_buft_alloc_buffer", FN_BUF_ALLOC, 0 },
-	{ OBJ_GGML, "ggml_backend_dev_buffer_from_host_ptr", FN_BUF_FROM_HOST, 0 },
-	{ OBJ_GGML, "ggml_backend_buffer_set_usage", FN_BUF_USAGE, 0 },
-	{ OBJ_GGML, "ggml_backend_buffer_free", FN_BUF_FREE, 0 },
-	{ OBJ_GGML, "ggml_backend_alloc_ctx_tensors_from_buft", FN_TENSOR_SCOPE, 0 },
+#define FUNCTION(obj, names, role, kind, measures, doc) { OBJ_##obj, names, FN_##role, SPAN_##kind },
+#include "spantrace/llamacpp.def"
+#undef FUNCTION
 };
 
 #define NFNS (sizeof(llamacpp_fns) / sizeof(llamacpp_fns[0]))

@@ -101,6 +101,13 @@ static enum event_verdict check_cl_devtime(const void *rec)
 	return e->mask <= 15 && e->named <= 1 && name_ok(e->name, sizeof(e->name)) ? EVENT_OK : EVENT_BAD_FIELD;
 }
 
+static enum event_verdict check_probe(const void *rec)
+{
+	const struct probe_event *e = rec;
+
+	return e->probe < PROBE_ID_COUNT && e->nargs <= PROBE_ARGS_MAX ? EVENT_OK : EVENT_BAD_FIELD;
+}
+
 static enum event_verdict check_nothing(const void *rec)
 {
 	(void)rec;
@@ -132,6 +139,7 @@ static const struct {
 	[EV_CL_MEM] = { "cl_mem", sizeof(struct cl_mem_event), check_cl_mem },
 	[EV_CL_DEVTIME] = { "cl_devtime", sizeof(struct cl_devtime_event), check_cl_devtime },
 	[EV_TENSOR] = { "tensor", sizeof(struct tensor_event), check_tensor },
+	[EV_PROBE] = { "probe", sizeof(struct probe_event), check_probe },
 };
 
 const char *event_type_name(unsigned type)
@@ -190,6 +198,7 @@ static int handle(const struct event_sink *s, unsigned t, const void *rec)
 	case EV_CL_MEM: return on->cl_mem ? on->cl_mem(s->ctx, rec) : 0;
 	case EV_CL_DEVTIME: return on->cl_devtime ? on->cl_devtime(s->ctx, rec) : 0;
 	case EV_TENSOR: return on->tensor ? on->tensor(s->ctx, rec) : 0;
+	case EV_PROBE: return on->probe ? on->probe(s->ctx, rec) : 0;
 	default: return 0;
 	}
 }

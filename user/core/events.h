@@ -8,7 +8,7 @@
  *   - the record is at least as long as its type's struct;
  *   - the type is one the table knows;
  *   - every enum field indexes the vocabulary's tables (span kind, pool,
- *     kernel id, stack depth, counter count), and layers are >= -1.
+ *     kernel id, probe row, stack depth, counter count), and layers are >= -1.
  * A record that fails is not handed to any sink; its verdict says why. */
 #ifndef SPANTRACE_EVENTS_H
 #define SPANTRACE_EVENTS_H
@@ -37,6 +37,7 @@ struct event_handlers {
 	int (*cl_mem)(void *ctx, const struct cl_mem_event *e);
 	int (*cl_devtime)(void *ctx, const struct cl_devtime_event *e);
 	int (*tensor)(void *ctx, const struct tensor_event *e);
+	int (*probe)(void *ctx, const struct probe_event *e);   /* probe_generic rows */
 };
 
 struct event_sink {

@@ -302,16 +302,20 @@ int session_add_link(struct session *s, struct bpf_link *link)
 }
 
 
-/* One probe of the table below; a probe a binary lacks is fine unless it
- * is span_begin, which every build of our engine has. */
-static int attach_probe(struct session *s, struct bpf_program *prog, const char *probe, const char *elf,
+/* One row's probe; a probe a binary lacks is fine unless it is span_begin,
+ * which every build of our engine has. The USDT cookie is the row's id
+ * (probe_generic names its record by it). */
+static int attach_probe(struct session *s, struct bpf_program *prog, unsigned id, const char *elf,
 			pid_t pid, char *err, size_t errlen)
 {
+	const char *probe = probe_name(id);
+	int required = id == PROBE_ID_span_begin;
 	struct bpf_link *link;
 
 	if (umulti_enabled(s->um)) {
-		int rc = umulti_attach(s->um, bpf_program__fd(prog), elf, pid, INFER_PROVIDER, probe, err, errlen);
-		if (rc == -ENOENT && strcmp(probe, "span_begin")) {
+		int rc = umulti_attach(s->um, bpf_program__fd(prog), elf, pid, INFER_PROVIDER, probe, id,
+				       err, errlen);
+		if (rc == -ENOENT && !required) {
 			st_debug("%s has no infer:%s probe", elf, probe);
 			return 0;
 		}
@@ -319,11 +323,12 @@ static int attach_probe(struct session *s, struct bpf_program *prog, const char 
 			snprintf(err, errlen, "cannot attach infer:%s in %s: %s", probe, elf, strerror(ENOENT));
 		return rc ? -1 : 0;
 	}
-	link = bpf_program__attach_usdt(prog, pid, elf, INFER_PROVIDER, probe, NULL);
+	LIBBPF_OPTS(bpf_usdt_opts, opts, .usdt_cookie = id);
+	link = bpf_program__attach_usdt(prog, pid, elf, INFER_PROVIDER, probe, &opts);
 
 	if (!link) {
 		int e = errno;
-		if (e == ENOENT && strcmp(probe, "span_begin")) {
+		if (e == ENOENT && !required) {
 			st_debug("%s has no infer:%s probe", elf, probe);
 			return 0;
 		}
@@ -338,79 +343,67 @@ static int attach_probe(struct session *s, struct bpf_program *prog, const char 
 	return 0;
 }
 
-#define ENGINE_PROBES_MAX 32   /* room for the table below (28 entries) */
-
 struct engine_probe {
 	struct bpf_program *prog;
-	const char *probe;
-	int detail_only;   /* attached at --level detail only */
+	unsigned id;         /* enum probe_id: the row of spantrace/probes.def */
 };
 
-/* The engine's probes and their programs, in the order they are attached. */
-static size_t engine_probes(const struct spantrace_bpf *sk, struct engine_probe *out)
+/* The program of each row of probes.def. */
+static struct bpf_program *probe_program(const struct spantrace_bpf *sk, unsigned id)
 {
-	const struct engine_probe table[] = {
-		/* Every end before any begin: a begin seen while its end is
-		 * not yet armed would stay open on the span stack for good. */
-		{ sk->progs.request_end_prog, "request_end", 0 },
-		{ sk->progs.req_finished_prog, "req_finished", 0 },
-		{ sk->progs.token_emit_prog, "token_emit", 0 },
-		{ sk->progs.req_preempted_prog, "req_preempted", 0 },
-		{ sk->progs.req_admitted_prog, "req_admitted", 0 },
-		{ sk->progs.step_end_prog, "step_end", 0 },
-		{ sk->progs.token_end_prog, "token_end", 0 },
-		{ sk->progs.span_end_prog, "span_end", 0 },
-		{ sk->progs.op_end_prog, "op_end", 1 },
-		{ sk->progs.request_begin_prog, "request_begin", 0 },
-		{ sk->progs.req_queued_prog, "req_queued", 0 },
-		{ sk->progs.step_begin_prog, "step_begin", 0 },
-		{ sk->progs.token_begin_prog, "token_begin", 0 },
-		{ sk->progs.span_begin_prog, "span_begin", 0 },
-		{ sk->progs.op_begin_prog, "op_begin", 1 },
-		/* Frees before allocs, for the same reason: an alloc whose
-		 * free went unseen would stay live. */
-		{ sk->progs.free_prog, "free", 0 },
-		{ sk->progs.alloc_prog, "alloc", 0 },
-		/* The state dump (inference/state.h), after alloc/free. */
-		{ sk->progs.state_pool_prog, "state_pool", 0 },
-		{ sk->progs.state_alloc_prog, "state_alloc", 0 },
-		{ sk->progs.kv_usage_prog, "state_kv", 0 },
-		{ sk->progs.kv_blocks_prog, "state_kv_blocks", 0 },
-		{ sk->progs.state_tensor_prog, "state_tensor", 0 },
-		{ sk->progs.state_requests_prog, "state_requests", 0 },
-		{ sk->progs.kv_usage_prog, "kv_usage", 0 },
-		{ sk->progs.kv_blocks_prog, "kv_blocks", 0 },
-		{ sk->progs.cl_batch_prog, "cl_batch", 1 },
-	};
+	switch (id) {
+#define PROBE(nm, ro, lv, ms, pg, doc, n, params, args, names, types) \
+	case PROBE_ID_##nm: return sk->progs.pg;
+#include "spantrace/probes.def"
+#undef PROBE
+	default: return NULL;
+	}
+}
 
-	_Static_assert(sizeof(table) / sizeof(table[0]) <= ENGINE_PROBES_MAX, "ENGINE_PROBES_MAX too small");
-	memcpy(out, table, sizeof(table));
-	return sizeof(table) / sizeof(table[0]);
+/* Every row, in the order they are attached: every END, then every MARK,
+ * then every BEGIN (probes.def says why). */
+static size_t engine_probes(const struct spantrace_bpf *sk, struct engine_probe out[PROBE_ID_COUNT])
+{
+	static const enum probe_role order[] = { PROBE_ROLE_END, PROBE_ROLE_MARK, PROBE_ROLE_BEGIN };
+	size_t n = 0;
+
+	for (size_t r = 0; r < sizeof(order) / sizeof(order[0]); r++)
+		for (unsigned id = 0; id < PROBE_ID_COUNT; id++)
+			if (probe_rows[id].role == order[r])
+				out[n++] = (struct engine_probe){ probe_program(sk, id), id };
+	return n;
 }
 
 /* Every engine probe program goes through uprobe_multi links (when the
  * kernel has them); --opencl's and --span's attach per site. */
 static int prepare_engine_links(struct session *s)
 {
-	struct engine_probe table[ENGINE_PROBES_MAX];
-	struct bpf_program *progs[ENGINE_PROBES_MAX];
-	size_t n = engine_probes(s->skel, table);
+	struct engine_probe table[PROBE_ID_COUNT];
+	struct bpf_program *progs[PROBE_ID_COUNT];
+	size_t n = engine_probes(s->skel, table), nprogs = 0;
 
-	for (size_t i = 0; i < n; i++)
-		progs[i] = table[i].prog;
-	return umulti_prepare(progs, n);
+	/* each program once, however many rows share it */
+	for (size_t i = 0; i < n; i++) {
+		size_t j = 0;
+
+		while (j < nprogs && progs[j] != table[i].prog)
+			j++;
+		if (j == nprogs)
+			progs[nprogs++] = table[i].prog;
+	}
+	return umulti_prepare(progs, nprogs);
 }
 
 /* The engine's probes of elf, in the order the table gives. */
 static int attach_engine_probes(struct session *s, const char *elf, pid_t pid, char *err, size_t errlen)
 {
-	struct engine_probe table[ENGINE_PROBES_MAX];
+	struct engine_probe table[PROBE_ID_COUNT];
 	size_t n = engine_probes(s->skel, table);
 
 	for (size_t i = 0; i < n; i++)
 		/* unattached sites stay nops */
-		if ((!table[i].detail_only || s->level == LEVEL_DETAIL) &&
-		    attach_probe(s, table[i].prog, table[i].probe, elf, pid, err, errlen))
+		if ((probe_rows[table[i].id].level != PROBE_LEVEL_DETAIL || s->level == LEVEL_DETAIL) &&
+		    attach_probe(s, table[i].prog, table[i].id, elf, pid, err, errlen))
 			return -1;
 	return 0;
 }

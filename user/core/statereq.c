@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include "core/fleet.h"
 #include "core/log.h"
-#include "probes.h"
+#include "spantrace/probes.h"
 
 /* The mask of /proc/PID/status's SigBlk line (the main thread's). */
 static int blocked_mask(pid_t pid, unsigned long long *mask)

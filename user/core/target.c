@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "probes.h"
+#include "spantrace/probes.h"
 #include "core/numparse.h"
 #include "core/stapsdt.h"
 

@@ -283,7 +283,7 @@ struct um_sites {
 };
 
 static int collect_sites(struct umulti *um, const struct sdt_list *l, const char *provider,
-			 const char *probe, struct um_sites *s, char *err, size_t errlen)
+			 const char *probe, uint64_t usdt_cookie, struct um_sites *s, char *err, size_t errlen)
 {
 	struct um_spec sp;
 	int id;
@@ -301,6 +301,7 @@ static int collect_sites(struct umulti *um, const struct sdt_list *l, const char
 			snprintf(err, errlen, "%s:%s: cannot use its site or arguments '%s'", provider, probe, p->args);
 			return -EINVAL;
 		}
+		sp.usdt_cookie = usdt_cookie;
 		if ((id = spec_id(um, &sp)) < 0) {
 			snprintf(err, errlen, "cannot store the USDT spec of %s:%s: %s", provider, probe, strerror(-id));
 			return id;
@@ -332,7 +333,7 @@ static int link_sites(struct umulti *um, int prog_fd, const char *elf, pid_t pid
 }
 
 int umulti_attach(struct umulti *um, int prog_fd, const char *elf, pid_t pid, const char *provider,
-		  const char *probe, char *err, size_t errlen)
+		  const char *probe, uint64_t usdt_cookie, char *err, size_t errlen)
 {
 	struct sdt_list l;
 	struct um_sites s = { 0 };
@@ -340,7 +341,7 @@ int umulti_attach(struct umulti *um, int prog_fd, const char *elf, pid_t pid, co
 
 	if (sdt_read(elf, &l, err, errlen))
 		return -EINVAL;
-	rc = collect_sites(um, &l, provider, probe, &s, err, errlen);
+	rc = collect_sites(um, &l, provider, probe, usdt_cookie, &s, err, errlen);
 	if (rc == -ENOMEM)
 		snprintf(err, errlen, "out of memory");
 	if (!rc && (rc = link_sites(um, prog_fd, elf, pid, &s)))

@@ -15,13 +15,14 @@
  *   um = umulti_new();                         // before load
  *   if (umulti_enabled(um)) umulti_prepare(progs, n);
  *   load; umulti_set_specs_map(um, fd, value_size);
- *   umulti_attach(um, prog_fd, elf, pid, "infer", "alloc", ...);
+ *   umulti_attach(um, prog_fd, elf, pid, "infer", "alloc", cookie, ...);
  *   umulti_detach(um);                         // all links, in parallel
  */
 #ifndef SPANTRACE_UPROBE_MULTI_H
 #define SPANTRACE_UPROBE_MULTI_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct bpf_object;
@@ -46,10 +47,11 @@ int umulti_set_specs_map(struct umulti *um, struct bpf_object *obj, char *err, s
 
 /* Attaches prog_fd to every site of provider:probe in elf (pid -1: every
  * process). elf may be any path the kernel resolves to the file, including
- * /proc/PID/map_files/... Returns 0, -ENOENT when elf has no such probe, or
- * another -errno with a message in err. */
+ * /proc/PID/map_files/... usdt_cookie is what bpf_usdt_cookie() returns.
+ * Returns 0, -ENOENT when elf has no such probe, or another -errno with a
+ * message in err. */
 int umulti_attach(struct umulti *um, int prog_fd, const char *elf, pid_t pid, const char *provider,
-		  const char *probe, char *err, size_t errlen);
+		  const char *probe, uint64_t usdt_cookie, char *err, size_t errlen);
 /* Number of links held. */
 size_t umulti_nlinks(const struct umulti *um);
 /* Closes every link, in parallel threads (the grace periods overlap). */

@@ -1,5 +1,6 @@
 /* jsonl.c - fixed-schema JSONL lines for ring-buffer records (see jsonl.h). */
 #include "output/jsonl.h"
+#include <string.h>
 
 /* {"type":…,"ts_ns":…,"pid":…,"tid":…,"cpu":…  then the type's fields, then }.
  * A failed write is reported once (-1); the records after it are dropped
@@ -248,6 +249,29 @@ static void tensor_fields(struct outbuf *ob, const void *rec)
 	ob_key_name(ob, "device", e->device ? "opencl" : "host");
 }
 
+/* A probe_generic record: its row's name, and each argument by the row's
+ * names (s32 arguments signed). */
+static void probe_fields(struct outbuf *ob, const void *rec)
+{
+	const struct probe_event *e = rec;
+	const struct probe_row *row = &probe_rows[e->probe];
+
+	ob_key_name(ob, "probe", row->name);
+	ob_key(ob, "args");
+	ob_lit(ob, "{");
+	for (unsigned i = 0; i < e->nargs && i < row->nargs; i++) {
+		if (i)
+			ob_lit(ob, ",");
+		ob_jstr(ob, row->arg_names[i], 64);
+		ob_lit(ob, ":");
+		if (!strcmp(row->arg_types[i], "__s32"))
+			ob_s64(ob, (int32_t)e->args[i]);
+		else
+			ob_u64(ob, e->args[i]);
+	}
+	ob_lit(ob, "}");
+}
+
 static void kv_fields(struct outbuf *ob, const void *rec)
 {
 	const struct kv_event *e = rec;
@@ -442,6 +466,7 @@ static int on_cl_call(void *ob, const struct cl_call_event *e) { return line(ob,
 static int on_cl_mem(void *ob, const struct cl_mem_event *e) { return line(ob, &e->h, cl_mem_fields, e); }
 static int on_cl_devtime(void *ob, const struct cl_devtime_event *e) { return line(ob, &e->h, cl_devtime_fields, e); }
 static int on_tensor(void *ob, const struct tensor_event *e) { return line(ob, &e->h, tensor_fields, e); }
+static int on_probe(void *ob, const struct probe_event *e) { return line(ob, &e->h, probe_fields, e); }
 
 const struct event_handlers jsonl_handlers = {
 	.span = on_span,
@@ -459,6 +484,7 @@ const struct event_handlers jsonl_handlers = {
 	.cl_mem = on_cl_mem,
 	.cl_devtime = on_cl_devtime,
 	.tensor = on_tensor,
+	.probe = on_probe,
 };
 
 int jsonl_write_record(struct outbuf *ob, const void *data, size_t size)

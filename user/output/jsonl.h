@@ -1,5 +1,5 @@
 /* jsonl.h - one JSONL line per ring-buffer record: `record`'s stream and the
- * daemon's tail files. A fixed schema with names from probes.h's tables;
+ * daemon's tail files. A fixed schema with names from spantrace/probes.h's tables;
  * fields are only ever added, never renamed (docs/record.md: JSONL schema). */
 #ifndef SPANTRACE_JSONL_H
 #define SPANTRACE_JSONL_H

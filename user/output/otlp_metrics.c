@@ -8,7 +8,7 @@
 #include <string.h>
 #include "hist.h"
 #include "output/otlp.h"
-#include "probes.h"
+#include "spantrace/probes.h"
 
 #define AGGREGATION_TEMPORALITY_CUMULATIVE 2
 

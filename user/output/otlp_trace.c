@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include "probes.h"
+#include "spantrace/probes.h"
 
 #define MAX_THREADS 1024
 
