@@ -1,9 +1,14 @@
 /* test_prom.c - the Prometheus exposition: escaping, bucket bounds,
- * cumulative buckets, one HELP/TYPE per family, stable sorted output.
+ * cumulative buckets, one HELP/TYPE per family, stable sorted output; and
+ * OTLP's metrics from the same model: the same families, in order, with
+ * the same help strings.
  * With PROM_SAMPLE_OUT=PATH it also writes the rendered sample there, so
  * tests/t_prom_format.sh can run promtool on it. */
 #include "output/httpd.h"
+#include "output/otlp_metrics.h"
 #include "output/prom.h"
+
+#include <json-c/json.h>
 
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -40,37 +45,37 @@ static void test_bounds(void)
 }
 
 /* Two processes, given in reverse order so the renderer must sort. */
-static void fill_sample(struct prom_snapshot *s)
+static void fill_sample(struct metrics_snapshot *s)
 {
-	static struct prom_agg aggs[5];
-	static struct prom_pool pools[2];
-	static struct prom_kv kvs[1];
-	static struct prom_proc procs[2];
-	static struct prom_map_mem maps[2] = { { "pools", 4096 }, { "agg", 1 << 20 } };
+	static struct metrics_agg aggs[5];
+	static struct metrics_pool pools[2];
+	static struct metrics_kv kvs[1];
+	static struct metrics_proc procs[2];
+	static struct metrics_map_mem maps[2] = { { "pools", 4096 }, { "agg", 1 << 20 } };
 	memset(aggs, 0, sizeof(aggs));
-	aggs[0] = (struct prom_agg){ .pid = 200, .kind = SPAN_QKV, .layer = 1, .count = 3, .sum_ns = 1800 };
+	aggs[0] = (struct metrics_agg){ .pid = 200, .kind = SPAN_QKV, .layer = 1, .count = 3, .sum_ns = 1800 };
 	aggs[0].buckets[hist_bucket(600)] = 3;
-	aggs[1] = (struct prom_agg){ .pid = 100, .kind = SPAN_QKV, .layer = 0, .count = 4,
+	aggs[1] = (struct metrics_agg){ .pid = 100, .kind = SPAN_QKV, .layer = 0, .count = 4,
 				     .sum_ns = 1500000001, .max_ns = 1500000000, .errors = 2 };
 	aggs[1].buckets[hist_bucket(0)] = 1;
 	aggs[1].buckets[hist_bucket(1100)] = 2;
 	aggs[1].buckets[hist_bucket(1500000000)] = 1;
-	aggs[2] = (struct prom_agg){ .pid = 100, .kind = AGG_KIND_TOKEN, .layer = LAYER_NONE,
+	aggs[2] = (struct metrics_agg){ .pid = 100, .kind = AGG_KIND_TOKEN, .layer = LAYER_NONE,
 				     .count = 7, .sum_ns = 21000000 };
 	aggs[2].buckets[hist_bucket(3000000)] = 7;
-	aggs[3] = (struct prom_agg){ .pid = 100, .kind = AGG_KIND_KERNEL_BASE + KERNEL_MATVEC,
+	aggs[3] = (struct metrics_agg){ .pid = 100, .kind = AGG_KIND_KERNEL_BASE + KERNEL_MATVEC,
 				     .layer = 2, .count = 1, .sum_ns = 5000 };
 	aggs[3].buckets[hist_bucket(5000)] = 1;
-	aggs[4] = (struct prom_agg){ .pid = 100, .kind = SPAN_FORWARD, .layer = LAYER_NONE,
+	aggs[4] = (struct metrics_agg){ .pid = 100, .kind = SPAN_FORWARD, .layer = LAYER_NONE,
 				     .count = 1, .sum_ns = 2000000 };
 	aggs[4].buckets[hist_bucket(2000000)] = 1;
-	pools[0] = (struct prom_pool){ .pid = 200, .pool = POOL_WEIGHTS, .live_bytes = 10, .peak_bytes = 20 };
-	pools[1] = (struct prom_pool){ .pid = 100, .pool = POOL_KV_CACHE, .live_bytes = 30,
+	pools[0] = (struct metrics_pool){ .pid = 200, .pool = POOL_WEIGHTS, .live_bytes = 10, .peak_bytes = 20 };
+	pools[1] = (struct metrics_pool){ .pid = 100, .pool = POOL_KV_CACHE, .live_bytes = 30,
 				       .peak_bytes = 40, .allocs = 5, .frees = 4, .reserved_bytes = 36 };
-	kvs[0] = (struct prom_kv){ .pid = 100, .used_bytes = 1024, .capacity_bytes = 4096 };
-	procs[0] = (struct prom_proc){ .pid = 200, .tokens_per_second = 0 };
-	procs[1] = (struct prom_proc){ .pid = 100, .tokens_per_second = 331.5 };
-	*s = (struct prom_snapshot){
+	kvs[0] = (struct metrics_kv){ .pid = 100, .used_bytes = 1024, .capacity_bytes = 4096 };
+	procs[0] = (struct metrics_proc){ .pid = 200, .tokens_per_second = 0 };
+	procs[1] = (struct metrics_proc){ .pid = 100, .tokens_per_second = 331.5 };
+	*s = (struct metrics_snapshot){
 		.binary = "/opt/my \"infer\"\\bin",
 		.aggs = aggs, .naggs = 5, .pools = pools, .npools = 2, .kvs = kvs, .nkvs = 1,
 		.procs = procs, .nprocs = 2, .maps = maps, .nmaps = 2, .has_tail = 1,
@@ -133,7 +138,7 @@ static void check_histograms(const char *text)
 
 static void test_render(void)
 {
-	struct prom_snapshot s;
+	struct metrics_snapshot s;
 	char *a = NULL, *b = NULL;
 	size_t alen = 0, blen = 0;
 	fill_sample(&s);
@@ -228,7 +233,7 @@ static void test_render(void)
 
 static void test_empty(void)
 {
-	struct prom_snapshot s = { 0 };
+	struct metrics_snapshot s = { 0 };
 	char *a = NULL;
 	size_t n = 0;
 	CHECK(prom_render(&s, &a, &n) == 0 && a, "empty render");
@@ -237,13 +242,79 @@ static void test_empty(void)
 	free(a);
 }
 
+/* ---- OTLP: the same families from the same model ---- */
+
+/* Each "# HELP name help" line of the exposition whose family has samples
+ * (OTLP leaves empty families out), as "name help". */
+static size_t prom_helps(const char *text, char lines[][512], size_t max)
+{
+	size_t n = 0;
+
+	for (const char *p = text; (p = strstr(p, "# HELP ")) && n < max; p++) {
+		const char *eol = strchr(p, '\n'), *name = p + 7;
+		size_t namelen = strcspn(name, " ");
+		char sample[160];
+
+		/* a sample line follows the TYPE line when the family has points */
+		const char *type_eol = eol ? strchr(eol + 1, '\n') : NULL;
+		snprintf(sample, sizeof(sample), "%.*s", (int)namelen, name);
+		if (!eol || !type_eol || strncmp(type_eol + 1, sample, namelen))
+			continue;
+		snprintf(lines[n++], sizeof(lines[0]), "%.*s", (int)(eol - name), name);
+	}
+	return n;
+}
+
+static void test_otlp_same_families(void)
+{
+	static char want[128][512];
+	struct metrics_snapshot s;
+	char *text = NULL, *body;
+	size_t len = 0, nwant;
+	uint64_t points = 0;
+	json_object *root, *metrics = NULL, *rms, *sms;
+
+	fill_sample(&s);
+	CHECK(prom_render(&s, &text, &len) == 0, "prom render");
+	body = otlp_metrics_body(&s, 1, 2, "host", &points);
+	CHECK(body && points > 0, "otlp body");
+	if (!text || !body)
+		goto out;
+	nwant = prom_helps(text, want, 128);
+	CHECK(nwant >= 30, "the sample fills %zu families", nwant);
+	root = json_tokener_parse(body);
+	if (root && json_object_object_get_ex(root, "resourceMetrics", &rms) &&
+	    (sms = json_object_array_get_idx(rms, 0)) && json_object_object_get_ex(sms, "scopeMetrics", &sms) &&
+	    (sms = json_object_array_get_idx(sms, 0)))
+		json_object_object_get_ex(sms, "metrics", &metrics);
+	CHECK(metrics && json_object_array_length(metrics) == nwant,
+	      "OTLP metrics %zu = Prometheus families with samples %zu",
+	      metrics ? json_object_array_length(metrics) : 0, nwant);
+	for (size_t i = 0; metrics && i < nwant && i < json_object_array_length(metrics); i++) {
+		json_object *m = json_object_array_get_idx(metrics, i), *name, *desc;
+		char got[512];
+
+		json_object_object_get_ex(m, "name", &name);
+		json_object_object_get_ex(m, "description", &desc);
+		snprintf(got, sizeof(got), "%s %s", json_object_get_string(name), json_object_get_string(desc));
+		CHECK(!strcmp(got, want[i]), "family %zu: OTLP '%s', Prometheus '%s'", i, got, want[i]);
+	}
+	/* every loss counter in both: 3 per-event families and 10 totals */
+	CHECK(strstr(body, "\"spantrace_events_dropped_total\"") && strstr(body, "\"spantrace_kernel_records_truncated_total\""),
+	      "OTLP has the loss counters");
+	json_object_put(root);
+out:
+	free(text);
+	free(body);
+}
+
 /* ---- the HTTP endpoint ---- */
 
 static int render_calls;
 
 static int render_sample(void *ctx, char **body, size_t *len)
 {
-	struct prom_snapshot s = { .binary = ctx };
+	struct metrics_snapshot s = { .binary = ctx };
 	render_calls++;
 	return prom_render(&s, body, len);
 }
@@ -329,6 +400,7 @@ int main(void)
 	test_bounds();
 	test_render();
 	test_empty();
+	test_otlp_same_families();
 	test_httpd();
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);

@@ -74,7 +74,7 @@ struct daemon {
 	struct outbuf line;                 /* memory only: formats one tail span */
 
 	pthread_mutex_t lock;
-	struct prom_snapshot snap;   /* guarded by lock */
+	struct metrics_snapshot snap;   /* guarded by lock */
 
 	struct proc_track *procs;
 	size_t nprocs, procs_cap;
@@ -147,7 +147,7 @@ static uint64_t min_samples(double pct)
 /* The threshold is the upper edge of the bucket that holds the nearest-rank
  * percentile, not an interpolation: a tail budget of (1-q) must hold, and
  * at most (1-q) of the window lies at or above that edge (t_daemon_tail). */
-static void update_pct_thresholds(struct daemon *d, const struct prom_snapshot *s)
+static void update_pct_thresholds(struct daemon *d, const struct metrics_snapshot *s)
 {
 	struct kind_counts *cum = &d->cum, *slot = &d->window[d->wslot];
 
@@ -181,7 +181,7 @@ static void update_pct_thresholds(struct daemon *d, const struct prom_snapshot *
 /* One map read into a snapshot array: the array's capacity travels along. */
 struct map_read {
 	struct daemon *d;
-	struct prom_snapshot *s;
+	struct metrics_snapshot *s;
 	size_t cap;
 };
 
@@ -191,7 +191,7 @@ static int agg_entry(void *ctx, const struct agg_key *k, const struct agg_val *v
 
 	if (ARRAY_GROW(r->s->aggs, r->cap, r->s->naggs))
 		return -1;
-	struct prom_agg *a = &r->s->aggs[r->s->naggs++];
+	struct metrics_agg *a = &r->s->aggs[r->s->naggs++];
 	a->pid = k->pid;
 	a->kind = k->kind;
 	a->layer = k->layer;
@@ -209,7 +209,7 @@ static int pool_entry(void *ctx, const struct pool_key *k, const struct pool_val
 
 	if (ARRAY_GROW(r->s->pools, r->cap, r->s->npools))
 		return -1;
-	r->s->pools[r->s->npools++] = (struct prom_pool){ k->pid, k->pool, v->live_bytes, v->peak_bytes,
+	r->s->pools[r->s->npools++] = (struct metrics_pool){ k->pid, k->pool, v->live_bytes, v->peak_bytes,
 						  v->allocs, v->frees, v->reserved_bytes };
 	return 0;
 }
@@ -220,7 +220,7 @@ static int kv_entry(void *ctx, __u32 pid, const struct kv_val *v)
 
 	if (ARRAY_GROW(r->s->kvs, r->cap, r->s->nkvs))
 		return -1;
-	r->s->kvs[r->s->nkvs++] = (struct prom_kv){ pid, v->used_bytes, v->capacity_bytes };
+	r->s->kvs[r->s->nkvs++] = (struct metrics_kv){ pid, v->used_bytes, v->capacity_bytes };
 	return 0;
 }
 
@@ -230,7 +230,7 @@ static int clmem_entry(void *ctx, const struct cl_ctx_key *k, const struct cl_ct
 
 	if (ARRAY_GROW(r->s->clmems, r->cap, r->s->nclmems))
 		return -1;
-	r->s->clmems[r->s->nclmems++] = (struct prom_clmem){ k->pid, k->context, v->live_bytes, v->peak_bytes,
+	r->s->clmems[r->s->nclmems++] = (struct metrics_clmem){ k->pid, k->context, v->live_bytes, v->peak_bytes,
 							     v->creates, v->frees };
 	return 0;
 }
@@ -241,11 +241,11 @@ static int serving_entry(void *ctx, __u32 pid, const struct serving_val *v)
 
 	if (ARRAY_GROW(r->s->servings, r->cap, r->s->nservings))
 		return -1;
-	r->s->servings[r->s->nservings++] = (struct prom_serving){ pid, *v };
+	r->s->servings[r->s->nservings++] = (struct metrics_serving){ pid, *v };
 	return 0;
 }
 
-static int read_maps(struct daemon *d, struct prom_snapshot *s)
+static int read_maps(struct daemon *d, struct metrics_snapshot *s)
 {
 	struct map_read aggs = { d, s, 0 }, pools = { d, s, 0 }, kvs = { d, s, 0 }, serving = { d, s, 0 };
 	struct map_read clmems = { d, s, 0 };
@@ -261,7 +261,7 @@ static void map_memory_entry(void *ctx, const char *name, uint64_t bytes)
 
 	if (ARRAY_GROW(r->s->maps, r->cap, r->s->nmaps))
 		return; /* the series is missing from this scrape */
-	r->s->maps[r->s->nmaps++] = (struct prom_map_mem){ name, bytes };
+	r->s->maps[r->s->nmaps++] = (struct metrics_map_mem){ name, bytes };
 }
 
 /* ---- processes: throughput, and forgetting the dead ---- */
@@ -286,7 +286,7 @@ static void note_pid(struct daemon *d, uint32_t pid)
 		st_info("daemon: new process %u", pid);
 }
 
-static uint64_t tokens_of(const struct prom_snapshot *s, uint32_t pid)
+static uint64_t tokens_of(const struct metrics_snapshot *s, uint32_t pid)
 {
 	uint64_t n = 0;
 	for (size_t i = 0; i < s->naggs; i++)
@@ -310,9 +310,9 @@ static int pid_in(const uint32_t *pids, size_t n, uint32_t pid)
 
 /* Keeps the elements of arr (n of them, elem bytes each, the pid first)
  * whose pid is not in pids. */
-_Static_assert(offsetof(struct prom_agg, pid) == 0 && offsetof(struct prom_pool, pid) == 0 &&
-		       offsetof(struct prom_kv, pid) == 0 && offsetof(struct prom_serving, pid) == 0 &&
-		       offsetof(struct prom_clmem, pid) == 0,
+_Static_assert(offsetof(struct metrics_agg, pid) == 0 && offsetof(struct metrics_pool, pid) == 0 &&
+		       offsetof(struct metrics_kv, pid) == 0 && offsetof(struct metrics_serving, pid) == 0 &&
+		       offsetof(struct metrics_clmem, pid) == 0,
 	       "keep_others reads the pid at the start of each snapshot element");
 static size_t keep_others(void *arr, size_t n, size_t elem, const uint32_t *pids, size_t npids)
 {
@@ -335,13 +335,13 @@ static size_t keep_others(void *arr, size_t n, size_t elem, const uint32_t *pids
  * snapshot, all in one pass: a burst of short-lived engines must not cost a
  * walk of the maps per exit. Their span buckets stay in `retired` so
  * percentile windows do not jump. */
-static void forget_pids(struct daemon *d, struct prom_snapshot *s, const uint32_t *pids, size_t n)
+static void forget_pids(struct daemon *d, struct metrics_snapshot *s, const uint32_t *pids, size_t n)
 {
 	if (!n)
 		return;
 	maps_forget_pids(&d->s, pids, n);
 	for (size_t i = 0; i < s->naggs; i++) {
-		const struct prom_agg *a = &s->aggs[i];
+		const struct metrics_agg *a = &s->aggs[i];
 		if (a->kind < SPAN_KIND_COUNT && pid_in(pids, n, a->pid))
 			for (unsigned b = 0; b < HIST_BUCKETS; b++)
 				d->retired.b[a->kind][b] += a->buckets[b];
@@ -375,7 +375,7 @@ static void forget_reused(void *ctx, uint32_t pid)
 }
 
 /* The process's RSS, split by what its pools reserve (analysis/rssattr.h). */
-static void rss_of(const struct prom_snapshot *s, struct prom_proc *pp)
+static void rss_of(const struct metrics_snapshot *s, struct metrics_proc *pp)
 {
 	uint64_t reserved[POOL_COUNT] = { 0 };
 	struct rss_split sp;
@@ -395,7 +395,7 @@ static void rss_of(const struct prom_snapshot *s, struct prom_proc *pp)
  * short-lived engines recycle pids fast. A process gone when first seen is
  * dead (start 0). A different live process under the pid: the old one's
  * series end now rather than merge with the new one's; returns -1 then. */
-static int still_running(struct daemon *d, struct prom_snapshot *s, struct proc_track *p)
+static int still_running(struct daemon *d, struct metrics_snapshot *s, struct proc_track *p)
 {
 	uint64_t start = fleet_start_ticks((pid_t)p->pid);
 
@@ -413,7 +413,7 @@ static int still_running(struct daemon *d, struct prom_snapshot *s, struct proc_
 	return -1;
 }
 
-static int update_procs(struct daemon *d, struct prom_snapshot *s, uint64_t now, double dt)
+static int update_procs(struct daemon *d, struct metrics_snapshot *s, uint64_t now, double dt)
 {
 	for (size_t i = 0; i < s->naggs; i++)
 		note_pid(d, s->aggs[i].pid);
@@ -462,8 +462,8 @@ static int update_procs(struct daemon *d, struct prom_snapshot *s, uint64_t now,
 		return -1;
 	for (size_t i = 0; i < d->nprocs; i++)
 		if (d->procs[i].alive) {
-			struct prom_proc *pp = &s->procs[s->nprocs++];
-			*pp = (struct prom_proc){ d->procs[i].pid, d->procs[i].tokens_per_second, 0, 0, 0 };
+			struct metrics_proc *pp = &s->procs[s->nprocs++];
+			*pp = (struct metrics_proc){ d->procs[i].pid, d->procs[i].tokens_per_second, 0, 0, 0 };
 			rss_of(s, pp);
 		}
 	return 0;
@@ -471,29 +471,29 @@ static int update_procs(struct daemon *d, struct prom_snapshot *s, uint64_t now,
 
 /* ---- one interval ---- */
 
-static void fill_tail(struct daemon *d, struct prom_snapshot *s)
+static void fill_tail(struct daemon *d, struct metrics_snapshot *s)
 {
 	struct rotate_stats rs;
 	s->has_tail = d->rot != NULL;
 	if (!d->rot)
 		return;
 	rotate_get_stats(d->rot, &rs);
-	s->tail = (struct prom_tail){ rs.lines_written, rs.lines_dropped, rs.bytes_written,
+	s->tail = (struct metrics_tail){ rs.lines_written, rs.lines_dropped, rs.bytes_written,
 				      rs.files_deleted, rs.disk_bytes, { 0 } };
 	memcpy(s->tail.slow_ns, d->slow_ns, sizeof(d->slow_ns));
 }
 
-static void publish(struct daemon *d, struct prom_snapshot *fresh)
+static void publish(struct daemon *d, struct metrics_snapshot *fresh)
 {
 	pthread_mutex_lock(&d->lock);
-	struct prom_snapshot old = d->snap;
+	struct metrics_snapshot old = d->snap;
 	d->snap = *fresh;
 	pthread_mutex_unlock(&d->lock);
-	prom_snapshot_free(&old);
+	metrics_snapshot_free(&old);
 }
 
 /* One OTLP metrics request per tick; a failure is counted by otlp.c. */
-static void export_otlp(struct daemon *d, const struct prom_snapshot *s)
+static void export_otlp(struct daemon *d, const struct metrics_snapshot *s)
 {
 	uint64_t points = 0;
 	char *body;
@@ -506,7 +506,7 @@ static void export_otlp(struct daemon *d, const struct prom_snapshot *s)
 
 static void tick(struct daemon *d, uint64_t now)
 {
-	struct prom_snapshot s = { .binary = d->target.shown };
+	struct metrics_snapshot s = { .binary = d->target.shown };
 	int engine = d->target.engine ? d->target.engine : d->s.engine;
 
 	/* host mode labels each process (its meta); else the target's engine */
@@ -520,7 +520,7 @@ static void tick(struct daemon *d, uint64_t now)
 	maps_foreach_memory(&d->s, map_memory_entry, &mem);
 	if (read_maps(d, &s) || update_procs(d, &s, now, dt) || (d->host && daemon_host_labels(d->host, &s))) {
 		st_err("out of memory reading the maps; keeping the previous snapshot");
-		prom_snapshot_free(&s);
+		metrics_snapshot_free(&s);
 		return;
 	}
 	maps_read_counters(&d->s, &s.counters);
@@ -542,7 +542,7 @@ static void tick(struct daemon *d, uint64_t now)
  * that fails keeps the tick's values. */
 static void refresh_serving(struct daemon *d)
 {
-	struct prom_snapshot fresh = { 0 };
+	struct metrics_snapshot fresh = { 0 };
 	struct map_read r = { d, &fresh, 0 };
 
 	if (maps_foreach_serving(&d->s, serving_entry, &r)) {
@@ -673,7 +673,7 @@ static void stop(struct daemon *d)
 		otlp_stats_text(&st, "data points", line, sizeof(line));
 		st_info("%s", line);
 	}
-	prom_snapshot_free(&d->snap);
+	metrics_snapshot_free(&d->snap);
 	daemon_host_free(d->host);
 	d->host = NULL;
 	if (d->session_open)

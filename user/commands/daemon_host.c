@@ -17,7 +17,7 @@
 #define FULL_SCAN_EVERY 20
 
 struct host_meta {
-	struct prom_proc_meta m;
+	struct metrics_proc_meta m;
 	uint64_t start_ticks;
 };
 
@@ -131,7 +131,7 @@ void daemon_host_scan(struct daemon_host *h)
 		st_err("host mode: scanning /proc: %s", strerror(errno));
 }
 
-int daemon_host_labels(const struct daemon_host *h, struct prom_snapshot *s)
+int daemon_host_labels(const struct daemon_host *h, struct metrics_snapshot *s)
 {
 	s->metas = calloc(h->nmetas ? h->nmetas : 1, sizeof(*s->metas));
 	if (!s->metas)

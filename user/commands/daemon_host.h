@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 #include "core/session.h"
-#include "output/prom.h"
+#include "output/metricset.h"
 
 struct daemon_host;
 
@@ -18,7 +18,7 @@ void daemon_host_free(struct daemon_host *h);
 /* One discovery pass over /proc. */
 void daemon_host_scan(struct daemon_host *h);
 /* Copies the labels into the snapshot (s->metas). 0 or -1 (out of memory). */
-int daemon_host_labels(const struct daemon_host *h, struct prom_snapshot *s);
+int daemon_host_labels(const struct daemon_host *h, struct metrics_snapshot *s);
 /* The daemon forgot an exited pid: drop its labels. */
 void daemon_host_drop(struct daemon_host *h, uint32_t pid);
 /* Inodes attached so far. */
