@@ -13,7 +13,7 @@
 # Knobs: NO_PROBES=1 compiles the probes out; SANITIZE=1 builds with ASan+UBSan.
 #
 # Layout: inference/ (the engine) -> libinfer.so, infer, mkmodel;
-# bpf/*.bpf.c -> build/bpf/*.bpf.o -> build/*.skel.h; user/*/*.c (the tracer,
+# bpf/*.bpf.c -> build/bpf/*.bpf.o -> (linked) -> build/spantrace.skel.h; user/*/*.c (the tracer,
 # by role) -> libspantrace.a + user/commands/main.c -> spantrace.
 
 # A recipe that fails leaves no half-written target behind.
@@ -68,9 +68,12 @@ ENGINE_OBJS   := $(patsubst %.c,$(BUILD)/%.o,$(ENGINE_SRCS)) $(BUILD)/inference/
 CL_SOURCES    := inference/cl_layout.h $(sort $(wildcard inference/kernels/*.cl))
 
 # ---- BPF ----
+# Each bpf/*.bpf.c is one object; they are linked into one (bpftool gen
+# object) and that one into the skeleton the tracer loads.
 BPF_SRCS      := $(wildcard bpf/*.bpf.c)
 BPF_OBJS      := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
-BPF_SKELS     := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
+BPF_LINKED    := $(BUILD)/bpf/spantrace.linked.o
+BPF_SKELS     := $(BUILD)/spantrace.skel.h
 BPF_CFLAGS    := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Wall \
                  -I$(BUILD) -Ibpf -Iinclude -I/usr/include/$(MULTIARCH)
 
@@ -91,7 +94,7 @@ DEMO_TOK      := $(BUILD)/models/demo_tokenizer.bin
 .PHONY: all deps check demo test bench fuzz soak clean models install llama-server
 # Keep the BPF objects and skeletons: as intermediates make would delete them
 # and rebuild every user object on the next run.
-.SECONDARY: $(BPF_OBJS) $(BPF_SKELS)
+.SECONDARY: $(BPF_OBJS) $(BPF_LINKED) $(BPF_SKELS)
 all: $(BUILD)/libinfer.so $(BUILD)/infer $(BUILD)/mkmodel $(BUILD)/spantrace $(UNIT_BINS) $(BUILD)/spans_example \
      $(BUILD)/probedoc.stamp
 
@@ -172,8 +175,11 @@ $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(BUILD)/vmlinux.h
 	@mkdir -p $(@D)
 	$(CLANG) $(BPF_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/%.skel.h: $(BUILD)/bpf/%.bpf.o
-	$(BPFTOOL) gen skeleton $< > $@
+$(BPF_LINKED): $(BPF_OBJS)
+	$(BPFTOOL) gen object $@ $^
+
+$(BUILD)/spantrace.skel.h: $(BPF_LINKED)
+	$(BPFTOOL) gen skeleton $< name spantrace_bpf > $@
 
 # ---- the tracer: the skeleton exists before any user object is compiled;
 # the .d files make the objects that include it rebuild when it changes ----

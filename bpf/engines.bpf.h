@@ -1,7 +1,8 @@
-/* engines.bpf.h - other engines' exported functions, part of spantrace.bpf.c
- * (included after the span, request and memory helpers). An engine profile
- * (user/core/engines.c) attaches engine_entry/engine_return to each function
- * with ENGINE_COOKIE(role, kind); the role says what the call means:
+/* engines.bpf.h - other engines' exported functions: the maps and helpers
+ * (programs: engines.bpf.c, on core.bpf.h's span, request and memory
+ * helpers). An engine profile (include/spantrace/llamacpp.def, planned by
+ * user/core/engines.c) attaches a program per role to each function with
+ * ENGINE_COOKIE(role, kind); the role says what the call means:
  *
  * - a span (model load, tokenize, sampling, graph compute);
  * - a decode: the forward span, and its batch (passed by value, read from
@@ -22,14 +23,16 @@
  *
  * Only the engine's own calls are seen, so what a profile lacks stays
  * absent rather than guessed. */
+#ifndef SPANTRACE_ENGINES_BPF_H
+#define SPANTRACE_ENGINES_BPF_H
 
-const volatile struct engine_abi engine_abi = {};
+const volatile struct engine_abi engine_abi __weak = {};
 /* Set while a command may still load its engine: the dynamic linker's
  * notifications stop the process until the session has looked (dl_change). */
-__u32 dl_watch = 0;
+__u32 dl_watch __weak = 0;
 /* Ids of decodes (steps) and of requests, across processes. */
-__u64 engine_decodes = 0;
-__u64 engine_requests = 0;
+__u64 engine_decodes __weak = 0;
+__u64 engine_requests __weak = 0;
 
 #define ENGINE_SIGSTOP 19
 
@@ -69,14 +72,14 @@ struct {
 	__uint(max_entries, 4096);
 	__type(key, struct prompt_key);
 	__type(value, __u64);
-} prompts SEC(".maps");
+} prompts __weak SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SEQ_MAX_ENTRIES);
 	__type(key, struct seq_key);
 	__type(value, struct seq_state);
-} seqs SEC(".maps");
+} seqs __weak SEC(".maps");
 
 /* A thread inside a profile's functions. */
 struct engine_call {
@@ -97,7 +100,7 @@ struct {
 	__uint(max_entries, 16384);
 	__type(key, __u32);      /* tid */
 	__type(value, struct engine_call);
-} engine_calls SEC(".maps");
+} engine_calls __weak SEC(".maps");
 
 static const struct seq_state seq_new = { .last_pos = -1, .prompt_pos = -1 };
 static const struct engine_call zero_call;
@@ -186,7 +189,7 @@ struct seq_scan {
 	__s32 found;        /* seq_sampled: its sequence + 1; 0: none */
 };
 
-static long seq_end_cb(struct bpf_map *map, struct seq_key *key, struct seq_state *st, struct seq_scan *sc)
+static inline long seq_end_cb(struct bpf_map *map, struct seq_key *key, struct seq_state *st, struct seq_scan *sc)
 {
 	if (sc->pid && key->pid != sc->pid)
 		return 0;
@@ -197,7 +200,7 @@ static long seq_end_cb(struct bpf_map *map, struct seq_key *key, struct seq_stat
 }
 
 /* handle_exit: a process's sequences end with it. */
-static long seq_end_of_pid(struct bpf_map *map, struct seq_key *key, struct seq_state *st, void *data)
+static inline long seq_end_of_pid(struct bpf_map *map, struct seq_key *key, struct seq_state *st, void *data)
 {
 	__u32 pid = *(__u32 *)data;
 
@@ -213,7 +216,7 @@ static long seq_end_of_pid(struct bpf_map *map, struct seq_key *key, struct seq_
  * token of a request past its first output) holds every request still
  * generating, as a continuous-batching server schedules them; one it left
  * out has ended, at its last output. */
-static long seq_outputs_cb(struct bpf_map *map, struct seq_key *key, struct seq_state *st, struct seq_scan *sc)
+static inline long seq_outputs_cb(struct bpf_map *map, struct seq_key *key, struct seq_state *st, struct seq_scan *sc)
 {
 	if (key->pid != sc->pid || !st->req)
 		return 0;
@@ -234,7 +237,7 @@ static long seq_outputs_cb(struct bpf_map *map, struct seq_key *key, struct seq_
 
 /* A decode begins: outputs whose sampling was never seen are out at the
  * end of the decode that computed them. */
-static long seq_stale_cb(struct bpf_map *map, struct seq_key *key, struct seq_state *st, struct seq_scan *sc)
+static inline long seq_stale_cb(struct bpf_map *map, struct seq_key *key, struct seq_state *st, struct seq_scan *sc)
 {
 	if (key->pid == sc->pid && st->pending)
 		seq_emit(sc->pid, st, st->pending_ns, ~0u);
@@ -243,7 +246,7 @@ static long seq_stale_cb(struct bpf_map *map, struct seq_key *key, struct seq_st
 
 /* The sequence whose pending output has batch index sc->index (negative:
  * counted back from the batch's outputs, as llama_get_logits_ith does). */
-static long seq_sampled_cb(struct bpf_map *map, struct seq_key *key, struct seq_state *st, struct seq_scan *sc)
+static inline long seq_sampled_cb(struct bpf_map *map, struct seq_key *key, struct seq_state *st, struct seq_scan *sc)
 {
 	if (key->pid != sc->pid || !st->pending)
 		return 0;
@@ -305,7 +308,7 @@ static __always_inline void seq_token(struct batch_walk *w, __u32 i, __s32 seq, 
 	}
 }
 
-static long batch_token(__u64 i, struct batch_walk *w)
+static inline long batch_token(__u64 i, struct batch_walk *w)
 {
 	__s32 pos = -1, seq = 0, token = -1;
 	__s8 out;
@@ -583,185 +586,4 @@ static __always_inline void sampling_end(struct pt_regs *ctx, __u32 pid, __u32 t
 	if (!pid || detaching)                                  \
 		return 0
 
-SEC("uprobe")
-int engine_span_entry(struct pt_regs *ctx)
-{
-	ENGINE_PROLOGUE;
-	(void)tid;
-	return span_begin(ENGINE_COOKIE_KIND(bpf_get_attach_cookie(ctx)), LAYER_NONE);
-}
-
-SEC("uretprobe")
-int engine_span_return(struct pt_regs *ctx)
-{
-	__u64 now = bpf_ktime_get_ns();
-
-	if (!traced_tgid())
-		return 0;
-	return span_end(now, ENGINE_COOKIE_KIND(bpf_get_attach_cookie(ctx)), LAYER_NONE, 0);
-}
-
-SEC("uprobe")
-int engine_decode_entry(struct pt_regs *ctx)
-{
-	ENGINE_PROLOGUE;
-	decode_begin(ctx, pid, tid);
-	return 0;
-}
-
-SEC("uretprobe")
-int engine_decode_return(struct pt_regs *ctx)
-{
-	__u64 now = bpf_ktime_get_ns();
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	__u32 pid = traced_tgid();
-
-	if (pid)
-		decode_end(ctx, pid, tid, now);
-	return 0;
-}
-
-SEC("uprobe")
-int engine_seq_remove(struct pt_regs *ctx)
-{
-	ENGINE_PROLOGUE;
-	(void)tid;
-	seq_remove(ctx, pid, bpf_ktime_get_ns());
-	return 0;
-}
-
-SEC("uprobe")
-int engine_memory_clear(struct pt_regs *ctx)
-{
-	ENGINE_PROLOGUE;
-	struct seq_scan sc = { .pid = pid, .now = bpf_ktime_get_ns() };
-
-	(void)tid;
-	bpf_for_each_map_elem(&seqs, seq_end_cb, &sc, 0);
-	return 0;
-}
-
-SEC("uprobe")
-int engine_buf_size(struct pt_regs *ctx)
-{
-	/* both read first: the verifier wants each context read at a fixed offset */
-	__u64 arg2 = PT_REGS_PARM2(ctx), arg3 = PT_REGS_PARM3(ctx);
-	ENGINE_PROLOGUE;
-	(void)pid;
-	call_size(tid, ENGINE_COOKIE_ROLE(bpf_get_attach_cookie(ctx)) == FN_BUF_FROM_HOST ? arg3 : arg2);
-	return 0;
-}
-
-SEC("uretprobe")
-int engine_buf_made(struct pt_regs *ctx)
-{
-	ENGINE_PROLOGUE;
-	buffer_made(ctx, pid, tid);
-	return 0;
-}
-
-SEC("uprobe")
-int engine_buf_usage(struct pt_regs *ctx)
-{
-	ENGINE_PROLOGUE;
-	(void)tid;
-	buffer_usage(ctx, pid);
-	return 0;
-}
-
-SEC("uprobe")
-int engine_buf_free(struct pt_regs *ctx)
-{
-	ENGINE_PROLOGUE;
-	(void)tid;
-	buffer_free(pid, PT_REGS_PARM1(ctx));
-	return 0;
-}
-
-SEC("uprobe")
-int engine_scope_entry(struct pt_regs *ctx)
-{
-	ENGINE_PROLOGUE;
-	(void)pid;
-	tensor_scope(tid, 1);
-	return 0;
-}
-
-SEC("uretprobe")
-int engine_scope_return(struct pt_regs *ctx)
-{
-	ENGINE_PROLOGUE;
-	(void)pid;
-	tensor_scope(tid, 0);
-	return 0;
-}
-
-SEC("uprobe")
-int engine_tokenize_entry(struct pt_regs *ctx)
-{
-	ENGINE_PROLOGUE;
-	(void)pid;
-	tokenize_begin(ctx, tid);
-	return span_begin(ENGINE_COOKIE_KIND(bpf_get_attach_cookie(ctx)), LAYER_NONE);
-}
-
-SEC("uretprobe")
-int engine_tokenize_return(struct pt_regs *ctx)
-{
-	__u64 now = bpf_ktime_get_ns();
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	__u32 pid = traced_tgid();
-
-	if (!pid)
-		return 0;
-	span_end(now, ENGINE_COOKIE_KIND(bpf_get_attach_cookie(ctx)), LAYER_NONE, 0);
-	tokenize_end(ctx, pid, tid);
-	return 0;
-}
-
-SEC("uprobe")
-int engine_logits(struct pt_regs *ctx)
-{
-	ENGINE_PROLOGUE;
-	sampling_begin(ctx, pid, tid);
-	return 0;
-}
-
-SEC("uprobe")
-int engine_accept(struct pt_regs *ctx)
-{
-	ENGINE_PROLOGUE;
-	sampling_end(ctx, pid, tid);
-	return 0;
-}
-
-/* Run by the session before it detaches (BPF_PROG_TEST_RUN): requests
- * still open end at their last output, so a server idle since is reported. */
-SEC("syscall")
-int engine_flush(void *ctx)
-{
-	struct seq_scan sc = { .pid = 0, .now = bpf_ktime_get_ns() };
-
-	bpf_for_each_map_elem(&seqs, seq_end_cb, &sc, 0);
-	return 0;
-}
-
-/* The dynamic linker's notification (_dl_debug_state) in a command that may
- * still load its engine: stop it, and wake the session, which looks at its
- * mappings, attaches, and lets it go on (SIGCONT). A lost record costs only
- * the stop: the process goes on unstopped. */
-SEC("uprobe")
-int dl_change(struct pt_regs *ctx)
-{
-	struct event_header *e;
-
-	if (!dl_watch || !traced_tgid())
-		return 0;
-	e = reserve(EV_DL_CHANGE, sizeof(*e));
-	if (!e)
-		return 0;
-	fill_header(e, EV_DL_CHANGE, bpf_ktime_get_ns());
-	bpf_send_signal(ENGINE_SIGSTOP);
-	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
-	return 0;
-}
+#endif

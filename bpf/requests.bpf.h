@@ -1,5 +1,5 @@
-/* requests.bpf.h - request-level tracing, part of spantrace.bpf.c (included
- * after its helpers): each request's timeline and inter-token gaps, keyed
+/* requests.bpf.h - request-level tracing: the maps and helpers (programs:
+ * requests.bpf.c; engines.bpf.c builds on them too): each request's timeline and inter-token gaps, keyed
  * by (pid, request) and never by thread, so a forward pass shared by many
  * requests (the serving engine's steps) is no different from one.
  *
@@ -10,6 +10,8 @@
  * (agg kinds TTFT, ITL, QUEUE, PREFILL, DECODE, STEP, STEP_TOKENS, REQUEST;
  * map `serving`), so the daemon streams nothing per token; record's
  * STREAM_ALL also gets request, emit, step and req_state records. */
+#ifndef SPANTRACE_REQUESTS_BPF_H
+#define SPANTRACE_REQUESTS_BPF_H
 
 struct req_key {
 	__u32 pid;
@@ -38,7 +40,7 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct req_key);
 	__type(value, struct req_state);
-} requests SEC(".maps");
+} requests __weak SEC(".maps");
 
 /* The serving map's value plus what only the BPF side needs. */
 struct serving_state {
@@ -51,7 +53,7 @@ struct {
 	__uint(max_entries, 1024);
 	__type(key, __u32);               /* tgid */
 	__type(value, struct serving_state);
-} serving SEC(".maps");
+} serving __weak SEC(".maps");
 
 static const struct req_state zero_req;
 static const struct serving_state zero_serving;
@@ -175,7 +177,7 @@ static __always_inline __u64 interpolate(__u32 b, __u64 before, __u32 count, __u
 	return low + (high - low) * into / ((__u64)count * 100);
 }
 
-static long itl_scan_bucket(__u64 b, void *data)
+static inline long itl_scan_bucket(__u64 b, void *data)
 {
 	struct itl_scan *sc = data;
 	__u32 n;
@@ -293,33 +295,6 @@ static __always_inline int req_finish(__u32 pid, __u64 req, __u64 now, __u32 rea
 
 /* ---- the CLI: request_begin .. token_end .. request_end ---- */
 
-SEC("usdt")
-int BPF_USDT(request_begin_prog, __u64 req, __u32 prompt_tokens)
-{
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	__u32 pid = traced_tgid();
-	struct thread_state *st;
-
-	if (!pid)
-		return 0;
-	req_begin(pid, req, bpf_ktime_get_ns(), prompt_tokens, 0);
-	st = thread_get(tid, 1);
-	if (st)
-		st->req = req;
-	return 0;
-}
-
-SEC("usdt")
-int BPF_USDT(request_end_prog, __u64 req, __u32 generated_tokens)
-{
-	__u64 now = bpf_ktime_get_ns();
-	__u32 pid = traced_tgid();
-
-	if (pid && req_finish(pid, req, now, FINISH_REASON_COUNT, generated_tokens))
-		span_orphan(0); /* the request began before the attach */
-	return 0;
-}
-
 /* ---- the serving engine ---- */
 
 static __always_inline void req_state_record(__u64 req, __u64 now, __u32 state, __u32 a, __u32 b,
@@ -341,108 +316,6 @@ static __always_inline void req_state_record(__u64 req, __u64 now, __u32 state, 
 	e->waiting = waiting;
 	e->pad = 0;
 	submit(e);
-}
-
-SEC("usdt")
-int BPF_USDT(req_queued_prog, __u64 req, __u32 prompt_tokens, __u32 max_tokens, __u32 running, __u32 waiting)
-{
-	__u64 now = bpf_ktime_get_ns();
-	__u32 pid = traced_tgid();
-
-	if (!pid)
-		return 0;
-	serving_gauges(pid, running, waiting);
-	req_begin(pid, req, now, prompt_tokens, 1);
-	req_state_record(req, now, REQ_QUEUED, prompt_tokens, max_tokens, running, waiting);
-	return 0;
-}
-
-SEC("usdt")
-int BPF_USDT(req_admitted_prog, __u64 req, __u32 prefill_tokens, __u32 generated, __u32 running,
-	     __u32 waiting)
-{
-	__u64 now = bpf_ktime_get_ns();
-	__u32 pid = traced_tgid();
-	struct req_state *st;
-
-	if (!pid)
-		return 0;
-	serving_gauges(pid, running, waiting);
-	st = req_lookup(pid, req);
-	if (st) {
-		if (!st->first_admit_ns)
-			st->first_admit_ns = now;
-		/* a preemption before the first token starts its prefill over */
-		if (!st->first_token_ns)
-			st->token_admit_ns = now;
-	} else {
-		COUNT(req_orphans);
-	}
-	req_state_record(req, now, REQ_ADMITTED, prefill_tokens, generated, running, waiting);
-	return 0;
-}
-
-SEC("usdt")
-int BPF_USDT(req_preempted_prog, __u64 req, __u32 generated, __u32 blocks_freed, __u32 running,
-	     __u32 waiting)
-{
-	__u64 now = bpf_ktime_get_ns();
-	__u32 pid = traced_tgid();
-	struct serving_state *s;
-	struct req_state *st;
-
-	if (!pid)
-		return 0;
-	s = serving_gauges(pid, running, waiting);
-	if (s)
-		__sync_fetch_and_add(&s->v.preemptions, 1);
-	st = req_lookup(pid, req);
-	if (st)
-		st->preemptions++;
-	else
-		COUNT(req_orphans);
-	req_state_record(req, now, REQ_PREEMPTED, generated, blocks_freed, running, waiting);
-	return 0;
-}
-
-SEC("usdt")
-int BPF_USDT(req_finished_prog, __u64 req, __u32 reason, __u32 prompt_tokens, __u32 generated,
-	     __u32 running, __u32 waiting)
-{
-	__u64 now = bpf_ktime_get_ns();
-	__u32 pid = traced_tgid();
-
-	if (!pid)
-		return 0;
-	serving_gauges(pid, running, waiting);
-	if (req_finish(pid, req, now, reason < FINISH_REASON_COUNT ? reason : FINISH_REASON_COUNT, generated))
-		COUNT(req_orphans);
-	return 0;
-}
-
-SEC("usdt")
-int BPF_USDT(token_emit_prog, __u64 req, __u32 pos, __u32 token_id)
-{
-	__u64 now = bpf_ktime_get_ns();
-	__u32 pid = traced_tgid();
-	struct serving_state *s;
-
-	if (!pid)
-		return 0;
-	s = bpf_map_lookup_elem(&serving, &pid);
-	req_emit(pid, req, now, pos, token_id, s ? s->step : 0);
-	return 0;
-}
-
-SEC("usdt")
-int BPF_USDT(step_begin_prog, __u64 step)
-{
-	__u32 pid = traced_tgid();
-	struct serving_state *s;
-
-	if (pid && (s = serving_get(pid)))
-		s->step = step;
-	return 0;
 }
 
 /* A step from begin_ns to now: aggregated, counted and (record) streamed. */
@@ -473,37 +346,12 @@ static __always_inline void step_done(__u32 pid, __u64 step, __u64 begin_ns, __u
 	submit(e);
 }
 
-SEC("usdt")
-int BPF_USDT(step_end_prog, __u64 step, __u64 begin_ns, __u32 nseqs, __u32 prefill_tokens, __u32 decode_tokens,
-	     __u32 kv_used_blocks)
-{
-	__u64 now = bpf_ktime_get_ns();
-	__u32 pid = traced_tgid();
-
-	if (pid)
-		step_done(pid, step, begin_ns, now, nseqs, prefill_tokens, decode_tokens, kv_used_blocks);
-	return 0;
-}
-
-SEC("usdt")
-int BPF_USDT(kv_blocks_prog, __u32 used, __u32 total, __u32 block_size, __u64 block_bytes)
-{
-	__u32 pid = traced_tgid();
-	struct serving_state *s;
-
-	if (pid && (s = serving_get(pid))) {
-		s->v.kv_used_blocks = used;
-		s->v.kv_total_blocks = total;
-		s->v.kv_block_size = block_size;
-		s->v.kv_block_bytes = block_bytes;
-	}
-	return 0;
-}
-
 /* ---- a process's requests go with it ---- */
-static long drop_pid_request(struct bpf_map *map, struct req_key *key, struct req_state *val, void *data)
+static inline long drop_pid_request(struct bpf_map *map, struct req_key *key, struct req_state *val, void *data)
 {
 	if (key->pid == *(__u32 *)data)
 		bpf_map_delete_elem(map, key);
 	return 0;
 }
+
+#endif

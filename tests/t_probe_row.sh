@@ -15,9 +15,11 @@ command -v git >/dev/null || skip "git not installed"
 
 SRC=$TMP/src
 mkdir -p "$SRC"
-git -C "$ROOT" ls-files -z --cached --others --exclude-standard |
-	grep -zv '^tests/\(node\|llama\)/' | (cd "$ROOT" && xargs -0 cp --parents -t "$SRC") ||
-	fail "cannot copy the tree"
+# the tree as it is now: tracked and new files, less those deleted
+(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard |
+	grep -zv '^tests/\(node\|llama\)/' |
+	while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
+	xargs -0 cp --parents -t "$SRC") || fail "cannot copy the tree"
 ln -s "$(cd "$ROOT/.." && pwd)/shared" "$TMP/shared" 2>/dev/null
 
 # The row, appended after the last probe row (ids are row order).

@@ -1,6 +1,6 @@
 /* userspans.h - `--span`: spans of any program, named by the user. Each spec
  * gets a span kind (USER_SPAN_BASE + i, bpf/spantrace.h) that the BPF side
- * matches like the engine's own (bpf/userspans.bpf.h), and the name every
+ * matches like the engine's own (bpf/userspans.bpf.c), and the name every
  * output prints for it (span_kind_name() asks user_span_name()).
  *
  *   uprobe:PATH:FUNCTION[:NAME]          FUNCTION's entry .. its return

@@ -1,9 +1,12 @@
-/* state.bpf.h - the engine's state dump (inference/state.h), included by
- * spantrace.bpf.c after the pool programs it builds on. An allocation the
+// SPDX-License-Identifier: GPL-2.0
+/* state.bpf.c - the engine's state dump (inference/state.h), on the pool
+ * accounting of core.bpf.h. An allocation the
  * tracer has not seen (made before the attach) is added to its pool and to
  * `allocs`, so its free later matches; one it has seen is left alone, so a
  * dump is exact whether it races allocations or repeats. state_kv and
  * state_kv_blocks use kv_usage_prog and kv_blocks_prog. */
+#include "core.bpf.h"
+#include "requests.bpf.h"
 
 static __always_inline void raise_to(__u64 *peak, __u64 v)
 {

@@ -1,9 +1,10 @@
-/* userspans.bpf.h - `--span`, part of spantrace.bpf.c (included after the
- * span matcher): any program's function (uprobe at entry, uretprobe at
+// SPDX-License-Identifier: GPL-2.0
+/* userspans.bpf.c - `--span`, on core.bpf.h's span matcher: any program's function (uprobe at entry, uretprobe at
  * return) or pair of USDT probes as a span. The attach cookie carries the
  * span kind userspace gave the name (USER_SPAN_BASE + i, user/core/
  * userspans.c), so these spans go through the same per-thread stack,
  * histograms and records as the engine's own. */
+#include "core.bpf.h"
 
 SEC("uprobe")
 int user_fn_entry(struct pt_regs *ctx)
