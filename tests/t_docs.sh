@@ -6,7 +6,8 @@
 # indented line that starts with `spantrace ` or `build/` and leaves the
 # reader nothing to fill in (no MODEL, PID, $(...), [options], ...), nor
 # runs forever (daemon, top, a server). The probe tables of docs/probes.md,
-# docs/llamacpp.md and the man page are what probedoc makes from the rows.
+# docs/llamacpp.md and the man page are what probedoc makes from the rows,
+# and the man pages name every option --help lists.
 source "$(dirname "$0")/lib.sh"
 need_bpf
 [ -r "$DEMO_MODEL" ] || fail "no $DEMO_MODEL (make models)"
@@ -69,3 +70,20 @@ for f in docs/probes.md man/spantrace.1 docs/llamacpp.md; do
 	cmp -s "$f" "$TMP/gen.${f##*.}" || fail "$f: its generated tables differ from the rows (run make)"
 	ok "$f: generated tables match the rows"
 done
+
+# The man pages cover every option: each --long option that a command's
+# --help lists appears in its page (written as roff writes it, \-\-name).
+for cmd in record top daemon profile list report; do
+	"$SPANTRACE" $cmd --help 2>&1 | grep -oE '^ +(-[a-zA-Z?], )?--[a-z0-9-]+' | grep -oE -- '--[a-z0-9-]+'
+done | sort -u >"$TMP/opts"
+[ "$(wc -l <"$TMP/opts")" -ge 30 ] || fail "too few spantrace options found: $(wc -l <"$TMP/opts")"
+while read -r o; do
+	grep -qF -- "${o//-/\\-}" "$ROOT/man/spantrace.1" || fail "man/spantrace.1 lacks $o"
+done <"$TMP/opts"
+ok "man/spantrace.1 names all $(wc -l <"$TMP/opts") options of the commands' --help"
+"$INFER" --help 2>&1 | grep -oE -- '--[a-z0-9-]+' | sort -u >"$TMP/iopts"
+[ "$(wc -l <"$TMP/iopts")" -ge 10 ] || fail "too few infer options found"
+while read -r o; do
+	grep -qF -- "${o//-/\\-}" "$ROOT/man/infer.1" || fail "man/infer.1 lacks $o"
+done <"$TMP/iopts"
+ok "man/infer.1 names all $(wc -l <"$TMP/iopts") options of infer --help"
