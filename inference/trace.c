@@ -17,16 +17,6 @@
 #include "state.h"
 #include "trace.h"
 
-#ifndef INFER_NO_PROBES
-/* The kernel bumps these when a uprobe with a semaphore is attached. */
-#define PROBE(nm, ro, lv, ms, pg, doc, n, params, args, names, types) \
-	volatile unsigned short INFER_SEMAPHORE(nm) __attribute__((section(".probes"), used));
-#include "spantrace/probes.def"
-#undef PROBE
-#endif
-
-uint64_t infer_probe_calls[PROBE_ID_COUNT];
-
 /* Run totals, counted whether or not stats are enabled. */
 static uint64_t n_requests, n_tokens, n_prompt_tokens, n_forward;
 

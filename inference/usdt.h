@@ -5,8 +5,8 @@
  *   usdt_span_begin(kind, layer);    fires infer:span_begin when attached
  *   INFER_PROBE_ENABLED(op_begin)    whether a tracer is attached to it
  *
- * Every call of a fire function counts in infer_probe_calls[] (trace.c's
- * --stats "probes"), attached or not, so the engine's counts are what a
+ * Every call of a fire function counts in infer_probe_calls[] (usdt.c;
+ * trace.c's --stats "probes"), attached or not, so the engine's counts are what a
  * tracer that caught every hit would see. Each fire function is inlined
  * where it is called: one call, one probe site. */
 #ifndef INFER_USDT_H
@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include "spantrace/probes.h"
 
-/* Calls of each probe's fire function (defined in trace.c). */
+/* Calls of each probe's fire function (defined in usdt.c). */
 extern uint64_t infer_probe_calls[PROBE_ID_COUNT];
 #define INFER_PROBE_COUNT(nm) __atomic_fetch_add(&infer_probe_calls[PROBE_ID_##nm], 1, __ATOMIC_RELAXED)
 
@@ -42,7 +42,7 @@ extern uint64_t infer_probe_calls[PROBE_ID_COUNT];
 #endif
 
 /* Semaphores: the kernel increments them on attach, so argument work is
- * skipped when no tracer is attached. Defined once in trace.c. */
+ * skipped when no tracer is attached. Defined once in usdt.c. */
 #define INFER_SEMAPHORE(name) infer_##name##_semaphore
 #define INFER_PROBE_ENABLED(name) __builtin_expect(INFER_SEMAPHORE(name) != 0, 0)
 

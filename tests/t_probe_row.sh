@@ -38,7 +38,9 @@ EOF
 sed -i 's/^\(\tusdt_request_begin(req, prompt_tokens);\)$/\1\n\tusdt_test_row(42, -7);/' "$SRC/inference/trace.c"
 grep -q 'usdt_test_row(42, -7);' "$SRC/inference/trace.c" || fail "cannot add the call"
 
-make -C "$SRC" -j2 build/libinfer.so build/infer build/spantrace build/probedoc.stamp >"$TMP/make.log" 2>&1 ||
+# BUILD on the command line: the runner's BUILD (this tree's) must not leak in.
+make -C "$SRC" -j2 BUILD=build build/libinfer.so build/infer build/spantrace build/probedoc.stamp \
+	>"$TMP/make.log" 2>&1 ||
 	fail "the tree with the row does not build: $(tail -20 "$TMP/make.log")"
 ok "the tree with the row builds"
 

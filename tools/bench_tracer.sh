@@ -25,13 +25,7 @@ cat >"$TMP/loop.c" <<'EOF'
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#include "usdt.h"
-/* Every probe's semaphore, as trace.c defines them, and the call counts. */
-#define PROBE(nm, ro, lv, ms, pg, doc, n, params, args, names, types) \
-	volatile unsigned short infer_##nm##_semaphore __attribute__((section(".probes"), used));
-#include "spantrace/probes.def"
-#undef PROBE
-uint64_t infer_probe_calls[PROBE_ID_COUNT];
+#include "usdt.h"   /* semaphores and counts: inference/usdt.c, linked in */
 int main(int argc, char **argv)
 {
 	long n = argc > 1 ? strtol(argv[1], NULL, 10) : 100000;
@@ -48,7 +42,7 @@ int main(int argc, char **argv)
 	return 0;
 }
 EOF
-gcc -O2 -mno-red-zone -Iinference -Iinclude -o "$TMP/loop" "$TMP/loop.c" || exit 1
+gcc -O2 -mno-red-zone -Iinference -Iinclude -o "$TMP/loop" "$TMP/loop.c" inference/usdt.c || exit 1
 
 base=$(for i in $(seq "$REPEAT"); do "$TMP/loop" "$PAIRS"; done | median)
 ours=$(for i in $(seq "$REPEAT"); do

@@ -1,5 +1,5 @@
 /* fuzz_gguf.c - the GGUF reader and the tokenizer it carries: any bytes.
- * fuzz-sources: inference/gguf.c inference/tokenizer.c inference/error.c inference/pool.c inference/state.c
+ * fuzz-sources: inference/gguf.c inference/tokenizer.c inference/error.c inference/pool.c inference/state.c inference/usdt.c
  */
 #include "fuzz_common.h"
 #include "gguf.h"

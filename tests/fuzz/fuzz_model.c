@@ -1,5 +1,5 @@
 /* fuzz_model.c - the model loader: any bytes as a llama2.c .bin or GGUF file.
- * fuzz-sources: inference/model.c inference/model_gguf.c inference/gguf.c inference/error.c inference/pool.c inference/state.c
+ * fuzz-sources: inference/model.c inference/model_gguf.c inference/gguf.c inference/error.c inference/pool.c inference/state.c inference/usdt.c
  * fuzz-libs: -lm
  */
 #include "fuzz_common.h"

@@ -1,6 +1,6 @@
 /* fuzz_tokenizer.c - the tokenizer file loader on arbitrary bytes, then
  * encode, decode, lookup and piece_is_printable on whatever it accepted.
- * fuzz-sources: inference/tokenizer.c inference/gguf.c inference/error.c inference/pool.c inference/state.c
+ * fuzz-sources: inference/tokenizer.c inference/gguf.c inference/error.c inference/pool.c inference/state.c inference/usdt.c
  */
 #include "fuzz_tokenizer_util.h"
 

@@ -2,7 +2,7 @@
  * broken UTF-8) with a fixed tokenizer built here: the special tokens, all
  * 256 byte tokens, printable ASCII and a few merges including multi-byte
  * codepoints. Decoding must give the text back exactly.
- * fuzz-sources: inference/tokenizer.c inference/gguf.c inference/error.c inference/pool.c inference/state.c
+ * fuzz-sources: inference/tokenizer.c inference/gguf.c inference/error.c inference/pool.c inference/state.c inference/usdt.c
  */
 #include "fuzz_tokenizer_util.h"
 

@@ -25,7 +25,7 @@ build_helper() {
 	local san=
 	# A sanitizer build of libinfer needs the ASan runtime loaded first.
 	ldd "$LIBINFER" | grep -q libasan && san="-fsanitize=address,undefined"
-	gcc -O2 -std=gnu11 -Wall -Wextra -D_GNU_SOURCE $san -I"$ROOT/inference" "$HELPERS/$1.c" \
+	gcc -O2 -std=gnu11 -Wall -Wextra -D_GNU_SOURCE $san -I"$ROOT/include" -I"$ROOT/inference" "$HELPERS/$1.c" \
 		-L"$BUILD" -linfer -Wl,-rpath,"$(dirname "$LIBINFER")" -o "$TMP/$1" ||
 		fail "cannot compile $1"
 }
