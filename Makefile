@@ -63,8 +63,19 @@ ENGINE_CFLAGS += -DINFER_NO_PROBES
 endif
 ENGINE_LIBS   := -lOpenCL -lm -fopenmp -lpthread -ljson-c -lmicrohttpd
 ENGINE_MAINS  := inference/main.c inference/mkmodel.c
-ENGINE_SRCS   := $(filter-out $(ENGINE_MAINS),$(wildcard inference/*.c))
-ENGINE_OBJS   := $(patsubst %.c,$(BUILD)/%.o,$(ENGINE_SRCS)) $(BUILD)/inference/cl_source.o
+ENGINE_SRCS   := $(filter-out $(ENGINE_MAINS) inference/matmul_kernel.c,$(wildcard inference/*.c))
+# The CPU backend's products, built once per x86-64 level (matmul.c picks
+# one for the CPU at load); elsewhere once, for the compiler's default.
+ifeq ($(MACHINE),x86_64)
+MATMUL_LEVELS := v4 v3 base
+else
+MATMUL_LEVELS := base
+endif
+MATMUL_MARCH_v4   := -march=x86-64-v4
+MATMUL_MARCH_v3   := -march=x86-64-v3
+MATMUL_MARCH_base :=
+ENGINE_OBJS   := $(patsubst %.c,$(BUILD)/%.o,$(ENGINE_SRCS)) $(BUILD)/inference/cl_source.o \
+                 $(patsubst %,$(BUILD)/inference/matmul_kernel_%.o,$(MATMUL_LEVELS))
 CL_SOURCES    := inference/cl_layout.h $(sort $(wildcard inference/kernels/*.cl))
 
 # ---- BPF ----
@@ -143,6 +154,10 @@ deps:
 $(BUILD)/inference/%.o: inference/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ENGINE_CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/inference/matmul_kernel_%.o: inference/matmul_kernel.c
+	@mkdir -p $(@D)
+	$(CC) $(ENGINE_CFLAGS) $(MATMUL_MARCH_$*) -DMATMUL_LEVEL=$* $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/kernels.cl: $(CL_SOURCES)
 	@mkdir -p $(@D)

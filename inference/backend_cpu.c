@@ -367,7 +367,8 @@ static inline __attribute__((always_inline)) void attn_softmax(float *x, int n)
 }
 
 /* Scores of one head against its sequence's positions 0..pos, softmax, then
- * the weighted sum of values. Cloned as matmul_rows is. */
+ * the weighted sum of values. Cloned per x86-64 level, as the products are
+ * built per level (matmul_kernel.c). */
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 static void attend_head(const CpuState *s, int l, int b, int h, const float *q, float *out)
 {
@@ -442,8 +443,9 @@ static void matmul_add_tile(const CpuState *s, PackedMatrix w, int k, const floa
 }
 
 /* h = silu(h) * h3 over n values. Which lanes go through the vector expf
- * depends only on the tile's rows, never on the batch. Cloned as
- * matmul_rows is, so each clone calls its own width of libmvec. */
+ * depends only on the tile's rows, never on the batch. Cloned per x86-64
+ * level, as the products are built per level (matmul_kernel.c), so each
+ * clone calls its own width of libmvec. */
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 static void swiglu(float *h, const float *h3, int n)
 {

@@ -1,0 +1,43 @@
+/* matmul_panels.h - the panel layout and vector types that matmul.c (the
+ * packing) and matmul_kernel.c (the products) share; internal to them. */
+#ifndef INFER_MATMUL_PANELS_H
+#define INFER_MATMUL_PANELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "matmul.h"
+
+#define TOKEN_GROUP 8 /* tokens per pass over the weights */
+#ifndef PREFETCH_COLUMNS
+#define PREFETCH_COLUMNS 32
+#endif
+/* Panels per block: at most 16 accumulators (panels x tokens), so they,
+ * the tokens' broadcasts and a load fit the 32 vector registers, and at
+ * least 4 chains are in flight for the multiply-add latency. */
+#define MAX_PANELS 4
+
+typedef float v16f __attribute__((vector_size(PANEL_ROWS * sizeof(float))));
+typedef _Float16 v16h __attribute__((vector_size(PANEL_ROWS * sizeof(_Float16))));
+typedef int8_t v16b __attribute__((vector_size(PANEL_ROWS)));
+
+/* Bytes of one panel of n columns: F32 and F16 hold a column of 16 rows
+ * per 64 or 32 bytes; Q8_0 a block of 32 columns per Q8_PANEL_BLOCK bytes:
+ * the 16 rows' scales as floats, then 32 columns of 16 int8 values. */
+#define Q8_PANEL_BLOCK (PANEL_ROWS * sizeof(float) + Q8_0_BLOCK * PANEL_ROWS)
+
+static inline size_t panel_bytes(WeightType type, int n)
+{
+	switch (type) {
+	case WEIGHT_F16: return (size_t)n * PANEL_ROWS * 2;
+	case WEIGHT_Q8_0: return (size_t)n / Q8_0_BLOCK * Q8_PANEL_BLOCK;
+	default: return (size_t)n * PANEL_ROWS * sizeof(float);
+	}
+}
+
+/* One kernel build (matmul_kernel.c): matmul_rows_typed for one x86-64
+ * level, named matmul_rows_typed_<level>. */
+typedef void matmul_kernel_fn(const void *w, WeightType type, int n, int r0, int r1, const float *x,
+			      int batch, float *out, size_t ldo);
+#define MATMUL_KERNEL(level) matmul_kernel_fn matmul_rows_typed_##level
+
+#endif
