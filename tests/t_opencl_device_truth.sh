@@ -29,10 +29,14 @@ rec() { # NAME LEVEL [RECORD ARGS...]
 }
 rec detail detail
 rec coarse coarse
-# lossy: a 4 KiB ring buffer and a JSONL reader that stalls for 2 s, so the
-# tracer blocks on its output and the buffer overflows whatever the load
+# lossy: a 4 KiB ring buffer and a JSONL reader that reads nothing until the
+# engine has exited (its --stats file is written then): the ~3 MB of records
+# outgrow the tracer's 1 MB output buffer and the pipe, so the tracer blocks
+# on its output while the engine runs, and the ring buffer overflows whatever
+# the machine's load (a fixed stall of 2 s was sometimes outlasted).
 mkfifo "$TMP/lossy.fifo"
-{ sleep 2; cat; } <"$TMP/lossy.fifo" >"$TMP/lossy.jsonl" &
+{ for i in $(seq 600); do [ -s "$TMP/lossy.stats" ] && break; sleep 0.1; done; cat; } \
+	<"$TMP/lossy.fifo" >"$TMP/lossy.jsonl" &
 reader=$!
 "$SPANTRACE" record -q --ringbuf-kb 4 -o "$TMP/lossy.fifo" --summary "$TMP/lossy.sum" \
 	-- "$INFER" "$DEMO_MODEL" -n 160 -t 0 --ids --stats "$TMP/lossy.stats" >/dev/null 2>"$TMP/lossy.err" ||

@@ -8,7 +8,8 @@
 # (attached before the traffic, coarse level) watches. Per request:
 #   - the tracer's TTFT (queued .. first token) is never above the client's
 #     (to its first chunk), allowing 0.5 ms of clock slop, and the median
-#     of the differences is at most 5 ms;
+#     of the differences is below 15 ms and below half the median queue
+#     time (why: at the check);
 #   - its inter-token gaps agree with the client's inter-chunk gaps the same
 #     way (median |difference| <= 5 ms);
 #   - generated tokens equal the client's usage and the engine's /stats;
@@ -107,9 +108,19 @@ med_ttft = statistics.median(ttft_d)
 print(f"of which: client send .. queued median {statistics.median(before):.3f} ms, "
       f"first token .. client's first chunk median {statistics.median(after):.3f} ms (wall clocks)")
 med_gap = statistics.median(gap_d)
+queued = [r["queue_ns"] / 1e6 for r in reqs]
+print(f"queue time (queued .. admitted): median {statistics.median(queued):.3f} ms, max {max(queued):.3f}")
 print(f"TTFT client - tracer: median {med_ttft:.3f} ms, min {min(ttft_d):.3f}, max {max(ttft_d):.3f}")
 print(f"gaps |client - tracer|: median {med_gap:.3f} ms over {len(gap_d)} gaps")
-if med_ttft > 5: print("median TTFT difference above 5 ms"); bad += 1
+# The difference is the client's and the HTTP stack's own time (send ..
+# queued, first token .. chunk: printed above). On 2 vCPUs shared with the
+# engine, the tracer and the rest of the suite its median was 2.8-4.2 ms
+# idle and 8 ms in CI, so 5 ms did not hold. What the bound must catch is a
+# tracer that times from admission instead of queueing: it would be off by
+# the queue time, whose median here is 26-55 ms. So: below 15 ms, and below
+# half the median queue time.
+bound = min(15.0, statistics.median(queued) / 2)
+if med_ttft > bound: print(f"median TTFT difference above {bound:.3f} ms"); bad += 1
 if med_gap > 5: print("median gap difference above 5 ms"); bad += 1
 sys.exit(1 if bad else 0)
 PY
