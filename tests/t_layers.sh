@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# fast
+# t_layers.sh - the tree's dependencies go one way:
+#   - nothing under user/ or bpf/ includes a header of the engine (inference/);
+#     they share the vocabulary through include/spantrace/ only;
+#   - no two .c files include each other's headers (an include cycle);
+#   - user/'s stages depend downward only: core <- analysis <- output <-
+#     commands, and top on core and analysis.
+source "$(dirname "$0")/lib.sh"
+command -v python3 >/dev/null || skip "python3 not installed"
+cd "$ROOT" || fail "no $ROOT"
+
+python3 - <<'PY' || fail "a dependency goes the wrong way"
+import collections, glob, os, re, sys
+
+files = glob.glob("user/*/*.[ch]") + glob.glob("bpf/*.[ch]") + glob.glob("inference/*.[ch]")
+assert len(files) > 100, len(files)
+inc = {f: re.findall(r'^#include "([^"]+)"', open(f).read(), re.M) for f in files}
+
+def resolve(f, h):
+    for d in (os.path.dirname(f), "user", "bpf", "include", "inference"):
+        p = os.path.normpath(os.path.join(d, h))
+        if os.path.exists(p):
+            return p
+    return None
+
+bad = 0
+for f in files:
+    if f.startswith(("user/", "bpf/")):
+        for h in inc[f]:
+            r = resolve(f, h)
+            if r and r.startswith("inference/"):
+                print(f"FAIL: {f} includes {r}"); bad += 1
+
+pairs = set()
+for f in (f for f in files if f.endswith(".c")):
+    for h in inc[f]:
+        r = resolve(f, h)
+        if not r or not r.endswith(".h"):
+            continue
+        other = r[:-2] + ".c"
+        if other != f and other in inc and any(
+                (resolve(other, h2) or "")[:-2] == f[:-2] for h2 in inc[other]):
+            pairs.add(tuple(sorted((f, other))))
+for a, b in sorted(pairs):
+    print(f"FAIL: {a} and {b} include each other's headers"); bad += 1
+
+allowed = {"core": set(), "analysis": {"core"}, "output": {"core", "analysis"},
+           "top": {"core", "analysis"}, "commands": {"core", "analysis", "output", "top"},
+           "report": set()}
+for f in glob.glob("user/*/*.[ch]"):
+    d = f.split("/")[1]
+    for h in inc[f]:
+        r = resolve(f, h)
+        if r and r.startswith("user/"):
+            d2 = r.split("/")[1]
+            if d2 != d and d2 not in allowed.get(d, set()):
+                print(f"FAIL: {f} ({d}) includes {r} ({d2})"); bad += 1
+if not bad:
+    print(f"ok: {len(files)} files: no engine header in user/ or bpf/, no include cycle between "
+          f".c files, user/ layered core <- analysis <- output <- commands")
+sys.exit(1 if bad else 0)
+PY
