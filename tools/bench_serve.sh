@@ -33,8 +33,11 @@ command -v jq >/dev/null || skipped "no jq"
 mkdir -p "$BUILD/tools"
 ${CC:-gcc} -O2 -march=native -pthread -o "$BUILD/tools/fmaprobe" "$ROOT/tools/fmaprobe.c" \
 	|| die "cannot compile fmaprobe"
-read -r -a hdr <<<"$(od -An -t d4 -N 28 -v "$MODEL" | tr -s ' \n' ' ')"
-[ "${#hdr[@]}" = 7 ] || die "$MODEL: cannot read its header"
+# The shape as the engine read it (llama2.c checkpoint or GGUF alike).
+"$INFER" "$MODEL" -z "$TOK" -n 1 --ids -b cpu --stats "$TMP/shape.json" >/dev/null 2>&1 ||
+	die "$MODEL: the engine cannot read it"
+read -r -a hdr <<<"$(jq -r '.model | "\(.dim) \(.hidden_dim) \(.n_layers) \(.n_heads) \(.n_kv_heads) \(.vocab_size)"' "$TMP/shape.json")"
+[ "${#hdr[@]}" = 6 ] || die "$MODEL: no shape in the engine's --stats"
 FLOPS_PER_TOKEN=$(awk -v d="${hdr[0]}" -v h="${hdr[1]}" -v l="${hdr[2]}" -v nh="${hdr[3]}" \
 	-v kvh="${hdr[4]}" -v v="${hdr[5]}" \
 	'BEGIN { if (v < 0) v = -v; kv = d * kvh / nh; print 2 * (l * (2 * d * d + 2 * d * kv + 3 * d * h) + v * d) }')
