@@ -74,8 +74,8 @@ endif
 MATMUL_MARCH_v4   := -march=x86-64-v4
 MATMUL_MARCH_v3   := -march=x86-64-v3
 MATMUL_MARCH_base :=
-ENGINE_OBJS   := $(patsubst %.c,$(BUILD)/%.o,$(ENGINE_SRCS)) $(BUILD)/inference/cl_source.o \
-                 $(patsubst %,$(BUILD)/inference/matmul_kernel_%.o,$(MATMUL_LEVELS))
+MATMUL_OBJS   := $(patsubst %,$(BUILD)/inference/matmul_kernel_%.o,$(MATMUL_LEVELS))
+ENGINE_OBJS   := $(patsubst %.c,$(BUILD)/%.o,$(ENGINE_SRCS)) $(BUILD)/inference/cl_source.o $(MATMUL_OBJS)
 CL_SOURCES    := inference/cl_layout.h $(sort $(wildcard inference/kernels/*.cl))
 
 # ---- BPF ----
@@ -155,7 +155,9 @@ $(BUILD)/inference/%.o: inference/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ENGINE_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/inference/matmul_kernel_%.o: inference/matmul_kernel.c
+# A static pattern: only these targets (make would otherwise chain it into
+# remaking the .d files, as matmul_kernel_v4.d.o).
+$(MATMUL_OBJS): $(BUILD)/inference/matmul_kernel_%.o: inference/matmul_kernel.c
 	@mkdir -p $(@D)
 	$(CC) $(ENGINE_CFLAGS) $(MATMUL_MARCH_$*) -DMATMUL_LEVEL=$* $(DEPFLAGS) -c $< -o $@
 

@@ -155,24 +155,6 @@ panel_block(const char *w, WeightType type, size_t ldp, int G, const float *x, s
 	store_sums(acc, G, T, out, ldo, rows);
 }
 
-/* panel_block with G and T known at compile time, so the accumulators stay
- * in registers. */
-static inline __attribute__((always_inline)) void
-panel_blocks(const char *w, WeightType type, size_t ldp, int G, const float *x, int T, int n, float *out,
-	     size_t ldo, int rows)
-{
-	switch (T) {
-	case 8: panel_block(w, type, ldp, G, x, n, 8, n, out, ldo, rows); break;
-	case 7: panel_block(w, type, ldp, G, x, n, 7, n, out, ldo, rows); break;
-	case 6: panel_block(w, type, ldp, G, x, n, 6, n, out, ldo, rows); break;
-	case 5: panel_block(w, type, ldp, G, x, n, 5, n, out, ldo, rows); break;
-	case 4: panel_block(w, type, ldp, G, x, n, 4, n, out, ldo, rows); break;
-	case 3: panel_block(w, type, ldp, G, x, n, 3, n, out, ldo, rows); break;
-	case 2: panel_block(w, type, ldp, G, x, n, 2, n, out, ldo, rows); break;
-	default: panel_block(w, type, ldp, G, x, n, 1, n, out, ldo, rows); break;
-	}
-}
-
 /* Q8_0 panels: each block's 32 columns summed unscaled (an FMA chain from
  * zero, in column order), then added to the row's sum scaled by the block's
  * scale in one more FMA: the scales' load and multiply leave the
@@ -215,47 +197,49 @@ q8_panel_block(const char *w, size_t ldp, int G, const float *x, size_t ldx, int
 	store_sums(acc, G, T, out, ldo, rows);
 }
 
-/* Rows r0..r1 of a Q8_0 matrix: G x T at most 8 (q8_panel_block). */
+/* G panels against T tokens of a packed type; G, T and type are constants
+ * wherever this is inlined. Combinations the walk below never makes are
+ * dropped here, so they are not compiled: Q8_0 keeps a block sum beside
+ * each accumulator (G x T at most 8), the others at most 16. */
 static inline __attribute__((always_inline)) void
-q8_rows(const char *w, int n, int r0, int r1, const float *x, int batch, float *out, size_t ldo)
+block_of_type(const char *w, WeightType type, size_t ldp, int G, const float *x, int T, int n, float *out,
+	      size_t ldo, int rows)
 {
-	size_t ldp = panel_bytes(WEIGHT_Q8_0, n);
-
-	for (int b = 0; b < batch; b += TOKEN_GROUP) {
-		int T = batch - b < TOKEN_GROUP ? batch - b : TOKEN_GROUP;
-		const float *xt = x + (size_t)b * n;
-		float *ot = out + (size_t)b * ldo;
-
-		for (int r = r0; r < r1;) {
-			const char *wp = w + (size_t)(r / PANEL_ROWS) * ldp;
-			int left = r1 - r, G = T <= 2 ? 4 : T <= 4 ? 2 : 1;
-
-			while (G > 1 && left < G * PANEL_ROWS)
-				G /= 2;
-			int rows = G == 1 && left < PANEL_ROWS ? left : PANEL_ROWS;
-
-			switch (G * 16 + T) {   /* G and T as constants, so acc stays in registers */
-			case 4 * 16 + 1: q8_panel_block(wp, ldp, 4, xt, n, 1, n, ot + r, ldo, rows); break;
-			case 4 * 16 + 2: q8_panel_block(wp, ldp, 4, xt, n, 2, n, ot + r, ldo, rows); break;
-			case 2 * 16 + 1: q8_panel_block(wp, ldp, 2, xt, n, 1, n, ot + r, ldo, rows); break;
-			case 2 * 16 + 2: q8_panel_block(wp, ldp, 2, xt, n, 2, n, ot + r, ldo, rows); break;
-			case 2 * 16 + 3: q8_panel_block(wp, ldp, 2, xt, n, 3, n, ot + r, ldo, rows); break;
-			case 2 * 16 + 4: q8_panel_block(wp, ldp, 2, xt, n, 4, n, ot + r, ldo, rows); break;
-			case 1 * 16 + 1: q8_panel_block(wp, ldp, 1, xt, n, 1, n, ot + r, ldo, rows); break;
-			case 1 * 16 + 2: q8_panel_block(wp, ldp, 1, xt, n, 2, n, ot + r, ldo, rows); break;
-			case 1 * 16 + 3: q8_panel_block(wp, ldp, 1, xt, n, 3, n, ot + r, ldo, rows); break;
-			case 1 * 16 + 4: q8_panel_block(wp, ldp, 1, xt, n, 4, n, ot + r, ldo, rows); break;
-			case 1 * 16 + 5: q8_panel_block(wp, ldp, 1, xt, n, 5, n, ot + r, ldo, rows); break;
-			case 1 * 16 + 6: q8_panel_block(wp, ldp, 1, xt, n, 6, n, ot + r, ldo, rows); break;
-			case 1 * 16 + 7: q8_panel_block(wp, ldp, 1, xt, n, 7, n, ot + r, ldo, rows); break;
-			default: q8_panel_block(wp, ldp, 1, xt, n, 8, n, ot + r, ldo, rows); break;
-			}
-			r += G * rows;
-		}
+	if (type == WEIGHT_Q8_0) {
+		if (G * T <= 8)
+			q8_panel_block(w, ldp, G, x, n, T, n, out, ldo, rows);
+	} else if (G * T <= 16) {
+		panel_block(w, type, ldp, G, x, n, T, n, out, ldo, rows);
 	}
 }
 
-/* matmul_rows for one packed type (a constant once inlined). */
+/* block_of_type with T a constant, so the accumulators stay in registers. */
+static inline __attribute__((always_inline)) void
+blocks_of_type(const char *w, WeightType type, size_t ldp, int G, const float *x, int T, int n, float *out,
+	       size_t ldo, int rows)
+{
+	switch (T) {
+	case 8: block_of_type(w, type, ldp, G, x, 8, n, out, ldo, rows); break;
+	case 7: block_of_type(w, type, ldp, G, x, 7, n, out, ldo, rows); break;
+	case 6: block_of_type(w, type, ldp, G, x, 6, n, out, ldo, rows); break;
+	case 5: block_of_type(w, type, ldp, G, x, 5, n, out, ldo, rows); break;
+	case 4: block_of_type(w, type, ldp, G, x, 4, n, out, ldo, rows); break;
+	case 3: block_of_type(w, type, ldp, G, x, 3, n, out, ldo, rows); break;
+	case 2: block_of_type(w, type, ldp, G, x, 2, n, out, ldo, rows); break;
+	default: block_of_type(w, type, ldp, G, x, 1, n, out, ldo, rows); break;
+	}
+}
+
+/* Panels a block takes for T tokens: as many as the registers hold. */
+static inline __attribute__((always_inline)) int panel_group(WeightType type, int T)
+{
+	if (type == WEIGHT_Q8_0)
+		return T <= 2 ? 4 : T <= 4 ? 2 : 1;
+	return T <= 4 ? 4 : 2;
+}
+
+/* matmul_rows for one packed type (a constant once inlined): tokens in
+ * groups of TOKEN_GROUP, rows in blocks of G panels (fewer at the end). */
 static inline __attribute__((always_inline)) void
 rows_of_type(const char *w, WeightType type, int n, int r0, int r1, const float *x, int batch, float *out,
 	     size_t ldo)
@@ -269,20 +253,18 @@ rows_of_type(const char *w, WeightType type, int n, int r0, int r1, const float 
 
 		for (int r = r0; r < r1;) {
 			const char *wp = w + (size_t)(r / PANEL_ROWS) * ldp;
-			int left = r1 - r;
+			int left = r1 - r, G = panel_group(type, T);
 
-			if (T <= 4 && left >= 4 * PANEL_ROWS) {
-				panel_blocks(wp, type, ldp, 4, xt, T, n, ot + r, ldo, PANEL_ROWS);
-				r += 4 * PANEL_ROWS;
-			} else if (left >= 2 * PANEL_ROWS) {
-				panel_blocks(wp, type, ldp, 2, xt, T, n, ot + r, ldo, PANEL_ROWS);
-				r += 2 * PANEL_ROWS;
-			} else {
-				int rows = left < PANEL_ROWS ? left : PANEL_ROWS;
+			while (G > 1 && left < G * PANEL_ROWS)
+				G /= 2;
+			int rows = G == 1 && left < PANEL_ROWS ? left : PANEL_ROWS;
 
-				panel_blocks(wp, type, ldp, 1, xt, T, n, ot + r, ldo, rows);
-				r += rows;
+			switch (G) {   /* a constant, as T is */
+			case 4: blocks_of_type(wp, type, ldp, 4, xt, T, n, ot + r, ldo, rows); break;
+			case 2: blocks_of_type(wp, type, ldp, 2, xt, T, n, ot + r, ldo, rows); break;
+			default: blocks_of_type(wp, type, ldp, 1, xt, T, n, ot + r, ldo, rows); break;
 			}
+			r += G * rows;
 		}
 	}
 }
@@ -295,7 +277,7 @@ void KERNEL_NAME(MATMUL_LEVEL)(const void *w, WeightType type, int n, int r0, in
 {
 	switch (type) {
 	case WEIGHT_F16: rows_of_type(w, WEIGHT_F16, n, r0, r1, x, batch, out, ldo); break;
-	case WEIGHT_Q8_0: q8_rows(w, n, r0, r1, x, batch, out, ldo); break;
+	case WEIGHT_Q8_0: rows_of_type(w, WEIGHT_Q8_0, n, r0, r1, x, batch, out, ldo); break;
 	default: rows_of_type(w, WEIGHT_F32, n, r0, r1, x, batch, out, ldo); break;
 	}
 }
