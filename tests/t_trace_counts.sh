@@ -2,7 +2,7 @@
 # t_trace_counts.sh - `record -- build/infer` sees exactly what the engine
 # counted: per span name counts, tokens, requests, OpenCL kernels, pool
 # live/peak/reserved bytes; medians and p95 within 2 us of the engine's own (in
-# one run, with 1 + n/50 ranks of slack for preempted spans); the summary's
+# one run, with 2 + n/20 ranks of slack for disturbed spans); the summary's
 # quantiles equal the JSONL's; no event
 # lost (delivered + dropped == fired, dropped == 0); the first token's spans
 # are present; every JSONL line parses; pandas loads the metrics file.
@@ -87,14 +87,17 @@ for n, v in sorted(durs.items()):
 # take k ranks. The engine and the probe read the clock a few hundred ns
 # apart; a preemption in between (OpenCL workers and the tracer share the 2
 # vCPUs) lengthens that one span on one side only, which moves it across
-# ranks by one per preempted span. k = 1 + n // 50 lets 2% of a kind's spans
-# be preempted: 5 runs here needed at most 3 ranks at n = 120 (the OpenCL
-# layer p95). A tracer that measures something else shifts every value,
-# which no rank slack absorbs.
+# ranks by one per preempted span. k = 2 + n // 20 lets 5% of a kind's
+# spans, and 2 more, be disturbed: idle, 5 runs needed at most 3 ranks at
+# n = 120 (the OpenCL layer p95), but under the suite's load 3 of 32
+# final_norm spans took 14-79 us on the tracer's side only (a slow probe
+# hit or a preemption between the two clocks), where 1 + n // 50 allowed 1.
+# A tracer that measures something else shifts every value, which no rank
+# slack absorbs.
 miss = 0
 for n, e in sorted(eng["spans"].items()):
     v = durs.get(n, [0])
-    k = 1 + len(v) // 50
+    k = 2 + len(v) // 20
     for ek, pct in (("median_ns", 50), ("p95_ns", 95)):
         r = rank(len(v), pct) - 1
         lo, hi = v[max(r - k, 0)], v[min(r + k, len(v) - 1)]
