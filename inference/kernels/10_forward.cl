@@ -346,8 +346,13 @@ __kernel void logits(const __global float *x, const __global float *g,
  * holds a claim and a done counter per phase, each on its own cache line,
  * and an exit counter (cl_layout.h); the last group out zeroes them for the
  * next launch. */
-#define TASK_PANELS 2  /* panels a task in the layers' matrices */
-#define LOGIT_TASK_PANELS 8 /* fewer claims over the classifier's 2000 panels */
+/* A matrix phase is claimed in tasks of task_panels() panels. A claim is
+ * an atomic on a line both cores write, so tasks of 2 panels made the
+ * stories110M-shape step 1.1-1.3x slower than tasks of 8; tasks of 16 or
+ * more were no faster. A small matrix keeps TASKS_PER_GROUP tasks a group,
+ * so a late or slow group is evened out. */
+#define TASK_PANELS_MAX 8
+#define TASKS_PER_GROUP 4
 /* a layer's LAYER_PHASES (cl_layout.h) */
 enum { PH_QKV, PH_ATTENTION, PH_ATTN_OUT, PH_FFN_UP, PH_FFN_DOWN };
 
@@ -392,6 +397,8 @@ typedef struct {
 	int n, n_out, dim, hidden, n_heads, kv_heads, vocab, bs;
 	ulong kv_stride;
 	int pos_off, slot_off, tab_off, btab_off, out_off;
+	int groups; /* get_num_groups(0), read once: read where a task is cut,
+		     * it made the step 1.5x slower under PoCL */
 } Fwd;
 
 static const __global float *layer_weight(const Fwd *f, int l, int which)
@@ -404,18 +411,37 @@ static int ceil_div(int a, int b)
 	return (a + b - 1) / b;
 }
 
-/* Tasks of phase kind k (PH_*, or -1 embed, -2 logits). */
-static int phase_tasks(const Fwd *f, int k)
+/* Panels of phase kind k's matrix (PH_*, or -2 the classifier); 0 for
+ * the phases that are not a product (-1 embed, attention). */
+static int phase_panels(const Fwd *f, int k)
 {
 	int kv_dim = f->kv_heads * (f->dim / f->n_heads);
 
 	switch (k) {
+	case -2: return ceil_div(f->vocab, PANEL_ROWS);
+	case PH_QKV: return ceil_div(f->dim + 2 * kv_dim, PANEL_ROWS);
+	case PH_FFN_UP: return ceil_div(f->hidden, PANEL_ROWS);
+	case PH_ATTN_OUT: case PH_FFN_DOWN: return ceil_div(f->dim, PANEL_ROWS);
+	default: return 0;
+	}
+}
+
+/* Panels a task of phase kind k: 2 to TASK_PANELS_MAX, and even, as the
+ * classifier takes two at a time. */
+static int task_panels(const Fwd *f, int k)
+{
+	int per = phase_panels(f, k) / (f->groups * TASKS_PER_GROUP);
+
+	return clamp(per & ~1, 2, TASK_PANELS_MAX);
+}
+
+/* Tasks of phase kind k (PH_*, or -1 embed, -2 logits). */
+static int phase_tasks(const Fwd *f, int k)
+{
+	switch (k) {
 	case -1: return f->n;
-	case -2: return ceil_div(ceil_div(f->vocab, PANEL_ROWS), LOGIT_TASK_PANELS);
-	case PH_QKV: return ceil_div(ceil_div(f->dim + 2 * kv_dim, PANEL_ROWS), TASK_PANELS);
 	case PH_ATTENTION: return f->n_heads * f->n;
-	case PH_FFN_UP: return ceil_div(ceil_div(f->hidden, PANEL_ROWS), TASK_PANELS);
-	default: return ceil_div(ceil_div(f->dim, PANEL_ROWS), TASK_PANELS);
+	default: return ceil_div(phase_panels(f, k), task_panels(f, k));
 	}
 }
 
@@ -447,21 +473,18 @@ static void phase_task(const Fwd *f, int l, int k, int i)
 {
 	int hs = f->dim / f->n_heads, kv_dim = f->kv_heads * hs;
 	__global float *kc = f->kcache + l * f->kv_stride, *vc = f->vcache + l * f->kv_stride;
-	int p0 = i * TASK_PANELS, p1;
+	int p0 = i * task_panels(f, k), p1 = min(p0 + task_panels(f, k), phase_panels(f, k));
 
 	switch (k) {
 	case -1:
 		embed_row(f, i);
 		return;
 	case -2:
-		p0 = i * LOGIT_TASK_PANELS;
-		p1 = min(p0 + LOGIT_TASK_PANELS, ceil_div(f->vocab, PANEL_ROWS));
 		for (int p = p0; p < p1; p += 2)
 			logits_panels(p, f->xs, f->w + f->woff[W_CLS], f->logits, f->n_out, f->dim,
 				      f->vocab);
 		return;
 	case PH_QKV:
-		p1 = min(p0 + TASK_PANELS, ceil_div(f->dim + 2 * kv_dim, PANEL_ROWS));
 		for (int p = p0; p < p1; p++)
 			qkv_panel(p, f->xs, layer_weight(f, l, W_QKV), f->q, kc, vc, f->rope, f->meta,
 				  f->pos_off, f->slot_off, f->n, f->dim, kv_dim, hs, f->bs);
@@ -472,13 +495,11 @@ static void phase_task(const Fwd *f, int l, int k, int i)
 		       f->n_heads / f->kv_heads, f->att);
 		return;
 	case PH_FFN_UP:
-		p1 = min(p0 + TASK_PANELS, ceil_div(f->hidden, PANEL_ROWS));
 		for (int p = p0; p < p1; p++)
 			ffn_up_panel(p, f->xs, layer_weight(f, l, W_W13), f->hb, f->n, f->dim,
 				     f->hidden);
 		return;
 	default: /* the two projections back to dim, with the residual add */
-		p1 = min(p0 + TASK_PANELS, ceil_div(f->dim, PANEL_ROWS));
 		for (int p = p0; p < p1; p++)
 			if (k == PH_ATTN_OUT)
 				matmul_add_panel(p, f->xs, layer_weight(f, l, W_WO), f->x, f->n, f->dim,
@@ -515,7 +536,7 @@ __kernel void forward(const __global float *w, const __global ulong *woff,
 {
 	Fwd f = { w, woff, kcache, vcache, rope, meta, x, q, att_out, hb, logits, sync, xs, att,
 		  n, n_out, dim, hidden, n_heads, kv_heads, vocab, bs, kv_stride,
-		  pos_off, slot_off, tab_off, btab_off, out_off };
+		  pos_off, slot_off, tab_off, btab_off, out_off, (int)get_num_groups(0) };
 	int ph = 0;
 
 	run_phase(&f, ph++, -1, -1);
