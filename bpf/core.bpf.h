@@ -48,6 +48,7 @@ struct frame {
 	__u32 kind;
 	__s32 layer;
 	__u64 start_ns;
+	__u64 site_ip, site_sp; /* the user registers where its begin fired */
 };
 
 /* Counter values at each open frame's begin: a map of its own, sized only
@@ -344,11 +345,42 @@ static __always_inline void proc_span_set(struct thread_state *st, __u32 depth)
 }
 
 /* ---- spans ---- */
+/* The user registers' ip and sp at this probe hit: every probe on one
+ * function entry (or USDT site) in one call sees the same pair. */
+static __always_inline void probe_site(__u64 *ip, __u64 *sp)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+
+	*ip = PT_REGS_IP(regs);
+	*sp = PT_REGS_SP(regs);
+}
+
+/* Position of a new frame begun at (ip, sp) on a stack of depth d: under
+ * the frames on top begun by the same hit. Two probes on one function (the
+ * llama.cpp profile's and a --span on llama_decode, say) begin in attach
+ * order, and the kernel runs their return probes in that same order, so
+ * the first to begin ends first: it must be the innermost. */
+static __always_inline __u32 begin_slot(const struct thread_state *st, __u32 d, __u64 ip, __u64 sp)
+{
+	for (__u32 k = 0; k < SPAN_STACK_DEPTH; k++) {
+		const struct frame *f;
+
+		if (d == 0)
+			break;
+		f = &st->stack[(d - 1) & (SPAN_STACK_DEPTH - 1)];
+		if (f->site_ip != ip || f->site_sp != sp)
+			break;
+		d--;
+	}
+	return d;
+}
+
 static __always_inline int span_begin(__u32 kind, __s32 layer)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct thread_state *st;
-	__u32 d;
+	__u64 ip, sp;
+	__u32 d, slot;
 
 	if (detaching || !traced_tgid())
 		return 0;
@@ -361,8 +393,24 @@ static __always_inline int span_begin(__u32 kind, __s32 layer)
 		COUNT(stack_overflow);
 		return 0;
 	}
-	st->stack[d & (SPAN_STACK_DEPTH - 1)].kind = kind;
-	st->stack[d & (SPAN_STACK_DEPTH - 1)].layer = layer;
+	probe_site(&ip, &sp);
+	slot = begin_slot(st, d, ip, sp);
+	/* Frames above the slot move up one; each position keeps its clock
+	 * and counters, all read in the same hit. */
+	for (__u32 k = 0; k < SPAN_STACK_DEPTH; k++) {
+		struct frame *to, *from;
+
+		if (d - k <= slot)
+			break;
+		to = &st->stack[(d - k) & (SPAN_STACK_DEPTH - 1)];
+		from = &st->stack[(d - k - 1) & (SPAN_STACK_DEPTH - 1)];
+		to->kind = from->kind;
+		to->layer = from->layer;
+	}
+	st->stack[slot & (SPAN_STACK_DEPTH - 1)].kind = kind;
+	st->stack[slot & (SPAN_STACK_DEPTH - 1)].layer = layer;
+	st->stack[d & (SPAN_STACK_DEPTH - 1)].site_ip = ip;
+	st->stack[d & (SPAN_STACK_DEPTH - 1)].site_sp = sp;
 	st->depth = d + 1;
 	if (perf_mode)
 		proc_span_set(st, d + 1);

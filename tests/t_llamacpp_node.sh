@@ -7,6 +7,7 @@
 # cpp's meter says it evaluated, one request of 8 + 31, and the KV cache
 # pool exactly the size llama.cpp logs (2 x 6 layers x 256 cells x 288 x 2
 # bytes of F16 K and V). `top` and the daemon's Prometheus give the same.
+# `--span` on llama_decode, which the profile also spans, nests the two.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
 need_bpf
@@ -58,6 +59,16 @@ size=$(stat -c %s "$TMP/d15.gguf")
 [ "$w" -gt $((size * 9 / 10)) ] && [ "$w" -le "$size" ] || fail "weights pool $w for a $size-byte file"
 ok "weights pool: $w bytes of the $size-byte file mapped"
 assert_eq "loss" "0 0" "$(jq -r 'select(.type=="summary") | "\(.loss.dropped) \(.loss.invalid)"' "$TMP/r.jsonl")"
+
+# ---- --span on a function the profile spans too: llama_decode, as the
+# issue times llama.cpp. The kernel runs the two return probes in the order
+# their entries ran; each must still close its own span. ----
+(cd "$LLAMA" && timeout 120 "$SPANTRACE" record -q --span "uprobe:$LIB:llama_decode" -o "$TMP/s.jsonl" \
+	--summary "$TMP/s.json" -- "${GEN[@]}") >/dev/null 2>"$TMP/span.err" || fail "record --span: $(tail -n 5 "$TMP/span.err")"
+assert_eq "--span llama_decode: [its spans, forward spans inside one, span errors]" "[31,31,0]" \
+	"$(jq -s -c '[(map(select(.type=="span" and .name=="llama_decode")) | length),
+		(map(select(.type=="span" and .name=="forward" and .parent=="llama_decode" and (.mismatch | not))) | length),
+		(map(select(.type=="summary"))[0].span_errors)]' "$TMP/s.jsonl")"
 
 # ---- bpftrace, an outside witness: every llama_decode of the library the
 # process maps. Quoted: the '@' of node_modules/@node-llama-cpp is bpftrace

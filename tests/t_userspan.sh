@@ -4,7 +4,8 @@
 # build/spans_example) and a libc function (uprobe on nanosleep), through
 # the same matcher, histograms and outputs as our own spans:
 #   record: counts equal what the program says it fired and what bpftrace
-#           counts on the same probes; nesting (parent, depth) is right;
+#           counts on the same probes; nesting (parent, depth) is right,
+#           also for two spans on one function;
 #   top:    a row per span name with the same counts;
 #   daemon: spantrace_span_duration_seconds{span="step"} counts the same.
 source "$(dirname "$0")/lib.sh"
@@ -19,6 +20,7 @@ n=40
 spans=()
 for s in load step sample; do spans+=(--span "usdt:$ex:example:${s}_begin,${s}_end:$s"); done
 spans+=(--span "uprobe:$libc:nanosleep:sleep")
+nap=(--span "uprobe:$libc:nanosleep:nap") # a second span on the same function
 
 # (bpftrace 0.17 here failed to load a second program on load_end: the canary probes it alone.)
 bpftrace -e "usdt:$ex:example:*_begin { @b[pid, probe] = count(); }
@@ -26,7 +28,7 @@ usdt:$ex:example:load_end { printf(\"armed %d\\n\", pid); }" >"$TMP/bt.out" 2>"$
 bt=$!
 armed() { "$ex" 0 0 >/dev/null; grep -q '^armed' "$TMP/bt.out"; }
 wait_for armed || fail "bpftrace saw no canary: $(cat "$TMP/bt.err")"
-"$SPANTRACE" record -q "${spans[@]}" -o "$TMP/t.jsonl" --summary "$TMP/s.json" -- "$ex" $n \
+"$SPANTRACE" record -q "${spans[@]}" "${nap[@]}" -o "$TMP/t.jsonl" --summary "$TMP/s.json" -- "$ex" $n \
 	>"$TMP/ex.out" 2>"$TMP/rec.err" || fail "record failed: $(tail -n 3 "$TMP/rec.err")"
 kill -INT $bt
 wait $bt
@@ -40,6 +42,10 @@ done
 assert_eq "sleep (nanosleep uprobe): one per sleep the program made" $((2 * n + 1)) "$(jq .spans.sleep.count "$TMP/s.json")"
 assert_eq "step inside load, sample inside step" "$n $n" \
 	"$(jq -s '[.[] | select(.type == "span")] | "\(map(select(.name == "step" and .parent == "load" and .depth == 1)) | length) \(map(select(.name == "sample" and .parent == "step" and .depth == 2)) | length)"' -r "$TMP/t.jsonl")"
+# Both begin in one hit and the kernel runs their return probes in the order
+# their entries ran: whichever began first must be the inner one.
+assert_eq "nap (nanosleep again): as many, one of each pair inside the other" "$((2 * n + 1)) $((2 * n + 1))" \
+	"$(jq -s -r '[.[] | select(.type == "span")] | "\(map(select(.name == "nap")) | length) \(map(select((.name == "sleep" and .parent == "nap") or (.name == "nap" and .parent == "sleep")) | select(.mismatch | not)) | length)"' "$TMP/t.jsonl")"
 assert_eq "span errors" 0 "$(jq .span_errors "$TMP/s.json")"
 
 "$SPANTRACE" top -b -d 1 -w 100 "${spans[@]}" -- "$ex" $n >"$TMP/top.out" 2>"$TMP/top.err" ||
