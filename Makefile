@@ -67,10 +67,11 @@ ENGINE_SRCS   := $(filter-out $(ENGINE_MAINS) inference/matmul_kernel.c,$(wildca
 # The CPU backend's products, built once per x86-64 level (matmul.c picks
 # one for the CPU at load); elsewhere once, for the compiler's default.
 ifeq ($(MACHINE),x86_64)
-MATMUL_LEVELS := v4 v3 base
+MATMUL_LEVELS := v4vnni v4 v3 base
 else
 MATMUL_LEVELS := base
 endif
+MATMUL_MARCH_v4vnni := -march=x86-64-v4 -mavx512vnni
 MATMUL_MARCH_v4   := -march=x86-64-v4
 MATMUL_MARCH_v3   := -march=x86-64-v3
 MATMUL_MARCH_base :=

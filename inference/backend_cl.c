@@ -185,6 +185,24 @@ static int pick_device(cl_platform_id plat, int want, cl_device_id *out, InferEr
 	return rc == CL_SUCCESS ? 0 : cl_fail(err, "clGetDeviceIDs", rc);
 }
 
+/* Is dev PoCL on a CPU (this one) with AVX512-VNNI? Its kernels may then
+ * ask for vpdpbusd (00_common.cl, dot4): PoCL's clang takes x86 builtins. */
+static int pocl_has_vnni(cl_device_id dev)
+{
+#if defined(__x86_64__)
+	char version[256] = "";
+	cl_device_type type = 0;
+
+	clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
+	clGetDeviceInfo(dev, CL_DEVICE_VERSION, sizeof(version) - 1, version, NULL);
+	__builtin_cpu_init();
+	return (type & CL_DEVICE_TYPE_CPU) && strstr(version, "PoCL") && __builtin_cpu_supports("avx512vnni");
+#else
+	(void)dev;
+	return 0;
+#endif
+}
+
 /* Builds src for dev; on failure the error carries the build log, newlines
  * folded so it stays one line. */
 static int build_program(cl_context ctx, cl_device_id dev, const char *src, WeightType wtype,
@@ -200,8 +218,8 @@ static int build_program(cl_context ctx, cl_device_id dev, const char *src, Weig
 
 	clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
 	/* the matrices' type is the kernels' own (00_common.cl) */
-	snprintf(opts, sizeof(opts), "-cl-std=CL1.2 -DWTYPE=%d%s", (int)wtype,
-		 type & CL_DEVICE_TYPE_CPU ? " -DCPU_DEVICE" : "");
+	snprintf(opts, sizeof(opts), "-cl-std=CL1.2 -DWTYPE=%d%s%s", (int)wtype,
+		 type & CL_DEVICE_TYPE_CPU ? " -DCPU_DEVICE" : "", pocl_has_vnni(dev) ? " -DX86_VNNI" : "");
 	rc = clBuildProgram(prog, 1, &dev, opts, NULL, NULL);
 	if (rc != CL_SUCCESS) {
 		char log[400] = "";
@@ -576,6 +594,16 @@ static void cl_destroy(void *state)
 	free(s);
 }
 
+/* Local memory of n staged tokens of width k (00_common.cl, stage_tokens):
+ * the floats and a scale per token, and for Q8_0 the values quantized: k
+ * int8s and a float and an int per block of 32. */
+static size_t staged_bytes(WeightType wtype, size_t n, size_t k)
+{
+	size_t q8 = wtype == WEIGHT_Q8_0 ? n * k + n * k / Q8_0_BLOCK * (sizeof(float) + sizeof(int)) : 0;
+
+	return (n * k + n) * sizeof(float) + q8;
+}
+
 /* The model must suit the kernels: even head size (RoPE pairs), and a
  * staged block of tokens of the widest matrix input must fit local memory
  * (beside the attention scratch, which the fused forward also holds). Sets
@@ -586,8 +614,8 @@ static int check_model_fits(ClState *s, cl_device_id dev, InferError *err)
 	const Config *c = s->c;
 	cl_ulong have = 0;
 	size_t width = c->hidden_dim > c->dim ? c->hidden_dim : c->dim;
-	size_t token = (width + 1) * sizeof(float);
-	size_t out = ((size_t)s->max_out * c->dim + s->max_out) * sizeof(float);
+	size_t token = staged_bytes(s->wtype, 1, width);
+	size_t out = staged_bytes(s->wtype, (size_t)s->max_out, c->dim);
 	size_t att = (size_t)c->seq_len * sizeof(float), room;
 
 	if ((c->dim / c->n_heads) % 2 != 0) /* the kernels rotate whole pairs */
@@ -788,7 +816,7 @@ static int run_qkv(ClState *s, int l, int n, InferError *err)
 	size_t items = (dim + 2 * kv + PANEL_ROWS - 1) / PANEL_ROWS;
 	size_t local = pick_local(items, MAT_LOCAL, GROUPS_MIN);
 	size_t global = round_up(items, local);
-	size_t xs = ((size_t)n * dim + n) * sizeof(float);
+	size_t xs = staged_bytes(s->wtype, (size_t)n, dim);
 
 	if (SET_ARGS(s->fn[FN_QKV], err, { ARG(s->x) }, { ARG(L->rms_att) }, { ARG(L->wqkv) },
 		     { ARG(s->q) }, { ARG(L->kcache) }, { ARG(L->vcache) }, { ARG(s->rope) },
@@ -824,7 +852,7 @@ static int run_matmul_add(ClState *s, cl_mem in, cl_mem w, int k, enum cl_kernel
 	size_t items = (rows + PANEL_ROWS - 1) / PANEL_ROWS;
 	size_t local = pick_local(items, MAT_LOCAL, GROUPS_MIN);
 	size_t global = round_up(items, local);
-	size_t xs = ((size_t)n * k + n) * sizeof(float);
+	size_t xs = staged_bytes(s->wtype, (size_t)n, k);
 
 	if (SET_ARGS(s->fn[FN_MATMUL_ADD], err, { ARG(in) }, { ARG(w) }, { ARG(s->x) },
 		     { ARG(n) }, { ARG(k) }, { ARG(rows) }, { LOCAL_ARG(xs) }))
@@ -839,7 +867,7 @@ static int run_ffn_up(ClState *s, int l, int n, InferError *err)
 	size_t items = (hid + PANEL_ROWS - 1) / PANEL_ROWS; /* a panel of w1 and of w3 each */
 	size_t local = pick_local(items, MAT_LOCAL, GROUPS_MIN);
 	size_t global = round_up(items, local);
-	size_t xs = ((size_t)n * dim + n) * sizeof(float);
+	size_t xs = staged_bytes(s->wtype, (size_t)n, dim);
 
 	if (SET_ARGS(s->fn[FN_FFN_UP], err, { ARG(s->x) }, { ARG(L->rms_ffn) }, { ARG(L->w13) },
 		     { ARG(s->hb) }, { ARG(n) }, { ARG(dim) }, { ARG(hid) }, { LOCAL_ARG(xs) }))
@@ -853,7 +881,7 @@ static int run_logits(ClState *s, int n_out, InferError *err)
 	size_t items = (vocab + 2 * PANEL_ROWS - 1) / (2 * PANEL_ROWS); /* two panels each */
 	size_t local = pick_local(items, LOGITS_LOCAL_MAX, LOGITS_GROUPS_MIN);
 	size_t global = round_up(items, local);
-	size_t xs = ((size_t)n_out * dim + n_out) * sizeof(float);
+	size_t xs = staged_bytes(s->wtype, (size_t)n_out, dim);
 
 	if (SET_ARGS(s->fn[FN_LOGITS], err, { ARG(s->x) }, { ARG(s->rms_final) }, { ARG(s->wcls) },
 		     { ARG(s->logits) }, { ARG(s->meta) }, { ARG(out_off) }, { ARG(n_out) },
@@ -872,7 +900,7 @@ static int run_forward(ClState *s, int n, int n_out, InferError *err)
 	cl_ulong kv_stride = s->kv_stride;
 	size_t global = s->groups, local = 1;
 	size_t width = c->hidden_dim > c->dim ? c->hidden_dim : c->dim;
-	size_t xs = ((size_t)n * width + n) * sizeof(float);
+	size_t xs = staged_bytes(s->wtype, (size_t)n, width);
 	size_t att = (size_t)c->seq_len * sizeof(float);
 
 	if (SET_ARGS(s->fn[FN_FORWARD], err, { ARG(s->weights) }, { ARG(s->woff_mem) },

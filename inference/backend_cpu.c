@@ -87,6 +87,10 @@ typedef struct {
 	int head_size, kv_dim, kv_mul;
 	int max_out;        /* sequences wanting logits per call */
 	int threads;        /* OpenMP threads a parallel forward runs on */
+	QuantRows *quant;   /* (threads) each thread's copy of a product's input,
+			     * quantized; NULL unless a matrix is Q8_0 */
+	void *quant_mem;    /* the QuantRows, then each thread's rows */
+	size_t quant_bytes;
 	int n_blocks, block_size;
 	/* activations, (CPU_MAX_BATCH, width) each, carved from one block */
 	float *x, *xb, *xb2, *q, *k, *v, *hb, *hb2;
@@ -185,9 +189,9 @@ typedef struct {
 
 /* Rows r0..r1-1 of one projection against every token of the batch: the
  * unit of work a thread takes. */
-static void matmul_tile(const Proj *p, int r0, int r1, const float *x, int n, int batch)
+static void matmul_tile(const Proj *p, int r0, int r1, const MatInput *in, int n, int batch)
 {
-	matmul_rows_typed(p->w.data, p->w.type, n, r0, r1, x, batch, p->out, (size_t)p->d);
+	matmul_rows_typed(p->w.data, p->w.type, n, r0, r1, in, batch, p->out, (size_t)p->d);
 }
 
 /* Tiles of rows tile_rows high over several projections of the same
@@ -202,7 +206,7 @@ static int proj_tiles(const Proj *p, int nproj, int tile_rows)
 }
 
 /* Runs tile t of proj_tiles' numbering. */
-static void proj_tile(const Proj *p, int nproj, int t, int tile_rows, const float *x, int n,
+static void proj_tile(const Proj *p, int nproj, int t, int tile_rows, const MatInput *in, int n,
 		      int batch)
 {
 	int k = 0, r0 = t * tile_rows;
@@ -211,7 +215,7 @@ static void proj_tile(const Proj *p, int nproj, int t, int tile_rows, const floa
 		r0 -= (p[k].d + tile_rows - 1) / tile_rows * tile_rows;
 		k++;
 	}
-	matmul_tile(&p[k], r0, r0 + tile_rows < p[k].d ? r0 + tile_rows : p[k].d, x, n, batch);
+	matmul_tile(&p[k], r0, r0 + tile_rows < p[k].d ? r0 + tile_rows : p[k].d, in, n, batch);
 }
 
 /* RoPE on q and k of one token with the precomputed table: the same
@@ -448,7 +452,7 @@ static int tile_rows(const CpuState *s, int rows)
 }
 
 /* out += w @ in on the tile's rows of a (dim, k) matrix: wo and w2. */
-static void matmul_add_tile(const CpuState *s, PackedMatrix w, int k, const float *in,
+static void matmul_add_tile(const CpuState *s, PackedMatrix w, int k, const MatInput *in,
 			    float *tmp, int t)
 {
 	int dim = s->c.dim, rows = tile_rows(s, dim), r0 = t * rows;
@@ -476,15 +480,15 @@ static void swiglu(float *h, const float *h3, int n)
 }
 
 /* Hidden rows of w1 and w3, then SwiGLU on them: hb = silu(w1 x) * (w3 x). */
-static void ffn_up_tile(const CpuState *s, int l, int t)
+static void ffn_up_tile(const CpuState *s, int l, int t, const MatInput *in)
 {
 	int dim = s->c.dim, hid = s->c.hidden_dim, rows = tile_rows(s, hid), r0 = t * rows;
 	int r1 = r0 + rows < hid ? r0 + rows : hid;
 	Proj p1 = { s->hb, layer_matrix(s, MAT_W1, l), hid };
 	Proj p3 = { s->hb2, layer_matrix(s, MAT_W3, l), hid };
 
-	matmul_tile(&p1, r0, r1, s->xb, dim, s->n);
-	matmul_tile(&p3, r0, r1, s->xb, dim, s->n);
+	matmul_tile(&p1, r0, r1, in, dim, s->n);
+	matmul_tile(&p3, r0, r1, in, dim, s->n);
 	for (int b = 0; b < s->n; b++)
 		swiglu(s->hb + (size_t)b * hid + r0, s->hb2 + (size_t)b * hid + r0, r1 - r0);
 }
@@ -494,7 +498,8 @@ static int logit_tile_rows(const CpuState *s)
 	return LOGIT_TILE_ROWS * (s->n_out < LOGIT_TILE_TOKENS ? s->n_out : LOGIT_TILE_TOKENS);
 }
 
-static void run_tile(const CpuState *s, const Phase *ph, int t)
+/* Tile t of phase ph; in is the phase's input when it is a product. */
+static void run_tile(const CpuState *s, const Phase *ph, int t, const MatInput *in)
 {
 	const Weights *w = weights(s);
 	const Config *c = &s->c;
@@ -508,7 +513,7 @@ static void run_tile(const CpuState *s, const Phase *ph, int t)
 		break;
 	case PH_QKV:
 		qkv_projs(s, l, p);
-		proj_tile(p, 3, t, tile_rows(s, dim + 2 * s->kv_dim), s->xb, dim, s->n);
+		proj_tile(p, 3, t, tile_rows(s, dim + 2 * s->kv_dim), in, dim, s->n);
 		break;
 	case PH_ROPE:
 		rope_and_store(s, l, t);
@@ -517,17 +522,17 @@ static void run_tile(const CpuState *s, const Phase *ph, int t)
 		attend_head(s, l, t / c->n_heads, t % c->n_heads, s->q, s->xb);
 		break;
 	case PH_ATTN_OUT:
-		matmul_add_tile(s, layer_matrix(s, MAT_WO, l), dim, s->xb, s->xb2, t);
+		matmul_add_tile(s, layer_matrix(s, MAT_WO, l), dim, in, s->xb2, t);
 		break;
 	case PH_FFN_NORM:
 		rmsnorm(s->xb + (size_t)t * dim, s->x + (size_t)t * dim,
 			tensor_f32(w->layers[l].rms_ffn), dim);
 		break;
 	case PH_FFN_UP:
-		ffn_up_tile(s, l, t);
+		ffn_up_tile(s, l, t, in);
 		break;
 	case PH_FFN_DOWN:
-		matmul_add_tile(s, layer_matrix(s, MAT_W2, l), hid, s->hb, s->xb, t);
+		matmul_add_tile(s, layer_matrix(s, MAT_W2, l), hid, in, s->xb, t);
 		break;
 	case PH_FINAL_NORM:
 		rmsnorm(s->xo + (size_t)t * dim, s->x + (size_t)s->out_tok[t] * dim,
@@ -535,7 +540,7 @@ static void run_tile(const CpuState *s, const Phase *ph, int t)
 		break;
 	case PH_LOGITS:
 		p[0] = (Proj){ s->logits, s->mats[(size_t)c->n_layers * MAT_PER_LAYER], c->vocab_size };
-		proj_tile(p, 1, t, logit_tile_rows(s), s->xo, dim, s->n_out);
+		proj_tile(p, 1, t, logit_tile_rows(s), in, dim, s->n_out);
 		break;
 	}
 }
@@ -655,19 +660,41 @@ static void wait_done(const PhaseCounters *pc, int tiles)
 	}
 }
 
+/* The input of a product phase: (rows, n) floats; NULL for the others. */
+static const float *phase_input(const CpuState *s, enum phase_kind kind, int *rows, int *n)
+{
+	*rows = s->n;
+	*n = s->c.dim;
+	switch (kind) {
+	case PH_QKV: case PH_ATTN_OUT: case PH_FFN_UP: return s->xb;
+	case PH_FFN_DOWN: *n = s->c.hidden_dim; return s->hb;
+	case PH_LOGITS: *rows = s->n_out; return s->xo;
+	default: return NULL;
+	}
+}
+
 /* Every thread of the region runs this: the phases in order, taking tiles
- * until a phase has none left, then waiting for its last ones. */
-static void run_phases(CpuState *s, int first)
+ * until a phase has none left, then waiting for its last ones. With Q8_0
+ * weights a thread quantizes a product's input for itself before its first
+ * tile: the input is whole only once the phase before has ended, and two
+ * copies of a few KB cost less than one more wait. */
+static void run_phases(CpuState *s, int first, int thread)
 {
 	for (int i = 0; i < s->n_phases; i++) {
 		const Phase *ph = &s->phases[i];
 		PhaseCounters *pc = &s->ctr[i];
-		int t;
+		MatInput in = { NULL, NULL };
+		int t, rows, n;
 
+		in.x = phase_input(s, ph->kind, &rows, &n);
 		if (first)
 			phase_enter(ph);
 		while ((t = __atomic_fetch_add(&pc->next, 1, __ATOMIC_RELAXED)) < ph->tiles) {
-			run_tile(s, ph, t);
+			if (in.x && s->quant && !in.q) {
+				quantize_rows(in.x, rows, n, &s->quant[thread]);
+				in.q = &s->quant[thread];
+			}
+			run_tile(s, ph, t, &in);
 			__atomic_fetch_add(&pc->done, 1, __ATOMIC_RELEASE);
 		}
 		wait_done(pc, ph->tiles);
@@ -694,7 +721,7 @@ static void run_forward(CpuState *s)
 		s->ctr[i].done = 0;
 	}
 #pragma omp parallel if (forward_work(s, s->n, s->n_out) >= PARALLEL_MIN_WORK)
-	run_phases(s, omp_get_thread_num() == 0);
+	run_phases(s, omp_get_thread_num() == 0, omp_get_thread_num());
 }
 
 /* Row `token` of the embedding as floats, from its stored type. */
@@ -778,6 +805,7 @@ static void cpu_destroy(void *state)
 	if (!s)
 		return;
 	pool_free(POOL_DEVICE, s->packed_mem, s->packed_bytes);
+	pool_free(POOL_ACTIVATIONS, s->quant_mem, s->quant_bytes);
 	if (s->mats)
 		pool_free(POOL_ACTIVATIONS, s->mats,
 			  ((size_t)s->c.n_layers * MAT_PER_LAYER + 1) * sizeof(*s->mats));
@@ -924,6 +952,33 @@ static int pack_weights(CpuState *s, InferError *err)
 	return 0;
 }
 
+/* Each thread's quantized input (s->quant), if any matrix is Q8_0: rows
+ * for the widest input and the largest batch. */
+static int alloc_quant(CpuState *s, InferError *err)
+{
+	size_t nmats = (size_t)s->c.n_layers * MAT_PER_LAYER + 1, per, head;
+	int rows = s->max_out > CPU_MAX_BATCH ? s->max_out : CPU_MAX_BATCH;
+	int width = s->c.hidden_dim > s->c.dim ? s->c.hidden_dim : s->c.dim;
+	size_t i = 0;
+	char *p;
+
+	while (i < nmats && s->mats[i].type != WEIGHT_Q8_0)
+		i++;
+	if (i == nmats)
+		return 0;
+	per = (quant_rows_bytes(rows, width) + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
+	head = ((size_t)s->threads * sizeof(QuantRows) + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
+	s->quant_bytes = CACHE_LINE + head + (size_t)s->threads * per;
+	s->quant_mem = pool_alloc(POOL_ACTIVATIONS, s->quant_bytes);
+	if (!s->quant_mem)
+		return infer_fail(err, "cpu backend: out of memory");
+	p = (char *)(((uintptr_t)s->quant_mem + CACHE_LINE - 1) & ~(uintptr_t)(CACHE_LINE - 1));
+	s->quant = (QuantRows *)(void *)p;
+	for (int t = 0; t < s->threads; t++)
+		s->quant[t] = quant_rows_at(p + head + (size_t)t * per, rows, width);
+	return 0;
+}
+
 static int cpu_create(const Model *m, const BackendOptions *opt, void **state,
 		      InferError *err)
 {
@@ -946,7 +1001,7 @@ static int cpu_create(const Model *m, const BackendOptions *opt, void **state,
 	if (opt && opt->threads > 0)
 		omp_set_num_threads(opt->threads);
 	s->threads = omp_get_max_threads();
-	if (cpu_alloc(s, err) < 0 || pack_weights(s, err) < 0) {
+	if (cpu_alloc(s, err) < 0 || pack_weights(s, err) < 0 || alloc_quant(s, err) < 0) {
 		cpu_destroy(s);
 		return -1;
 	}

@@ -34,33 +34,50 @@ static void pack_panel_f16(uint16_t *out, const uint16_t *w, int d, int n, int p
 }
 
 /* Panel p of a Q8_0 (d, n) matrix (rows of blocks: f16 scale, 32 int8):
- * the int8 values moved, the scales widened to float (exactly). */
+ * the scales widened to float (exactly), the values moved into quads
+ * (matmul_panels.h) plus 128. Rows past d are zero: scale 0, value 128. */
 static void pack_panel_q8_0(char *out, const uint8_t *w, int d, int n, int p)
 {
 	size_t row_bytes = (size_t)n / Q8_0_BLOCK * Q8_0_BLOCK_BYTES;
 
 	for (int b = 0; b < n / Q8_0_BLOCK; b++) {
 		char *blk = out + (size_t)b * Q8_PANEL_BLOCK;
-		float *scale = (float *)blk;
-		int8_t *q = (int8_t *)(blk + PANEL_ROWS * sizeof(float));
+		float *scale = (float *)(void *)blk;
+		uint8_t *quads = (uint8_t *)blk + PANEL_ROWS * sizeof(float);
 
 		for (int i = 0; i < PANEL_ROWS; i++) {
 			int r = p * PANEL_ROWS + i;
 			const uint8_t *src = w + (size_t)r * row_bytes + (size_t)b * Q8_0_BLOCK_BYTES;
 			uint16_t dh;
 
-			if (r >= d) {
-				scale[i] = 0.0f;
-				for (int j = 0; j < Q8_0_BLOCK; j++)
-					q[j * PANEL_ROWS + i] = 0;
-				continue;
-			}
-			memcpy(&dh, src, 2);
-			scale[i] = f16_to_f32(dh);
+			if (r < d)
+				memcpy(&dh, src, 2);
+			scale[i] = r < d ? f16_to_f32(dh) : 0.0f;
 			for (int j = 0; j < Q8_0_BLOCK; j++)
-				q[j * PANEL_ROWS + i] = (int8_t)src[2 + j];
+				quads[(j / 4) * Q8_QUAD_BYTES + i * 4 + j % 4] =
+					(uint8_t)((r < d ? (int8_t)src[2 + j] : 0) + 128);
 		}
 	}
+}
+
+size_t quant_rows_bytes(int batch, int n)
+{
+	size_t blocks = (size_t)batch * (n / Q8_0_BLOCK);
+
+	return ((size_t)batch * n + 63) / 64 * 64 + blocks * (sizeof(float) + sizeof(int32_t));
+}
+
+QuantRows quant_rows_at(void *mem, int batch, int n)
+{
+	size_t blocks = (size_t)batch * (n / Q8_0_BLOCK);
+	char *p = mem;
+	QuantRows r;
+
+	r.q = (int8_t *)p;
+	p += ((size_t)batch * n + 63) / 64 * 64;
+	r.d = (float *)(void *)p;
+	r.s = (int32_t *)(void *)(p + blocks * sizeof(float));
+	return r;
 }
 
 void pack_matrix_typed(void *dst, WeightType type, const void *w, int d, int n)
@@ -103,33 +120,56 @@ void pack_matrix(float *dst, const float *w, int d, int n)
  * linker picks one for this CPU when the library loads, so one process
  * always runs one of them and its sums never mix. */
 #if defined(__x86_64__)
+MATMUL_KERNEL(v4vnni);
 MATMUL_KERNEL(v4);
 MATMUL_KERNEL(v3);
 MATMUL_KERNEL(base);
 
-static matmul_kernel_fn *matmul_resolve(void)
+/* The build for this CPU: 0 v4vnni, 1 v4, 2 v3, 3 base. */
+static int matmul_level(void)
 {
 	__builtin_cpu_init();
 	if (__builtin_cpu_supports("x86-64-v4"))
-		return matmul_rows_typed_v4;
-	if (__builtin_cpu_supports("x86-64-v3"))
-		return matmul_rows_typed_v3;
-	return matmul_rows_typed_base;
+		return __builtin_cpu_supports("avx512vnni") ? 0 : 1;
+	return __builtin_cpu_supports("x86-64-v3") ? 2 : 3;
 }
 
-void matmul_rows_typed(const void *w, WeightType type, int n, int r0, int r1, const float *x, int batch,
+static matmul_kernel_fn *matmul_resolve(void)
+{
+	matmul_kernel_fn *const fns[] = { matmul_rows_typed_v4vnni, matmul_rows_typed_v4, matmul_rows_typed_v3,
+					  matmul_rows_typed_base };
+
+	return fns[matmul_level()];
+}
+
+static quantize_fn *quantize_resolve(void)
+{
+	quantize_fn *const fns[] = { quantize_rows_v4vnni, quantize_rows_v4, quantize_rows_v3, quantize_rows_base };
+
+	return fns[matmul_level()];
+}
+
+void matmul_rows_typed(const void *w, WeightType type, int n, int r0, int r1, const MatInput *in, int batch,
 		       float *out, size_t ldo) __attribute__((ifunc("matmul_resolve")));
+void quantize_rows(const float *x, int batch, int n, QuantRows *out) __attribute__((ifunc("quantize_resolve")));
 #else
 MATMUL_KERNEL(base);
 
-void matmul_rows_typed(const void *w, WeightType type, int n, int r0, int r1, const float *x, int batch,
+void matmul_rows_typed(const void *w, WeightType type, int n, int r0, int r1, const MatInput *in, int batch,
 		       float *out, size_t ldo)
 {
-	matmul_rows_typed_base(w, type, n, r0, r1, x, batch, out, ldo);
+	matmul_rows_typed_base(w, type, n, r0, r1, in, batch, out, ldo);
+}
+
+void quantize_rows(const float *x, int batch, int n, QuantRows *out)
+{
+	quantize_rows_base(x, batch, n, out);
 }
 #endif
 
 void matmul_rows(const float *w, int n, int r0, int r1, const float *x, int batch, float *out, size_t ldo)
 {
-	matmul_rows_typed(w, WEIGHT_F32, n, r0, r1, x, batch, out, ldo);
+	MatInput in = { x, NULL };
+
+	matmul_rows_typed(w, WEIGHT_F32, n, r0, r1, &in, batch, out, ldo);
 }

@@ -14,6 +14,7 @@
 #define INFER_MATMUL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "model.h"
 
 #define PANEL_ROWS 16
@@ -28,14 +29,35 @@ void pack_matrix(float *dst, const float *w, int d, int n);
 
 /* The same for a matrix stored as type (F32, F16 or Q8_0, row-major as the
  * file holds it): its values keep their type in the panels (Q8_0's block
- * scales are widened to float, exactly); each is converted in registers. */
+ * scales are widened to float, exactly). F32 and F16 weights multiply the
+ * float input; Q8_0 weights multiply it quantized to int8 as llama.cpp
+ * does (QuantRows), in exact integer dot products per block of 32. */
 typedef struct {
 	const void *data;
 	WeightType type;
 } PackedMatrix;
 size_t packed_bytes(WeightType type, int d, int n);
 void pack_matrix_typed(void *dst, WeightType type, const void *w, int d, int n);
-void matmul_rows_typed(const void *w, WeightType type, int n, int r0, int r1, const float *x, int batch,
+
+/* Rows of n floats quantized in blocks of 32 (Q8_0_BLOCK): d = max|x| / 127,
+ * q = round(x / d) as int8, and s = 128 x the block's sum of q (the packed
+ * weights are stored plus 128, as unsigned bytes: s takes that back out). */
+typedef struct {
+	int8_t *q;  /* (batch, n) */
+	float *d;   /* (batch, n / Q8_0_BLOCK) */
+	int32_t *s; /* (batch, n / Q8_0_BLOCK) */
+} QuantRows;
+size_t quant_rows_bytes(int batch, int n);
+/* Carves a QuantRows for (batch, n) from mem (quant_rows_bytes, 64-aligned). */
+QuantRows quant_rows_at(void *mem, int batch, int n);
+void quantize_rows(const float *x, int batch, int n, QuantRows *out);
+
+/* A product's input: x, and for Q8_0 weights q (x quantized) too. */
+typedef struct {
+	const float *x;     /* (batch, n) */
+	const QuantRows *q; /* NULL but for Q8_0 */
+} MatInput;
+void matmul_rows_typed(const void *w, WeightType type, int n, int r0, int r1, const MatInput *in, int batch,
 		       float *out, size_t ldo);
 
 /* out[t * ldo + r] = sum over j of w[r][j] * x[t * n + j], for rows r0..r1-1

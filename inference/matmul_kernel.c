@@ -7,12 +7,14 @@
  * intrinsics (the default clone of the same body would not compile), and
  * GCC 12 turns a vector conversion of halves or of int8 values into one
  * scalar conversion per lane: F16 and Q8_0 ran 2-3x slower than F32 here.
- * The conversions below are exact, so every level computes the same sums. */
+ * The conversions below are exact, so every level computes the same sums.
+ * Q8_0's integer dot products are exact on every level; v4vnni (v4 with
+ * AVX512-VNNI) does them with vpdpbusd, the others in plain int32 lanes. */
 #include <string.h>
 #include "matmul_panels.h"
 
 #ifndef MATMUL_LEVEL
-#error "build with -DMATMUL_LEVEL=v4, v3 or base"
+#error "build with -DMATMUL_LEVEL=v4vnni, v4, v3 or base"
 #endif
 
 #if defined(__AVX512F__) || defined(__F16C__)
@@ -43,59 +45,22 @@ static inline __attribute__((always_inline)) void halves_to_floats(v16f *v, cons
 #endif
 }
 
-/* 16 int8 values at p as floats: widened to int first, which GCC does in
- * vector registers (vpmovsxbd, vcvtdq2ps), where char to float it does not. */
-static inline __attribute__((always_inline)) void int8s_to_floats(v16f *v, const void *p)
-{
-#if defined(__AVX512F__)
-	__m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
-
-	memcpy(v, &f, sizeof(*v));
-#elif defined(__AVX2__)
-	__m128i q = _mm_loadu_si128((const __m128i *)p);
-	__m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
-	__m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8)));
-
-	memcpy(v, &lo, sizeof(lo));
-	memcpy((char *)v + sizeof(lo), &hi, sizeof(hi));
-#else
-	typedef int32_t v16i __attribute__((vector_size(PANEL_ROWS * sizeof(int32_t))));
-	v16b q;
-
-	memcpy(&q, p, sizeof(q));
-	*v = __builtin_convertvector(__builtin_convertvector(q, v16i), v16f);
-#endif
-}
-
-/* Column j of a panel as 16 floats, for each packed type: type is a
- * constant wherever this is inlined, so the branches fold away. (Through a
- * pointer: a returned vector would be an ABI question in the plain clone.) */
+/* Column j of an F32 or F16 panel as 16 floats: type is a constant
+ * wherever this is inlined, so the branch folds away. (Through a pointer:
+ * a returned vector would be an ABI question in the plain build.) */
 static inline __attribute__((always_inline)) void load_column(v16f *v, const char *panel, WeightType type,
 							      int j)
 {
-	if (type == WEIGHT_F16) {
+	if (type == WEIGHT_F16)
 		halves_to_floats(v, panel + (size_t)j * sizeof(v16h));
-	} else if (type == WEIGHT_Q8_0) {
-		const char *blk = panel + (size_t)(j / Q8_0_BLOCK) * Q8_PANEL_BLOCK;
-		v16f scale;
-
-		memcpy(&scale, blk, sizeof(scale));
-		int8s_to_floats(v, blk + sizeof(scale) + (size_t)(j % Q8_0_BLOCK) * sizeof(v16b));
-		*v *= scale;
-	} else {
+	else
 		memcpy(v, panel + (size_t)j * sizeof(*v), sizeof(*v));
-	}
 }
 
 /* Where column j's bytes are, to prefetch ahead. */
 static inline __attribute__((always_inline)) const char *column_at(const char *panel, WeightType type, int j)
 {
-	if (type == WEIGHT_F16)
-		return panel + (size_t)j * PANEL_ROWS * 2;
-	if (type == WEIGHT_Q8_0)
-		return panel + (size_t)(j / Q8_0_BLOCK) * Q8_PANEL_BLOCK + PANEL_ROWS * sizeof(float) +
-		       (size_t)(j % Q8_0_BLOCK) * PANEL_ROWS;
-	return panel + (size_t)j * PANEL_ROWS * sizeof(float);
+	return panel + (size_t)j * PANEL_ROWS * (type == WEIGHT_F16 ? 2 : sizeof(float));
 }
 
 /* The G x T accumulators of a block of panels: zeroed, and stored to out
@@ -155,34 +120,68 @@ panel_block(const char *w, WeightType type, size_t ldp, int G, const float *x, s
 	store_sums(acc, G, T, out, ldo, rows);
 }
 
-/* Q8_0 panels: each block's 32 columns summed unscaled (an FMA chain from
- * zero, in column order), then added to the row's sum scaled by the block's
- * scale in one more FMA: the scales' load and multiply leave the
- * per-column work. The OpenCL kernels (00_common.cl) sum the same way, so
- * the backends agree. G x T is at most 8: two accumulators each. */
+typedef int32_t v16i __attribute__((vector_size(PANEL_ROWS * sizeof(int32_t))));
+typedef uint32_t v16u __attribute__((vector_size(PANEL_ROWS * sizeof(uint32_t))));
+
+/* *acc += the 4-way dot product of each lane's 4 unsigned bytes of w with
+ * the 4 signed bytes of x (little-endian in one int32): vpdpbusd. */
+static inline __attribute__((always_inline)) void dot4(v16i *acc, const v16i *w, int32_t x)
+{
+#if defined(__AVX512VNNI__)
+	__m512i a, b;
+
+	memcpy(&a, acc, sizeof(a));
+	memcpy(&b, w, sizeof(b));
+	a = _mm512_dpbusd_epi32(a, b, _mm512_set1_epi32(x));
+	memcpy(acc, &a, sizeof(a));
+#else
+	v16u u;
+
+	memcpy(&u, w, sizeof(u));
+	for (int c = 0; c < 4; c++)
+		*acc += (v16i)((u >> (8 * c)) & 0xff) * (int32_t)(int8_t)(x >> (8 * c));
+#endif
+}
+
+/* Q8_0 panels against T tokens quantized (QuantRows): per block, each
+ * lane's exact integer dot product over the block's 8 quads, less the +128
+ * the weights carry (s), then added to the row's sum in one multiply-add
+ * by the weight's and the token's scales: (float)isum * (dw * dx). The
+ * OpenCL kernels (00_common.cl) do the same, so the backends agree. G x T
+ * is at most 8: an integer and a float sum each. */
 static inline __attribute__((always_inline)) void
-q8_panel_block(const char *w, size_t ldp, int G, const float *x, size_t ldx, int T, int n, float *out,
-	       size_t ldo, int rows)
+q8_panel_block(const char *w, size_t ldp, int G, const QuantRows *xq, int T, int n, float *out, size_t ldo,
+	       int rows)
 {
 	v16f acc[MAX_PANELS][TOKEN_GROUP];
+	int nb = n / Q8_0_BLOCK;
 
 	zero_sums(acc, G, T);
-	for (int j0 = 0; j0 < n; j0 += Q8_0_BLOCK) {
-		const char *blk = w + (size_t)(j0 / Q8_0_BLOCK) * Q8_PANEL_BLOCK;
-		v16f bacc[MAX_PANELS][TOKEN_GROUP];
+	for (int b = 0; b < nb; b++) {
+		const char *blk = w + (size_t)b * Q8_PANEL_BLOCK;
+		v16i isum[MAX_PANELS][TOKEN_GROUP];
 
-		zero_sums(bacc, G, T);
-		for (int jj = 0; jj < Q8_0_BLOCK; jj++)
+#pragma GCC unroll 4
+		for (int g = 0; g < G; g++)
+#pragma GCC unroll 8
+			for (int t = 0; t < T; t++)
+				isum[g][t] = (v16i){ 0 };
+#pragma GCC unroll 8
+		for (int k = 0; k < Q8_QUADS; k++)
 #pragma GCC unroll 4
 			for (int g = 0; g < G; g++) {
-				const char *col = blk + g * ldp + PANEL_ROWS * sizeof(float) + (size_t)jj * PANEL_ROWS;
-				v16f wv;
+				const char *quad = blk + g * ldp + PANEL_ROWS * sizeof(float) + k * Q8_QUAD_BYTES;
+				v16i wq;
 
-				int8s_to_floats(&wv, col);
-				__builtin_prefetch(col + 2 * Q8_PANEL_BLOCK, 0, 3);
+				memcpy(&wq, quad, sizeof(wq));
+				__builtin_prefetch(quad + 2 * Q8_PANEL_BLOCK, 0, 3);
 #pragma GCC unroll 8
-				for (int t = 0; t < T; t++)
-					bacc[g][t] += wv * x[t * ldx + j0 + jj];
+				for (int t = 0; t < T; t++) {
+					int32_t x4;
+
+					memcpy(&x4, xq->q + (size_t)t * n + (size_t)b * Q8_0_BLOCK + 4 * k, 4);
+					dot4(&isum[g][t], &wq, x4);
+				}
 			}
 #pragma GCC unroll 4
 		for (int g = 0; g < G; g++) {
@@ -190,8 +189,11 @@ q8_panel_block(const char *w, size_t ldp, int G, const float *x, size_t ldx, int
 
 			memcpy(&scale, blk + g * ldp, sizeof(scale));
 #pragma GCC unroll 8
-			for (int t = 0; t < T; t++)
-				acc[g][t] += bacc[g][t] * scale;
+			for (int t = 0; t < T; t++) {
+				v16i exact = isum[g][t] - xq->s[(size_t)t * nb + b];
+
+				acc[g][t] += __builtin_convertvector(exact, v16f) * (scale * xq->d[(size_t)t * nb + b]);
+			}
 		}
 	}
 	store_sums(acc, G, T, out, ldo, rows);
@@ -202,31 +204,36 @@ q8_panel_block(const char *w, size_t ldp, int G, const float *x, size_t ldx, int
  * dropped here, so they are not compiled: Q8_0 keeps a block sum beside
  * each accumulator (G x T at most 8), the others at most 16. */
 static inline __attribute__((always_inline)) void
-block_of_type(const char *w, WeightType type, size_t ldp, int G, const float *x, int T, int n, float *out,
-	      size_t ldo, int rows)
+block_of_type(const char *w, WeightType type, size_t ldp, int G, const MatInput *in, int b, int T, int n,
+	      float *out, size_t ldo, int rows)
 {
 	if (type == WEIGHT_Q8_0) {
-		if (G * T <= 8)
-			q8_panel_block(w, ldp, G, x, n, T, n, out, ldo, rows);
+		if (G * T <= 8) {
+			QuantRows xq = { in->q->q + (size_t)b * n, in->q->d + (size_t)b * (n / Q8_0_BLOCK),
+					 in->q->s + (size_t)b * (n / Q8_0_BLOCK) };
+
+			q8_panel_block(w, ldp, G, &xq, T, n, out, ldo, rows);
+		}
 	} else if (G * T <= 16) {
-		panel_block(w, type, ldp, G, x, n, T, n, out, ldo, rows);
+		panel_block(w, type, ldp, G, in->x + (size_t)b * n, n, T, n, out, ldo, rows);
 	}
 }
 
-/* block_of_type with T a constant, so the accumulators stay in registers. */
+/* block_of_type with T a constant, so the accumulators stay in registers;
+ * tokens b.. of the input. */
 static inline __attribute__((always_inline)) void
-blocks_of_type(const char *w, WeightType type, size_t ldp, int G, const float *x, int T, int n, float *out,
-	       size_t ldo, int rows)
+blocks_of_type(const char *w, WeightType type, size_t ldp, int G, const MatInput *in, int b, int T, int n,
+	       float *out, size_t ldo, int rows)
 {
 	switch (T) {
-	case 8: block_of_type(w, type, ldp, G, x, 8, n, out, ldo, rows); break;
-	case 7: block_of_type(w, type, ldp, G, x, 7, n, out, ldo, rows); break;
-	case 6: block_of_type(w, type, ldp, G, x, 6, n, out, ldo, rows); break;
-	case 5: block_of_type(w, type, ldp, G, x, 5, n, out, ldo, rows); break;
-	case 4: block_of_type(w, type, ldp, G, x, 4, n, out, ldo, rows); break;
-	case 3: block_of_type(w, type, ldp, G, x, 3, n, out, ldo, rows); break;
-	case 2: block_of_type(w, type, ldp, G, x, 2, n, out, ldo, rows); break;
-	default: block_of_type(w, type, ldp, G, x, 1, n, out, ldo, rows); break;
+	case 8: block_of_type(w, type, ldp, G, in, b, 8, n, out, ldo, rows); break;
+	case 7: block_of_type(w, type, ldp, G, in, b, 7, n, out, ldo, rows); break;
+	case 6: block_of_type(w, type, ldp, G, in, b, 6, n, out, ldo, rows); break;
+	case 5: block_of_type(w, type, ldp, G, in, b, 5, n, out, ldo, rows); break;
+	case 4: block_of_type(w, type, ldp, G, in, b, 4, n, out, ldo, rows); break;
+	case 3: block_of_type(w, type, ldp, G, in, b, 3, n, out, ldo, rows); break;
+	case 2: block_of_type(w, type, ldp, G, in, b, 2, n, out, ldo, rows); break;
+	default: block_of_type(w, type, ldp, G, in, b, 1, n, out, ldo, rows); break;
 	}
 }
 
@@ -241,14 +248,13 @@ static inline __attribute__((always_inline)) int panel_group(WeightType type, in
 /* matmul_rows for one packed type (a constant once inlined): tokens in
  * groups of TOKEN_GROUP, rows in blocks of G panels (fewer at the end). */
 static inline __attribute__((always_inline)) void
-rows_of_type(const char *w, WeightType type, int n, int r0, int r1, const float *x, int batch, float *out,
+rows_of_type(const char *w, WeightType type, int n, int r0, int r1, const MatInput *in, int batch, float *out,
 	     size_t ldo)
 {
 	size_t ldp = panel_bytes(type, n);
 
 	for (int b = 0; b < batch; b += TOKEN_GROUP) {
 		int T = batch - b < TOKEN_GROUP ? batch - b : TOKEN_GROUP;
-		const float *xt = x + (size_t)b * n;
 		float *ot = out + (size_t)b * ldo;
 
 		for (int r = r0; r < r1;) {
@@ -260,9 +266,9 @@ rows_of_type(const char *w, WeightType type, int n, int r0, int r1, const float 
 			int rows = G == 1 && left < PANEL_ROWS ? left : PANEL_ROWS;
 
 			switch (G) {   /* a constant, as T is */
-			case 4: blocks_of_type(wp, type, ldp, 4, xt, T, n, ot + r, ldo, rows); break;
-			case 2: blocks_of_type(wp, type, ldp, 2, xt, T, n, ot + r, ldo, rows); break;
-			default: blocks_of_type(wp, type, ldp, 1, xt, T, n, ot + r, ldo, rows); break;
+			case 4: blocks_of_type(wp, type, ldp, 4, in, b, T, n, ot + r, ldo, rows); break;
+			case 2: blocks_of_type(wp, type, ldp, 2, in, b, T, n, ot + r, ldo, rows); break;
+			default: blocks_of_type(wp, type, ldp, 1, in, b, T, n, ot + r, ldo, rows); break;
 			}
 			r += G * rows;
 		}
@@ -271,14 +277,52 @@ rows_of_type(const char *w, WeightType type, int n, int r0, int r1, const float 
 
 #define KERNEL_NAME(level) KERNEL_NAME_(level)
 #define KERNEL_NAME_(level) matmul_rows_typed_##level
+#define QUANT_NAME(level) QUANT_NAME_(level)
+#define QUANT_NAME_(level) quantize_rows_##level
 
-void KERNEL_NAME(MATMUL_LEVEL)(const void *w, WeightType type, int n, int r0, int r1, const float *x, int batch,
-			       float *out, size_t ldo)
+/* v rounded to the nearest integer, ties to even, for |v| < 2^22: adding
+ * and taking back 1.5 x 2^23 leaves no fraction bits. One fused multiply-
+ * add and a subtraction, vectorized here, where roundf is a libm call
+ * (quantizing a batch with it cost more than the products saved). The
+ * OpenCL kernels (00_common.cl, stage_quantize) do the same operations. */
+static inline __attribute__((always_inline)) float scaled_round(float v, float id)
+{
+	return __builtin_fmaf(v, id, 12582912.0f) - 12582912.0f;
+}
+
+/* As llama.cpp quantizes a Q8_0 product's input (quantize_row_q8_0), but d
+ * stays a float and ties round to even; matmul.h says what s is. */
+void QUANT_NAME(MATMUL_LEVEL)(const float *x, int batch, int n, QuantRows *out)
+{
+	int nb = n / Q8_0_BLOCK;
+
+	for (int t = 0; t < batch; t++)
+		for (int b = 0; b < nb; b++) {
+			const float *v = x + (size_t)t * n + (size_t)b * Q8_0_BLOCK;
+			int8_t *q = out->q + (size_t)t * n + (size_t)b * Q8_0_BLOCK;
+			float amax = 0.0f, d, id;
+			int32_t sum = 0;
+
+			for (int j = 0; j < Q8_0_BLOCK; j++)
+				amax = __builtin_fmaxf(amax, __builtin_fabsf(v[j]));
+			d = amax / 127.0f;
+			id = d != 0.0f ? 1.0f / d : 0.0f;
+			for (int j = 0; j < Q8_0_BLOCK; j++) {
+				q[j] = (int8_t)scaled_round(v[j], id);
+				sum += q[j];
+			}
+			out->d[(size_t)t * nb + b] = d;
+			out->s[(size_t)t * nb + b] = 128 * sum;
+		}
+}
+
+void KERNEL_NAME(MATMUL_LEVEL)(const void *w, WeightType type, int n, int r0, int r1, const MatInput *in,
+			       int batch, float *out, size_t ldo)
 {
 	switch (type) {
-	case WEIGHT_F16: rows_of_type(w, WEIGHT_F16, n, r0, r1, x, batch, out, ldo); break;
-	case WEIGHT_Q8_0: rows_of_type(w, WEIGHT_Q8_0, n, r0, r1, x, batch, out, ldo); break;
-	default: rows_of_type(w, WEIGHT_F32, n, r0, r1, x, batch, out, ldo); break;
+	case WEIGHT_F16: rows_of_type(w, WEIGHT_F16, n, r0, r1, in, batch, out, ldo); break;
+	case WEIGHT_Q8_0: rows_of_type(w, WEIGHT_Q8_0, n, r0, r1, in, batch, out, ldo); break;
+	default: rows_of_type(w, WEIGHT_F32, n, r0, r1, in, batch, out, ldo); break;
 	}
 }
 

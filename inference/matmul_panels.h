@@ -18,12 +18,16 @@
 
 typedef float v16f __attribute__((vector_size(PANEL_ROWS * sizeof(float))));
 typedef _Float16 v16h __attribute__((vector_size(PANEL_ROWS * sizeof(_Float16))));
-typedef int8_t v16b __attribute__((vector_size(PANEL_ROWS)));
 
 /* Bytes of one panel of n columns: F32 and F16 hold a column of 16 rows
  * per 64 or 32 bytes; Q8_0 a block of 32 columns per Q8_PANEL_BLOCK bytes:
- * the 16 rows' scales as floats, then 32 columns of 16 int8 values. */
+ * the 16 rows' scales as floats, then 8 quads of 4 columns, 64 bytes each:
+ * row i's 4 values at 4i, plus 128, as unsigned bytes. So one 64-byte load
+ * is 16 rows by 4 columns, the operand of a 4-way integer dot product
+ * (VNNI's vpdpbusd: unsigned bytes times signed ones). */
 #define Q8_PANEL_BLOCK (PANEL_ROWS * sizeof(float) + Q8_0_BLOCK * PANEL_ROWS)
+#define Q8_QUAD_BYTES (PANEL_ROWS * 4)
+#define Q8_QUADS (Q8_0_BLOCK / 4)
 
 static inline size_t panel_bytes(WeightType type, int n)
 {
@@ -34,10 +38,11 @@ static inline size_t panel_bytes(WeightType type, int n)
 	}
 }
 
-/* One kernel build (matmul_kernel.c): matmul_rows_typed for one x86-64
- * level, named matmul_rows_typed_<level>. */
-typedef void matmul_kernel_fn(const void *w, WeightType type, int n, int r0, int r1, const float *x,
+/* One kernel build (matmul_kernel.c): matmul_rows_typed and quantize_rows
+ * for one x86-64 level, named <function>_<level>. */
+typedef void matmul_kernel_fn(const void *w, WeightType type, int n, int r0, int r1, const MatInput *in,
 			      int batch, float *out, size_t ldo);
-#define MATMUL_KERNEL(level) matmul_kernel_fn matmul_rows_typed_##level
+typedef void quantize_fn(const float *x, int batch, int n, QuantRows *out);
+#define MATMUL_KERNEL(level) matmul_kernel_fn matmul_rows_typed_##level; quantize_fn quantize_rows_##level
 
 #endif

@@ -73,6 +73,47 @@ static void stage_copy(const __global float *x, const __global int *idx, int n, 
 	}
 }
 
+/* With Q8_0 weights (WTYPE 8) the staged tokens are also quantized, as
+ * llama.cpp quantizes a Q8_0 product's input: after the n scales, xs holds
+ * the n*k int8 values, then n*k/32 block scales d and n*k/32 sums s (128 x
+ * the block's sum of its values). The operations are the CPU backend's
+ * (matmul.c, quantize_rows), so both get the same values. */
+#ifndef WTYPE
+#define WTYPE 0  /* the matrices' stored type: see PANEL_BYTES below */
+#endif
+#define Q8_BLOCK 32
+static inline __local char *staged_q(__local float *xs, int n, int k)
+{
+	return (__local char *)(xs + n * k + n);
+}
+
+static void stage_quantize(__local float *xs, int n, int k, int lid, int lsz)
+{
+	__local char *q = staged_q(xs, n, k);
+	__local float *d = (__local float *)(q + n * k);
+	__local int *sums = (__local int *)(d + n * k / Q8_BLOCK);
+
+	for (int b = lid; b < n * k / Q8_BLOCK; b += lsz) {
+		const __local float *v = xs + b * Q8_BLOCK;
+		float amax = 0.0f, db, id;
+		int sum = 0;
+
+		for (int j = 0; j < Q8_BLOCK; j++)
+			amax = fmax(amax, fabs(v[j]));
+		db = amax / 127.0f;
+		id = db != 0.0f ? 1.0f / db : 0.0f;
+		for (int j = 0; j < Q8_BLOCK; j++) {
+			/* ties to even, as matmul_kernel.c's scaled_round */
+			char qj = (char)(fma(v[j], id, 12582912.0f) - 12582912.0f);
+
+			q[b * Q8_BLOCK + j] = qj;
+			sum += qj;
+		}
+		d[b] = db;
+		sums[b] = 128 * sum;
+	}
+}
+
 /* Staging by every work-item of the group (it has barriers). */
 static void stage_tokens(const __global float *x, const __global int *idx, int n, int k,
 			 const __global float *g, __local float *xs)
@@ -83,6 +124,10 @@ static void stage_tokens(const __global float *x, const __global int *idx, int n
 	barrier(CLK_LOCAL_MEM_FENCE);
 	stage_copy(x, idx, n, k, g, xs, lid, lsz);
 	barrier(CLK_LOCAL_MEM_FENCE);
+#if WTYPE == 8
+	stage_quantize(xs, n, k, lid, lsz);
+	barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 }
 
 /* Staging by a work-item alone in its group, where a barrier could sit
@@ -92,6 +137,9 @@ static void stage_alone(const __global float *x, const __global int *idx, int n,
 {
 	stage_scales(x, idx, n, k, g, xs, 0, 1);
 	stage_copy(x, idx, n, k, g, xs, 0, 1);
+#if WTYPE == 8
+	stage_quantize(xs, n, k, 0, 1);
+#endif
 }
 
 /* Matrices come packed as on the CPU backend (matmul.h): a (rows, k)
@@ -106,14 +154,11 @@ static void stage_alone(const __global float *x, const __global int *idx, int n,
 /* The matrices' stored type, one per model, set by the host at build
  * (ggml's numbers: 0 F32, 1 F16, 8 Q8_0), packed as matmul.c packs it: an
  * F16 panel holds 16 halves a column; a Q8_0 panel a block of 32 columns
- * per Q8_PANEL_BLOCK bytes, the 16 rows' scales as floats and then 32
- * columns of 16 chars. Values are converted in registers, never stored
- * as floats. */
-#ifndef WTYPE
-#define WTYPE 0
-#endif
-#define Q8_BLOCK 32
+ * per Q8_PANEL_BLOCK bytes, the 16 rows' scales as floats and then 8 quads
+ * of 4 columns, 64 bytes each: row i's 4 values at 4i, plus 128, unsigned.
+ * Values are converted in registers, never stored as floats. */
 #define Q8_PANEL_BLOCK (PANEL_ROWS * 4 + Q8_BLOCK * PANEL_ROWS)
+#define Q8_QUADS (Q8_BLOCK / 4)
 #if WTYPE == 1
 #define PANEL_BYTES(k) ((size_t)(k) * PANEL_ROWS * 2)
 #elif WTYPE == 8
@@ -136,29 +181,20 @@ static inline const __global char *q8_block(const __global float *panel, int j)
 }
 #endif
 
-/* Column j of a panel: its 16 rows as floats. */
+/* Column j of an F32 or F16 panel: its 16 rows as floats. */
 static inline float16 load_column(const __global float *panel, int j)
 {
 #if WTYPE == 1
 	return vload_half16(j, (const __global half *)panel);
-#elif WTYPE == 8
-	const __global char *blk = q8_block(panel, j);
-
-	return convert_float16(vload16(j % Q8_BLOCK, blk + PANEL_ROWS * 4)) *
-	       vload16(0, (const __global float *)blk);
 #else
 	return vload16(j, panel);
 #endif
 }
 
-/* Where column j starts, to prefetch. */
+/* Where column j of an F32 or F16 panel starts, to prefetch. */
 static inline const __global char *column_at(const __global float *panel, int j)
 {
-#if WTYPE == 8
-	return q8_block(panel, j) + PANEL_ROWS * 4 + (j % Q8_BLOCK) * PANEL_ROWS;
-#else
 	return (const __global char *)panel + (size_t)j * (PANEL_BYTES(1) / PANEL_ROWS) * PANEL_ROWS;
-#endif
 }
 
 /* Row i of the panel at column j. */
@@ -167,9 +203,11 @@ static inline float panel_elem(const __global float *panel, int i, int j)
 #if WTYPE == 1
 	return vload_half(j * PANEL_ROWS + i, (const __global half *)panel);
 #elif WTYPE == 8
-	const __global char *blk = q8_block(panel, j);
+	const __global uchar *blk = (const __global uchar *)q8_block(panel, j);
+	int jj = j % Q8_BLOCK;
 
-	return (float)blk[PANEL_ROWS * 4 + (j % Q8_BLOCK) * PANEL_ROWS + i] * ((const __global float *)blk)[i];
+	return (float)((int)blk[PANEL_ROWS * 4 + (jj / 4) * PANEL_ROWS * 4 + i * 4 + jj % 4] - 128) *
+	       ((const __global float *)blk)[i];
 #else
 	return panel[j * PANEL_ROWS + i];
 #endif
@@ -194,42 +232,6 @@ panels_dot(const __global float *a, const __global float *b, int two,
 		ra[t] = 0;
 		rb[t] = 0;
 	}
-#if WTYPE == 8
-	/* Q8_0: a block's 32 columns summed unscaled, then scaled once: the
-	 * scales' load and multiply leave the per-column work */
-	for (int j0 = 0; j0 < k; j0 += Q8_BLOCK) {
-		const __global char *qa = q8_block(a, j0), *qb = two ? q8_block(b, j0) : qa;
-		float16 ba[TOK_GROUP], bb[TOK_GROUP];
-
-#pragma unroll
-		for (int t = 0; t < TOK_GROUP; t++) {
-			ba[t] = 0;
-			bb[t] = 0;
-		}
-		PREFETCH(qa + 2 * Q8_PANEL_BLOCK);
-		if (two)
-			PREFETCH(qb + 2 * Q8_PANEL_BLOCK);
-		for (int jj = 0; jj < Q8_BLOCK; jj++) {
-			float16 wa = convert_float16(vload16(jj, qa + PANEL_ROWS * 4));
-			float16 wb = two ? convert_float16(vload16(jj, qb + PANEL_ROWS * 4)) : 0;
-#pragma unroll
-			for (int t = 0; t < NT; t++) {
-				float16 xv = (float16)(x[t * k + j0 + jj]);
-
-				ba[t] = fma(wa, xv, ba[t]);
-				if (two)
-					bb[t] = fma(wb, xv, bb[t]);
-			}
-		}
-		float16 sa = vload16(0, (const __global float *)qa), sb = two ? vload16(0, (const __global float *)qb) : 0;
-#pragma unroll
-		for (int t = 0; t < NT; t++) {
-			ra[t] = fma(ba[t], sa, ra[t]);
-			if (two)
-				rb[t] = fma(bb[t], sb, rb[t]);
-		}
-	}
-#else
 	for (int j = 0; j < k; j++) {
 		float16 wa = load_column(a, j), wb = two ? load_column(b, j) : 0;
 
@@ -245,7 +247,6 @@ panels_dot(const __global float *a, const __global float *b, int two,
 				rb[t] = fma(wb, xv, rb[t]);
 		}
 	}
-#endif
 #pragma unroll
 	for (int t = 0; t < NT; t++) {
 		acc[t] = ra[t];
@@ -253,51 +254,178 @@ panels_dot(const __global float *a, const __global float *b, int two,
 	}
 }
 
-/* panels_dot with `two` known at each call, so both shapes unroll. Q8_0
- * keeps a block sum beside each accumulator: two panels of 8 tokens would
- * need 32 vector sums plus the column and the token (AVX-512 has 32
- * registers) and spill, so it runs one panel at a time there; each lane's
- * fma chain is the same either way. */
+#if WTYPE == 8
+/* Q8_0 against the quantized staged tokens: per block, each lane's exact
+ * integer dot product over the block's 8 quads, less the +128 the weights
+ * carry, then one multiply-add by the weight's and the token's scales, as
+ * on the CPU backend (matmul_kernel.c). dot4 is VNNI's vpdpbusd: each
+ * lane's 4 unsigned bytes of w times the 4 signed bytes of x. Where the
+ * host says the CPU device has it (X86_VNNI), the products are functions
+ * of their own built for AVX512-VNNI: PoCL compiles for the CPU model its
+ * LLVM knows (skylake-avx512 here, for a Zen 5), and the instruction can
+ * only be used in a function that asks for the feature. */
+#ifdef X86_VNNI
+typedef int v16si __attribute__((vector_size(64)));
+#define Q8_TARGET __attribute__((target("avx512vnni")))
+#define Q8_FN __attribute__((target("avx512vnni"), noinline))
+Q8_TARGET static inline int16 dot4(int16 acc, int16 w, int x)
+{
+	return as_int16(__builtin_ia32_vpdpbusd512((v16si)acc, (v16si)w, (v16si)(int16)(x)));
+}
+#else
+#define Q8_TARGET
+#define Q8_FN
+static inline int16 dot4(int16 acc, int16 w, int x)
+{
+	uint16 u = as_uint16(w);
+
+#pragma unroll
+	for (int c = 0; c < 4; c++)
+		acc += as_int16((u >> (uint)(8 * c)) & (uint)0xff) * (int)(char)(x >> (8 * c));
+	return acc;
+}
+#endif
+
+/* The staged tokens' quantized form (stage_quantize), from token t0 on. */
+typedef struct {
+	const __local char *q;  /* (NT, k) */
+	const __local float *d; /* (NT, k / 32) */
+	const __local int *s;   /* (NT, k / 32) */
+} StagedQ8;
+
+static inline StagedQ8 staged_q8(const __local float *xs, int n, int k, int t0)
+{
+	const __local char *q = (const __local char *)(xs + n * k + n);
+	const __local float *d = (const __local float *)(q + n * k);
+	StagedQ8 r = { q + t0 * k, d + t0 * (k / Q8_BLOCK), (const __local int *)(d + n * k / Q8_BLOCK) +
+							    t0 * (k / Q8_BLOCK) };
+	return r;
+}
+
+Q8_TARGET static inline __attribute__((always_inline)) void
+q8_dot(const __global float *a, const __global float *b, int two, const StagedQ8 *x, int k, int NT,
+       float16 *acc)
+{
+	float16 ra[TOK_GROUP], rb[TOK_GROUP];
+	int nb = k / Q8_BLOCK;
+
+#pragma unroll
+	for (int t = 0; t < TOK_GROUP; t++) {
+		ra[t] = 0;
+		rb[t] = 0;
+	}
+	for (int blk = 0; blk < nb; blk++) {
+		const __global char *qa = q8_block(a, blk * Q8_BLOCK), *qb = two ? q8_block(b, blk * Q8_BLOCK) : qa;
+		const __global int *wqa = (const __global int *)(qa + PANEL_ROWS * 4);
+		const __global int *wqb = (const __global int *)(qb + PANEL_ROWS * 4);
+		const __local int *xq = (const __local int *)(x->q + blk * Q8_BLOCK);
+		int16 ia[TOK_GROUP], ib[TOK_GROUP];
+
+#pragma unroll
+		for (int t = 0; t < TOK_GROUP; t++) {
+			ia[t] = 0;
+			ib[t] = 0;
+		}
+		PREFETCH(qa + 2 * Q8_PANEL_BLOCK);
+		if (two)
+			PREFETCH(qb + 2 * Q8_PANEL_BLOCK);
+		for (int kq = 0; kq < Q8_QUADS; kq++) {
+			int16 wa = vload16(kq, wqa), wb = two ? vload16(kq, wqb) : 0;
+			/* spelled out: PoCL's LLVM unrolled a loop over t only in
+			 * part, and kept the sums in memory */
+#define Q8_TOKEN(t)                                                \
+			if (t < NT) {                                      \
+				int x4 = xq[t * (k / 4) + kq];             \
+				ia[t] = dot4(ia[t], wa, x4);               \
+				if (two)                                   \
+					ib[t] = dot4(ib[t], wb, x4);       \
+			}
+			Q8_TOKEN(0) Q8_TOKEN(1) Q8_TOKEN(2) Q8_TOKEN(3)
+			Q8_TOKEN(4) Q8_TOKEN(5) Q8_TOKEN(6) Q8_TOKEN(7)
+#undef Q8_TOKEN
+		}
+		float16 sa = vload16(0, (const __global float *)qa), sb = two ? vload16(0, (const __global float *)qb) : 0;
+#pragma unroll
+		for (int t = 0; t < NT; t++) {
+			float dx = x->d[t * nb + blk];
+			int sx = x->s[t * nb + blk];
+
+			ra[t] = fma(convert_float16(ia[t] - sx), sa * dx, ra[t]);
+			if (two)
+				rb[t] = fma(convert_float16(ib[t] - sx), sb * dx, rb[t]);
+		}
+	}
+#pragma unroll
+	for (int t = 0; t < NT; t++) {
+		acc[t] = ra[t];
+		acc[TOK_GROUP + t] = rb[t];
+	}
+}
+
+/* q8_dot for each shape a panel block takes: one panel or two, 1, 4 or 8
+ * tokens. Two panels of 8 tokens would keep 32 sums (an integer and a float
+ * one per panel and token) beside the weights, more than AVX-512's 32
+ * registers, so that shape runs the two panels one after the other. */
+#define Q8_SHAPE(NT_)                                                                                   \
+	Q8_FN static void q8_dot1_##NT_(const __global float *a, const StagedQ8 *x, int k, float16 *acc)  \
+	{                                                                                                 \
+		q8_dot(a, a, 0, x, k, NT_, acc);                                                          \
+	}                                                                                                 \
+	Q8_FN static void q8_dot2_##NT_(const __global float *a, const __global float *b, const StagedQ8 *x, \
+					int k, float16 *acc)                                              \
+	{                                                                                                 \
+		if (NT_ > 4) {                                                                            \
+			float16 accb[2 * TOK_GROUP];                                                      \
+			q8_dot(a, a, 0, x, k, NT_, acc);                                                  \
+			q8_dot(b, b, 0, x, k, NT_, accb);                                                 \
+			for (int t = 0; t < NT_; t++)                                                     \
+				acc[TOK_GROUP + t] = accb[t];                                             \
+		} else {                                                                                  \
+			q8_dot(a, b, 1, x, k, NT_, acc);                                                  \
+		}                                                                                         \
+	}
+Q8_SHAPE(1)
+Q8_SHAPE(4)
+Q8_SHAPE(8)
+#endif
+
+/* panels_dot with `two` known at each call, so both shapes unroll. */
 static inline __attribute__((always_inline)) void
 panels_dot_any(const __global float *a, const __global float *b, int two,
 	       const __local float *x, int k, int NT, float16 *acc)
 {
-#if WTYPE == 8
-	if (two && NT > 4) {
-		float16 accb[2 * TOK_GROUP];
-
-		panels_dot(a, a, 0, x, k, NT, acc);
-		panels_dot(b, b, 0, x, k, NT, accb);
-#pragma unroll
-		for (int t = 0; t < NT; t++)
-			acc[TOK_GROUP + t] = accb[t];
-		return;
-	}
-#endif
 	if (two)
 		panels_dot(a, b, 1, x, k, NT, acc);
 	else
 		panels_dot(a, a, 0, x, k, NT, acc);
 }
 
-/* panels_dot on tokens t0.. of the staged block xs: 8 when at least 8
- * remain, else 4, else 1 (shapes the compiler unrolls). Returns how many. */
+/* The products of panel a (and b when two) with tokens t0.. of the staged
+ * block xs: 8 when at least 8 remain, else 4, else 1 (shapes the compiler
+ * unrolls). Returns how many. */
 static inline __attribute__((always_inline)) int
 panel_block(const __global float *a, const __global float *b, int two,
 			      const __local float *xs, int k, int n, int t0, float16 *acc)
 {
+	int NT = n - t0 >= 8 ? 8 : n - t0 >= 4 ? 4 : 1;
+#if WTYPE == 8
+	StagedQ8 x = staged_q8(xs, n, k, t0);
+
+	switch (NT) {
+	case 8: if (two) q8_dot2_8(a, b, &x, k, acc); else q8_dot1_8(a, &x, k, acc); break;
+	case 4: if (two) q8_dot2_4(a, b, &x, k, acc); else q8_dot1_4(a, &x, k, acc); break;
+	default: if (two) q8_dot2_1(a, b, &x, k, acc); else q8_dot1_1(a, &x, k, acc); break;
+	}
+#else
 	const __local float *x = xs + t0 * k;
 
-	if (n - t0 >= 8) {
-		panels_dot_any(a, b, two, x, k, 8, acc);
-		return 8;
+	switch (NT) {
+	case 8: panels_dot_any(a, b, two, x, k, 8, acc); break;
+	case 4: panels_dot_any(a, b, two, x, k, 4, acc); break;
+	default: panels_dot_any(a, b, two, x, k, 1, acc); break;
 	}
-	if (n - t0 >= 4) {
-		panels_dot_any(a, b, two, x, k, 4, acc);
-		return 4;
-	}
-	panels_dot_any(a, b, two, x, k, 1, acc);
-	return 1;
+#endif
+	return NT;
 }
 
 /* Lanes of a panel starting at row r0 that hold rows below `rows`. */

@@ -115,7 +115,8 @@ static void check_invariance(int d, int n)
 	free(out);
 }
 
-/* ---- F16 and Q8_0: the stored values, converted in registers ---- */
+/* ---- F16 and Q8_0: the stored values; F16 converted in registers, Q8_0
+ * multiplying its input quantized ---- */
 
 /* The value of one stored weight as a float: F16 is exact; Q8_0 is int8
  * times the block's f16 scale. Rows are in GGUF's layout. */
@@ -139,16 +140,42 @@ static void stored_row(WeightType type, const void *w, int n, int r, float *out,
 	}
 }
 
-/* The chains matmul.h promises for a stored type: F16 as F32; Q8_0 a chain
- * per block from zero over its int8 values, then fmaf(block, scale, acc). */
-static float typed_chain(WeightType type, const float *v, const float *scale, const float *x, int n)
+/* The chains matmul.h promises for a stored type: F16 as F32. */
+static float typed_chain(const float *v, const float *x, int n)
+{
+	return chain(v, x, n);
+}
+
+/* Q8_0: x quantized per block of 32 as llama.cpp does, but d a float and
+ * ties to even (q is an integer below 2^22 in magnitude); then per block
+ * the exact integer dot product, added in one fmaf by scale * d. Checks
+ * quantize_rows' values on the way. */
+static float q8_chain(const float *v, const float *scale, const float *x, int n, const QuantRows *xq, int t)
 {
 	float acc = 0.0f;
 
-	if (type == WEIGHT_F16)
-		return chain(v, x, n);
-	for (int b = 0; b < n / Q8_0_BLOCK; b++)
-		acc = fmaf(chain(v + b * Q8_0_BLOCK, x + b * Q8_0_BLOCK, Q8_0_BLOCK), scale[b], acc);
+	for (int b = 0; b < n / Q8_0_BLOCK; b++) {
+		const float *xb = x + b * Q8_0_BLOCK;
+		float amax = 0.0f, d, id;
+		int32_t isum = 0, sum = 0;
+
+		for (int j = 0; j < Q8_0_BLOCK; j++)
+			amax = fmaxf(amax, fabsf(xb[j]));
+		d = amax / 127.0f;
+		id = d != 0.0f ? 1.0f / d : 0.0f;
+		for (int j = 0; j < Q8_0_BLOCK; j++) {
+			int q = (int)nearbyintf(xb[j] * id);
+
+			CHECK(q == xq->q[(size_t)t * n + b * Q8_0_BLOCK + j] || fabsf(xb[j] * id - nearbyintf(xb[j] * id)) > 0.49f,
+			      "quantize_rows: block %d value %d: %d, want %d", b, j, xq->q[(size_t)t * n + b * Q8_0_BLOCK + j], q);
+			q = xq->q[(size_t)t * n + b * Q8_0_BLOCK + j]; /* a tie's side is fmaf's */
+			isum += q * (int32_t)v[b * Q8_0_BLOCK + j];
+			sum += q;
+		}
+		CHECK(xq->d[(size_t)t * (n / Q8_0_BLOCK) + b] == d && xq->s[(size_t)t * (n / Q8_0_BLOCK) + b] == 128 * sum,
+		      "quantize_rows: block %d scale or sum", b);
+		acc = fmaf((float)isum, scale[b] * d, acc);
+	}
 	return acc;
 }
 
@@ -177,12 +204,20 @@ static void check_typed(WeightType type, int d, int n, int batch, int fma_exact)
 			}
 	for (int i = 0; i < batch * n; i++)
 		x[i] = frand(&seed);
+	void *qmem = aligned_alloc(64, (quant_rows_bytes(batch, n) + 63) / 64 * 64);
+	QuantRows xq = quant_rows_at(qmem, batch, n);
+	MatInput in = { x, type == WEIGHT_Q8_0 ? &xq : NULL };
+
+	if (type == WEIGHT_Q8_0)
+		quantize_rows(x, batch, n, &xq);
 	pack_matrix_typed(packed, type, w, d, n);
-	matmul_rows_typed(packed, type, n, 0, d, x, batch, out, (size_t)d);
+	matmul_rows_typed(packed, type, n, 0, d, &in, batch, out, (size_t)d);
 	for (int r = 0; r < d; r++) {
 		stored_row(type, w, n, r, v, scale);
 		for (int t = 0; t < batch; t++) {
-			float want = typed_chain(type, v, scale, x + (size_t)t * n, n), got = out[(size_t)t * d + r];
+			float want = type == WEIGHT_F16 ? typed_chain(v, x + (size_t)t * n, n)
+							 : q8_chain(v, scale, x + (size_t)t * n, n, &xq, t);
+			float got = out[(size_t)t * d + r];
 
 			if (fma_exact)
 				CHECK(got == want, "%s d=%d n=%d batch=%d row %d token %d: %.9g, chain %.9g",
@@ -193,12 +228,16 @@ static void check_typed(WeightType type, int d, int n, int batch, int fma_exact)
 	}
 	/* batch invariance: each token alone gives its batch result */
 	for (int t = 0; t < batch; t++) {
-		matmul_rows_typed(packed, type, n, 0, d, x + (size_t)t * n, 1, alone, (size_t)d);
+		QuantRows one = { xq.q + (size_t)t * n, xq.d + (size_t)t * (n / Q8_0_BLOCK),
+				  xq.s + (size_t)t * (n / Q8_0_BLOCK) };
+		MatInput alone_in = { x + (size_t)t * n, type == WEIGHT_Q8_0 ? &one : NULL };
+
+		matmul_rows_typed(packed, type, n, 0, d, &alone_in, 1, alone, (size_t)d);
 		CHECK(!memcmp(alone, out + (size_t)t * d, (size_t)d * sizeof(float)),
 		      "%s d=%d n=%d: token %d alone differs from its batch of %d", type == WEIGHT_F16 ? "F16" : "Q8_0",
 		      d, n, t, batch);
 	}
-	free(w), free(packed), free(x), free(out), free(v), free(scale), free(alone);
+	free(w), free(packed), free(x), free(out), free(v), free(scale), free(alone), free(qmem);
 }
 
 int main(void)
