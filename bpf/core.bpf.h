@@ -48,7 +48,7 @@ struct frame {
 	__u32 kind;
 	__s32 layer;
 	__u64 start_ns;
-	__u64 site_ip, site_sp; /* the user registers where its begin fired */
+	__u64 site_ip, site_sp; /* a function-entry begin's user ip and sp, else 0 */
 };
 
 /* Counter values at each open frame's begin: a map of its own, sized only
@@ -345,27 +345,20 @@ static __always_inline void proc_span_set(struct thread_state *st, __u32 depth)
 }
 
 /* ---- spans ---- */
-/* The user registers' ip and sp at this probe hit: every probe on one
- * function entry (or USDT site) in one call sees the same pair. */
-static __always_inline void probe_site(__u64 *ip, __u64 *sp)
-{
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-
-	*ip = PT_REGS_IP(regs);
-	*sp = PT_REGS_SP(regs);
-}
-
-/* Position of a new frame begun at (ip, sp) on a stack of depth d: under
- * the frames on top begun by the same hit. Two probes on one function (the
- * llama.cpp profile's and a --span on llama_decode, say) begin in attach
- * order, and the kernel runs their return probes in that same order, so
- * the first to begin ends first: it must be the innermost. */
+/* Position of a new frame begun at a function entry (ip, sp) on a stack
+ * of depth d: under the frames on top begun at the same entry, in the same
+ * call. Two probes on one function (the llama.cpp profile's and a --span on
+ * llama_decode, say) begin in attach order, and the kernel runs their
+ * return probes in that same order, so the first to begin ends first: it
+ * must be the innermost. Only function entries compare: a USDT site in a
+ * helper (the engine's trace_span_begin) fires at one ip and sp for every
+ * span its caller begins. */
 static __always_inline __u32 begin_slot(const struct thread_state *st, __u32 d, __u64 ip, __u64 sp)
 {
 	for (__u32 k = 0; k < SPAN_STACK_DEPTH; k++) {
 		const struct frame *f;
 
-		if (d == 0)
+		if (d == 0 || !ip)
 			break;
 		f = &st->stack[(d - 1) & (SPAN_STACK_DEPTH - 1)];
 		if (f->site_ip != ip || f->site_sp != sp)
@@ -375,11 +368,12 @@ static __always_inline __u32 begin_slot(const struct thread_state *st, __u32 d, 
 	return d;
 }
 
-static __always_inline int span_begin(__u32 kind, __s32 layer)
+/* Pushes a frame; ip and sp are the user registers of a function-entry
+ * uprobe, or 0 (see begin_slot). */
+static __always_inline int span_push(__u32 kind, __s32 layer, __u64 ip, __u64 sp)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct thread_state *st;
-	__u64 ip, sp;
 	__u32 d, slot;
 
 	if (detaching || !traced_tgid())
@@ -393,7 +387,6 @@ static __always_inline int span_begin(__u32 kind, __s32 layer)
 		COUNT(stack_overflow);
 		return 0;
 	}
-	probe_site(&ip, &sp);
 	slot = begin_slot(st, d, ip, sp);
 	/* Frames above the slot move up one; each position keeps its clock
 	 * and counters, all read in the same hit. */
@@ -421,6 +414,18 @@ static __always_inline int span_begin(__u32 kind, __s32 layer)
 	 * probe's own cost as possible. */
 	st->stack[d & (SPAN_STACK_DEPTH - 1)].start_ns = bpf_ktime_get_ns();
 	return 0;
+}
+
+/* A span begun by a USDT probe. */
+static __always_inline int span_begin(__u32 kind, __s32 layer)
+{
+	return span_push(kind, layer, 0, 0);
+}
+
+/* A span begun by a uprobe at a function's entry (ctx its registers). */
+static __always_inline int span_begin_entry(struct pt_regs *ctx, __u32 kind, __s32 layer)
+{
+	return span_push(kind, layer, PT_REGS_IP(ctx), PT_REGS_SP(ctx));
 }
 
 static __always_inline void span_error(void)

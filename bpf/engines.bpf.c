@@ -9,7 +9,7 @@ int engine_span_entry(struct pt_regs *ctx)
 {
 	ENGINE_PROLOGUE;
 	(void)tid;
-	return span_begin(ENGINE_COOKIE_KIND(bpf_get_attach_cookie(ctx)), LAYER_NONE);
+	return span_begin_entry(ctx, ENGINE_COOKIE_KIND(bpf_get_attach_cookie(ctx)), LAYER_NONE);
 }
 
 SEC("uretprobe")
@@ -123,7 +123,7 @@ int engine_tokenize_entry(struct pt_regs *ctx)
 	ENGINE_PROLOGUE;
 	(void)pid;
 	tokenize_begin(ctx, tid);
-	return span_begin(ENGINE_COOKIE_KIND(bpf_get_attach_cookie(ctx)), LAYER_NONE);
+	return span_begin_entry(ctx, ENGINE_COOKIE_KIND(bpf_get_attach_cookie(ctx)), LAYER_NONE);
 }
 
 SEC("uretprobe")

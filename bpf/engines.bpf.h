@@ -380,7 +380,7 @@ static __always_inline void decode_begin(struct pt_regs *ctx, __u32 pid, __u32 t
 		ts->batch.n_seqs = c->n_seqs;
 		ts->batch.n_outputs = c->n_outputs;
 	}
-	span_begin(SPAN_FORWARD, LAYER_NONE);
+	span_begin_entry(ctx, SPAN_FORWARD, LAYER_NONE);
 	c->begin_ns = bpf_ktime_get_ns();
 }
 

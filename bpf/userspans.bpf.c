@@ -9,7 +9,7 @@
 SEC("uprobe")
 int user_fn_entry(struct pt_regs *ctx)
 {
-	return span_begin((__u32)bpf_get_attach_cookie(ctx), LAYER_NONE);
+	return span_begin_entry(ctx, (__u32)bpf_get_attach_cookie(ctx), LAYER_NONE);
 }
 
 SEC("uretprobe")
