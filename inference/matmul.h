@@ -40,8 +40,9 @@ size_t packed_bytes(WeightType type, int d, int n);
 void pack_matrix_typed(void *dst, WeightType type, const void *w, int d, int n);
 
 /* Rows of n floats quantized in blocks of 32 (Q8_0_BLOCK): d = max|x| / 127,
- * q = round(x / d) as int8, and s = 128 x the block's sum of q (the packed
- * weights are stored plus 128, as unsigned bytes: s takes that back out). */
+ * q = x / d rounded to the nearest integer (ties to even) as int8, and s =
+ * 128 x the block's sum of q (the packed weights are stored plus 128, as
+ * unsigned bytes: s takes that back out). */
 typedef struct {
 	int8_t *q;  /* (batch, n) */
 	float *d;   /* (batch, n / Q8_0_BLOCK) */

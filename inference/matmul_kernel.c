@@ -201,8 +201,8 @@ q8_panel_block(const char *w, size_t ldp, int G, const QuantRows *xq, int T, int
 
 /* G panels against T tokens of a packed type; G, T and type are constants
  * wherever this is inlined. Combinations the walk below never makes are
- * dropped here, so they are not compiled: Q8_0 keeps a block sum beside
- * each accumulator (G x T at most 8), the others at most 16. */
+ * dropped here, so they are not compiled: Q8_0 keeps an integer block sum
+ * beside each accumulator (G x T at most 8), the others at most 16. */
 static inline __attribute__((always_inline)) void
 block_of_type(const char *w, WeightType type, size_t ldp, int G, const MatInput *in, int b, int T, int n,
 	      float *out, size_t ldo, int rows)
