@@ -9,6 +9,7 @@
 #include <string.h>
 #include "check.h"
 #include "matmul.h"
+#include "matmul_panels.h"
 
 #define SENTINEL -12345.0f
 
@@ -240,6 +241,92 @@ static void check_typed(WeightType type, int d, int n, int batch, int fma_exact)
 	free(w), free(packed), free(x), free(out), free(v), free(scale), free(alone), free(qmem);
 }
 
+/* Every build of the products this CPU can run (matmul_kernel.c), not
+ * only the one the ifunc picks: the same values from each. Q8_0's integer
+ * sums are exact on every build, so with FMA (v4vnni, v4, v3) each output
+ * equals the picked build's bit for bit; the base build multiplies and
+ * adds apart, so it is held to a tolerance. */
+#if defined(__x86_64__)
+MATMUL_KERNEL(v4vnni);
+MATMUL_KERNEL(v4);
+MATMUL_KERNEL(v3);
+MATMUL_KERNEL(base);
+
+static void check_levels(WeightType type, int d, int n, int batch, int picked_fused)
+{
+	const struct {
+		const char *name;
+		int runs; /* this CPU has what the build needs */
+		matmul_kernel_fn *mm;
+		quantize_fn *quant;
+		int fused;
+	} levels[] = {
+		{ "v4vnni", __builtin_cpu_supports("x86-64-v4") && __builtin_cpu_supports("avx512vnni"),
+		  matmul_rows_typed_v4vnni, quantize_rows_v4vnni, 1 },
+		{ "v4", __builtin_cpu_supports("x86-64-v4"), matmul_rows_typed_v4, quantize_rows_v4, 1 },
+		{ "v3", __builtin_cpu_supports("x86-64-v3"), matmul_rows_typed_v3, quantize_rows_v3, 1 },
+		{ "base", 1, matmul_rows_typed_base, quantize_rows_base, 0 },
+	};
+	unsigned seed = (unsigned)(d * 13 + n + batch * 5 + type);
+	size_t row_bytes = type == WEIGHT_F32 ? (size_t)n * 4 : type == WEIGHT_F16 ? (size_t)n * 2
+										  : (size_t)n / Q8_0_BLOCK * Q8_0_BLOCK_BYTES;
+	unsigned char *w = malloc((size_t)d * row_bytes);
+	void *packed = malloc(packed_bytes(type, d, n));
+	float *x = malloc((size_t)batch * n * sizeof(float));
+	float *want = malloc((size_t)batch * d * sizeof(float)), *got = malloc((size_t)batch * d * sizeof(float));
+	size_t qbytes = (quant_rows_bytes(batch, n) + 63) / 64 * 64;
+	void *qmem = aligned_alloc(64, qbytes), *qmem2 = aligned_alloc(64, qbytes);
+	QuantRows xq = quant_rows_at(qmem, batch, n), xq2 = quant_rows_at(qmem2, batch, n);
+	MatInput in = { x, type == WEIGHT_Q8_0 ? &xq : NULL }, in2 = { x, type == WEIGHT_Q8_0 ? &xq2 : NULL };
+
+	for (size_t i = 0; i < (size_t)d * row_bytes; i++)
+		w[i] = (unsigned char)(frand(&seed) * 127.0f);
+	if (type == WEIGHT_F32)
+		for (size_t i = 0; i < (size_t)d * n; i++)
+			((float *)(void *)w)[i] = frand(&seed);
+	else if (type == WEIGHT_F16)
+		for (size_t i = 0; i < (size_t)d * n; i++) {
+			_Float16 h = (_Float16)frand(&seed);
+			memcpy(w + 2 * i, &h, 2);
+		}
+	else /* Q8_0: finite block scales */
+		for (int r = 0; r < d; r++)
+			for (int b = 0; b < n / Q8_0_BLOCK; b++) {
+				_Float16 h = (_Float16)(0.01f + 0.001f * (float)(r + b));
+				memcpy(w + r * row_bytes + b * Q8_0_BLOCK_BYTES, &h, 2);
+			}
+	for (int i = 0; i < batch * n; i++)
+		x[i] = frand(&seed);
+	pack_matrix_typed(packed, type, w, d, n);
+	if (type == WEIGHT_Q8_0)
+		quantize_rows(x, batch, n, &xq);
+	matmul_rows_typed(packed, type, n, 0, d, &in, batch, want, (size_t)d);
+	for (size_t l = 0; l < sizeof(levels) / sizeof(levels[0]); l++) {
+		if (!levels[l].runs)
+			continue;
+		if (type == WEIGHT_Q8_0) {
+			levels[l].quant(x, batch, n, &xq2);
+			size_t nb = (size_t)batch * (n / Q8_0_BLOCK);
+
+			CHECK(!memcmp(xq.q, xq2.q, (size_t)batch * n) && !memcmp(xq.d, xq2.d, nb * sizeof(float)) &&
+				      !memcmp(xq.s, xq2.s, nb * sizeof(int32_t)),
+			      "%s: quantize_rows differs from the picked build's", levels[l].name);
+		}
+		levels[l].mm(packed, type, n, 0, d, &in2, batch, got, (size_t)d);
+		for (int i = 0; i < batch * d; i++)
+			if (levels[l].fused && picked_fused) {
+				CHECK(got[i] == want[i], "%s type %d d=%d n=%d batch=%d: [%d] %.9g, picked %.9g",
+				      levels[l].name, (int)type, d, n, batch, i, got[i], want[i]);
+			} else {
+				CHECK(fabsf(got[i] - want[i]) <= 1e-4f * (1.0f + fabsf(want[i])),
+				      "%s type %d: [%d] %.9g, picked %.9g", levels[l].name, (int)type, i, got[i],
+				      want[i]);
+			}
+	}
+	free(w), free(packed), free(x), free(want), free(got), free(qmem), free(qmem2);
+}
+#endif
+
 int main(void)
 {
 	static const int ds[] = { 1, 15, 16, 17, 40, 100 };
@@ -264,7 +351,13 @@ int main(void)
 				check_typed(type ? WEIGHT_Q8_0 : WEIGHT_F16, d, 64, batch, fma_exact);
 				check_typed(type ? WEIGHT_Q8_0 : WEIGHT_F16, d, 96, batch, fma_exact);
 			}
-	printf("matmul: %s; F16 and Q8_0 too\n",
+#if defined(__x86_64__)
+	for (int type = 0; type < 3; type++)
+		for (int batch = 1; batch <= 9; batch += 4)
+			check_levels(type == 0 ? WEIGHT_F32 : type == 1 ? WEIGHT_F16 : WEIGHT_Q8_0, 40, 96, batch,
+				     fma_exact);
+#endif
+	printf("matmul: %s; F16 and Q8_0 too; every x86-64 build this CPU runs\n",
 	       fma_exact ? "FMA chains checked bit for bit" : "tolerance only (no FMA)");
 	return check_report();
 }
