@@ -180,6 +180,28 @@ static float q8_chain(const float *v, const float *scale, const float *x, int n,
 	return acc;
 }
 
+/* A (d, n) matrix as a file stores type, random: F32 and F16 values, or
+ * Q8_0 blocks of random int8 values with finite, distinct scales. */
+static void fill_stored(WeightType type, unsigned char *w, int d, int n, size_t row_bytes, unsigned *seed)
+{
+	for (size_t i = 0; i < (size_t)d * row_bytes; i++)
+		w[i] = (unsigned char)(frand(seed) * 127.0f);
+	if (type == WEIGHT_F32)
+		for (size_t i = 0; i < (size_t)d * n; i++)
+			((float *)(void *)w)[i] = frand(seed);
+	else if (type == WEIGHT_F16)
+		for (size_t i = 0; i < (size_t)d * n; i++) {
+			_Float16 h = (_Float16)frand(seed);
+			memcpy(w + 2 * i, &h, 2);
+		}
+	else
+		for (int r = 0; r < d; r++)
+			for (int b = 0; b < n / Q8_0_BLOCK; b++) {
+				_Float16 h = (_Float16)(0.01f + 0.001f * (float)(r + b));
+				memcpy(w + r * row_bytes + b * Q8_0_BLOCK_BYTES, &h, 2);
+			}
+}
+
 static void check_typed(WeightType type, int d, int n, int batch, int fma_exact)
 {
 	unsigned seed = (unsigned)(d * 31 + n * 7 + batch + type);
@@ -190,19 +212,7 @@ static void check_typed(WeightType type, int d, int n, int batch, int fma_exact)
 	float *v = malloc((size_t)n * sizeof(float)), *scale = malloc((size_t)(n / Q8_0_BLOCK + 1) * sizeof(float));
 	float *alone = malloc((size_t)d * sizeof(float));
 
-	for (size_t i = 0; i < (size_t)d * row_bytes; i++)
-		w[i] = (unsigned char)(frand(&seed) * 127.0f);
-	if (type == WEIGHT_F16)
-		for (size_t i = 0; i < (size_t)d * n; i++) {
-			_Float16 h = (_Float16)frand(&seed);
-			memcpy(w + 2 * i, &h, 2);
-		}
-	else
-		for (int r = 0; r < d; r++)
-			for (int b = 0; b < n / Q8_0_BLOCK; b++) {
-				_Float16 h = (_Float16)(0.01f + 0.001f * (float)(r + b));
-				memcpy(w + r * row_bytes + b * Q8_0_BLOCK_BYTES, &h, 2);
-			}
+	fill_stored(type, w, d, n, row_bytes, &seed);
 	for (int i = 0; i < batch * n; i++)
 		x[i] = frand(&seed);
 	void *qmem = aligned_alloc(64, (quant_rows_bytes(batch, n) + 63) / 64 * 64);
@@ -279,22 +289,7 @@ static void check_levels(WeightType type, int d, int n, int batch, int picked_fu
 	QuantRows xq = quant_rows_at(qmem, batch, n), xq2 = quant_rows_at(qmem2, batch, n);
 	MatInput in = { x, type == WEIGHT_Q8_0 ? &xq : NULL }, in2 = { x, type == WEIGHT_Q8_0 ? &xq2 : NULL };
 
-	for (size_t i = 0; i < (size_t)d * row_bytes; i++)
-		w[i] = (unsigned char)(frand(&seed) * 127.0f);
-	if (type == WEIGHT_F32)
-		for (size_t i = 0; i < (size_t)d * n; i++)
-			((float *)(void *)w)[i] = frand(&seed);
-	else if (type == WEIGHT_F16)
-		for (size_t i = 0; i < (size_t)d * n; i++) {
-			_Float16 h = (_Float16)frand(&seed);
-			memcpy(w + 2 * i, &h, 2);
-		}
-	else /* Q8_0: finite block scales */
-		for (int r = 0; r < d; r++)
-			for (int b = 0; b < n / Q8_0_BLOCK; b++) {
-				_Float16 h = (_Float16)(0.01f + 0.001f * (float)(r + b));
-				memcpy(w + r * row_bytes + b * Q8_0_BLOCK_BYTES, &h, 2);
-			}
+	fill_stored(type, w, d, n, row_bytes, &seed);
 	for (int i = 0; i < batch * n; i++)
 		x[i] = frand(&seed);
 	pack_matrix_typed(packed, type, w, d, n);
