@@ -32,6 +32,21 @@ need_opencl() { clinfo -l 2>/dev/null | grep -q Device || skip "no OpenCL device
 
 # wait_for CMD... : retries for up to 10 s
 wait_for() { local i; for i in $(seq 100); do "$@" && return 0; sleep 0.1; done; return 1; }
+# stop_bpftrace PID: SIGINT, repeated each second until bpftrace exits (it then
+# prints its maps); 30 s without an exit fails. bpftrace 0.17 leaves its poll
+# loop only when the signal interrupts epoll_wait or an event follows it: a
+# SIGINT that lands between two waits (likelier under load) sets a flag that an
+# idle bpftrace never reads, and one signal would hang the test.
+stop_bpftrace() {
+	local i
+	for i in $(seq 300); do
+		[ $((i % 10)) = 1 ] && kill -INT "$1" 2>/dev/null
+		kill -0 "$1" 2>/dev/null || { wait "$1"; return; }
+		sleep 0.1
+	done
+	kill -KILL "$1"
+	fail "bpftrace did not exit within 30 s of SIGINT"
+}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}  # spin-waiting OpenMP collapses when tests share 2 cores
 
 # is_sanitized: this build's engine was made with SANITIZE=1 (ASan/UBSan).

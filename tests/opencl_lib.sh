@@ -30,12 +30,7 @@ cl_witness_start() {
 }
 
 cl_witness_stop() {
-	kill -INT "$CL_BT"
-	# bpftrace prints its maps and exits on SIGINT; one that does not within
-	# 30 s is a failure to report, not a test to hang on (the runner's 300 s)
-	wait_long_pid() { local i; for i in $(seq 300); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done; return 1; }
-	wait_long_pid "$CL_BT" || { kill -KILL "$CL_BT"; fail "bpftrace did not exit on SIGINT: $(tail -n 3 "$TMP/bt.err")"; }
-	wait "$CL_BT"
+	stop_bpftrace "$CL_BT"
 	grep -q '^@c\[' "$TMP/bt.out" || fail "bpftrace printed no counts: $(head -c 500 "$TMP/bt.out")"
 }
 

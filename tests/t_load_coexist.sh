@@ -50,12 +50,12 @@ wait_for armed || fail "bpftrace saw no canary request: $(cat "$TMP/bt.err")"
 	"$INFER" "$MODELS/stories260K.bin" -b cpu -n 32 -t 0 --ids --stats "$TMP/e.json" >/dev/null 2>"$TMP/rec.err" ||
 	fail "record failed: $(tail -n 3 "$TMP/rec.err")"
 epid=$(head -n1 "$TMP/t.jsonl" | jq '.pids[0]')
-kill -INT $pr $bt
+kill -INT $pr
 # perf record re-raises the SIGINT it handled: 130 is its normal exit here
 rc=0
 wait $pr || rc=$?
 [ $rc = 0 ] || [ $rc = 130 ] || fail "perf record exited $rc: $(cat "$TMP/perf.err")"
-wait $bt
+stop_bpftrace $bt
 grep -q '^@b\[' "$TMP/bt.out" || fail "bpftrace printed no counts: $(head -c 500 "$TMP/bt.out")"
 
 bt_count() { # MAP KIND -> the engine process's count (0 if absent)

@@ -58,8 +58,7 @@ J
 client "$TMP/load.json" "$TMP/load"
 wait_for health_is running 0 && wait_for health_is kv_blocks_used 0 || fail "engine not idle"
 curl -s "$BASE/stats" >"$TMP/s1.json"
-kill -INT $bt
-wait $bt
+stop_bpftrace $bt
 grep -q '^@q:' "$TMP/bt.out" || fail "bpftrace counted nothing: $(head -c 400 "$TMP/bt.out")"
 
 bt() { awk -v m="$1:" '$1 == m { print $2; f = 1 } END { if (!f) print 0 }' "$TMP/bt.out"; }

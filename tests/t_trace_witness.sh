@@ -34,8 +34,7 @@ wait_for armed || fail "bpftrace saw no canary request: $(cat "$TMP/bt.err")"
 "$SPANTRACE" record -q -o "$TMP/t.jsonl" --summary "$TMP/s.json" -- \
 	"$INFER" "$MODELS/stories260K.bin" -b cpu -n 32 -t 0 --ids >/dev/null 2>"$TMP/rec.err" ||
 	fail "record failed: $(tail -n 3 "$TMP/rec.err")"
-kill -INT $bt
-wait $bt
+stop_bpftrace $bt
 grep -q '^@b\[' "$TMP/bt.out" || fail "bpftrace printed no counts: $(head -c 500 "$TMP/bt.out")"
 
 pid=$(jq -r 'select(.type == "span") | .pid' "$TMP/t.jsonl" | head -n 1)

@@ -30,8 +30,7 @@ armed() { "$ex" 0 0 >/dev/null; grep -q '^armed' "$TMP/bt.out"; }
 wait_for armed || fail "bpftrace saw no canary: $(cat "$TMP/bt.err")"
 "$SPANTRACE" record -q "${spans[@]}" "${nap[@]}" -o "$TMP/t.jsonl" --summary "$TMP/s.json" -- "$ex" $n \
 	>"$TMP/ex.out" 2>"$TMP/rec.err" || fail "record failed: $(tail -n 3 "$TMP/rec.err")"
-kill -INT $bt
-wait $bt
+stop_bpftrace $bt
 pid=$(jq -r 'select(.type == "span") | .pid' "$TMP/t.jsonl" | head -n 1)
 for s in load step sample; do
 	theirs=$(jq ".$s" "$TMP/ex.out")

@@ -42,7 +42,10 @@ if command -v node >/dev/null && [ -d tests/node/node_modules/openai ]; then
 	rec=$!
 	bt=
 	if command -v bpftrace >/dev/null; then
-		timeout -s INT 8 bpftrace -p "$http" -e "
+		# exit() on an interval, not a SIGINT from outside: bpftrace 0.17 can miss a
+		# SIGINT that lands between two of its waits (tests/lib.sh, stop_bpftrace)
+		bpftrace -p "$http" -e "
+			interval:s:8 { exit(); }
 			usdt:$B/libinfer.so:infer:token_emit { @tokens = count(); }
 			usdt:$B/libinfer.so:infer:step_end { @steps = count(); @batch = lhist(arg2, 1, 9, 1); }
 			usdt:$B/libinfer.so:infer:req_finished { @finish_reason[arg1] = count(); }" >"$OUT/http-bpftrace.txt" 2>/dev/null &
