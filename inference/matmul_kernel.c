@@ -290,6 +290,78 @@ static inline __attribute__((always_inline)) float scaled_round(float v, float i
 	return __builtin_fmaf(v, id, 12582912.0f) - 12582912.0f;
 }
 
+#if defined(__AVX512F__)
+typedef int8_t v16b __attribute__((vector_size(PANEL_ROWS)));
+
+/* The largest |v[j]| of a block, in 16 lanes: the value a chain of fmaxf
+ * gives (a compare with a NaN is false, so a NaN never wins, and the
+ * largest of the rest does not depend on the order); fmaxf is a libm call. */
+static inline __attribute__((always_inline)) float block_amax(const float *v)
+{
+	v16f m = { 0 };
+	__m512 f;
+
+	for (int j = 0; j < Q8_0_BLOCK; j += PANEL_ROWS) {
+		v16f a;
+
+		memcpy(&a, v + j, sizeof(a));
+		a = (v16f)((v16u)a & 0x7fffffffu);
+		v16i gt = a > m;
+		m = (v16f)(((v16i)a & gt) | ((v16i)m & ~gt));
+	}
+	memcpy(&f, &m, sizeof(f));
+	return _mm512_reduce_max_ps(f);
+}
+
+/* q = v * id rounded as scaled_round does, 16 lanes at a time; returns the
+ * sum of q. */
+static inline __attribute__((always_inline)) int32_t block_round(const float *v, float id, int8_t *q)
+{
+	v16i sum = { 0 };
+	__m512i r;
+
+	for (int j = 0; j < Q8_0_BLOCK; j += PANEL_ROWS) {
+		__m512 f;
+		v16f a;
+
+		memcpy(&f, v + j, sizeof(f));
+		f = _mm512_fmadd_ps(f, _mm512_set1_ps(id), _mm512_set1_ps(12582912.0f));
+		memcpy(&a, &f, sizeof(a));
+		v16i qi = __builtin_convertvector(a - 12582912.0f, v16i);
+		v16b qb = __builtin_convertvector(qi, v16b);
+
+		memcpy(q + j, &qb, sizeof(qb));
+		sum += qi;
+	}
+	memcpy(&r, &sum, sizeof(r));
+	return _mm512_reduce_add_epi32(r);
+}
+#else
+/* One lane at a time (GCC 12 turns these vectors into scalar code on AVX2). */
+static inline __attribute__((always_inline)) float block_amax(const float *v)
+{
+	float r = 0.0f;
+
+	for (int j = 0; j < Q8_0_BLOCK; j++) {
+		float a = __builtin_fabsf(v[j]);
+
+		r = a > r ? a : r;
+	}
+	return r;
+}
+
+static inline __attribute__((always_inline)) int32_t block_round(const float *v, float id, int8_t *q)
+{
+	int32_t sum = 0;
+
+	for (int j = 0; j < Q8_0_BLOCK; j++) {
+		q[j] = (int8_t)scaled_round(v[j], id);
+		sum += q[j];
+	}
+	return sum;
+}
+#endif
+
 /* As llama.cpp quantizes a Q8_0 product's input (quantize_row_q8_0), but d
  * stays a float and ties round to even; matmul.h says what s is. */
 void QUANT_NAME(MATMUL_LEVEL)(const float *x, int batch, int n, QuantRows *out)
@@ -298,21 +370,12 @@ void QUANT_NAME(MATMUL_LEVEL)(const float *x, int batch, int n, QuantRows *out)
 
 	for (int t = 0; t < batch; t++)
 		for (int b = 0; b < nb; b++) {
-			const float *v = x + (size_t)t * n + (size_t)b * Q8_0_BLOCK;
-			int8_t *q = out->q + (size_t)t * n + (size_t)b * Q8_0_BLOCK;
-			float amax = 0.0f, d, id;
-			int32_t sum = 0;
+			size_t at = (size_t)t * n + (size_t)b * Q8_0_BLOCK;
+			float d = block_amax(x + at) / 127.0f;
+			float id = d != 0.0f ? 1.0f / d : 0.0f;
 
-			for (int j = 0; j < Q8_0_BLOCK; j++)
-				amax = __builtin_fmaxf(amax, __builtin_fabsf(v[j]));
-			d = amax / 127.0f;
-			id = d != 0.0f ? 1.0f / d : 0.0f;
-			for (int j = 0; j < Q8_0_BLOCK; j++) {
-				q[j] = (int8_t)scaled_round(v[j], id);
-				sum += q[j];
-			}
 			out->d[(size_t)t * nb + b] = d;
-			out->s[(size_t)t * nb + b] = 128 * sum;
+			out->s[(size_t)t * nb + b] = 128 * block_round(x + at, id, out->q + at);
 		}
 }
 
