@@ -223,15 +223,11 @@ static void matmul_add_panel(int p, const __local float *xs, const __global floa
 {
 	int r0 = p * PANEL_ROWS;
 	float16 acc[2 * TOK_GROUP];
-	float res[PANEL_ROWS];
 
 	for (int t0 = 0; t0 < n;) {
 		int nt = panel_block(panel_ptr(w, p, k), 0, 0, xs, k, n, t0, acc);
-		for (int t = 0; t < nt; t++) {
-			vstore16(acc[t], 0, res);
-			for (int r = 0; r < panel_lanes(r0, rows); r++)
-				x[(t0 + t) * rows + r0 + r] += res[r];
-		}
+		for (int t = 0; t < nt; t++)
+			add_lanes(acc[t], panel_lanes(r0, rows), x + (t0 + t) * rows + r0);
 		t0 += nt;
 	}
 }
@@ -256,7 +252,6 @@ static void ffn_up_panel(int p, const __local float *xs, const __global float *w
 {
 	int h0 = p * PANEL_ROWS, panels = (hidden + PANEL_ROWS - 1) / PANEL_ROWS;
 	float16 acc[2 * TOK_GROUP];
-	float res[PANEL_ROWS];
 	const __global float *w1 = panel_ptr(w13, p, dim), *w3 = panel_ptr(w13, panels + p, dim);
 
 	for (int t0 = 0; t0 < n;) {
@@ -264,9 +259,8 @@ static void ffn_up_panel(int p, const __local float *xs, const __global float *w
 		for (int t = 0; t < nt; t++) {
 			float16 a = acc[t], b = acc[TOK_GROUP + t];
 
-			vstore16(a * (1.0f / (1.0f + exp(-a))) * b, 0, res);
-			for (int r = 0; r < panel_lanes(h0, hidden); r++)
-				hb[(t0 + t) * hidden + h0 + r] = res[r];
+			put_lanes(a * (1.0f / (1.0f + exp(-a))) * b, panel_lanes(h0, hidden),
+				  hb + (t0 + t) * hidden + h0);
 		}
 		t0 += nt;
 	}
@@ -289,13 +283,8 @@ __kernel void ffn_up(const __global float *x, const __global float *g,
 static inline void store_rows(const float16 *acc, int nt, int t0, int r0, int rows,
 			      __global float *out)
 {
-	float res[PANEL_ROWS];
-
-	for (int t = 0; t < nt; t++) {
-		vstore16(acc[t], 0, res);
-		for (int r = 0; r < panel_lanes(r0, rows); r++)
-			out[(size_t)(t0 + t) * rows + r0 + r] = res[r];
-	}
+	for (int t = 0; t < nt; t++)
+		put_lanes(acc[t], panel_lanes(r0, rows), out + (size_t)(t0 + t) * rows + r0);
 }
 
 /* Panels p and p + 1 (when it exists) of logits row t = wcls @ xs[t] for
