@@ -42,58 +42,75 @@ static inline float2 rope_pair(float a, float b, int i, int head_size, int p,
 	return (float2)(a * cs.x - b * cs.y, a * cs.y + b * cs.x);
 }
 
-/* Panel p of the fused q/k/v projection (wqkv rows: q, k, v) against the
- * n staged tokens xs, RoPE on q and k, and k/v stored straight into this
- * layer's cache, each token's at its pool row. */
-static void qkv_panel(int p, const __local float *xs, const __global float *wqkv,
-		      __global float *q, __global float *kcache, __global float *vcache,
-		      const __global float2 *rope, const __global int *meta, int pos_off,
-		      int slot_off, int n, int dim, int kv_dim, int head_size, int bs)
+/* Where each k/v row of the panel from row r0 goes in a cache block, but
+ * for the position (0 for q rows). */
+static void qkv_lanes(int r0, int rows, int dim, int kv_dim, int head_size, int bs, int *kv_lane)
 {
-	int rows = dim + 2 * kv_dim, r0 = p * PANEL_ROWS;
-	float16 acc[2 * TOK_GROUP];
-	float res[PANEL_ROWS];
-	const __global float *w = panel_ptr(wqkv, p, dim);
-	int kv_lane[PANEL_ROWS]; /* k/v rows: where in a cache block, but for the position */
-
 	for (int r = 0; r < panel_lanes(r0, rows); r++) {
 		int i = r0 + r - dim;
 		if (i >= kv_dim)
 			i -= kv_dim;
 		kv_lane[r] = i < 0 ? 0 : (i / head_size) * bs * head_size + i % head_size;
 	}
-	for (int t0 = 0; t0 < n;) {
-		int nt = panel_block(w, w, 0, xs, dim, n, t0, acc);
-		for (int t = 0; t < nt; t++) {
-			int pos = meta[pos_off + t0 + t];
-			int slot = meta[slot_off + t0 + t];
-			size_t base = (size_t)(slot / bs) * bs * kv_dim + (size_t)(slot % bs) * head_size;
+}
 
-			vstore16(acc[t], 0, res);
-			/* rows come in RoPE pairs; segment bounds are even */
-			for (int r = 0; r < panel_lanes(r0, rows); r += 2) {
-				int row = r0 + r;
-				float a = res[r], b = res[r + 1];
-				if (row < dim) {
-					float2 v = rope_pair(a, b, row, head_size, pos, rope);
-					q[(t0 + t) * dim + row] = v.x;
-					q[(t0 + t) * dim + row + 1] = v.y;
-				} else if (row < dim + kv_dim) {
-					int i = row - dim;
-					float2 v = rope_pair(a, b, i, head_size, pos, rope);
-					kcache[base + kv_lane[r]] = v.x;
-					kcache[base + kv_lane[r + 1]] = v.y;
-				} else {
-					vcache[base + kv_lane[r]] = a;
-					vcache[base + kv_lane[r + 1]] = b;
-				}
-			}
+/* Token t's sums v of the panel from row r0: RoPE on q and k, q stored,
+ * k and v straight into this layer's cache at the token's pool row. */
+static void qkv_store(float16 v, int r0, const int *kv_lane, int t, __global float *q,
+		      __global float *kcache, __global float *vcache, const __global float2 *rope,
+		      const __global int *meta, int pos_off, int slot_off, int dim, int kv_dim,
+		      int head_size, int bs)
+{
+	int rows = dim + 2 * kv_dim, pos = meta[pos_off + t], slot = meta[slot_off + t];
+	size_t base = (size_t)(slot / bs) * bs * kv_dim + (size_t)(slot % bs) * head_size;
+	float res[PANEL_ROWS];
+
+	vstore16(v, 0, res);
+	/* rows come in RoPE pairs; segment bounds are even */
+	for (int r = 0; r < panel_lanes(r0, rows); r += 2) {
+		int row = r0 + r;
+		float a = res[r], b = res[r + 1];
+		if (row < dim) {
+			float2 w = rope_pair(a, b, row, head_size, pos, rope);
+			q[t * dim + row] = w.x;
+			q[t * dim + row + 1] = w.y;
+		} else if (row < dim + kv_dim) {
+			float2 w = rope_pair(a, b, row - dim, head_size, pos, rope);
+			kcache[base + kv_lane[r]] = w.x;
+			kcache[base + kv_lane[r + 1]] = w.y;
+		} else {
+			vcache[base + kv_lane[r]] = a;
+			vcache[base + kv_lane[r + 1]] = b;
 		}
+	}
+}
+
+/* Panel p, and p + 1 when two, of the fused q/k/v projection (wqkv rows:
+ * q, k, v) against the n staged tokens xs, each stored by qkv_store. */
+static void qkv_panels(int p, int two, const __local float *xs, const __global float *wqkv,
+		       __global float *q, __global float *kcache, __global float *vcache,
+		       const __global float2 *rope, const __global int *meta, int pos_off,
+		       int slot_off, int n, int dim, int kv_dim, int head_size, int bs)
+{
+	int rows = dim + 2 * kv_dim;
+	float16 acc[2 * TOK_GROUP];
+	int kv_lane[2][PANEL_ROWS];
+	const __global float *wa = panel_ptr(wqkv, p, dim), *wb = two ? panel_ptr(wqkv, p + 1, dim) : wa;
+
+	for (int g = 0; g <= two; g++)
+		qkv_lanes((p + g) * PANEL_ROWS, rows, dim, kv_dim, head_size, bs, kv_lane[g]);
+	for (int t0 = 0; t0 < n;) {
+		int nt = panel_block(wa, wb, two, xs, dim, n, t0, acc);
+		for (int t = 0; t < nt; t++)
+			for (int g = 0; g <= two; g++)
+				qkv_store(acc[g * TOK_GROUP + t], (p + g) * PANEL_ROWS, kv_lane[g], t0 + t,
+					  q, kcache, vcache, rope, meta, pos_off, slot_off, dim, kv_dim,
+					  head_size, bs);
 		t0 += nt;
 	}
 }
 
-/* rmsnorm(x) then qkv_panel, a panel a work-item. */
+/* rmsnorm(x) then qkv_panels, a panel a work-item. */
 __kernel void qkv_rope(const __global float *x, const __global float *g,
 		       const __global float *wqkv, __global float *q,
 		       __global float *kcache, __global float *vcache,
@@ -105,8 +122,8 @@ __kernel void qkv_rope(const __global float *x, const __global float *g,
 
 	stage_tokens(x, 0, n, dim, g, xs);
 	if (p * PANEL_ROWS < dim + 2 * kv_dim)
-		qkv_panel(p, xs, wqkv, q, kcache, vcache, rope, meta, pos_off, slot_off, n, dim,
-			  kv_dim, head_size, bs);
+		qkv_panels(p, 0, xs, wqkv, q, kcache, vcache, rope, meta, pos_off, slot_off, n, dim,
+			   kv_dim, head_size, bs);
 }
 
 /* Dot product of two head vectors: 16 lanes at a time, then 4, then 1. */
@@ -215,19 +232,22 @@ __kernel void attention(const __global float *q, const __global float *kcache,
 	       tab_off, btab_off, bs, dim, kv_dim, head_size, kv_mul, att);
 }
 
-/* Panel p of x[t] += w @ in[t] for the n staged tokens xs: the attention
- * output projection and the ffn down projection, each with its residual
- * add. w is (rows, k) packed; x is (n, rows). */
-static void matmul_add_panel(int p, const __local float *xs, const __global float *w,
-			     __global float *x, int n, int k, int rows)
+/* Panel p, and p + 1 when two, of x[t] += w @ in[t] for the n staged
+ * tokens xs: the attention output projection and the ffn down projection,
+ * each with its residual add. w is (rows, k) packed; x is (n, rows). */
+static void matmul_add_panels(int p, int two, const __local float *xs, const __global float *w,
+			      __global float *x, int n, int k, int rows)
 {
 	int r0 = p * PANEL_ROWS;
 	float16 acc[2 * TOK_GROUP];
+	const __global float *wa = panel_ptr(w, p, k), *wb = two ? panel_ptr(w, p + 1, k) : wa;
 
 	for (int t0 = 0; t0 < n;) {
-		int nt = panel_block(panel_ptr(w, p, k), 0, 0, xs, k, n, t0, acc);
+		int nt = panel_block(wa, wb, two, xs, k, n, t0, acc);
 		for (int t = 0; t < nt; t++)
-			add_lanes(acc[t], panel_lanes(r0, rows), x + (t0 + t) * rows + r0);
+			for (int g = 0; g <= two; g++)
+				add_lanes(acc[g * TOK_GROUP + t], panel_lanes(r0 + g * PANEL_ROWS, rows),
+					  x + (t0 + t) * rows + r0 + g * PANEL_ROWS);
 		t0 += nt;
 	}
 }
@@ -242,7 +262,7 @@ __kernel void matmul_add(const __global float *in, const __global float *w,
 
 	stage_tokens(in, 0, n, k, 0, xs);
 	if (p * PANEL_ROWS < rows)
-		matmul_add_panel(p, xs, w, x, n, k, rows);
+		matmul_add_panels(p, 0, xs, w, x, n, k, rows);
 }
 
 /* Panel p of hb = silu(w1 x) * (w3 x) for the n staged (normed) tokens xs.
@@ -473,10 +493,10 @@ static void phase_task(const Fwd *f, int l, int k, int i)
 			logits_panels(p, f->xs, f->w + f->woff[W_CLS], f->logits, f->n_out, f->dim,
 				      f->vocab);
 		return;
-	case PH_QKV:
-		for (int p = p0; p < p1; p++)
-			qkv_panel(p, f->xs, layer_weight(f, l, W_QKV), f->q, kc, vc, f->rope, f->meta,
-				  f->pos_off, f->slot_off, f->n, f->dim, kv_dim, hs, f->bs);
+	case PH_QKV: /* two panels at a time: two FMA chains in flight for one token */
+		for (int p = p0; p < p1; p += 2)
+			qkv_panels(p, p + 1 < p1, f->xs, layer_weight(f, l, W_QKV), f->q, kc, vc, f->rope,
+				   f->meta, f->pos_off, f->slot_off, f->n, f->dim, kv_dim, hs, f->bs);
 		return;
 	case PH_ATTENTION:
 		attend(i % f->n_heads, i / f->n_heads, f->q, kc, vc, f->att_out, f->meta,
@@ -488,14 +508,15 @@ static void phase_task(const Fwd *f, int l, int k, int i)
 			ffn_up_panel(p, f->xs, layer_weight(f, l, W_W13), f->hb, f->n, f->dim,
 				     f->hidden);
 		return;
-	default: /* the two projections back to dim, with the residual add */
-		for (int p = p0; p < p1; p++)
+	default: /* the two projections back to dim, with the residual add; two
+		  * panels at a time, as q/k/v */
+		for (int p = p0; p < p1; p += 2)
 			if (k == PH_ATTN_OUT)
-				matmul_add_panel(p, f->xs, layer_weight(f, l, W_WO), f->x, f->n, f->dim,
-						 f->dim);
+				matmul_add_panels(p, p + 1 < p1, f->xs, layer_weight(f, l, W_WO), f->x,
+						  f->n, f->dim, f->dim);
 			else
-				matmul_add_panel(p, f->xs, layer_weight(f, l, W_W2), f->x, f->n,
-						 f->hidden, f->dim);
+				matmul_add_panels(p, p + 1 < p1, f->xs, layer_weight(f, l, W_W2), f->x,
+						  f->n, f->hidden, f->dim);
 	}
 }
 
