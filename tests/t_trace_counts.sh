@@ -148,7 +148,12 @@ TOLERANCE_REL=0
 run_checked small-cpu cpu "$MODELS/stories260K.bin" 48
 
 if clinfo -l 2>/dev/null | grep -q Device && "$INFER" "$MODELS/stories260K.bin" -b opencl -n 2 --ids >/dev/null 2>&1; then
-	run_checked small-opencl opencl "$MODELS/stories260K.bin" 24
+	# 48 tokens, as small-cpu: the engine's p95 is its nth largest value
+	# (n = count - rank + 1), so only n - 1 spans slowed on the engine's
+	# side (a preemption between its clock read and the probe) are absorbed.
+	# At 24 that was one: two slow host-side samples under the suite's load
+	# put the engine's p95 (8.6 us) past every span the tracer saw (5.5 us).
+	run_checked small-opencl opencl "$MODELS/stories260K.bin" 48
 else
 	echo "note: opencl backend not usable here; cpu only"
 fi
