@@ -282,9 +282,10 @@ rows_of_type(const char *w, WeightType type, int n, int r0, int r1, const MatInp
 
 /* v rounded to the nearest integer, ties to even, for |v| < 2^22: adding
  * and taking back 1.5 x 2^23 leaves no fraction bits. One fused multiply-
- * add and a subtraction, vectorized here, where roundf is a libm call
- * (quantizing a batch with it cost more than the products saved). The
- * OpenCL kernels (00_common.cl, stage_quantize) do the same operations. */
+ * add and a subtraction (block_round does them 16 lanes at a time on
+ * AVX-512), where roundf is a libm call (quantizing a batch with it cost
+ * more than the products saved). The OpenCL kernels (00_common.cl,
+ * stage_quantize) do the same operations. */
 static inline __attribute__((always_inline)) float scaled_round(float v, float id)
 {
 	return __builtin_fmaf(v, id, 12582912.0f) - 12582912.0f;
