@@ -164,6 +164,14 @@ static int classify(struct fleet *f, const char *open_path, const char *shown, c
 	return f->inodes[f->ninodes++].has_probes;
 }
 
+/* Unclassifies the inode classify just appended, so that the next process
+ * mapping it brings it to the callbacks again. */
+static void forget_if_new(struct fleet *f, int is_new)
+{
+	if (is_new)
+		f->ninodes--;
+}
+
 /* The probe file of a maps line, as an open-able path and as the process
  * names it; 0 when the line maps a file. */
 static int line_file(pid_t pid, char *line, char *open_path, size_t olen, char *shown, size_t slen)
@@ -207,14 +215,21 @@ static int scan_pid(struct fleet *f, pid_t pid, const struct fleet_callbacks *cb
 				engine = -1;
 			continue;
 		}
-		if (!engine && fleet_read_proc(pid, &p) == 0) {
+		if (engine != 1 && fleet_read_proc(pid, &p)) {
+			engine = 0;   /* it exited while we read its maps */
+			forget_if_new(f, is_new);
+			break;
+		}
+		if (engine != 1) {
 			snprintf(p.path, sizeof(p.path), "%.*s", (int)sizeof(p.path) - 1, shown);
 			p.dev = st.st_dev;
 			p.ino = st.st_ino;
 			p.engine = has;
 		}
-		if (is_new && cb->on_inode)
-			cb->on_inode(ctx, open_path, &p);
+		if (is_new && cb->on_inode && cb->on_inode(ctx, open_path, &p) == FLEET_RETRY) {
+			forget_if_new(f, is_new);
+			continue;
+		}
 		engine = 1;
 	}
 	fclose(fp);

@@ -29,8 +29,13 @@ struct fleet_proc {
 	int engine;              /* enum engine_id of that file (core/engines.h) */
 };
 
+#define FLEET_RETRY 1
+
 struct fleet_callbacks {
-	/* A new inode with the provider's probes; open_path reaches it now. */
+	/* A new inode with the provider's probes; open_path reaches it now.
+	 * FLEET_RETRY: the process went away before the inode could be used
+	 * (a short-lived child that loaded the library); the next process
+	 * mapping it brings it up again. */
 	int (*on_inode)(void *ctx, const char *open_path, const struct fleet_proc *first);
 	/* A process mapping such an inode, seen for the first time (a pid
 	 * seen before with another start time is a new process). */
