@@ -57,7 +57,7 @@
 enum phase_kind {
 	PH_ATTN_NORM,  /* tile: a token */
 	PH_QKV,        /* tile: tile_rows() rows of wq, wk or wv */
-	PH_ROPE,       /* tile: a token (rotate q and k, store k and v) */
+	PH_ROPE,       /* tile: a token, or some of its heads (rotate q and k, store k and v) */
 	PH_ATTENTION,  /* tile: a (token, head) pair */
 	PH_ATTN_OUT,   /* tile: tile_rows() rows of wo, with the residual add */
 	PH_FFN_NORM,   /* tile: a token */
@@ -218,16 +218,15 @@ static void proj_tile(const Proj *p, int nproj, int t, int tile_rows, const MatI
 	matmul_tile(&p[k], r0, r0 + tile_rows < p[k].d ? r0 + tile_rows : p[k].d, in, n, batch);
 }
 
-/* RoPE on q and k of one token with the precomputed table: the same
- * rotation as run.c, whose angles come from the same libm calls. */
-static void rope(float *q, float *k, int dim, int kv_dim, int head_size, const float *cs)
+/* RoPE on one head of q, and of k unless NULL, with the precomputed table
+ * (cs: the position's row): the same rotation as run.c, whose angles come
+ * from the same libm calls. */
+static void rope_head(float *q, float *k, int head_size, const float *cs)
 {
-	for (int i = 0; i < dim; i += 2) {
-		const float *c = cs + (i % head_size);
-		float fcr = c[0], fci = c[1];
-		int rotn = i < kv_dim ? 2 : 1;
+	for (int i = 0; i < head_size; i += 2) {
+		float fcr = cs[i], fci = cs[i + 1];
 
-		for (int v = 0; v < rotn; v++) {
+		for (int v = 0; v < (k ? 2 : 1); v++) {
 			float *vec = v == 0 ? q : k;
 			float v0 = vec[i], v1 = vec[i + 1];
 
@@ -419,20 +418,44 @@ static void qkv_projs(const CpuState *s, int l, Proj p[3])
 	p[2] = (Proj){ s->v, layer_matrix(s, MAT_WV, l), kv };
 }
 
-/* RoPE on token b's q and k, then its k/v into their pool rows. */
-static void rope_and_store(const CpuState *s, int l, int b)
+/* Heads per rope tile. q/k/v come from both threads' product tiles, and
+ * pulling a line from the other core costs ~250 ns here (as does each
+ * grab of a tile): with fewer tokens than threads, one thread pulling a
+ * whole token's was most of the phase while the other waited, so the
+ * token's heads are split among the threads; with more, a tile is a token. */
+static int rope_tile_heads(const CpuState *s)
 {
-	int dim = s->c.dim, kv_dim = s->kv_dim, hs = s->head_size;
-	float *k = s->k + (size_t)b * kv_dim;
-	int p = s->tpos[b], block = s->tblocks[b][p / s->block_size];
+	int groups = s->n >= s->threads ? 1 : 2 * s->threads;
+
+	return (s->c.n_heads + groups - 1) / groups;
+}
+
+/* RoPE on heads h0..h1-1 of token b's q, and of its k where they are kv
+ * heads, then their k/v into their pool rows. */
+static void rope_and_store(const CpuState *s, int l, int b, int h0, int h1)
+{
+	int hs = s->head_size, p = s->tpos[b], block = s->tblocks[b][p / s->block_size];
 	size_t off = (size_t)(p % s->block_size) * hs;
 
-	rope(s->q + (size_t)b * dim, k, dim, kv_dim, hs, s->rope_cs + (size_t)p * hs);
-	for (int h = 0; h < s->c.n_kv_heads; h++) {
-		memcpy(head_rows(s, s->key_cache, l, block, h) + off, k + h * hs, hs * sizeof(float));
+	for (int h = h0; h < h1; h++) {
+		float *k = h < s->c.n_kv_heads ? s->k + (size_t)b * s->kv_dim + h * hs : NULL;
+
+		rope_head(s->q + (size_t)b * s->c.dim + h * hs, k, hs, s->rope_cs + (size_t)p * hs);
+		if (!k)
+			continue;
+		memcpy(head_rows(s, s->key_cache, l, block, h) + off, k, hs * sizeof(float));
 		memcpy(head_rows(s, s->value_cache, l, block, h) + off,
-		       s->v + (size_t)b * kv_dim + h * hs, hs * sizeof(float));
+		       s->v + (size_t)b * s->kv_dim + h * hs, hs * sizeof(float));
 	}
+}
+
+/* Rope tile t: its token, and its heads. */
+static void rope_tile(const CpuState *s, int l, int t)
+{
+	int per = rope_tile_heads(s), groups = (s->c.n_heads + per - 1) / per;
+	int h0 = t % groups * per, h1 = h0 + per < s->c.n_heads ? h0 + per : s->c.n_heads;
+
+	rope_and_store(s, l, t / groups, h0, h1);
 }
 
 /* x[b][r0..r1) += d[b][r0..r1) for every token: a tile's residual add. */
@@ -516,7 +539,7 @@ static void run_tile(const CpuState *s, const Phase *ph, int t, const MatInput *
 		proj_tile(p, 3, t, tile_rows(s, dim + 2 * s->kv_dim), in, dim, s->n);
 		break;
 	case PH_ROPE:
-		rope_and_store(s, l, t);
+		rope_tile(s, l, t);
 		break;
 	case PH_ATTENTION:
 		attend_head(s, l, t / c->n_heads, t % c->n_heads, s->q, s->xb);
@@ -553,12 +576,13 @@ static int phase_tiles(const CpuState *s, enum phase_kind kind)
 
 	switch (kind) {
 	case PH_ATTN_NORM:
-	case PH_ROPE:
 	case PH_FFN_NORM:
 		return s->n;
 	case PH_QKV:
 		qkv_projs(s, 0, p);
 		return proj_tiles(p, 3, tile_rows(s, c->dim + 2 * s->kv_dim));
+	case PH_ROPE:
+		return s->n * ((c->n_heads + rope_tile_heads(s) - 1) / rope_tile_heads(s));
 	case PH_ATTENTION:
 		return s->n * c->n_heads;
 	case PH_ATTN_OUT:
