@@ -57,10 +57,10 @@ static inline __attribute__((always_inline)) void load_column(v16f *v, const cha
 		memcpy(v, panel + (size_t)j * sizeof(*v), sizeof(*v));
 }
 
-/* Where column j's bytes are, to prefetch ahead. */
-static inline __attribute__((always_inline)) const char *column_at(const char *panel, WeightType type, int j)
+/* Where to prefetch while column j is read: PREFETCH_BYTES further on. */
+static inline __attribute__((always_inline)) const char *prefetch_at(const char *panel, WeightType type, int j)
 {
-	return panel + (size_t)j * PANEL_ROWS * (type == WEIGHT_F16 ? 2 : sizeof(float));
+	return panel + (size_t)j * PANEL_ROWS * (type == WEIGHT_F16 ? 2 : sizeof(float)) + PREFETCH_BYTES;
 }
 
 /* The G x T accumulators of a block of panels: zeroed, and stored to out
@@ -111,7 +111,7 @@ panel_block(const char *w, WeightType type, size_t ldp, int G, const float *x, s
 
 			load_column(&wv, w + g * ldp, type, j);
 
-			__builtin_prefetch(column_at(w + g * ldp, type, j + PREFETCH_COLUMNS), 0, 3);
+			__builtin_prefetch(prefetch_at(w + g * ldp, type, j), 0, 3);
 			/* scalar times vector: a broadcast load the FMA takes as is */
 #pragma GCC unroll 8
 			for (int t = 0; t < T; t++)
