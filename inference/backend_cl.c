@@ -39,6 +39,7 @@
 #include <string.h>
 #include "backend.h"
 #include "cl_layout.h"
+#include "gguf.h"
 #include "matmul.h"
 #include "pool.h"
 #include "trace.h"
@@ -326,8 +327,7 @@ static size_t packed_words(const ClState *s, int d, int n)
 /* Bytes of one stored row of n values of type t (GGUF's layout). */
 static size_t row_bytes(WeightType t, int n)
 {
-	return t == WEIGHT_F16 ? (size_t)n * 2 : t == WEIGHT_Q8_0 ? (size_t)n / Q8_0_BLOCK * Q8_0_BLOCK_BYTES
-								  : (size_t)n * sizeof(float);
+	return (size_t)ggml_type_bytes((uint32_t)t, (uint64_t)n);
 }
 
 /* Writes matrices packed for the panel kernels (matmul.h) into the weights
@@ -595,11 +595,11 @@ static void cl_destroy(void *state)
 }
 
 /* Local memory of n staged tokens of width k (00_common.cl, stage_tokens):
- * the floats and a scale per token, and for Q8_0 the values quantized: k
- * int8s and a float and an int per block of 32. */
+ * the floats and a scale per token, and for Q8_0 and Q4_0 the values
+ * quantized: k int8s and a float and an int per block of 32. */
 static size_t staged_bytes(WeightType wtype, size_t n, size_t k)
 {
-	size_t q8 = wtype == WEIGHT_Q8_0 ? n * k + n * k / Q8_0_BLOCK * (sizeof(float) + sizeof(int)) : 0;
+	size_t q8 = weight_type_quantized(wtype) ? n * k + n * k / Q8_0_BLOCK * (sizeof(float) + sizeof(int)) : 0;
 
 	return (n * k + n) * sizeof(float) + q8;
 }

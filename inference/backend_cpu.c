@@ -88,7 +88,7 @@ typedef struct {
 	int max_out;        /* sequences wanting logits per call */
 	int threads;        /* OpenMP threads a parallel forward runs on */
 	QuantRows *quant;   /* (threads) each thread's copy of a product's input,
-			     * quantized; NULL unless a matrix is Q8_0 */
+			     * quantized; NULL unless a matrix is Q8_0 or Q4_0 */
 	void *quant_mem;    /* the QuantRows, then each thread's rows */
 	size_t quant_bytes;
 	int n_blocks, block_size;
@@ -698,7 +698,7 @@ static const float *phase_input(const CpuState *s, enum phase_kind kind, int *ro
 }
 
 /* Every thread of the region runs this: the phases in order, taking tiles
- * until a phase has none left, then waiting for its last ones. With Q8_0
+ * until a phase has none left, then waiting for its last ones. With Q8_0 or Q4_0
  * weights a thread quantizes a product's input for itself before its first
  * tile: the input is whole only once the phase before has ended, and two
  * copies of a few KB cost less than one more wait. */
@@ -759,15 +759,10 @@ static void embed_row(float *out, const Tensor *emb, int token, int dim)
 		for (int j = 0; j < dim; j++)
 			out[j] = (float)row[j];
 	} else {
-		const uint8_t *row = (const uint8_t *)emb->data + (size_t)token * (dim / Q8_0_BLOCK) * Q8_0_BLOCK_BYTES;
+		size_t row_bytes = (size_t)dim / Q8_0_BLOCK *
+				   (emb->type == WEIGHT_Q4_0 ? Q4_0_BLOCK_BYTES : Q8_0_BLOCK_BYTES);
 
-		for (int b = 0; b < dim / Q8_0_BLOCK; b++, row += Q8_0_BLOCK_BYTES) {
-			_Float16 d;
-
-			memcpy(&d, row, 2);
-			for (int j = 0; j < Q8_0_BLOCK; j++)
-				out[b * Q8_0_BLOCK + j] = (float)(int8_t)row[2 + j] * (float)d;
-		}
+		dequantize_row(out, (const char *)emb->data + (size_t)token * row_bytes, emb->type, dim);
 	}
 }
 
@@ -976,7 +971,7 @@ static int pack_weights(CpuState *s, InferError *err)
 	return 0;
 }
 
-/* Each thread's quantized input (s->quant), if any matrix is Q8_0: rows
+/* Each thread's quantized input (s->quant), if any matrix is Q8_0 or Q4_0: rows
  * for the widest input and the largest batch. */
 static int alloc_quant(CpuState *s, InferError *err)
 {
@@ -986,7 +981,7 @@ static int alloc_quant(CpuState *s, InferError *err)
 	size_t i = 0;
 	char *p;
 
-	while (i < nmats && s->mats[i].type != WEIGHT_Q8_0)
+	while (i < nmats && !weight_type_quantized(s->mats[i].type))
 		i++;
 	if (i == nmats)
 		return 0;

@@ -1,11 +1,11 @@
 /* gguf_write.c - writes a Model as GGUF v3 (the llama architecture), with
- * its matrices as F32, F16 or Q8_0 and its norms as F32, and a llama2.c
- * tokenizer as tokenizer.ggml.* metadata (see gguf_write.h).
+ * its matrices as F32, F16, Q8_0 or Q4_0 and its norms as F32, and a
+ * llama2.c tokenizer as tokenizer.ggml.* metadata (see gguf_write.h).
  *
  * Quantization follows ggml's reference rounding, so llama.cpp reading the
  * file computes with exactly the values this engine does: F16 is IEEE
  * round-to-nearest-even; a Q8_0 block of 32 is d = max|x| / 127 (stored as
- * F16) and q = round(x / d). */
+ * F16) and q = round(x / d); Q4_0 as put_q4_0_row says. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -149,6 +149,33 @@ static void put_q8_0_row(struct out *o, const float *x, uint64_t n)
 	}
 }
 
+/* As ggml quantizes Q4_0: d = the block's value of largest magnitude / -8
+ * (so that value is -8 exactly), each value x / d + 8 truncated and capped
+ * at 15; value j in byte j's low nibble, value j + 16 in its high one. */
+static void put_q4_0_row(struct out *o, const float *x, uint64_t n)
+{
+	for (uint64_t b = 0; b < n; b += Q8_BLOCK) {
+		float amax = 0.0f, max = 0.0f;
+		uint8_t q[Q8_BLOCK / 2];
+
+		for (int i = 0; i < Q8_BLOCK; i++)
+			if (fabsf(x[b + i]) > amax) {
+				amax = fabsf(x[b + i]);
+				max = x[b + i];
+			}
+		float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+		uint16_t dh = to_f16(d);
+
+		for (int i = 0; i < Q8_BLOCK / 2; i++) {
+			int lo = (int)(x[b + i] * id + 8.5f), hi = (int)(x[b + i + 16] * id + 8.5f);
+
+			q[i] = (uint8_t)((lo < 15 ? lo : 15) | (hi < 15 ? hi : 15) << 4);
+		}
+		put(o, &dh, 2);
+		put(o, q, sizeof(q));
+	}
+}
+
 static void put_tensor_data(struct out *o, const struct wtensor *t)
 {
 	uint64_t rows = t->rows ? t->rows : 1;
@@ -163,6 +190,8 @@ static void put_tensor_data(struct out *o, const struct wtensor *t)
 				uint16_t h = to_f16(x[j]);
 				put(o, &h, 2);
 			}
+		} else if (t->type == GGML_Q4_0) {
+			put_q4_0_row(o, x, t->cols);
 		} else {
 			put_q8_0_row(o, x, t->cols);
 		}
@@ -227,7 +256,7 @@ static void put_metadata(struct out *o, const Model *m, const Tokenizer *tok, ui
 {
 	const Config *c = &m->config;
 	/* general.file_type: llama.cpp's LLAMA_FTYPE numbers */
-	uint32_t ftype = type == GGML_F32 ? 0 : type == GGML_F16 ? 1 : 7;
+	uint32_t ftype = type == GGML_F32 ? 0 : type == GGML_F16 ? 1 : type == GGML_Q4_0 ? 2 : 7;
 
 	kv_str(o, "general.architecture", "llama");
 	kv_str(o, "general.name", "spantrace mkmodel");
@@ -260,16 +289,17 @@ int gguf_write_model(FILE *f, const Model *m, const Tokenizer *tok, WeightType t
 	struct wtensor *t;
 	uint64_t off = 0, zero = 0;
 
-	if (type != WEIGHT_F32 && type != WEIGHT_F16 && type != WEIGHT_Q8_0)
+	if (type != WEIGHT_F32 && type != WEIGHT_F16 && type != WEIGHT_Q8_0 && type != WEIGHT_Q4_0)
 		return infer_fail(err, "gguf: cannot write weights of type %d", (int)type);
 	if (model_require_f32(m, "gguf writer (source)", err))
 		return -1;
 	if (tok && tok->vocab_size < m->config.vocab_size)
 		return infer_fail(err, "gguf: the tokenizer has %d tokens, the model %d", tok->vocab_size,
 				  m->config.vocab_size);
-	if (type == WEIGHT_Q8_0 && (m->config.dim % Q8_BLOCK || m->config.hidden_dim % Q8_BLOCK))
-		return infer_fail(err, "gguf: Q8_0 needs dim and hidden_dim divisible by %d (%d, %d)", Q8_BLOCK,
-				  m->config.dim, m->config.hidden_dim);
+	if ((type == WEIGHT_Q8_0 || type == WEIGHT_Q4_0) &&
+	    (m->config.dim % Q8_BLOCK || m->config.hidden_dim % Q8_BLOCK))
+		return infer_fail(err, "gguf: %s needs dim and hidden_dim divisible by %d (%d, %d)",
+				  weight_type_name(type), Q8_BLOCK, m->config.dim, m->config.hidden_dim);
 	t = calloc(cap, sizeof(*t));
 	if (!t)
 		return infer_fail(err, "gguf: out of memory");

@@ -33,30 +33,68 @@ static void pack_panel_f16(uint16_t *out, const uint16_t *w, int d, int n, int p
 	}
 }
 
-/* Panel p of a Q8_0 (d, n) matrix (rows of blocks: f16 scale, 32 int8):
- * the scales widened to float (exactly), the values moved into quads
- * (matmul_panels.h) plus 128. Rows past d are zero: scale 0, value 128. */
-static void pack_panel_q8_0(char *out, const uint8_t *w, int d, int n, int p)
+/* Block b of row r's stored codes as unsigned bytes: Q8_0's int8 plus
+ * 128, Q4_0's nibbles as they are (value + 8; value j low in byte j, j + 16
+ * high); a row past d (src NULL) codes zero. Returns the block's scale. */
+static float block_codes(WeightType type, const uint8_t *src, uint8_t v[Q8_0_BLOCK])
 {
-	size_t row_bytes = (size_t)n / Q8_0_BLOCK * Q8_0_BLOCK_BYTES;
+	uint16_t dh;
+
+	for (int j = 0; j < Q8_0_BLOCK; j++)
+		if (!src)
+			v[j] = type == WEIGHT_Q4_0 ? 8 : 128;
+		else if (type == WEIGHT_Q4_0)
+			v[j] = (src[2 + j % 16] >> (j / 16 * 4)) & 0x0f;
+		else
+			v[j] = (uint8_t)((int8_t)src[2 + j] + 128);
+	if (!src)
+		return 0.0f;
+	memcpy(&dh, src, 2);
+	return f16_to_f32(dh);
+}
+
+/* Panel p of a Q8_0 or Q4_0 (d, n) matrix (rows of blocks: f16 scale,
+ * then the values): the scales widened to float (exactly), the codes
+ * (block_codes) moved into quads, or Q4_0's pairs of quads
+ * (matmul_panels.h). Rows past d are zero. */
+static void pack_panel_quant(char *out, WeightType type, const uint8_t *w, int d, int n, int p)
+{
+	int q4 = type == WEIGHT_Q4_0;
+	size_t block_bytes = q4 ? Q4_0_BLOCK_BYTES : Q8_0_BLOCK_BYTES;
+	size_t row_bytes = (size_t)n / Q8_0_BLOCK * block_bytes;
 
 	for (int b = 0; b < n / Q8_0_BLOCK; b++) {
-		char *blk = out + (size_t)b * Q8_PANEL_BLOCK;
+		char *blk = out + (size_t)b * (q4 ? Q4_PANEL_BLOCK : Q8_PANEL_BLOCK);
 		float *scale = (float *)(void *)blk;
 		uint8_t *quads = (uint8_t *)blk + PANEL_ROWS * sizeof(float);
 
+		memset(quads, 0, (q4 ? Q4_PANEL_BLOCK : Q8_PANEL_BLOCK) - PANEL_ROWS * sizeof(float));
 		for (int i = 0; i < PANEL_ROWS; i++) {
 			int r = p * PANEL_ROWS + i;
-			const uint8_t *src = w + (size_t)r * row_bytes + (size_t)b * Q8_0_BLOCK_BYTES;
-			uint16_t dh;
+			uint8_t v[Q8_0_BLOCK];
 
-			if (r < d)
-				memcpy(&dh, src, 2);
-			scale[i] = r < d ? f16_to_f32(dh) : 0.0f;
+			scale[i] = block_codes(type, r < d ? w + (size_t)r * row_bytes + (size_t)b * block_bytes : NULL,
+					       v);
 			for (int j = 0; j < Q8_0_BLOCK; j++)
-				quads[(j / 4) * Q8_QUAD_BYTES + i * 4 + j % 4] =
-					(uint8_t)((r < d ? (int8_t)src[2 + j] : 0) + 128);
+				if (q4) /* quad j / 4 is pair j / 8's low or high nibbles */
+					quads[(j / 8) * Q8_QUAD_BYTES + i * 4 + j % 4] |= (uint8_t)(v[j] << (j % 8 / 4 * 4));
+				else
+					quads[(j / 4) * Q8_QUAD_BYTES + i * 4 + j % 4] = v[j];
 		}
+	}
+}
+
+void dequantize_row(float *out, const void *row, WeightType type, int n)
+{
+	size_t block_bytes = type == WEIGHT_Q4_0 ? Q4_0_BLOCK_BYTES : Q8_0_BLOCK_BYTES;
+	int offset = type == WEIGHT_Q4_0 ? 8 : 128;
+
+	for (int b = 0; b < n / Q8_0_BLOCK; b++) {
+		uint8_t v[Q8_0_BLOCK];
+		float d = block_codes(type, (const uint8_t *)row + (size_t)b * block_bytes, v);
+
+		for (int j = 0; j < Q8_0_BLOCK; j++)
+			out[(size_t)b * Q8_0_BLOCK + j] = (float)(v[j] - offset) * d;
 	}
 }
 
@@ -95,7 +133,7 @@ void pack_matrix_typed(void *dst, WeightType type, const void *w, int d, int n)
 		if (type == WEIGHT_F16)
 			pack_panel_f16((uint16_t *)out, w, d, n, p);
 		else
-			pack_panel_q8_0(out, w, d, n, p);
+			pack_panel_quant(out, type, w, d, n, p);
 	}
 }
 

@@ -20,6 +20,7 @@
 #define PANEL_ROWS 16
 #define Q8_0_BLOCK 32        /* values per Q8_0 block (ggml's QK8_0) */
 #define Q8_0_BLOCK_BYTES 34  /* its f16 scale and 32 int8 values */
+#define Q4_0_BLOCK_BYTES 18  /* Q4_0's: an f16 scale, 32 4-bit values (ggml's block_q4_0) */
 
 /* Floats of a packed (d, n) matrix. */
 size_t packed_floats(int d, int n);
@@ -27,11 +28,12 @@ size_t packed_floats(int d, int n);
 /* Packs the row-major (d, n) matrix w into dst (packed_floats(d, n)). */
 void pack_matrix(float *dst, const float *w, int d, int n);
 
-/* The same for a matrix stored as type (F32, F16 or Q8_0, row-major as the
- * file holds it): its values keep their type in the panels (Q8_0's block
+/* The same for a matrix stored as type (F32, F16, Q8_0 or Q4_0, row-major
+ * as the file holds it): its values keep their type in the panels (block
  * scales are widened to float, exactly). F32 and F16 weights multiply the
- * float input; Q8_0 weights multiply it quantized to int8 as llama.cpp
- * does (QuantRows), in exact integer dot products per block of 32. */
+ * float input; Q8_0 and Q4_0 weights multiply it quantized to int8 as
+ * llama.cpp does (QuantRows), in exact integer dot products per block of
+ * 32 (Q8_0_BLOCK, which Q4_0 shares). */
 typedef struct {
 	const void *data;
 	WeightType type;
@@ -53,11 +55,20 @@ size_t quant_rows_bytes(int batch, int n);
 QuantRows quant_rows_at(void *mem, int batch, int n);
 void quantize_rows(const float *x, int batch, int n, QuantRows *out);
 
-/* A product's input: x, and for Q8_0 weights q (x quantized) too. */
+/* A product's input: x, and for Q8_0 and Q4_0 weights q (x quantized) too. */
 typedef struct {
 	const float *x;     /* (batch, n) */
-	const QuantRows *q; /* NULL but for Q8_0 */
+	const QuantRows *q; /* NULL but for Q8_0 and Q4_0 */
 } MatInput;
+
+/* out = the n values of one Q8_0 or Q4_0 row (n a multiple of 32). */
+void dequantize_row(float *out, const void *row, WeightType type, int n);
+
+/* Whether a type's products take the input quantized (MatInput's q). */
+static inline int weight_type_quantized(WeightType type)
+{
+	return type == WEIGHT_Q8_0 || type == WEIGHT_Q4_0;
+}
 void matmul_rows_typed(const void *w, WeightType type, int n, int r0, int r1, const MatInput *in, int batch,
 		       float *out, size_t ldo);
 

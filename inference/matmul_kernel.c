@@ -143,18 +143,34 @@ static inline __attribute__((always_inline)) void dot4(v16i *acc, const v16i *w,
 #endif
 }
 
-/* Q8_0 panels against T tokens quantized (QuantRows): per block, each
- * lane's exact integer dot product over the block's 8 quads, less the +128
- * the weights carry (s), then added to the row's sum in one multiply-add
- * by the weight's and the token's scales: (float)isum * (dw * dx). The
- * OpenCL kernels (00_common.cl) do the same, so the backends agree. G x T
- * is at most 8: an integer and a float sum each. */
+/* Quad k of a Q8_0 or Q4_0 panel block (matmul_panels.h) as 16 lanes of 4
+ * unsigned bytes: Q4_0's pair k / 2, masked or shifted. */
+static inline __attribute__((always_inline)) void quad_at(v16i *wq, const char *blk, WeightType type, int k)
+{
+	if (type == WEIGHT_Q4_0) {
+		v16u u;
+
+		memcpy(&u, blk + PANEL_ROWS * sizeof(float) + k / 2 * Q8_QUAD_BYTES, sizeof(u));
+		*wq = (v16i)((k % 2 ? u >> 4 : u) & 0x0f0f0f0fu);
+		return;
+	}
+	memcpy(wq, blk + PANEL_ROWS * sizeof(float) + k * Q8_QUAD_BYTES, sizeof(*wq));
+}
+
+/* Q8_0 or Q4_0 panels against T tokens quantized (QuantRows): per block,
+ * each lane's exact integer dot product over the block's 8 quads, less the
+ * +128 (Q8_0) or +8 (Q4_0, s / 16) the weights carry, then added to the
+ * row's sum in one multiply-add by the weight's and the token's scales:
+ * (float)isum * (dw * dx). The OpenCL kernels (00_common.cl) do the same,
+ * so the backends agree. G x T is at most 8: an integer and a float sum
+ * each. */
 static inline __attribute__((always_inline)) void
-q8_panel_block(const char *w, size_t ldp, int G, const QuantRows *xq, int T, int n, float *out, size_t ldo,
-	       int rows)
+q_panel_block(const char *w, WeightType type, size_t ldp, int G, const QuantRows *xq, int T, int n,
+	      float *out, size_t ldo, int rows)
 {
 	v16f acc[MAX_PANELS][TOKEN_GROUP];
 	int nb = n / Q8_0_BLOCK;
+	size_t block_bytes = type == WEIGHT_Q4_0 ? Q4_PANEL_BLOCK : Q8_PANEL_BLOCK;
 	/* Blocks ahead to prefetch, per panel: a block takes T times longer
 	 * with more tokens, and G panels stream at once. At 8 tokens 2 blocks
 	 * ahead left the product waiting on memory (90 against 57 us for a
@@ -163,7 +179,7 @@ q8_panel_block(const char *w, size_t ldp, int G, const QuantRows *xq, int T, int
 
 	zero_sums(acc, G, T);
 	for (int b = 0; b < nb; b++) {
-		const char *blk = w + (size_t)b * Q8_PANEL_BLOCK;
+		const char *blk = w + (size_t)b * block_bytes;
 		v16i isum[MAX_PANELS][TOKEN_GROUP];
 
 #pragma GCC unroll 4
@@ -175,11 +191,14 @@ q8_panel_block(const char *w, size_t ldp, int G, const QuantRows *xq, int T, int
 		for (int k = 0; k < Q8_QUADS; k++)
 #pragma GCC unroll 4
 			for (int g = 0; g < G; g++) {
-				const char *quad = blk + g * ldp + PANEL_ROWS * sizeof(float) + k * Q8_QUAD_BYTES;
 				v16i wq;
 
-				memcpy(&wq, quad, sizeof(wq));
-				__builtin_prefetch(quad + ahead * Q8_PANEL_BLOCK, 0, 3);
+				quad_at(&wq, blk + g * ldp, type, k);
+				if (type == WEIGHT_Q8_0 || k % 2 == 0) /* each line once */
+					__builtin_prefetch(blk + g * ldp + PANEL_ROWS * sizeof(float) +
+								   (type == WEIGHT_Q8_0 ? k : k / 2) * Q8_QUAD_BYTES +
+								   ahead * block_bytes,
+							   0, 3);
 #pragma GCC unroll 8
 				for (int t = 0; t < T; t++) {
 					int32_t x4;
@@ -195,7 +214,8 @@ q8_panel_block(const char *w, size_t ldp, int G, const QuantRows *xq, int T, int
 			memcpy(&scale, blk + g * ldp, sizeof(scale));
 #pragma GCC unroll 8
 			for (int t = 0; t < T; t++) {
-				v16i exact = isum[g][t] - xq->s[(size_t)t * nb + b];
+				int32_t s = xq->s[(size_t)t * nb + b];
+				v16i exact = isum[g][t] - (type == WEIGHT_Q4_0 ? s / 16 : s);
 
 				acc[g][t] += __builtin_convertvector(exact, v16f) * (scale * xq->d[(size_t)t * nb + b]);
 			}
@@ -212,12 +232,12 @@ static inline __attribute__((always_inline)) void
 block_of_type(const char *w, WeightType type, size_t ldp, int G, const MatInput *in, int b, int T, int n,
 	      float *out, size_t ldo, int rows)
 {
-	if (type == WEIGHT_Q8_0) {
+	if (weight_type_quantized(type)) {
 		if (G * T <= 8) {
 			QuantRows xq = { in->q->q + (size_t)b * n, in->q->d + (size_t)b * (n / Q8_0_BLOCK),
 					 in->q->s + (size_t)b * (n / Q8_0_BLOCK) };
 
-			q8_panel_block(w, ldp, G, &xq, T, n, out, ldo, rows);
+			q_panel_block(w, type, ldp, G, &xq, T, n, out, ldo, rows);
 		}
 	} else if (G * T <= 16) {
 		panel_block(w, type, ldp, G, in->x + (size_t)b * n, n, T, n, out, ldo, rows);
@@ -245,7 +265,7 @@ blocks_of_type(const char *w, WeightType type, size_t ldp, int G, const MatInput
 /* Panels a block takes for T tokens: as many as the registers hold. */
 static inline __attribute__((always_inline)) int panel_group(WeightType type, int T)
 {
-	if (type == WEIGHT_Q8_0)
+	if (weight_type_quantized(type))
 		return T <= 2 ? 4 : T <= 4 ? 2 : 1;
 	return T <= 4 ? 4 : 2;
 }
@@ -391,6 +411,7 @@ void KERNEL_NAME(MATMUL_LEVEL)(const void *w, WeightType type, int n, int r0, in
 	switch (type) {
 	case WEIGHT_F16: rows_of_type(w, WEIGHT_F16, n, r0, r1, in, batch, out, ldo); break;
 	case WEIGHT_Q8_0: rows_of_type(w, WEIGHT_Q8_0, n, r0, r1, in, batch, out, ldo); break;
+	case WEIGHT_Q4_0: rows_of_type(w, WEIGHT_Q4_0, n, r0, r1, in, batch, out, ldo); break;
 	default: rows_of_type(w, WEIGHT_F32, n, r0, r1, in, batch, out, ldo); break;
 	}
 }

@@ -28,12 +28,18 @@ typedef _Float16 v16h __attribute__((vector_size(PANEL_ROWS * sizeof(_Float16)))
 #define Q8_PANEL_BLOCK (PANEL_ROWS * sizeof(float) + Q8_0_BLOCK * PANEL_ROWS)
 #define Q8_QUAD_BYTES (PANEL_ROWS * 4)
 #define Q8_QUADS (Q8_0_BLOCK / 4)
+/* Q4_0 keeps the scales as floats, then 4 pairs of quads in 64 bytes each:
+ * row i's byte c of pair m (at 64m + 4i + c) holds column 8m + c in its
+ * low nibble and column 8m + 4 + c in its high one, as stored (value + 8).
+ * So a mask or a shift of one load is a quad, as Q8_0's load is. */
+#define Q4_PANEL_BLOCK (PANEL_ROWS * sizeof(float) + Q8_0_BLOCK * PANEL_ROWS / 2)
 
 static inline size_t panel_bytes(WeightType type, int n)
 {
 	switch (type) {
 	case WEIGHT_F16: return (size_t)n * PANEL_ROWS * 2;
 	case WEIGHT_Q8_0: return (size_t)n / Q8_0_BLOCK * Q8_PANEL_BLOCK;
+	case WEIGHT_Q4_0: return (size_t)n / Q8_0_BLOCK * Q4_PANEL_BLOCK;
 	default: return (size_t)n * PANEL_ROWS * sizeof(float);
 	}
 }

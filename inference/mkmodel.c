@@ -1,7 +1,7 @@
 /* mkmodel.c - writes deterministic llama2.c checkpoints (and optionally a
  * matching synthetic tokenizer) so tests and demos need no downloads; with
  * --gguf, the same model (or, with --from, an existing checkpoint) as a GGUF
- * file with F32, F16 or Q8_0 matrices and the tokenizer inside.
+ * file with F32, F16, Q8_0 or Q4_0 matrices and the tokenizer inside.
  *
  * Weights are uniform in [-scale, scale] with scale ~ 1/sqrt(fan_in), rms
  * weights are 1, the classifier is shared: logits are varied, not flat.
@@ -128,8 +128,10 @@ static int parse_args(MkArgs *a, int argc, char **argv)
 				a->gguf_type = WEIGHT_F16;
 			else if (!strcmp(val, "q8_0"))
 				a->gguf_type = WEIGHT_Q8_0;
+			else if (!strcmp(val, "q4_0"))
+				a->gguf_type = WEIGHT_Q4_0;
 			else
-				return die("--gguf '%s': want f32, f16 or q8_0", val);
+				return die("--gguf '%s': want f32, f16, q8_0 or q4_0", val);
 		} else if (!strcmp(opt, "--from")) {
 			a->from = val;
 		} else if (!strcmp(opt, "--vocab")) {
@@ -140,7 +142,7 @@ static int parse_args(MkArgs *a, int argc, char **argv)
 	}
 	if (!a->out)
 		return die("usage: mkmodel OUT [--shape stories15M|stories260K|D,H,L,NH,NKV,V,S] "
-			   "[--seed N] [--tokenizer OUT_TOK.bin] [--gguf f32|f16|q8_0 [--from CKPT.bin] "
+			   "[--seed N] [--tokenizer OUT_TOK.bin] [--gguf f32|f16|q8_0|q4_0 [--from CKPT.bin] "
 			   "[--vocab TOK.bin]]");
 	if ((a->from || a->vocab) && !a->gguf)
 		return die("--from and --vocab go with --gguf");

@@ -21,10 +21,10 @@ typedef struct {
 
 /* A tensor's element type: ggml's numbers, so a GGUF tensor's type is its
  * type here. llama2.c checkpoints are all F32. */
-typedef enum { WEIGHT_F32 = 0, WEIGHT_F16 = 1, WEIGHT_Q8_0 = 8 } WeightType;
+typedef enum { WEIGHT_F32 = 0, WEIGHT_F16 = 1, WEIGHT_Q4_0 = 2, WEIGHT_Q8_0 = 8 } WeightType;
 
 /* One tensor in the mapped file, row-major (rows, cols) in its type's
- * layout (Q8_0: per row, blocks of 32 values with one f16 scale). */
+ * layout (Q8_0 and Q4_0: per row, blocks of 32 values with one f16 scale). */
 typedef struct {
 	const void *data;
 	WeightType type;
@@ -79,7 +79,13 @@ static inline const float *tensor_f32(Tensor t)
 
 static inline const char *weight_type_name(WeightType t)
 {
-	return t == WEIGHT_F32 ? "F32" : t == WEIGHT_F16 ? "F16" : t == WEIGHT_Q8_0 ? "Q8_0" : "unknown";
+	switch (t) {
+	case WEIGHT_F32: return "F32";
+	case WEIGHT_F16: return "F16";
+	case WEIGHT_Q4_0: return "Q4_0";
+	case WEIGHT_Q8_0: return "Q8_0";
+	}
+	return "unknown";
 }
 
 /* The one type every matrix (embedding, classifier, layers) has; -1 with

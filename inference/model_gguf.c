@@ -101,7 +101,7 @@ static int type_ok(const struct gguf_tensor *t, int matrix)
 {
 	if (t->type == GGML_F32)
 		return 1;
-	return matrix && (t->type == GGML_F16 || t->type == GGML_Q8_0);
+	return matrix && (t->type == GGML_F16 || t->type == GGML_Q8_0 || t->type == GGML_Q4_0);
 }
 
 /* The tensor called name, with rows x cols elements (rows 0: a vector of
@@ -120,7 +120,7 @@ static int find(const struct gguf *g, const char *name, uint64_t rows, uint64_t 
 				  (unsigned long long)cols, (unsigned long long)(matrix ? rows : 1));
 	if (!type_ok(t, matrix))
 		return infer_fail(err, "tensor %s has type %s, which the engine does not compute with "
-				  "(%s)", name, ggml_type_name(t->type), matrix ? "F32, F16, Q8_0" : "F32");
+				  "(%s)", name, ggml_type_name(t->type), matrix ? "F32, F16, Q8_0, Q4_0" : "F32");
 	*out = (Tensor){ .data = t->data, .type = (WeightType)t->type, .name = t->name };
 	return 0;
 }

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# t_gguf.sh - GGUF models (issue 23): mkmodel --gguf writes F32, F16 and Q8_0
+# t_gguf.sh - GGUF models (issue 23): mkmodel --gguf writes F32, F16, Q8_0 and Q4_0
 # files from a llama2.c checkpoint; the engine runs them.
 #  - F32 from stories260K: greedy ids equal the .bin's for the whole
 #    sequence, on the cpu and opencl backends;
 #  - the tokenizer inside the file encodes and decodes as llama2.c's does:
 #    the same text from a prompt, with the 32000-token tokenizer and with
 #    the demo's synthetic one;
-#  - F16 and Q8_0: weights stay in their type (the packed bytes in the
-#    device pool are the type's, not F32's); Q8_0 ids equal F32's for the
-#    demo model's first 32 tokens; the OpenCL kernels (both launch modes)
-#    give the cpu backend's ids for F16 and Q8_0; a model mixing matrix
+#  - F16, Q8_0 and Q4_0: weights stay in their type (the packed bytes in
+#    the device pool are the type's, not F32's); Q8_0 ids equal F32's for
+#    the demo model's first 32 tokens; the OpenCL kernels (both launch
+#    modes) give the cpu backend's ids for F16, Q8_0 and Q4_0; a model mixing matrix
 #    types runs on the cpu backend and the OpenCL one refuses it by name;
 #  - bad files get one clear line and exit 1, never a crash: truncated,
 #    overlapping and out-of-range tensors, absurd dimensions, a missing
@@ -27,8 +27,9 @@ mk "$TMP/s260.gguf" --gguf f32 --from "$MODELS/stories260K.bin" --tokenizer "$TM
 mk "$TMP/s260f16.gguf" --gguf f16 --from "$MODELS/stories260K.bin" --tokenizer "$TMP/s260tok.bin"
 mk "$TMP/d.gguf" --gguf f32 --from "$DEMO_MODEL" --vocab "$DEMO_TOK"
 mk "$TMP/dq8.gguf" --gguf q8_0 --from "$DEMO_MODEL" --vocab "$DEMO_TOK"
+mk "$TMP/dq4.gguf" --gguf q4_0 --from "$DEMO_MODEL" --vocab "$DEMO_TOK"
 mk "$TMP/dreal.gguf" --gguf f32 --from "$DEMO_MODEL" --vocab "$MODELS/tokenizer.bin"
-ok "mkmodel wrote F32, F16 and Q8_0 GGUF files"
+ok "mkmodel wrote F32, F16, Q8_0 and Q4_0 GGUF files"
 
 ids() { "$INFER" "$@" -t 0 --ids 2>"$TMP/ids.err" || fail "infer $*: $(cat "$TMP/ids.err")"; }
 for b in $backends; do
@@ -42,19 +43,23 @@ want=$(text "$DEMO_MODEL" -z "$MODELS/tokenizer.bin")
 assert_eq "32000-token tokenizer inside the GGUF: same text" "$want" "$(text "$TMP/dreal.gguf")"
 assert_eq "synthetic tokenizer inside the GGUF: same text" "$(text "$DEMO_MODEL" -z "$DEMO_TOK")" "$(text "$TMP/d.gguf")"
 
-# F16 and Q8_0: computed as stored. The packed copy in the device pool is
-# the type's size: about half of F32's for F16, ~0.28 for Q8_0.
+# F16, Q8_0 and Q4_0: computed as stored. The packed copy in the device
+# pool is the type's size: about half of F32's for F16, ~0.28 for Q8_0
+# (36 bytes a block of 32 against 128), ~0.16 for Q4_0 (20 bytes).
 f32_ids=$(ids "$TMP/d.gguf" -b cpu -n 32)
 assert_eq "demo model, cpu: Q8_0 ids = F32 ids (32 tokens)" "$f32_ids" "$(ids "$TMP/dq8.gguf" -b cpu -n 32)"
 ids "$TMP/s260f16.gguf" -b cpu -n 32 >/dev/null
 device_peak() { "$INFER" "$1" -b cpu -n 2 -t 0 --ids --stats "$TMP/st.json" >/dev/null 2>&1 &&
 	jq '.pools.device.peak_bytes' "$TMP/st.json"; }
-p32=$(device_peak "$TMP/d.gguf") p8=$(device_peak "$TMP/dq8.gguf")
+p32=$(device_peak "$TMP/d.gguf") p8=$(device_peak "$TMP/dq8.gguf") p4=$(device_peak "$TMP/dq4.gguf")
 awk -v a="$p8" -v b="$p32" 'BEGIN { exit !(a > 0.25 * b && a < 0.32 * b) }' ||
 	fail "Q8_0 packed weights take $p8 bytes against F32's $p32: not Q8_0-sized"
 ok "Q8_0 packed weights: $p8 bytes, $(awk -v a="$p8" -v b="$p32" 'BEGIN { printf "%.3f", a / b }') of F32's"
+awk -v a="$p4" -v b="$p32" 'BEGIN { exit !(a > 0.14 * b && a < 0.18 * b) }' ||
+	fail "Q4_0 packed weights take $p4 bytes against F32's $p32: not Q4_0-sized"
+ok "Q4_0 packed weights: $p4 bytes, $(awk -v a="$p4" -v b="$p32" 'BEGIN { printf "%.3f", a / b }') of F32's"
 if [[ $backends == *opencl* ]]; then
-	for f in s260f16 dq8; do
+	for f in s260f16 dq8 dq4; do
 		want=$(ids "$TMP/$f.gguf" -b cpu -n 64)
 		for mode in forward phases; do
 			assert_eq "$f, opencl --cl-launch $mode: ids = cpu's" "$want" \

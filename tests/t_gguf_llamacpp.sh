@@ -2,8 +2,8 @@
 # t_gguf_llamacpp.sh - llama.cpp as the reference (issue 23): node-llama-cpp's
 # prebuilt libllama reads the GGUF files mkmodel writes, and its greedy ids
 # from BOS equal the engine's for the first 32 tokens: F32 and F16 of the
-# stories260K checkpoint, Q8_0 of the stories15M-shape demo model, on both
-# backends. Past ~37 tokens the two may part: llama.cpp keeps its KV cache
+# stories260K checkpoint, Q8_0 and Q4_0 of the stories15M-shape demo model,
+# on both backends. Past ~37 tokens the two may part: llama.cpp keeps its KV cache
 # in F16.
 source "$(dirname "$0")/lib.sh"
 [ -r "$MODELS/stories260K.bin" ] || skip "no $MODELS/stories260K.bin beside the project"
@@ -16,6 +16,7 @@ mk() { "$MKMODEL" "$@" >"$TMP/mk.err" 2>&1 || fail "mkmodel $*: $(cat "$TMP/mk.e
 mk "$TMP/s260f32.gguf" --gguf f32 --from "$MODELS/stories260K.bin" --tokenizer "$TMP/tok.bin"
 mk "$TMP/s260f16.gguf" --gguf f16 --from "$MODELS/stories260K.bin" --tokenizer "$TMP/tok.bin"
 mk "$TMP/d15q8_0.gguf" --gguf q8_0 --from "$DEMO_MODEL" --vocab "$DEMO_TOK"
+mk "$TMP/d15q4_0.gguf" --gguf q4_0 --from "$DEMO_MODEL" --vocab "$DEMO_TOK"
 
 check() { # FILE TYPE BACKENDS...
 	local f=$1 type=$2 want got
@@ -32,3 +33,4 @@ check() { # FILE TYPE BACKENDS...
 check "$TMP/s260f32.gguf" "stories260K F32" $backends
 check "$TMP/s260f16.gguf" "stories260K F16" $backends
 check "$TMP/d15q8_0.gguf" "stories15M shape Q8_0" $backends
+check "$TMP/d15q4_0.gguf" "stories15M shape Q4_0" $backends

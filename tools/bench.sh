@@ -36,7 +36,7 @@ section_script() {
 	profile) echo "tools/bench_profile.sh 180" ;;
 	opencl) echo "tools/bench_opencl.sh 240" ;;
 	opdetail) echo "tools/bench_opdetail.sh 240" ;;
-	gguf) echo "tools/bench_gguf.sh 420" ;;
+	gguf) echo "tools/bench_gguf.sh 540" ;;
 	llamacpp) echo "tools/bench_llamacpp.sh 300" ;;
 	servepeer) echo "tools/bench_servepeer.sh 480" ;;
 	*) return 1 ;;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools/bench_gguf.sh - our decode step against llama.cpp's on the same GGUF
-# file, for F32, F16 and Q8_0 of the stories110M shape (dim 768, hidden
+# file, for F32, F16, Q8_0 and Q4_0 of the stories110M shape (dim 768, hidden
 # 2048, 12 layers, 12 heads, vocab 32000), and each against the same-run
 # bandwidth bound.
 #
@@ -15,10 +15,12 @@
 #
 #   tools/bench_gguf.sh          (root; make deps for node-llama-cpp)
 #   REPEAT=5 TOKENS=96 BUILD=build tools/bench_gguf.sh
+#   TYPES="q8_0 q4_0" tools/bench_gguf.sh   (some of the types)
 export BENCH_NAME=bench_gguf
 # shellcheck source=tools/bench_lib.sh
 source "$(dirname "$0")/bench_lib.sh"
 TOKENS=${TOKENS:-96}
+TYPES=${TYPES:-f32 f16 q8_0 q4_0}
 SHAPE=768,2048,12,12,12,32000,1024
 LLAMA_JS=$ROOT/tests/llama/ids.mjs
 LIBLLAMA=$(ls "$ROOT"/tests/llama/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama.*.so 2>/dev/null | head -n1)
@@ -30,7 +32,7 @@ ${CC:-gcc} -O3 -march=native -pthread -o "$TMP/bwprobe" "$ROOT/tools/bwprobe.c" 
 
 # The models: a generated checkpoint of the shape, then its GGUF files.
 "$BUILD/mkmodel" "$TMP/m.bin" --shape "$SHAPE" --seed 7 --tokenizer "$TMP/tok.bin" >/dev/null || die "mkmodel"
-for t in f32 f16 q8_0; do
+for t in $TYPES; do
 	"$BUILD/mkmodel" "$TMP/m_$t.gguf" --gguf $t --from "$TMP/m.bin" --vocab "$TMP/tok.bin" >/dev/null ||
 		die "mkmodel --gguf $t"
 done
@@ -40,7 +42,7 @@ rm -f "$TMP/m.bin"
 # tensor sizes, via our own state dump would need a tracer: computed here).
 step_bytes() { # TYPE
 	awk -v t="$1" 'BEGIN { d = 768; h = 2048; L = 12; v = 32000
-		per = (t == "f32") ? 4 : (t == "f16") ? 2 : 34 / 32
+		per = (t == "f32") ? 4 : (t == "f16") ? 2 : (t == "q8_0") ? 34 / 32 : 18 / 32
 		m = L * (4 * d * d + 3 * d * h) + v * d
 		printf "%d\n", m * per + (2 * L + 1) * d * 4 }'
 }
@@ -61,18 +63,17 @@ theirs() {
 
 for r in $(seq "$REPEAT"); do
 	"$TMP/bwprobe" 2 | awk '/bandwidth_gbs/ { print $2 }' >>"$TMP/bw"
-	for t in f32 f16 q8_0; do
+	line="round $r: bandwidth $(tail -n1 "$TMP/bw") GB/s;"
+	for t in $TYPES; do
 		ours $t >>"$TMP/ours_$t"
 		theirs $t >>"$TMP/theirs_$t"
+		line="$line $t $(tail -n1 "$TMP/ours_$t")/$(tail -n1 "$TMP/theirs_$t"),"
 	done
-	echo "round $r: bandwidth $(tail -n1 "$TMP/bw") GB/s;" \
-		"f32 $(tail -n1 "$TMP/ours_f32")/$(tail -n1 "$TMP/theirs_f32")," \
-		"f16 $(tail -n1 "$TMP/ours_f16")/$(tail -n1 "$TMP/theirs_f16")," \
-		"q8_0 $(tail -n1 "$TMP/ours_q8_0")/$(tail -n1 "$TMP/theirs_q8_0") ns per decode step (ours/llama.cpp)"
+	echo "$line ns per decode step (ours/llama.cpp)"
 done
 bw=$(median <"$TMP/bw")
 echo "stories110M shape, $TOKENS greedy tokens, medians of $REPEAT rounds; bandwidth $bw GB/s (2 threads)"
-for t in f32 f16 q8_0; do
+for t in $TYPES; do
 	o=$(median <"$TMP/ours_$t") l=$(median <"$TMP/theirs_$t") bytes=$(step_bytes $t)
 	bound=$(awk -v b="$bytes" -v g="$bw" 'BEGIN { printf "%.0f\n", b / g }')   # ns at bw GB/s
 	echo "$t: ours $o ns, llama.cpp $l ns per decode step; $(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1e6 }') MB a step, bound $bound ns"

@@ -73,14 +73,16 @@ static void stage_copy(const __global float *x, const __global int *idx, int n, 
 	}
 }
 
-/* With Q8_0 weights (WTYPE 8) the staged tokens are also quantized, as
- * llama.cpp quantizes a Q8_0 product's input: after the n scales, xs holds
+/* With Q8_0 or Q4_0 weights (WTYPE 8 or 2: QUANTIZED) the staged tokens
+ * are also quantized, as llama.cpp quantizes such a product's input: after
+ * the n scales, xs holds
  * the n*k int8 values, then n*k/32 block scales d and n*k/32 sums s (128 x
  * the block's sum of its values). The operations are the CPU backend's
  * (matmul.c, quantize_rows), so both get the same values. */
 #ifndef WTYPE
 #define WTYPE 0  /* the matrices' stored type: see PANEL_BYTES below */
 #endif
+#define QUANTIZED (WTYPE == 8 || WTYPE == 2)
 #define Q8_BLOCK 32
 static inline __local char *staged_q(__local float *xs, int n, int k)
 {
@@ -124,7 +126,7 @@ static void stage_tokens(const __global float *x, const __global int *idx, int n
 	barrier(CLK_LOCAL_MEM_FENCE);
 	stage_copy(x, idx, n, k, g, xs, lid, lsz);
 	barrier(CLK_LOCAL_MEM_FENCE);
-#if WTYPE == 8
+#if QUANTIZED
 	stage_quantize(xs, n, k, lid, lsz);
 	barrier(CLK_LOCAL_MEM_FENCE);
 #endif
@@ -137,7 +139,7 @@ static void stage_alone(const __global float *x, const __global int *idx, int n,
 {
 	stage_scales(x, idx, n, k, g, xs, 0, 1);
 	stage_copy(x, idx, n, k, g, xs, 0, 1);
-#if WTYPE == 8
+#if QUANTIZED
 	stage_quantize(xs, n, k, 0, 1);
 #endif
 }
@@ -151,17 +153,25 @@ static void stage_alone(const __global float *x, const __global int *idx, int n,
 #define TOK_GROUP 8 /* tokens per pass over a panel */
 
 /* The matrices' stored type, one per model, set by the host at build
- * (ggml's numbers: 0 F32, 1 F16, 8 Q8_0), packed as matmul.c packs it: an
- * F16 panel holds 16 halves a column; a Q8_0 panel a block of 32 columns
- * per Q8_PANEL_BLOCK bytes, the 16 rows' scales as floats and then 8 quads
- * of 4 columns, 64 bytes each: row i's 4 values at 4i, plus 128, unsigned.
- * Values are converted in registers, never stored as floats. */
+ * (ggml's numbers: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0), packed as matmul.c packs
+ * it: an F16 panel holds 16 halves a column; a Q8_0 panel a block of 32
+ * columns per Q8_PANEL_BLOCK bytes, the 16 rows' scales as floats and then
+ * 8 quads of 4 columns, 64 bytes each: row i's 4 values at 4i, plus 128,
+ * unsigned. A Q4_0 block is the scales, then 4 pairs of quads, 64 bytes
+ * each: quad 2m in the low nibbles of pair m, quad 2m + 1 in the high
+ * ones, plus 8. Values are converted in registers, never stored as floats. */
 #define Q8_PANEL_BLOCK (PANEL_ROWS * 4 + Q8_BLOCK * PANEL_ROWS)
+#define Q4_PANEL_BLOCK (PANEL_ROWS * 4 + Q8_BLOCK * PANEL_ROWS / 2)
 #define Q8_QUADS (Q8_BLOCK / 4)
+#if WTYPE == 2
+#define QBLOCK_BYTES Q4_PANEL_BLOCK
+#else
+#define QBLOCK_BYTES Q8_PANEL_BLOCK
+#endif
 #if WTYPE == 1
 #define PANEL_BYTES(k) ((size_t)(k) * PANEL_ROWS * 2)
-#elif WTYPE == 8
-#define PANEL_BYTES(k) ((size_t)(k) / Q8_BLOCK * Q8_PANEL_BLOCK)
+#elif QUANTIZED
+#define PANEL_BYTES(k) ((size_t)(k) / Q8_BLOCK * QBLOCK_BYTES)
 #else
 #define PANEL_BYTES(k) ((size_t)(k) * PANEL_ROWS * 4)
 #endif
@@ -182,10 +192,32 @@ static inline const __global float *panel_ptr(const __global float *w, int p, in
 	return (const __global float *)((const __global char *)w + (size_t)p * PANEL_BYTES(k));
 }
 
-#if WTYPE == 8
+#if QUANTIZED
+/* The Q8_0 or Q4_0 block of a panel that holds column j. */
 static inline const __global char *q8_block(const __global float *panel, int j)
 {
-	return (const __global char *)panel + (size_t)(j / Q8_BLOCK) * Q8_PANEL_BLOCK;
+	return (const __global char *)panel + (size_t)(j / Q8_BLOCK) * QBLOCK_BYTES;
+}
+
+/* Quads a 64-byte load of a block holds: Q4_0's pair, or one. */
+#define QUADS_PER_LOAD (WTYPE == 2 ? 2 : 1)
+
+/* Quad h of a load as 16 lanes of 4 unsigned bytes: a Q4_0 pair's low
+ * (h 0) or high (h 1) nibbles. */
+static inline int16 load_quad(int16 l, int h)
+{
+#if WTYPE == 2
+	return as_int16((as_uint16(l) >> (uint)(4 * h)) & (uint)0x0f0f0f0f);
+#else
+	return l;
+#endif
+}
+
+/* The integer sum s (128 x the block's sum of x) as the weights' offset
+ * takes it out: +128 for Q8_0, +8 for Q4_0. */
+static inline int weight_offset(int s)
+{
+	return WTYPE == 2 ? s / 16 : s;
 }
 #endif
 
@@ -216,6 +248,12 @@ static inline float panel_elem(const __global float *panel, int i, int j)
 
 	return (float)((int)blk[PANEL_ROWS * 4 + (jj / 4) * PANEL_ROWS * 4 + i * 4 + jj % 4] - 128) *
 	       ((const __global float *)blk)[i];
+#elif WTYPE == 2
+	const __global uchar *blk = (const __global uchar *)q8_block(panel, j);
+	int jj = j % Q8_BLOCK;
+	uchar b = blk[PANEL_ROWS * 4 + (jj / 8) * PANEL_ROWS * 4 + i * 4 + jj % 4];
+
+	return (float)((int)(jj % 8 < 4 ? b & 15 : b >> 4) - 8) * ((const __global float *)blk)[i];
 #else
 	return panel[j * PANEL_ROWS + i];
 #endif
@@ -262,10 +300,10 @@ panels_dot(const __global float *a, const __global float *b, int two,
 	}
 }
 
-#if WTYPE == 8
-/* Q8_0 against the quantized staged tokens: per block, each lane's exact
- * integer dot product over the block's 8 quads, less the +128 the weights
- * carry, then one multiply-add by the weight's and the token's scales, as
+#if QUANTIZED
+/* Q8_0 or Q4_0 against the quantized staged tokens: per block, each lane's
+ * exact integer dot product over the block's 8 quads, less the +128 (or +8)
+ * the weights carry, then one multiply-add by the weight's and the token's scales, as
  * on the CPU backend (matmul_kernel.c). dot4 is VNNI's vpdpbusd: each
  * lane's 4 unsigned bytes of w times the 4 signed bytes of x. Where the
  * host says the CPU device has it (X86_VNNI), the products are functions
@@ -339,34 +377,45 @@ q8_dot(const __global float *a, const __global float *b, int two, const StagedQ8
 			ia[t] = 0;
 			ib[t] = 0;
 		}
-		PREFETCH(qa + ahead * Q8_PANEL_BLOCK);
+		PREFETCH(qa + ahead * QBLOCK_BYTES);
 		if (two)
-			PREFETCH(qb + ahead * Q8_PANEL_BLOCK);
-		for (int kq = 0; kq < Q8_QUADS; kq++) {
-			int16 wa = vload16(kq, wqa), wb = two ? vload16(kq, wqb) : 0;
+			PREFETCH(qb + ahead * QBLOCK_BYTES);
+		for (int kl = 0; kl < Q8_QUADS / QUADS_PER_LOAD; kl++) {
+			int16 la = vload16(kl, wqa), lb = two ? vload16(kl, wqb) : 0;
+
 			if (NT > 1) {
-				PREFETCH(wqa + kq * 16 + ahead * Q8_PANEL_BLOCK / 4);
+				PREFETCH(wqa + kl * 16 + ahead * QBLOCK_BYTES / 4);
 				if (two)
-					PREFETCH(wqb + kq * 16 + ahead * Q8_PANEL_BLOCK / 4);
+					PREFETCH(wqb + kl * 16 + ahead * QBLOCK_BYTES / 4);
 			}
 			/* spelled out: PoCL's LLVM unrolled a loop over t only in
 			 * part, and kept the sums in memory */
-#define Q8_TOKEN(t)                                                \
+#define Q8_TOKEN(t, kq)                                            \
 			if (t < NT) {                                      \
-				int x4 = xq[t * (k / 4) + kq];             \
+				int x4 = xq[t * (k / 4) + (kq)];           \
 				ia[t] = dot4(ia[t], wa, x4);               \
 				if (two)                                   \
 					ib[t] = dot4(ib[t], wb, x4);       \
 			}
-			Q8_TOKEN(0) Q8_TOKEN(1) Q8_TOKEN(2) Q8_TOKEN(3)
-			Q8_TOKEN(4) Q8_TOKEN(5) Q8_TOKEN(6) Q8_TOKEN(7)
+#define Q8_QUAD(h)                                                                        \
+			{                                                                 \
+				int16 wa = load_quad(la, h), wb = load_quad(lb, h);      \
+				int kq = kl * QUADS_PER_LOAD + (h);                       \
+				Q8_TOKEN(0, kq) Q8_TOKEN(1, kq) Q8_TOKEN(2, kq) Q8_TOKEN(3, kq) \
+				Q8_TOKEN(4, kq) Q8_TOKEN(5, kq) Q8_TOKEN(6, kq) Q8_TOKEN(7, kq) \
+			}
+			Q8_QUAD(0)
+#if WTYPE == 2
+			Q8_QUAD(1)
+#endif
+#undef Q8_QUAD
 #undef Q8_TOKEN
 		}
 		float16 sa = vload16(0, (const __global float *)qa), sb = two ? vload16(0, (const __global float *)qb) : 0;
 #pragma unroll
 		for (int t = 0; t < NT; t++) {
 			float dx = x->d[t * nb + blk];
-			int sx = x->s[t * nb + blk];
+			int sx = weight_offset(x->s[t * nb + blk]);
 
 			ra[t] = fma(convert_float16(ia[t] - sx), sa * dx, ra[t]);
 			if (two)
@@ -426,7 +475,7 @@ panel_block(const __global float *a, const __global float *b, int two,
 			      const __local float *xs, int k, int n, int t0, float16 *acc)
 {
 	int NT = n - t0 >= 8 ? 8 : n - t0 >= 4 ? 4 : 1;
-#if WTYPE == 8
+#if QUANTIZED
 	StagedQ8 x = staged_q8(xs, n, k, t0);
 
 	switch (NT) {

@@ -116,11 +116,23 @@ static void check_invariance(int d, int n)
 	free(out);
 }
 
-/* ---- F16 and Q8_0: the stored values; F16 converted in registers, Q8_0
- * multiplying its input quantized ---- */
+/* ---- F16, Q8_0 and Q4_0: the stored values; F16 converted in registers,
+ * Q8_0 and Q4_0 multiplying their input quantized ---- */
+
+/* Bytes of a row of n values of type as a GGUF file stores it. */
+static size_t stored_row_bytes(WeightType type, int n)
+{
+	switch (type) {
+	case WEIGHT_F32: return (size_t)n * 4;
+	case WEIGHT_F16: return (size_t)n * 2;
+	case WEIGHT_Q4_0: return (size_t)n / Q8_0_BLOCK * Q4_0_BLOCK_BYTES;
+	default: return (size_t)n / Q8_0_BLOCK * Q8_0_BLOCK_BYTES;
+	}
+}
 
 /* The value of one stored weight as a float: F16 is exact; Q8_0 is int8
- * times the block's f16 scale. Rows are in GGUF's layout. */
+ * and Q4_0 a nibble less 8 (value j low in byte j, j + 16 high), times the
+ * block's f16 scale. Rows are in GGUF's layout. */
 static void stored_row(WeightType type, const void *w, int n, int r, float *out, float *scale)
 {
 	if (type == WEIGHT_F16) {
@@ -130,14 +142,18 @@ static void stored_row(WeightType type, const void *w, int n, int r, float *out,
 			out[j] = (float)row[j];
 		return;
 	}
-	const unsigned char *row = (const unsigned char *)w + (size_t)r * (n / Q8_0_BLOCK) * Q8_0_BLOCK_BYTES;
-	for (int b = 0; b < n / Q8_0_BLOCK; b++, row += Q8_0_BLOCK_BYTES) {
+	size_t block_bytes = type == WEIGHT_Q4_0 ? Q4_0_BLOCK_BYTES : Q8_0_BLOCK_BYTES;
+	const unsigned char *row = (const unsigned char *)w + (size_t)r * stored_row_bytes(type, n);
+
+	for (int b = 0; b < n / Q8_0_BLOCK; b++, row += block_bytes) {
 		_Float16 d;
 
 		memcpy(&d, row, 2);
 		scale[b] = (float)d;
 		for (int j = 0; j < Q8_0_BLOCK; j++)
-			out[b * Q8_0_BLOCK + j] = (float)(signed char)row[2 + j];
+			out[b * Q8_0_BLOCK + j] = type == WEIGHT_Q4_0
+							  ? (float)(((row[2 + j % 16] >> (j / 16 * 4)) & 15) - 8)
+							  : (float)(signed char)row[2 + j];
 	}
 }
 
@@ -147,7 +163,7 @@ static float typed_chain(const float *v, const float *x, int n)
 	return chain(v, x, n);
 }
 
-/* Q8_0: x quantized per block of 32 as llama.cpp does, but d a float and
+/* Q8_0 and Q4_0: x quantized per block of 32 as llama.cpp does, but d a float and
  * ties to even (q is an integer below 2^22 in magnitude); then per block
  * the exact integer dot product, added in one fmaf by scale * d. Checks
  * quantize_rows' values on the way. */
@@ -181,7 +197,7 @@ static float q8_chain(const float *v, const float *scale, const float *x, int n,
 }
 
 /* A (d, n) matrix as a file stores type, random: F32 and F16 values, or
- * Q8_0 blocks of random int8 values with finite, distinct scales. */
+ * Q8_0 and Q4_0 blocks of random bytes with finite, distinct scales. */
 static void fill_stored(WeightType type, unsigned char *w, int d, int n, size_t row_bytes, unsigned *seed)
 {
 	for (size_t i = 0; i < (size_t)d * row_bytes; i++)
@@ -198,14 +214,14 @@ static void fill_stored(WeightType type, unsigned char *w, int d, int n, size_t 
 		for (int r = 0; r < d; r++)
 			for (int b = 0; b < n / Q8_0_BLOCK; b++) {
 				_Float16 h = (_Float16)(0.01f + 0.001f * (float)(r + b));
-				memcpy(w + r * row_bytes + b * Q8_0_BLOCK_BYTES, &h, 2);
+				memcpy(w + r * row_bytes + b * (row_bytes / (n / Q8_0_BLOCK)), &h, 2);
 			}
 }
 
 static void check_typed(WeightType type, int d, int n, int batch, int fma_exact)
 {
 	unsigned seed = (unsigned)(d * 31 + n * 7 + batch + type);
-	size_t row_bytes = type == WEIGHT_F16 ? (size_t)n * 2 : (size_t)n / Q8_0_BLOCK * Q8_0_BLOCK_BYTES;
+	size_t row_bytes = stored_row_bytes(type, n);
 	unsigned char *w = malloc((size_t)d * row_bytes);
 	void *packed = malloc(packed_bytes(type, d, n));
 	float *x = malloc((size_t)batch * n * sizeof(float)), *out = malloc((size_t)batch * d * sizeof(float));
@@ -217,9 +233,9 @@ static void check_typed(WeightType type, int d, int n, int batch, int fma_exact)
 		x[i] = frand(&seed);
 	void *qmem = aligned_alloc(64, (quant_rows_bytes(batch, n) + 63) / 64 * 64);
 	QuantRows xq = quant_rows_at(qmem, batch, n);
-	MatInput in = { x, type == WEIGHT_Q8_0 ? &xq : NULL };
+	MatInput in = { x, weight_type_quantized(type) ? &xq : NULL };
 
-	if (type == WEIGHT_Q8_0)
+	if (weight_type_quantized(type))
 		quantize_rows(x, batch, n, &xq);
 	pack_matrix_typed(packed, type, w, d, n);
 	matmul_rows_typed(packed, type, n, 0, d, &in, batch, out, (size_t)d);
@@ -232,7 +248,7 @@ static void check_typed(WeightType type, int d, int n, int batch, int fma_exact)
 
 			if (fma_exact)
 				CHECK(got == want, "%s d=%d n=%d batch=%d row %d token %d: %.9g, chain %.9g",
-				      type == WEIGHT_F16 ? "F16" : "Q8_0", d, n, batch, r, t, got, want);
+				      weight_type_name(type), d, n, batch, r, t, got, want);
 			else
 				CHECK(fabsf(got - want) <= 1e-4f * (1.0f + fabsf(want)), "%s tolerance", "typed");
 		}
@@ -241,11 +257,11 @@ static void check_typed(WeightType type, int d, int n, int batch, int fma_exact)
 	for (int t = 0; t < batch; t++) {
 		QuantRows one = { xq.q + (size_t)t * n, xq.d + (size_t)t * (n / Q8_0_BLOCK),
 				  xq.s + (size_t)t * (n / Q8_0_BLOCK) };
-		MatInput alone_in = { x + (size_t)t * n, type == WEIGHT_Q8_0 ? &one : NULL };
+		MatInput alone_in = { x + (size_t)t * n, weight_type_quantized(type) ? &one : NULL };
 
 		matmul_rows_typed(packed, type, n, 0, d, &alone_in, 1, alone, (size_t)d);
 		CHECK(!memcmp(alone, out + (size_t)t * d, (size_t)d * sizeof(float)),
-		      "%s d=%d n=%d: token %d alone differs from its batch of %d", type == WEIGHT_F16 ? "F16" : "Q8_0",
+		      "%s d=%d n=%d: token %d alone differs from its batch of %d", weight_type_name(type),
 		      d, n, t, batch);
 	}
 	free(w), free(packed), free(x), free(out), free(v), free(scale), free(alone), free(qmem);
@@ -278,8 +294,7 @@ static void check_levels(WeightType type, int d, int n, int batch, int picked_fu
 		{ "base", 1, matmul_rows_typed_base, quantize_rows_base, 0 },
 	};
 	unsigned seed = (unsigned)(d * 13 + n + batch * 5 + type);
-	size_t row_bytes = type == WEIGHT_F32 ? (size_t)n * 4 : type == WEIGHT_F16 ? (size_t)n * 2
-										  : (size_t)n / Q8_0_BLOCK * Q8_0_BLOCK_BYTES;
+	size_t row_bytes = stored_row_bytes(type, n);
 	unsigned char *w = malloc((size_t)d * row_bytes);
 	void *packed = malloc(packed_bytes(type, d, n));
 	float *x = malloc((size_t)batch * n * sizeof(float));
@@ -287,19 +302,20 @@ static void check_levels(WeightType type, int d, int n, int batch, int picked_fu
 	size_t qbytes = (quant_rows_bytes(batch, n) + 63) / 64 * 64;
 	void *qmem = aligned_alloc(64, qbytes), *qmem2 = aligned_alloc(64, qbytes);
 	QuantRows xq = quant_rows_at(qmem, batch, n), xq2 = quant_rows_at(qmem2, batch, n);
-	MatInput in = { x, type == WEIGHT_Q8_0 ? &xq : NULL }, in2 = { x, type == WEIGHT_Q8_0 ? &xq2 : NULL };
+	int quantized = weight_type_quantized(type);
+	MatInput in = { x, quantized ? &xq : NULL }, in2 = { x, quantized ? &xq2 : NULL };
 
 	fill_stored(type, w, d, n, row_bytes, &seed);
 	for (int i = 0; i < batch * n; i++)
 		x[i] = frand(&seed);
 	pack_matrix_typed(packed, type, w, d, n);
-	if (type == WEIGHT_Q8_0)
+	if (quantized)
 		quantize_rows(x, batch, n, &xq);
 	matmul_rows_typed(packed, type, n, 0, d, &in, batch, want, (size_t)d);
 	for (size_t l = 0; l < sizeof(levels) / sizeof(levels[0]); l++) {
 		if (!levels[l].runs)
 			continue;
-		if (type == WEIGHT_Q8_0) {
+		if (quantized) {
 			levels[l].quant(x, batch, n, &xq2);
 			size_t nb = (size_t)batch * (n / Q8_0_BLOCK);
 
@@ -340,19 +356,23 @@ int main(void)
 				check_shape(ds[i], ns[j], 5, 16, ds[i] - 1, fma_exact);
 			check_invariance(ds[i], ns[j]);
 		}
-	for (int type = 0; type < 2; type++)
+	static const WeightType stored[] = { WEIGHT_F16, WEIGHT_Q8_0, WEIGHT_Q4_0 };
+
+	for (size_t i = 0; i < sizeof(stored) / sizeof(stored[0]); i++)
 		for (int d = 1; d <= 100; d += 33)
 			for (int batch = 1; batch <= 9; batch += 4) {
-				check_typed(type ? WEIGHT_Q8_0 : WEIGHT_F16, d, 64, batch, fma_exact);
-				check_typed(type ? WEIGHT_Q8_0 : WEIGHT_F16, d, 96, batch, fma_exact);
+				check_typed(stored[i], d, 64, batch, fma_exact);
+				check_typed(stored[i], d, 96, batch, fma_exact);
 			}
 #if defined(__x86_64__)
-	for (int type = 0; type < 3; type++)
-		for (int batch = 1; batch <= 9; batch += 4)
-			check_levels(type == 0 ? WEIGHT_F32 : type == 1 ? WEIGHT_F16 : WEIGHT_Q8_0, 40, 96, batch,
-				     fma_exact);
+	for (size_t i = 0; i < sizeof(stored) / sizeof(stored[0]); i++)
+		for (int batch = 1; batch <= 9; batch += 4) {
+			check_levels(stored[i], 40, 96, batch, fma_exact);
+			if (i == 0)
+				check_levels(WEIGHT_F32, 40, 96, batch, fma_exact);
+		}
 #endif
-	printf("matmul: %s; F16 and Q8_0 too; every x86-64 build this CPU runs\n",
+	printf("matmul: %s; F16, Q8_0 and Q4_0 too; every x86-64 build this CPU runs\n",
 	       fma_exact ? "FMA chains checked bit for bit" : "tolerance only (no FMA)");
 	return check_report();
 }
