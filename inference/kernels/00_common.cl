@@ -75,10 +75,10 @@ static void stage_copy(const __global float *x, const __global int *idx, int n, 
 
 /* With Q8_0 or Q4_0 weights (WTYPE 8 or 2: QUANTIZED) the staged tokens
  * are also quantized, as llama.cpp quantizes such a product's input: after
- * the n scales, xs holds
- * the n*k int8 values, then n*k/32 block scales d and n*k/32 sums s (128 x
- * the block's sum of its values). The operations are the CPU backend's
- * (matmul.c, quantize_rows), so both get the same values. */
+ * the n scales, xs holds the n*k int8 values, then n*k/32 block scales d
+ * and n*k/32 sums s (128 x the block's sum of its values). The operations
+ * are the CPU backend's (matmul.c, quantize_rows), so both get the same
+ * values. */
 #ifndef WTYPE
 #define WTYPE 0  /* the matrices' stored type: see PANEL_BYTES below */
 #endif
@@ -303,8 +303,8 @@ panels_dot(const __global float *a, const __global float *b, int two,
 #if QUANTIZED
 /* Q8_0 or Q4_0 against the quantized staged tokens: per block, each lane's
  * exact integer dot product over the block's 8 quads, less the +128 (or +8)
- * the weights carry, then one multiply-add by the weight's and the token's scales, as
- * on the CPU backend (matmul_kernel.c). dot4 is VNNI's vpdpbusd: each
+ * the weights carry, then one multiply-add by the weight's and the token's
+ * scales, as on the CPU backend (matmul_kernel.c). dot4 is VNNI's vpdpbusd: each
  * lane's 4 unsigned bytes of w times the 4 signed bytes of x. Where the
  * host says the CPU device has it (X86_VNNI), the products are functions
  * of their own built for AVX512-VNNI: PoCL compiles for the CPU model its
