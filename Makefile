@@ -157,10 +157,15 @@ $(BUILD)/inference/%.o: inference/%.c
 	$(CC) $(ENGINE_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 # A static pattern: only these targets (make would otherwise chain it into
-# remaking the .d files, as matmul_kernel_v4.d.o).
+# remaking the .d files, as matmul_kernel_v4.d.o). Its many inlined shapes
+# overflow GCC's variable tracking, which then starts over without it:
+# asking for none up front builds each level in 6.8 s instead of 10.2 (42
+# instead of 50 under ASan). Frames and lines stay; profile unwinds by
+# frame pointers.
 $(MATMUL_OBJS): $(BUILD)/inference/matmul_kernel_%.o: inference/matmul_kernel.c
 	@mkdir -p $(@D)
-	$(CC) $(ENGINE_CFLAGS) $(MATMUL_MARCH_$*) -DMATMUL_LEVEL=$* $(DEPFLAGS) -c $< -o $@
+	$(CC) $(ENGINE_CFLAGS) -fno-var-tracking-assignments $(MATMUL_MARCH_$*) -DMATMUL_LEVEL=$* $(DEPFLAGS) \
+	    -c $< -o $@
 
 $(BUILD)/kernels.cl: $(CL_SOURCES)
 	@mkdir -p $(@D)

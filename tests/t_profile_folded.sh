@@ -47,8 +47,14 @@ echo "samples: $total; untraced engine CPU ${cpu_s}s -> floor $floor"
 assert_le "samples for the engine's CPU time at -F $HZ" "$floor" "$total"
 # one engine thread: at most ~HZ samples per second of session wall time
 assert_le "samples within -F x wall" "$total" "$(jq --argjson hz $HZ '.wall_s * $hz * 2 + 10 | floor' "$S")"
-matmul=$(grep '^logits;' "$F" | grep matmul | awk '{t += $NF} END {print t + 0}')
-assert_le "logits samples in a matmul frame (of $logits)" "$(( logits / 2 ))" "$matmul"
+# Under SANITIZE=1 a sample in ASan's runtime (its memcpy checks: no frame
+# pointers there) loses the frame that called it, so those stacks cannot
+# show the matmul either way: they are left out of the count (about half
+# of them there).
+walkable=$(grep '^logits;' "$F" | grep -v -e __asan -e __sanitizer | awk '{t += $NF} END {print t + 0}')
+matmul=$(grep '^logits;' "$F" | grep -v -e __asan -e __sanitizer | grep matmul | awk '{t += $NF} END {print t + 0}')
+[ "$walkable" -gt 0 ] || fail "no logits stack outside the sanitizer's runtime"
+assert_le "logits samples in a matmul frame (of $walkable walkable, $logits in all)" "$(( walkable / 2 ))" "$matmul"
 assert_eq "samples in summary = folded total" "$total" "$(jq .samples.total "$S")"
 assert_eq "sample loss balances" true "$(jq '.samples.fired == .samples.total + .samples.dropped' "$S")"
 assert_eq "all events balance" true "$(jq .loss.balanced "$S")"
