@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "backend.h"
+#include "gguf.h"
 #include "matmul.h"
 #include "pool.h"
 #include "trace.h"
@@ -759,8 +760,7 @@ static void embed_row(float *out, const Tensor *emb, int token, int dim)
 		for (int j = 0; j < dim; j++)
 			out[j] = (float)row[j];
 	} else {
-		size_t row_bytes = (size_t)dim / Q8_0_BLOCK *
-				   (emb->type == WEIGHT_Q4_0 ? Q4_0_BLOCK_BYTES : Q8_0_BLOCK_BYTES);
+		size_t row_bytes = (size_t)ggml_type_bytes((uint32_t)emb->type, (uint64_t)dim);
 
 		dequantize_row(out, (const char *)emb->data + (size_t)token * row_bytes, emb->type, dim);
 	}
