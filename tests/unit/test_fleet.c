@@ -3,7 +3,8 @@
  * An inode whose first process went away before the tracer could attach
  * (on_inode says FLEET_RETRY) comes back with the next process that maps
  * it; an inode attached once never comes back, but each new process
- * mapping it is still reported as an engine. */
+ * mapping it is still reported as an engine. A process counts as gone
+ * once it is a zombie, though its pid and start time are still there. */
 #include <dlfcn.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -82,6 +83,25 @@ static void reap(pid_t pid)
 	}
 }
 
+/* A live child is not gone; killed (a zombie, not yet reaped) it is; and
+ * reaped. Its file, as on_inode would open it: its root's /bin/sh. */
+static void check_gone(pid_t pid)
+{
+	struct fleet_proc p;
+	char path[64];
+	siginfo_t si;
+
+	snprintf(path, sizeof(path), "/proc/%d/root/bin/sh", (int)pid);
+	CHECK(fleet_read_proc(pid, &p) == 0, "labels of child %d", (int)pid);
+	CHECK(!fleet_proc_gone(&p, path), "a live child is not gone");
+	kill(pid, SIGKILL);
+	CHECK(waitid(P_PID, pid, &si, WEXITED | WNOWAIT) == 0, "the child dies");
+	CHECK(fleet_start_ticks(pid) == p.start_ticks, "a zombie keeps its start time");
+	CHECK(fleet_proc_gone(&p, path), "a zombie is gone");
+	waitpid(pid, NULL, 0);
+	CHECK(fleet_proc_gone(&p, path), "a reaped child is gone");
+}
+
 int main(int argc, char **argv)
 {
 	static const struct fleet_callbacks cb = { on_inode, on_engine };
@@ -121,7 +141,7 @@ int main(int argc, char **argv)
 	CHECK(s.inode_calls == 2, "an attached inode does not come back: %d calls, want 2", s.inode_calls);
 	CHECK(engine_seen(&s, b), "a later process mapping the attached inode is still an engine");
 
-	reap(a);
+	check_gone(a);
 	reap(b);
 	fleet_free(f);
 	return check_report();

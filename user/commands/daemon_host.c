@@ -77,7 +77,7 @@ static int on_inode(void *ctx, const char *open_path, const struct fleet_proc *p
 
 	if (p->engine == ENGINE_LLAMACPP ? attach_llamacpp(h, p, err, sizeof(err))
 					 : session_attach(h->s, open_path, -1, err, sizeof(err))) {
-		if (fleet_start_ticks(p->pid) != p->start_ticks) {
+		if (fleet_proc_gone(p, open_path)) {
 			st_info("host mode: pid %d exited before its %s could be attached; the next process to map it gets it",
 			       (int)p->pid, p->path);
 			return FLEET_RETRY;

@@ -76,6 +76,13 @@ uint64_t fleet_start_ticks(pid_t pid)
 	return v;
 }
 
+int fleet_proc_gone(const struct fleet_proc *p, const char *open_path)
+{
+	struct stat st;
+
+	return fleet_start_ticks(p->pid) != p->start_ticks || stat(open_path, &st) != 0;
+}
+
 /* NSpid's last field: the pid in the innermost namespace. */
 static pid_t ns_pid(pid_t pid)
 {

@@ -50,6 +50,10 @@ int fleet_scan(struct fleet *f, const struct fleet_callbacks *cb, void *ctx, uns
 /* /proc/PID/stat's start time (clock ticks since boot); 0 when unreadable.
  * A pid whose start time changed is another process. */
 uint64_t fleet_start_ticks(pid_t pid);
+/* Has p gone (exited, a zombie, or its pid reused) since it was read?
+ * open_path is the file as on_inode got it, through /proc/PID/root: an
+ * exiting process loses its root before its pid, so that stops resolving. */
+int fleet_proc_gone(const struct fleet_proc *p, const char *open_path);
 /* Reads pid's labels (ns pid, cgroup, start time). 0 or -1. */
 int fleet_read_proc(pid_t pid, struct fleet_proc *p);
 
