@@ -2,7 +2,8 @@
 # t_probe_row.sh - one row added to include/spantrace/probes.def reaches the
 # engine (a semaphore and a fire function), the tracer's attach table, the
 # decoder and the docs, with no other edit. In a copy of the tree, the row
-# `test_row` (program probe_generic) is appended and the tree rebuilt:
+# `test_row` (program probe_generic) is appended and the tree rebuilt
+# (incrementally, from this tree's objects):
 #   - docs/probes.md and man/spantrace.1 list it (make ran probedoc);
 #   - the engine library defines infer_test_row_semaphore, --stats counts it;
 #   - with one call of usdt_test_row() (where the engine would say it), the
@@ -19,7 +20,17 @@ mkdir -p "$SRC"
 (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard |
 	grep -zv '^tests/\(node\|llama\)/' |
 	while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
-	xargs -0 cp --parents -t "$SRC") || fail "cannot copy the tree"
+	xargs -0 cp -p --parents -t "$SRC") || fail "cannot copy the tree"
+# ...and this tree's build, times kept: make rebuilds only what the row's
+# header reaches, which also checks that those dependencies are tracked (an
+# object that missed one would lack the row below). A sanitizer build is not
+# reused: its flags differ from the plain build made here.
+mkdir -p "$SRC/build"
+if ! nm -D "$BUILD/libinfer.so" 2>/dev/null | grep -q __asan_init; then
+	tar -C "$BUILD" --exclude=./models --exclude=./fuzz --exclude=./tests --exclude=./test-logs \
+		--exclude=./demo --exclude=./bench -cf - . | tar -C "$SRC/build" -xf - ||
+		fail "cannot copy the build"
+fi
 ln -s "$(cd "$ROOT/.." && pwd)/shared" "$TMP/shared" 2>/dev/null
 
 # The row, appended after the last probe row (ids are row order).
