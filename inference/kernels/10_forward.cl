@@ -357,9 +357,12 @@ __kernel void logits(const __global float *x, const __global float *g,
  * next launch. */
 /* A matrix phase is claimed in tasks of task_panels() panels. A claim is
  * an atomic on a line both cores write, so tasks of 2 panels made the
- * stories110M-shape step 1.1-1.3x slower than tasks of 8; tasks of 16 or
- * more were no faster. A small matrix keeps TASKS_PER_GROUP tasks a group,
- * so a late or slow group is evened out. */
+ * stories110M-shape step 1.1-1.3x slower than tasks of 8. Tasks of 16 made
+ * a lone token ~4% slower (the last task evens out worse) but 8 served at
+ * once ~7% faster (each task starts its prefetch over, and at more tokens
+ * a block takes longer): TASK_PANELS_MAX for one token, twice that for
+ * more. A small matrix keeps TASKS_PER_GROUP tasks a group, so a late or
+ * slow group is evened out. */
 #define TASK_PANELS_MAX 8
 #define TASKS_PER_GROUP 4
 /* a layer's LAYER_PHASES (cl_layout.h) */
@@ -435,13 +438,13 @@ static int phase_panels(const Fwd *f, int k)
 	}
 }
 
-/* Panels a task of phase kind k: 2 to TASK_PANELS_MAX, and even, as the
- * classifier takes two at a time. */
+/* Panels a task of phase kind k: 2 to TASK_PANELS_MAX (twice that for
+ * more than one token), and even, as the classifier takes two at a time. */
 static int task_panels(const Fwd *f, int k)
 {
 	int per = phase_panels(f, k) / (f->groups * TASKS_PER_GROUP);
 
-	return clamp(per & ~1, 2, TASK_PANELS_MAX);
+	return clamp(per & ~1, 2, f->n > 1 ? 2 * TASK_PANELS_MAX : TASK_PANELS_MAX);
 }
 
 /* Tasks of phase kind k (PH_*, or -1 embed, -2 logits). */
