@@ -415,7 +415,7 @@ q8_dot(const __global float *a, const __global float *b, int two, const StagedQ8
 		PREFETCH(qa + ahead * QBLOCK_BYTES);
 		if (two)
 			PREFETCH(qb + ahead * QBLOCK_BYTES);
-		/* A lone token's loads unrolled: single streams 7% faster on
+		/* A lone token's loads unrolled: single streams 3-7% faster on
 		 * PoCL; at 4 and 8 tokens the longer code was 2-3% slower. */
 		if (NT == 1) {
 #pragma unroll

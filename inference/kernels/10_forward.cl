@@ -359,7 +359,7 @@ __kernel void logits(const __global float *x, const __global float *g,
  * an atomic on a line both cores write, so tasks of 2 panels made the
  * stories110M-shape step 1.1-1.3x slower than tasks of 8. Tasks of 16 made
  * a lone token ~4% slower (the last task evens out worse) but 8 served at
- * once ~7% faster (each task starts its prefetch over, and at more tokens
+ * once 4-7% faster (each task starts its prefetch over, and at more tokens
  * a block takes longer): TASK_PANELS_MAX for one token, twice that for
  * more. A small matrix keeps TASKS_PER_GROUP tasks a group, so a late or
  * slow group is evened out. */
