@@ -23,10 +23,12 @@ mkdir -p "$SRC"
 	xargs -0 cp -p --parents -t "$SRC") || fail "cannot copy the tree"
 # ...and this tree's build, times kept: make rebuilds only what the row's
 # header reaches, which also checks that those dependencies are tracked (an
-# object that missed one would lack the row below). A sanitizer build is not
-# reused: its flags differ from the plain build made here.
+# object that missed one would lack the row below). Reused only when it is
+# a plain build made as BUILD=build (its dependency files name build/...
+# targets, as the make below does); a sanitizer build's flags differ.
 mkdir -p "$SRC/build"
-if ! nm -D "$BUILD/libinfer.so" 2>/dev/null | grep -q __asan_init; then
+if grep -q '^build/inference/trace\.o:' "$BUILD/inference/trace.d" 2>/dev/null &&
+	! nm -D "$BUILD/libinfer.so" 2>/dev/null | grep -q __asan_init; then
 	tar -C "$BUILD" --exclude=./models --exclude=./fuzz --exclude=./tests --exclude=./test-logs \
 		--exclude=./demo --exclude=./bench -cf - . | tar -C "$SRC/build" -xf - ||
 		fail "cannot copy the build"
