@@ -355,16 +355,19 @@ __kernel void logits(const __global float *x, const __global float *g,
  * holds a claim and a done counter per phase, each on its own cache line,
  * and an exit counter (cl_layout.h); the last group out zeroes them for the
  * next launch. */
-/* A matrix phase is claimed in tasks of task_panels() panels. A claim is
- * an atomic on a line both cores write, so tasks of 2 panels made the
- * stories110M-shape step 1.1-1.3x slower than tasks of 8. Tasks of 16 made
- * a lone token ~4% slower (the last task evens out worse) but 8 served at
- * once 4-7% faster (each task starts its prefetch over, and at more tokens
- * a block takes longer): TASK_PANELS_MAX for one token, twice that for
- * more. A small matrix keeps TASKS_PER_GROUP tasks a group, so a late or
- * slow group is evened out. */
+/* A matrix phase is claimed in tasks of panels (claim_panels): each takes
+ * a TASK_SHARE-th of the panels left per group, from TASK_PANELS_MAX (twice
+ * that for more than one token) down to TASK_PANELS_MIN at the phase's
+ * end, so the groups finish together. A claim is an atomic on a line both
+ * cores write, and each task starts its prefetch over: fixed tasks of 2
+ * panels made the stories110M-shape step 1.1-1.3x slower than tasks of 8,
+ * and 8 served at once ran 4-7% faster with 16 than with 8. Shrinking from
+ * 8 to 4 ran a lone token's Q8_0 step in 2.42 against 2.54 ms with fixed
+ * tasks of 8 (medians of 10 interleaved rounds, faster in 8); down to 2,
+ * 2.47. */
 #define TASK_PANELS_MAX 8
-#define TASKS_PER_GROUP 4
+#define TASK_PANELS_MIN 4
+#define TASK_SHARE 2
 /* a layer's LAYER_PHASES (cl_layout.h) */
 enum { PH_QKV, PH_ATTENTION, PH_ATTN_OUT, PH_FFN_UP, PH_FFN_DOWN };
 
@@ -373,9 +376,34 @@ static int claim_task(volatile __global int *sync, int ph)
 	return atomic_inc(&sync[2 * ph * SYNC_STRIDE]);
 }
 
-static void task_done(volatile __global int *sync, int ph)
+static void task_done(volatile __global int *sync, int ph, int count)
 {
-	atomic_inc(&sync[(2 * ph + 1) * SYNC_STRIDE]);
+	atomic_add(&sync[(2 * ph + 1) * SYNC_STRIDE], count);
+}
+
+/* Claims the next panels of a product phase: a share of what is left, at
+ * least 2 (even, as pairs of panels share a pass) and at most max, so
+ * tasks shrink toward the phase's end and the groups finish together.
+ * Returns the first panel; *end is one past the last (first == *end when
+ * none are left). */
+static int claim_panels(volatile __global int *sync, int ph, int panels, int share, int max,
+			int *end)
+{
+	volatile __global int *next = &sync[2 * ph * SYNC_STRIDE];
+	int p0 = *next;
+
+	while (p0 < panels) {
+		int size = clamp(((panels - p0) / share) & ~1, TASK_PANELS_MIN, max);
+		int seen = atomic_cmpxchg(next, p0, p0 + size);
+
+		if (seen == p0) {
+			*end = min(p0 + size, panels);
+			return p0;
+		}
+		p0 = seen;
+	}
+	*end = panels;
+	return panels;
 }
 
 /* Spins until phase ph's tasks are all done; the atomic at the end orders
@@ -438,23 +466,10 @@ static int phase_panels(const Fwd *f, int k)
 	}
 }
 
-/* Panels a task of phase kind k: 2 to TASK_PANELS_MAX (twice that for
- * more than one token), and even, as the classifier takes two at a time. */
-static int task_panels(const Fwd *f, int k)
+/* Tasks of the phases that are not products (-1 embed, attention). */
+static int unit_tasks(const Fwd *f, int k)
 {
-	int per = phase_panels(f, k) / (f->groups * TASKS_PER_GROUP);
-
-	return clamp(per & ~1, 2, f->n > 1 ? 2 * TASK_PANELS_MAX : TASK_PANELS_MAX);
-}
-
-/* Tasks of phase kind k (PH_*, or -1 embed, -2 logits). */
-static int phase_tasks(const Fwd *f, int k)
-{
-	switch (k) {
-	case -1: return f->n;
-	case PH_ATTENTION: return f->n_heads * f->n;
-	default: return ceil_div(phase_panels(f, k), task_panels(f, k));
-	}
+	return k == PH_ATTENTION ? f->n_heads * f->n : f->n;
 }
 
 /* The staged input of phase kind k, before this group's first task. */
@@ -480,17 +495,28 @@ static void embed_row(const Fwd *f, int t)
 		f->x[t * f->dim + j] = panel_elem(panel, r % PANEL_ROWS, j);
 }
 
-/* Task i of phase kind k in layer l. */
-static void phase_task(const Fwd *f, int l, int k, int i)
+/* Task i of a phase that is not a product (kind -1 embed, or attention)
+ * in layer l. */
+static void unit_task(const Fwd *f, int l, int k, int i)
+{
+	int hs = f->dim / f->n_heads, kv_dim = f->kv_heads * hs;
+
+	if (k == -1)
+		embed_row(f, i);
+	else
+		attend(i % f->n_heads, i / f->n_heads, f->q, f->kcache + l * f->kv_stride,
+		       f->vcache + l * f->kv_stride, f->att_out, f->meta, f->pos_off, f->tab_off,
+		       f->btab_off, f->bs, f->dim, kv_dim, hs, f->n_heads / f->kv_heads, f->att);
+}
+
+/* Panels p0..p1 of product phase kind k (PH_*, or -2 the classifier) in
+ * layer l. */
+static void product_task(const Fwd *f, int l, int k, int p0, int p1)
 {
 	int hs = f->dim / f->n_heads, kv_dim = f->kv_heads * hs;
 	__global float *kc = f->kcache + l * f->kv_stride, *vc = f->vcache + l * f->kv_stride;
-	int p0 = i * task_panels(f, k), p1 = min(p0 + task_panels(f, k), phase_panels(f, k));
 
 	switch (k) {
-	case -1:
-		embed_row(f, i);
-		return;
 	case -2:
 		for (int p = p0; p < p1; p += 2)
 			logits_panels(p, f->xs, f->w + f->woff[W_CLS], f->logits, f->n_out, f->dim,
@@ -500,11 +526,6 @@ static void phase_task(const Fwd *f, int l, int k, int i)
 		for (int p = p0; p < p1; p += 2)
 			qkv_panels(p, p + 1 < p1, f->xs, layer_weight(f, l, W_QKV), f->q, kc, vc, f->rope,
 				   f->meta, f->pos_off, f->slot_off, f->n, f->dim, kv_dim, hs, f->bs);
-		return;
-	case PH_ATTENTION:
-		attend(i % f->n_heads, i / f->n_heads, f->q, kc, vc, f->att_out, f->meta,
-		       f->pos_off, f->tab_off, f->btab_off, f->bs, f->dim, kv_dim, hs,
-		       f->n_heads / f->kv_heads, f->att);
 		return;
 	case PH_FFN_UP:
 		for (int p = p0; p < p1; p++)
@@ -524,18 +545,32 @@ static void phase_task(const Fwd *f, int l, int k, int i)
 }
 
 /* Phase number ph (of kind k, in layer l): claim its tasks until none are
- * left, then wait for the ones other groups hold. */
+ * left, then wait for the ones other groups hold. Product phases count
+ * panels, the others tasks. */
 static void run_phase(const Fwd *f, int ph, int l, int k)
 {
-	int tasks = phase_tasks(f, k), i = claim_task(f->sync, ph);
+	int panels = phase_panels(f, k);
 
-	if (i < tasks)
-		phase_stage(f, l, k);
-	for (; i < tasks; i = claim_task(f->sync, ph)) {
-		phase_task(f, l, k, i);
-		task_done(f->sync, ph);
+	if (panels == 0) {
+		int tasks = unit_tasks(f, k);
+
+		for (int i = claim_task(f->sync, ph); i < tasks; i = claim_task(f->sync, ph)) {
+			unit_task(f, l, k, i);
+			task_done(f->sync, ph, 1);
+		}
+		phase_wait(f->sync, ph, tasks);
+		return;
 	}
-	phase_wait(f->sync, ph, tasks);
+	int share = f->groups * TASK_SHARE, max = f->n > 1 ? 2 * TASK_PANELS_MAX : TASK_PANELS_MAX;
+	int p1, p0 = claim_panels(f->sync, ph, panels, share, max, &p1);
+
+	if (p0 < p1)
+		phase_stage(f, l, k);
+	for (; p0 < p1; p0 = claim_panels(f->sync, ph, panels, share, max, &p1)) {
+		product_task(f, l, k, p0, p1);
+		task_done(f->sync, ph, p1 - p0);
+	}
+	phase_wait(f->sync, ph, panels);
 }
 
 __kernel void forward(const __global float *w, const __global ulong *woff,
