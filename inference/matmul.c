@@ -35,8 +35,9 @@ static void pack_panel_f16(uint16_t *out, const uint16_t *w, int d, int n, int p
 
 /* Block b of row r's stored codes as unsigned bytes: Q8_0's int8 plus
  * 128, Q4_0's nibbles as they are (value + 8; value j low in byte j, j + 16
- * high); a row past d (src NULL) codes zero. Returns the block's scale. */
-static float block_codes(WeightType type, const uint8_t *src, uint8_t v[Q8_0_BLOCK])
+ * high); a row past d (src NULL) codes zero. Returns the block's scale as
+ * stored (a half; zero past d). */
+static uint16_t block_codes(WeightType type, const uint8_t *src, uint8_t v[Q8_0_BLOCK])
 {
 	uint16_t dh;
 
@@ -48,33 +49,32 @@ static float block_codes(WeightType type, const uint8_t *src, uint8_t v[Q8_0_BLO
 		else
 			v[j] = (uint8_t)((int8_t)src[2 + j] + 128);
 	if (!src)
-		return 0.0f;
+		return 0;
 	memcpy(&dh, src, 2);
-	return f16_to_f32(dh);
+	return dh;
 }
 
 /* Panel p of a Q8_0 or Q4_0 (d, n) matrix (rows of blocks: f16 scale,
- * then the values): the scales widened to float (exactly), the codes
- * (block_codes) moved into quads, or Q4_0's pairs of quads
- * (matmul_panels.h). Rows past d are zero. */
+ * then the values): the scales as they are, the codes (block_codes) moved
+ * into quads, or Q4_0's pairs of quads (matmul_panels.h). Rows past d are
+ * zero. */
 static void pack_panel_quant(char *out, WeightType type, const uint8_t *w, int d, int n, int p)
 {
 	int q4 = type == WEIGHT_Q4_0;
 	size_t block_bytes = q4 ? Q4_0_BLOCK_BYTES : Q8_0_BLOCK_BYTES;
 	size_t row_bytes = (size_t)n / Q8_0_BLOCK * block_bytes;
+	uint16_t *scale = (uint16_t *)(void *)out;
 
+	memset(out, 0, panel_bytes(type, n));
 	for (int b = 0; b < n / Q8_0_BLOCK; b++) {
-		char *blk = out + (size_t)b * (q4 ? Q4_PANEL_BLOCK : Q8_PANEL_BLOCK);
-		float *scale = (float *)(void *)blk;
-		uint8_t *quads = (uint8_t *)blk + PANEL_ROWS * sizeof(float);
+		uint8_t *quads = (uint8_t *)out + quant_scale_bytes(n) + (size_t)b * quant_block_bytes(type);
 
-		memset(quads, 0, (q4 ? Q4_PANEL_BLOCK : Q8_PANEL_BLOCK) - PANEL_ROWS * sizeof(float));
 		for (int i = 0; i < PANEL_ROWS; i++) {
 			int r = p * PANEL_ROWS + i;
 			uint8_t v[Q8_0_BLOCK];
 
-			scale[i] = block_codes(type, r < d ? w + (size_t)r * row_bytes + (size_t)b * block_bytes : NULL,
-					       v);
+			scale[b * PANEL_ROWS + i] =
+				block_codes(type, r < d ? w + (size_t)r * row_bytes + (size_t)b * block_bytes : NULL, v);
 			for (int j = 0; j < Q8_0_BLOCK; j++)
 				if (q4) /* quad j / 4 is pair j / 8's low or high nibbles */
 					quads[(j / 8) * Q8_QUAD_BYTES + i * 4 + j % 4] |= (uint8_t)(v[j] << (j % 8 / 4 * 4));
@@ -91,7 +91,7 @@ void dequantize_row(float *out, const void *row, WeightType type, int n)
 
 	for (int b = 0; b < n / Q8_0_BLOCK; b++) {
 		uint8_t v[Q8_0_BLOCK];
-		float d = block_codes(type, (const uint8_t *)row + (size_t)b * block_bytes, v);
+		float d = f16_to_f32(block_codes(type, (const uint8_t *)row + (size_t)b * block_bytes, v));
 
 		for (int j = 0; j < Q8_0_BLOCK; j++)
 			out[(size_t)b * Q8_0_BLOCK + j] = (float)(v[j] - offset) * d;

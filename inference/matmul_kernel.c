@@ -143,18 +143,18 @@ static inline __attribute__((always_inline)) void dot4(v16i *acc, const v16i *w,
 #endif
 }
 
-/* Quad k of a Q8_0 or Q4_0 panel block (matmul_panels.h) as 16 lanes of 4
- * unsigned bytes: Q4_0's pair k / 2, masked or shifted. */
+/* Quad k of a Q8_0 or Q4_0 block's values (matmul_panels.h) as 16 lanes
+ * of 4 unsigned bytes: Q4_0's pair k / 2, masked or shifted. */
 static inline __attribute__((always_inline)) void quad_at(v16i *wq, const char *blk, WeightType type, int k)
 {
 	if (type == WEIGHT_Q4_0) {
 		v16u u;
 
-		memcpy(&u, blk + PANEL_ROWS * sizeof(float) + k / 2 * Q8_QUAD_BYTES, sizeof(u));
+		memcpy(&u, blk + k / 2 * Q8_QUAD_BYTES, sizeof(u));
 		*wq = (v16i)((k % 2 ? u >> 4 : u) & 0x0f0f0f0fu);
 		return;
 	}
-	memcpy(wq, blk + PANEL_ROWS * sizeof(float) + k * Q8_QUAD_BYTES, sizeof(*wq));
+	memcpy(wq, blk + k * Q8_QUAD_BYTES, sizeof(*wq));
 }
 
 /* Q8_0 or Q4_0 panels against T tokens quantized (QuantRows): per block,
@@ -170,7 +170,8 @@ q_panel_block(const char *w, WeightType type, size_t ldp, int G, const QuantRows
 {
 	v16f acc[MAX_PANELS][TOKEN_GROUP];
 	int nb = n / Q8_0_BLOCK;
-	size_t block_bytes = type == WEIGHT_Q4_0 ? Q4_PANEL_BLOCK : Q8_PANEL_BLOCK;
+	size_t block_bytes = quant_block_bytes(type);
+	const char *values = w + quant_scale_bytes(n);
 	/* Blocks ahead to prefetch, per panel: a block takes T times longer
 	 * with more tokens, and G panels stream at once. At 8 tokens 2 blocks
 	 * ahead left the product waiting on memory (90 against 57 us for a
@@ -179,7 +180,7 @@ q_panel_block(const char *w, WeightType type, size_t ldp, int G, const QuantRows
 
 	zero_sums(acc, G, T);
 	for (int b = 0; b < nb; b++) {
-		const char *blk = w + (size_t)b * block_bytes;
+		const char *blk = values + (size_t)b * block_bytes;
 		v16i isum[MAX_PANELS][TOKEN_GROUP];
 
 #pragma GCC unroll 4
@@ -187,6 +188,10 @@ q_panel_block(const char *w, WeightType type, size_t ldp, int G, const QuantRows
 #pragma GCC unroll 8
 			for (int t = 0; t < T; t++)
 				isum[g][t] = (v16i){ 0 };
+		if (b % 2 == 0) /* a line holds two blocks' scales */
+#pragma GCC unroll 4
+			for (int g = 0; g < G; g++)
+				__builtin_prefetch(w + g * ldp + (size_t)(b + ahead) * sizeof(v16h), 0, 3);
 #pragma GCC unroll 8
 		for (int k = 0; k < Q8_QUADS; k++)
 #pragma GCC unroll 4
@@ -195,8 +200,7 @@ q_panel_block(const char *w, WeightType type, size_t ldp, int G, const QuantRows
 
 				quad_at(&wq, blk + g * ldp, type, k);
 				if (type == WEIGHT_Q8_0 || k % 2 == 0) /* each line once */
-					__builtin_prefetch(blk + g * ldp + PANEL_ROWS * sizeof(float) +
-								   (type == WEIGHT_Q8_0 ? k : k / 2) * Q8_QUAD_BYTES +
+					__builtin_prefetch(blk + g * ldp + (type == WEIGHT_Q8_0 ? k : k / 2) * Q8_QUAD_BYTES +
 								   ahead * block_bytes,
 							   0, 3);
 #pragma GCC unroll 8
@@ -211,7 +215,7 @@ q_panel_block(const char *w, WeightType type, size_t ldp, int G, const QuantRows
 		for (int g = 0; g < G; g++) {
 			v16f scale;
 
-			memcpy(&scale, blk + g * ldp, sizeof(scale));
+			halves_to_floats(&scale, w + g * ldp + (size_t)b * sizeof(v16h));
 #pragma GCC unroll 8
 			for (int t = 0; t < T; t++) {
 				int32_t s = xq->s[(size_t)t * nb + b];

@@ -20,26 +20,36 @@ typedef float v16f __attribute__((vector_size(PANEL_ROWS * sizeof(float))));
 typedef _Float16 v16h __attribute__((vector_size(PANEL_ROWS * sizeof(_Float16))));
 
 /* Bytes of one panel of n columns: F32 and F16 hold a column of 16 rows
- * per 64 or 32 bytes; Q8_0 a block of 32 columns per Q8_PANEL_BLOCK bytes:
- * the 16 rows' scales as floats, then 8 quads of 4 columns, 64 bytes each:
- * row i's 4 values at 4i, plus 128, as unsigned bytes. So one 64-byte load
- * is 16 rows by 4 columns, the operand of a 4-way integer dot product
- * (VNNI's vpdpbusd: unsigned bytes times signed ones). */
-#define Q8_PANEL_BLOCK (PANEL_ROWS * sizeof(float) + Q8_0_BLOCK * PANEL_ROWS)
+ * per 64 or 32 bytes. Q8_0 and Q4_0 keep their scales as stored, in halves:
+ * first every block's 16 (block b's at 32b), padded to 64 bytes, then per
+ * block of 32 columns its values. Q8_0's are 8 quads of 4 columns, 64
+ * bytes each: row i's 4 values at 4i, plus 128, as unsigned bytes. So one
+ * 64-byte load is 16 rows by 4 columns, the operand of a 4-way integer dot
+ * product (VNNI's vpdpbusd: unsigned bytes times signed ones), and a panel
+ * takes the bytes its rows take in the file. */
 #define Q8_QUAD_BYTES (PANEL_ROWS * 4)
 #define Q8_QUADS (Q8_0_BLOCK / 4)
-/* Q4_0 keeps the scales as floats, then 4 pairs of quads in 64 bytes each:
- * row i's byte c of pair m (at 64m + 4i + c) holds column 8m + c in its
- * low nibble and column 8m + 4 + c in its high one, as stored (value + 8).
- * So a mask or a shift of one load is a quad, as Q8_0's load is. */
-#define Q4_PANEL_BLOCK (PANEL_ROWS * sizeof(float) + Q8_0_BLOCK * PANEL_ROWS / 2)
+/* Q4_0's values are 4 pairs of quads in 64 bytes each: row i's byte c of
+ * pair m (at 64m + 4i + c) holds column 8m + c in its low nibble and
+ * column 8m + 4 + c in its high one, as stored (value + 8). So a mask or a
+ * shift of one load is a quad, as Q8_0's load is. */
+static inline size_t quant_block_bytes(WeightType type)
+{
+	return type == WEIGHT_Q4_0 ? Q8_0_BLOCK * PANEL_ROWS / 2 : Q8_0_BLOCK * PANEL_ROWS;
+}
+
+/* Bytes of a quantized panel's scales, where its blocks' values start. */
+static inline size_t quant_scale_bytes(int n)
+{
+	return ((size_t)n / Q8_0_BLOCK * PANEL_ROWS * 2 + 63) / 64 * 64;
+}
 
 static inline size_t panel_bytes(WeightType type, int n)
 {
 	switch (type) {
 	case WEIGHT_F16: return (size_t)n * PANEL_ROWS * 2;
-	case WEIGHT_Q8_0: return (size_t)n / Q8_0_BLOCK * Q8_PANEL_BLOCK;
-	case WEIGHT_Q4_0: return (size_t)n / Q8_0_BLOCK * Q4_PANEL_BLOCK;
+	case WEIGHT_Q8_0:
+	case WEIGHT_Q4_0: return quant_scale_bytes(n) + (size_t)n / Q8_0_BLOCK * quant_block_bytes(type);
 	default: return (size_t)n * PANEL_ROWS * sizeof(float);
 	}
 }

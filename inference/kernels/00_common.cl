@@ -154,24 +154,24 @@ static void stage_alone(const __global float *x, const __global int *idx, int n,
 
 /* The matrices' stored type, one per model, set by the host at build
  * (ggml's numbers: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0), packed as matmul.c packs
- * it: an F16 panel holds 16 halves a column; a Q8_0 panel a block of 32
- * columns per Q8_PANEL_BLOCK bytes, the 16 rows' scales as floats and then
+ * it: an F16 panel holds 16 halves a column. A Q8_0 or Q4_0 panel holds
+ * its blocks' scales as stored, 16 halves a block of 32 columns, padded to
+ * 64 bytes (SCALE_BYTES), then each block's values (QBLOCK_BYTES): Q8_0's
  * 8 quads of 4 columns, 64 bytes each: row i's 4 values at 4i, plus 128,
- * unsigned. A Q4_0 block is the scales, then 4 pairs of quads, 64 bytes
- * each: quad 2m in the low nibbles of pair m, quad 2m + 1 in the high
- * ones, plus 8. Values are converted in registers, never stored as floats. */
-#define Q8_PANEL_BLOCK (PANEL_ROWS * 4 + Q8_BLOCK * PANEL_ROWS)
-#define Q4_PANEL_BLOCK (PANEL_ROWS * 4 + Q8_BLOCK * PANEL_ROWS / 2)
+ * unsigned; Q4_0's 4 pairs of quads, 64 bytes each: quad 2m in the low
+ * nibbles of pair m, quad 2m + 1 in the high ones, plus 8. Values are
+ * converted in registers, never stored as floats. */
 #define Q8_QUADS (Q8_BLOCK / 4)
 #if WTYPE == 2
-#define QBLOCK_BYTES Q4_PANEL_BLOCK
+#define QBLOCK_BYTES (Q8_BLOCK * PANEL_ROWS / 2)
 #else
-#define QBLOCK_BYTES Q8_PANEL_BLOCK
+#define QBLOCK_BYTES (Q8_BLOCK * PANEL_ROWS)
 #endif
+#define SCALE_BYTES(k) (((size_t)(k) / Q8_BLOCK * PANEL_ROWS * 2 + 63) / 64 * 64)
 #if WTYPE == 1
 #define PANEL_BYTES(k) ((size_t)(k) * PANEL_ROWS * 2)
 #elif QUANTIZED
-#define PANEL_BYTES(k) ((size_t)(k) / Q8_BLOCK * QBLOCK_BYTES)
+#define PANEL_BYTES(k) (SCALE_BYTES(k) + (size_t)(k) / Q8_BLOCK * QBLOCK_BYTES)
 #else
 #define PANEL_BYTES(k) ((size_t)(k) * PANEL_ROWS * 4)
 #endif
@@ -193,10 +193,17 @@ static inline const __global float *panel_ptr(const __global float *w, int p, in
 }
 
 #if QUANTIZED
-/* The Q8_0 or Q4_0 block of a panel that holds column j. */
-static inline const __global char *q8_block(const __global float *panel, int j)
+/* The values of the Q8_0 or Q4_0 block of a (k-column) panel that holds
+ * column j. */
+static inline const __global char *q8_block(const __global float *panel, int k, int j)
 {
-	return (const __global char *)panel + (size_t)(j / Q8_BLOCK) * QBLOCK_BYTES;
+	return (const __global char *)panel + SCALE_BYTES(k) + (size_t)(j / Q8_BLOCK) * QBLOCK_BYTES;
+}
+
+/* The 16 rows' scales of a panel's block b. */
+static inline float16 block_scales(const __global float *panel, int b)
+{
+	return vload_half16(b, (const __global half *)panel);
 }
 
 /* Quads a 64-byte load of a block holds: Q4_0's pair, or one. */
@@ -237,23 +244,24 @@ static inline const __global char *column_at(const __global float *panel, int j)
 	return (const __global char *)panel + (size_t)j * (PANEL_BYTES(1) / PANEL_ROWS) * PANEL_ROWS;
 }
 
-/* Row i of the panel at column j. */
-static inline float panel_elem(const __global float *panel, int i, int j)
+/* Row i of a k-column panel at column j. */
+static inline float panel_elem(const __global float *panel, int k, int i, int j)
 {
 #if WTYPE == 1
 	return vload_half(j * PANEL_ROWS + i, (const __global half *)panel);
 #elif WTYPE == 8
-	const __global uchar *blk = (const __global uchar *)q8_block(panel, j);
+	const __global uchar *blk = (const __global uchar *)q8_block(panel, k, j);
 	int jj = j % Q8_BLOCK;
 
-	return (float)((int)blk[PANEL_ROWS * 4 + (jj / 4) * PANEL_ROWS * 4 + i * 4 + jj % 4] - 128) *
-	       ((const __global float *)blk)[i];
+	return (float)((int)blk[(jj / 4) * PANEL_ROWS * 4 + i * 4 + jj % 4] - 128) *
+	       vload_half((j / Q8_BLOCK) * PANEL_ROWS + i, (const __global half *)panel);
 #elif WTYPE == 2
-	const __global uchar *blk = (const __global uchar *)q8_block(panel, j);
+	const __global uchar *blk = (const __global uchar *)q8_block(panel, k, j);
 	int jj = j % Q8_BLOCK;
-	uchar b = blk[PANEL_ROWS * 4 + (jj / 8) * PANEL_ROWS * 4 + i * 4 + jj % 4];
+	uchar b = blk[(jj / 8) * PANEL_ROWS * 4 + i * 4 + jj % 4];
 
-	return (float)((int)(jj % 8 < 4 ? b & 15 : b >> 4) - 8) * ((const __global float *)blk)[i];
+	return (float)((int)(jj % 8 < 4 ? b & 15 : b >> 4) - 8) *
+	       vload_half((j / Q8_BLOCK) * PANEL_ROWS + i, (const __global half *)panel);
 #else
 	return panel[j * PANEL_ROWS + i];
 #endif
@@ -401,9 +409,9 @@ q8_dot(const __global float *a, const __global float *b, int two, const StagedQ8
 		rb[t] = 0;
 	}
 	for (int blk = 0; blk < nb; blk++) {
-		const __global char *qa = q8_block(a, blk * Q8_BLOCK), *qb = two ? q8_block(b, blk * Q8_BLOCK) : qa;
-		const __global int *wqa = (const __global int *)(qa + PANEL_ROWS * 4);
-		const __global int *wqb = (const __global int *)(qb + PANEL_ROWS * 4);
+		const __global char *qa = q8_block(a, k, blk * Q8_BLOCK);
+		const __global char *qb = two ? q8_block(b, k, blk * Q8_BLOCK) : qa;
+		const __global int *wqa = (const __global int *)qa, *wqb = (const __global int *)qb;
 		const __local int *xq = (const __local int *)(x->q + blk * Q8_BLOCK);
 		int16 ia[TOK_GROUP], ib[TOK_GROUP];
 
@@ -415,6 +423,11 @@ q8_dot(const __global float *a, const __global float *b, int two, const StagedQ8
 		PREFETCH(qa + ahead * QBLOCK_BYTES);
 		if (two)
 			PREFETCH(qb + ahead * QBLOCK_BYTES);
+		if (blk % 2 == 0) { /* a line holds two blocks' scales */
+			PREFETCH((const __global half *)a + (blk + ahead) * PANEL_ROWS);
+			if (two)
+				PREFETCH((const __global half *)b + (blk + ahead) * PANEL_ROWS);
+		}
 		/* A lone token's loads unrolled: single streams 3-7% faster on
 		 * PoCL; at 4 and 8 tokens the longer code was 2-3% slower. */
 		if (NT == 1) {
@@ -425,7 +438,7 @@ q8_dot(const __global float *a, const __global float *b, int two, const StagedQ8
 			for (int kl = 0; kl < Q8_LOADS; kl++)
 				Q8_LOAD(kl)
 		}
-		float16 sa = vload16(0, (const __global float *)qa), sb = two ? vload16(0, (const __global float *)qb) : 0;
+		float16 sa = block_scales(a, blk), sb = two ? block_scales(b, blk) : 0;
 #pragma unroll
 		for (int t = 0; t < NT; t++) {
 			float dx = x->d[t * nb + blk];

@@ -28,7 +28,7 @@ __kernel void embed(const __global int *tokens, const __global float *table,
 	int j = get_global_id(0), t = get_global_id(1), r = tokens[t];
 
 	if (j < dim)
-		x[t * dim + j] = panel_elem(panel_ptr(table, r / PANEL_ROWS, dim), r % PANEL_ROWS, j);
+		x[t * dim + j] = panel_elem(panel_ptr(table, r / PANEL_ROWS, dim), dim, r % PANEL_ROWS, j);
 }
 
 /* Rotates the pair (a, b) at width index i of a head for position p. rope
@@ -492,7 +492,7 @@ static void embed_row(const Fwd *f, int t)
 	const __global float *panel = panel_ptr(f->w + f->woff[W_EMB], r / PANEL_ROWS, f->dim);
 
 	for (int j = 0; j < f->dim; j++)
-		f->x[t * f->dim + j] = panel_elem(panel, r % PANEL_ROWS, j);
+		f->x[t * f->dim + j] = panel_elem(panel, f->dim, r % PANEL_ROWS, j);
 }
 
 /* Task i of a phase that is not a product (kind -1 embed, or attention)
