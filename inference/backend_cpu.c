@@ -262,8 +262,28 @@ static float *head_rows(const CpuState *s, float *cache, int l, int block, int h
 			       s->block_size * s->head_size;
 }
 
+/* Positions ahead whose key and value rows score_keys prefetches. Serving
+ * 8 streams of the stories110M shape as Q8_0: 1,326-1,411 tok/s against
+ * 1,253-1,355 without (3 interleaved rounds, faster in each). */
+#define ATT_AHEAD 4
+
+/* Asks for position t's key and value rows of head h in layer l: a head's
+ * rows are a few KB in blocks of their own, from memory that the weights'
+ * stream flushed, too short a stream for the hardware prefetcher. */
+static inline __attribute__((always_inline)) void
+prefetch_rows(const CpuState *s, int l, const int *blocks, int h, int t)
+{
+	size_t off = (size_t)(head_rows(s, s->key_cache, l, blocks[t / s->block_size], h) - s->key_cache) +
+		     (size_t)(t % s->block_size) * s->head_size;
+
+	for (int c = 0; c < s->head_size; c += 16) {
+		__builtin_prefetch(s->key_cache + off + c);
+		__builtin_prefetch(s->value_cache + off + c);
+	}
+}
+
 /* att[t] = q . key(t) / sqrt(head_size) for positions 0..n-1, block by
- * block. */
+ * block, asking for the rows ATT_AHEAD positions on. */
 static inline __attribute__((always_inline)) void
 score_keys(const CpuState *s, int l, const int *blocks, int h, const float *q, int n,
 	   float *att)
@@ -271,11 +291,16 @@ score_keys(const CpuState *s, int l, const int *blocks, int h, const float *q, i
 	int hs = s->head_size, bs = s->block_size;
 	float scale = sqrtf(hs);
 
+	for (int t = 0; t < ATT_AHEAD && t < n; t++)
+		prefetch_rows(s, l, blocks, h, t);
 	for (int t0 = 0; t0 < n; t0 += bs) {
 		const float *k = head_rows(s, s->key_cache, l, blocks[t0 / bs], h);
 
-		for (int i = 0; i < bs && t0 + i < n; i++)
+		for (int i = 0; i < bs && t0 + i < n; i++) {
+			if (t0 + i + ATT_AHEAD < n)
+				prefetch_rows(s, l, blocks, h, t0 + i + ATT_AHEAD);
 			att[t0 + i] = dot(q, k + (size_t)i * hs, hs) / scale;
+		}
 	}
 }
 
