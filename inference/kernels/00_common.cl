@@ -13,8 +13,10 @@
  * device has one flat address space. */
 #ifdef CPU_DEVICE
 #define PREFETCH(p) __builtin_prefetch((const void *)(ulong)(p))
+#define PREFETCH_WRITE(p) __builtin_prefetch((const void *)(ulong)(p), 1)
 #else
 #define PREFETCH(p) ((void)0)
+#define PREFETCH_WRITE(p) ((void)0)
 #endif
 
 static inline float hsum8(float8 v)

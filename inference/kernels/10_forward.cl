@@ -54,6 +54,31 @@ static void qkv_lanes(int r0, int rows, int dim, int kv_dim, int head_size, int 
 	}
 }
 
+/* Where token t's k/v rows go in a layer's cache block, but for the lane
+ * (qkv_lanes). */
+static inline size_t kv_row_base(const __global int *meta, int slot_off, int t, int kv_dim,
+				 int head_size, int bs)
+{
+	int slot = meta[slot_off + t];
+
+	return (size_t)(slot / bs) * bs * kv_dim + (size_t)(slot % bs) * head_size;
+}
+
+/* Asks to write the cache lines the k or v panel from row r0 stores each
+ * token's rows to, before its product: they are cold, and stored to after
+ * it, each was a miss the stores queued behind. */
+static void prefetch_kv_lines(int r0, const int *kv_lane, __global float *kcache,
+			      __global float *vcache, const __global int *meta, int slot_off, int n,
+			      int dim, int kv_dim, int head_size, int bs)
+{
+	__global float *cache = r0 < dim + kv_dim ? kcache : vcache;
+
+	if (r0 < dim)
+		return;
+	for (int t = 0; t < n; t++)
+		PREFETCH_WRITE(cache + kv_row_base(meta, slot_off, t, kv_dim, head_size, bs) + kv_lane[0]);
+}
+
 /* Token t's sums v of the panel from row r0: RoPE on q and k, q stored,
  * k and v straight into this layer's cache at the token's pool row. */
 static void qkv_store(float16 v, int r0, const int *kv_lane, int t, __global float *q,
@@ -61,8 +86,8 @@ static void qkv_store(float16 v, int r0, const int *kv_lane, int t, __global flo
 		      const __global int *meta, int pos_off, int slot_off, int dim, int kv_dim,
 		      int head_size, int bs)
 {
-	int rows = dim + 2 * kv_dim, pos = meta[pos_off + t], slot = meta[slot_off + t];
-	size_t base = (size_t)(slot / bs) * bs * kv_dim + (size_t)(slot % bs) * head_size;
+	int rows = dim + 2 * kv_dim, pos = meta[pos_off + t];
+	size_t base = kv_row_base(meta, slot_off, t, kv_dim, head_size, bs);
 	float res[PANEL_ROWS];
 
 	vstore16(v, 0, res);
@@ -97,8 +122,11 @@ static void qkv_panels(int p, int two, const __local float *xs, const __global f
 	int kv_lane[2][PANEL_ROWS];
 	const __global float *wa = panel_ptr(wqkv, p, dim), *wb = two ? panel_ptr(wqkv, p + 1, dim) : wa;
 
-	for (int g = 0; g <= two; g++)
+	for (int g = 0; g <= two; g++) {
 		qkv_lanes((p + g) * PANEL_ROWS, rows, dim, kv_dim, head_size, bs, kv_lane[g]);
+		prefetch_kv_lines((p + g) * PANEL_ROWS, kv_lane[g], kcache, vcache, meta, slot_off, n,
+				  dim, kv_dim, head_size, bs);
+	}
 	for (int t0 = 0; t0 < n;) {
 		int nt = panel_block(wa, wb, two, xs, dim, n, t0, acc);
 		for (int t = 0; t < nt; t++)
