@@ -433,8 +433,8 @@ static void task_done(volatile __global int *sync, int ph, int count)
 	atomic_add(&sync[(2 * ph + 1) * SYNC_STRIDE], count);
 }
 
-/* Claims the next panels of a product phase: a share of what is left, at
- * least 2 (even, as pairs of panels share a pass) and at most max, so
+/* Claims the next panels of a product phase: a share of what is left, even
+ * (pairs of panels share a pass), from max down to TASK_PANELS_MIN, so
  * tasks shrink toward the phase's end and the groups finish together.
  * Returns the first panel; *end is one past the last (first == *end when
  * none are left). */
