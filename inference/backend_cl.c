@@ -186,9 +186,11 @@ static int pick_device(cl_platform_id plat, int want, cl_device_id *out, InferEr
 	return rc == CL_SUCCESS ? 0 : cl_fail(err, "clGetDeviceIDs", rc);
 }
 
-/* Is dev PoCL on a CPU (this one) with AVX512-VNNI? Its kernels may then
- * ask for vpdpbusd (00_common.cl, dot4): PoCL's clang takes x86 builtins. */
-static int pocl_has_vnni(cl_device_id dev)
+/* The build option that picks the integer dot product of the quantized
+ * kernels (00_common.cl, dot4) on dev: PoCL on an x86 CPU (this one) takes
+ * x86 builtins, vpdpbusd where the CPU has AVX512-VNNI, vpmaddubsw where
+ * it has AVX2. Anything else gets portable OpenCL C. */
+static const char *dot4_option(cl_device_id dev)
 {
 #if defined(__x86_64__)
 	char version[256] = "";
@@ -196,11 +198,15 @@ static int pocl_has_vnni(cl_device_id dev)
 
 	clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
 	clGetDeviceInfo(dev, CL_DEVICE_VERSION, sizeof(version) - 1, version, NULL);
+	if (!(type & CL_DEVICE_TYPE_CPU) || !strstr(version, "PoCL"))
+		return "";
 	__builtin_cpu_init();
-	return (type & CL_DEVICE_TYPE_CPU) && strstr(version, "PoCL") && __builtin_cpu_supports("avx512vnni");
+	if (__builtin_cpu_supports("avx512vnni"))
+		return " -DX86_VNNI";
+	return __builtin_cpu_supports("avx2") ? " -DX86_AVX2" : "";
 #else
 	(void)dev;
-	return 0;
+	return "";
 #endif
 }
 
@@ -220,7 +226,7 @@ static int build_program(cl_context ctx, cl_device_id dev, const char *src, Weig
 	clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
 	/* the matrices' type is the kernels' own (00_common.cl) */
 	snprintf(opts, sizeof(opts), "-cl-std=CL1.2 -DWTYPE=%d%s%s", (int)wtype,
-		 type & CL_DEVICE_TYPE_CPU ? " -DCPU_DEVICE" : "", pocl_has_vnni(dev) ? " -DX86_VNNI" : "");
+		 type & CL_DEVICE_TYPE_CPU ? " -DCPU_DEVICE" : "", dot4_option(dev));
 	rc = clBuildProgram(prog, 1, &dev, opts, NULL, NULL);
 	if (rc != CL_SUCCESS) {
 		char log[400] = "";

@@ -222,11 +222,19 @@ static inline int16 load_quad(int16 l, int h)
 #endif
 }
 
+/* The +128 (Q8_0) or +8 (Q4_0) the stored weights carry. */
+#define WEIGHT_BIAS (WTYPE == 2 ? 8 : 128)
+
 /* The integer sum s (128 x the block's sum of x) as the weights' offset
- * takes it out: +128 for Q8_0, +8 for Q4_0. */
+ * takes it out: all of it for Q8_0, s / 16 for Q4_0. The AVX2 dot4 takes
+ * the offset out of the weights itself. */
 static inline int weight_offset(int s)
 {
+#ifdef X86_AVX2
+	return 0;
+#else
 	return WTYPE == 2 ? s / 16 : s;
+#endif
 }
 #endif
 
@@ -327,6 +335,35 @@ typedef int v16si __attribute__((vector_size(64)));
 Q8_TARGET static inline int16 dot4(int16 acc, int16 w, int x)
 {
 	return as_int16(__builtin_ia32_vpdpbusd512((v16si)acc, (v16si)w, (v16si)(int16)(x)));
+}
+#elif defined(X86_AVX2)
+/* Without VNNI (AVX2, as PoCL's haswell target on a Zen 3): vpmaddubsw
+ * multiplies unsigned bytes by signed ones into 16-bit pair sums that
+ * saturate, so it takes |w| (at most 128) against x with w's sign (x is at
+ * most 127 either way): a pair sums to at most 2 * 128 * 127 < 2^15, and
+ * the products stay exact. vpmaddwd by ones then adds each lane's pairs.
+ * w's bias comes off first (the weights' signed values), so the block's
+ * sum needs no offset (weight_offset). Across a quad's tokens the compiler
+ * computes w's sign and magnitude once. */
+typedef char v32qi __attribute__((vector_size(32)));
+typedef short v16hi __attribute__((vector_size(32)));
+typedef int v8si __attribute__((vector_size(32)));
+#define Q8_TARGET __attribute__((target("avx2")))
+#define Q8_FN __attribute__((target("avx2"), noinline))
+Q8_TARGET static inline int8 dot4_half(int8 acc, int8 w, int x)
+{
+	v32qi ws = __builtin_astype(w, v32qi) - (char)WEIGHT_BIAS;
+	v32qi neg = ws >> 7;
+	v32qi mag = (ws ^ neg) - neg;
+	v32qi xs = __builtin_ia32_psignb256(__builtin_astype((int8)(x), v32qi), ws);
+	v16hi pairs = __builtin_ia32_pmaddubsw256(mag, xs);
+
+	return acc + as_int8(__builtin_ia32_pmaddwd256(pairs, __builtin_astype((short16)(1), v16hi)));
+}
+
+Q8_TARGET static inline int16 dot4(int16 acc, int16 w, int x)
+{
+	return (int16)(dot4_half(acc.lo, w.lo, x), dot4_half(acc.hi, w.hi, x));
 }
 #else
 #define Q8_TARGET
