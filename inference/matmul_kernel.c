@@ -9,7 +9,8 @@
  * scalar conversion per lane: F16 and Q8_0 ran 2-3x slower than F32 here.
  * The conversions below are exact, so every level computes the same sums.
  * Q8_0's integer dot products are exact on every level; v4vnni (v4 with
- * AVX512-VNNI) does them with vpdpbusd, the others in plain int32 lanes. */
+ * AVX512-VNNI) does them with vpdpbusd, v4 and v3 with AVX2's vpmaddubsw,
+ * base in plain int32 lanes. */
 #include <string.h>
 #include "matmul_panels.h"
 
@@ -17,8 +18,17 @@
 #error "build with -DMATMUL_LEVEL=v4vnni, v4, v3 or base"
 #endif
 
-#if defined(__AVX512F__) || defined(__F16C__)
+#if defined(__AVX512F__) || defined(__F16C__) || defined(__AVX2__)
 #include <immintrin.h>
+#endif
+
+/* Without VNNI, AVX2 multiplies the quads as signed bytes (dot4): the
+ * weights' +128 or +8 comes off as they load (quad_at), and the input's
+ * block sum is not taken out after. */
+#if defined(__AVX2__) && !defined(__AVX512VNNI__)
+#define DOT4_SIGNED 1
+#else
+#define DOT4_SIGNED 0
 #endif
 
 /* 16 halves at p as floats: one vcvtph2ps (two on AVX2). */
@@ -122,6 +132,7 @@ panel_block(const char *w, WeightType type, size_t ldp, int G, const float *x, s
 
 typedef int32_t v16i __attribute__((vector_size(PANEL_ROWS * sizeof(int32_t))));
 typedef uint32_t v16u __attribute__((vector_size(PANEL_ROWS * sizeof(uint32_t))));
+typedef int8_t v64b __attribute__((vector_size(PANEL_ROWS * sizeof(int32_t))));
 
 /* *acc += the 4-way dot product of each lane's 4 unsigned bytes of w with
  * the 4 signed bytes of x (little-endian in one int32): vpdpbusd. */
@@ -134,6 +145,22 @@ static inline __attribute__((always_inline)) void dot4(v16i *acc, const v16i *w,
 	memcpy(&b, w, sizeof(b));
 	a = _mm512_dpbusd_epi32(a, b, _mm512_set1_epi32(x));
 	memcpy(acc, &a, sizeof(a));
+#elif DOT4_SIGNED
+	/* vpmaddubsw's 16-bit pair sums saturate: |w| (at most 128) times x
+	 * with w's sign (at most 127) keeps a pair under 2^15, so exact. The
+	 * compiler computes w's sign and magnitude once for a quad's tokens. */
+	__m256i ones = _mm256_set1_epi16(1), xb = _mm256_set1_epi32(x);
+
+	for (int h = 0; h < 2; h++) {
+		__m256i a, ws;
+
+		memcpy(&a, (char *)acc + h * sizeof(a), sizeof(a));
+		memcpy(&ws, (const char *)w + h * sizeof(ws), sizeof(ws));
+		__m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(ws), _mm256_sign_epi8(xb, ws));
+
+		a = _mm256_add_epi32(a, _mm256_madd_epi16(pairs, ones));
+		memcpy((char *)acc + h * sizeof(a), &a, sizeof(a));
+	}
 #else
 	v16u u;
 
@@ -152,14 +179,21 @@ static inline __attribute__((always_inline)) void quad_at(v16i *wq, const char *
 
 		memcpy(&u, blk + k / 2 * Q8_QUAD_BYTES, sizeof(u));
 		*wq = (v16i)((k % 2 ? u >> 4 : u) & 0x0f0f0f0fu);
+#if DOT4_SIGNED
+		*wq = (v16i)((v64b)*wq - 8);
+#endif
 		return;
 	}
 	memcpy(wq, blk + k * Q8_QUAD_BYTES, sizeof(*wq));
+#if DOT4_SIGNED
+	*wq = (v16i)((v64b)*wq ^ (int8_t)0x80); /* u - 128 as a signed byte */
+#endif
 }
 
 /* Q8_0 or Q4_0 panels against T tokens quantized (QuantRows): per block,
  * each lane's exact integer dot product over the block's 8 quads, less the
- * +128 (Q8_0) or +8 (Q4_0, s / 16) the weights carry, then added to the
+ * +128 (Q8_0) or +8 (Q4_0, s / 16) the weights carry (AVX2 takes it off
+ * each weight as it loads: quad_at), then added to the
  * row's sum in one multiply-add by the weight's and the token's scales:
  * (float)isum * (dw * dx). The OpenCL kernels (00_common.cl) do the same,
  * so the backends agree. G x T is at most 8: an integer and a float sum
@@ -219,7 +253,7 @@ q_panel_block(const char *w, WeightType type, size_t ldp, int G, const QuantRows
 #pragma GCC unroll 8
 			for (int t = 0; t < T; t++) {
 				int32_t s = xq->s[(size_t)t * nb + b];
-				v16i exact = isum[g][t] - (type == WEIGHT_Q4_0 ? s / 16 : s);
+				v16i exact = DOT4_SIGNED ? isum[g][t] : isum[g][t] - (type == WEIGHT_Q4_0 ? s / 16 : s);
 
 				acc[g][t] += __builtin_convertvector(exact, v16f) * (scale * xq->d[(size_t)t * nb + b]);
 			}
