@@ -1,8 +1,10 @@
 /* fmaprobe.c - the machine's fp32 multiply-add roof with N threads.
  *
  * usage: fmaprobe [THREADS]   (default 2)
- * Each thread runs 12 independent chains of 16-lane fused multiply-adds
- * (enough to cover the FMA latency on every port), on registers only; the
+ * Each thread runs 12 independent chains of fused multiply-adds as wide as
+ * the CPU's vectors (16 lanes with AVX-512, else 8: 12 chains of 16 lanes
+ * would not fit AVX2's 16 registers, and the spills read as a roof a tenth
+ * of the real one), enough to cover the FMA latency on every port; the
  * median of several passes is printed as "fma_gflops X". Build it with
  * -O2 -march=native so the widest vectors the CPU has are used. Used by
  * bench_serve.sh: a batched step needs 2 flops per weight per token, so
@@ -17,7 +19,12 @@
 #define CHAINS 12
 #define ITERS 20000000L
 
-typedef float v16f __attribute__((vector_size(64)));
+#ifdef __AVX512F__
+#define LANES 16
+#else
+#define LANES 8
+#endif
+typedef float vf __attribute__((vector_size(LANES * sizeof(float))));
 
 typedef struct {
 	pthread_barrier_t *bar;
@@ -27,12 +34,12 @@ typedef struct {
 static void *fma_chains(void *arg)
 {
 	Worker *w = arg;
-	v16f a[CHAINS], b = { 0 }, c = { 0 };
+	vf a[CHAINS], b = { 0 }, c = { 0 };
 
 	b += 0.9999f;
 	c += 1e-4f;
 	for (int i = 0; i < CHAINS; i++)
-		a[i] = (v16f){ 0 } + (float)i * 1e-3f;
+		a[i] = (vf){ 0 } + (float)i * 1e-3f;
 	pthread_barrier_wait(w->bar);
 	for (long k = 0; k < ITERS; k++)
 #pragma GCC unroll 12 /* CHAINS: the chains live in registers */
@@ -40,7 +47,7 @@ static void *fma_chains(void *arg)
 			a[i] = a[i] * b + c; /* contracted to one FMA under -march=native */
 	pthread_barrier_wait(w->bar);
 	for (int i = 0; i < CHAINS; i++)
-		for (int l = 0; l < 16; l++)
+		for (int l = 0; l < LANES; l++)
 			w->sum += a[i][l];
 	return NULL;
 }
@@ -73,7 +80,7 @@ int main(int argc, char **argv)
 		}
 		for (long t = 0; t < threads; t++)
 			sink += wk[t].sum;
-		gflops[pass] = (double)threads * ITERS * CHAINS * 16 * 2 / secs / 1e9;
+		gflops[pass] = (double)threads * ITERS * CHAINS * LANES * 2 / secs / 1e9;
 	}
 	qsort(gflops, PASSES, sizeof(gflops[0]), cmp_double);
 	printf("fma_gflops %.1f threads %ld%s\n", gflops[PASSES / 2], threads,
