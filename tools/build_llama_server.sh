@@ -8,7 +8,9 @@
 # --check only prints the path of a finished build (exit 1 if there is none).
 #
 # GGML_NATIVE=OFF with the AVX2/AVX-512 flags set by hand: a native build on this VM enables
-# AMX paths that crashed on Q8_0 (illegal instruction, then a segfault at start-up).
+# AMX paths that crashed on Q8_0 (illegal instruction, then a segfault at start-up). Each
+# flag is on only where /proc/cpuinfo lists its features (AVX-512 on a Zen 3 is an illegal
+# instruction at start-up too), and the build is keyed by the set it used.
 # Static libraries, so the server is one file whose symbol table names llama_decode; that is
 # also how spantrace must find llama.cpp inside an executable (issue 24).
 set -euo pipefail
@@ -21,24 +23,33 @@ bundle=$root/tests/llama/node_modules/node-llama-cpp/llama/gitRelease.bundle
 
 commit=$(git bundle list-heads "$bundle" | awk '$2=="HEAD"{print $1}')
 [ -n "$commit" ] || { echo "build_llama_server: $bundle has no HEAD" >&2; exit 1; }
-bin=$out/$commit/bin/llama-server
+
+# has FLAG...: every one is in the CPU's flags
+cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+has() { local f; for f; do [[ $cpu_flags == *" $f "* ]] || return 1; done; }
+onoff() { if has "$@"; then echo ON; else echo OFF; fi; }
+avx2=$(onoff avx avx2 fma f16c)
+avx512=$(onoff avx512f avx512cd avx512vl avx512dq avx512bw)
+[ "$avx512" = ON ] && vnni=$(onoff avx512_vnni) bf16=$(onoff avx512_bf16) || vnni=OFF bf16=OFF
+level=avx2-$avx2.avx512-$avx512.vnni-$vnni.bf16-$bf16
+bin=$out/$commit-$level/bin/llama-server
 if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
 [ $check = 0 ] || { echo "build_llama_server: no llama-server built in $out (make llama-server)" >&2; exit 1; }
 
 src=$out/src-$commit
-rm -rf "$src" "$out/$commit"
+rm -rf "$src" "$out/$commit-$level"
 mkdir -p "$out"
 git clone -q "$bundle" "$src" >&2
 git -C "$src" checkout -q "$commit"
 
 start=$(date +%s)
-cmake -S "$src" -B "$out/$commit" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+cmake -S "$src" -B "$out/$commit-$level" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON \
-    -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
-    -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
+    -DGGML_NATIVE=OFF -DGGML_AVX=$avx2 -DGGML_AVX2=$avx2 -DGGML_FMA=$avx2 -DGGML_F16C=$avx2 \
+    -DGGML_AVX512=$avx512 -DGGML_AVX512_VNNI=$vnni -DGGML_AVX512_BF16=$bf16 \
     -DGGML_OPENMP=ON >&2
-cmake --build "$out/$commit" --target llama-server -j "$(nproc)" >&2
+cmake --build "$out/$commit-$level" --target llama-server -j "$(nproc)" >&2
 echo "build_llama_server: built in $(( $(date +%s) - start )) s" >&2
 rm -rf "$src"
 [ -x "$bin" ] || { echo "build_llama_server: no $bin after the build" >&2; exit 1; }
