@@ -30,8 +30,8 @@ need_bpf() {
 need_models() { [ -r "$MODELS/stories260K.bin" ] || skip "no ../shared/models/stories260K.bin beside the project"; }
 need_opencl() { clinfo -l 2>/dev/null | grep -q Device || skip "no OpenCL device (clinfo lists none)"; }
 
-# wait_for CMD... : retries for up to 10 s
-wait_for() { local i; for i in $(seq 100); do "$@" && return 0; sleep 0.1; done; return 1; }
+# wait_for CMD... : retries for up to 10 s ($WAIT_S s where set)
+wait_for() { local i; for i in $(seq $((${WAIT_S:-10} * 10))); do "$@" && return 0; sleep 0.1; done; return 1; }
 # stop_bpftrace PID: SIGINT, repeated each second until bpftrace exits (it then
 # prints its maps); 30 s without an exit fails. bpftrace 0.17 leaves its poll
 # loop only when the signal interrupts epoll_wait or an event follows it: a

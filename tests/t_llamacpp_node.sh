@@ -97,7 +97,9 @@ NPID=$!
 wait_for grep -q waiting "$TMP/prog2.err" || fail "the program did not get ready: $(cat "$TMP/prog2.err")"
 "$SPANTRACE" top -b -d 5 -p $NPID >"$TMP/topp.out" 2>"$TMP/topp.err" &
 TPID=$!
-wait_for grep -q 'spantrace top' "$TMP/topp.out" || fail "top -p: $(cat "$TMP/topp.err")"
+# Its first frame waits for the attach to every llama function found, and for an
+# interval (5 s); under CI on a Zen 3 the default 10 s ran out first.
+WAIT_S=60 wait_for grep -q 'spantrace top' "$TMP/topp.out" || fail "top -p: $(cat "$TMP/topp.err")"
 touch "$TMP/go"
 wait $NPID || fail "the program under top -p: $(tail -n 3 "$TMP/prog2.err")"
 wait $TPID || fail "top -p: $(tail -n 3 "$TMP/topp.err")"
