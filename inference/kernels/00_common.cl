@@ -395,6 +395,18 @@ static inline StagedQ8 staged_q8(const __local float *xs, int n, int k, int t0)
 	return r;
 }
 
+/* Whether a lone token prefetches every line of a block, or one a block,
+ * leaving the rest to the hardware prefetcher. On the VNNI machines (Zen 5)
+ * a line per quad made one token 8% slower; on a Zen 3 (AVX2) it made the
+ * stories110M-shape Q8_0 step 6.91 against 7.43 ms (6 interleaved rounds,
+ * faster in 5): there each line costs a dozen instructions, not one, and
+ * fewer lines are in flight. */
+#ifdef X86_VNNI
+#define LONE_TOKEN_LINES 0
+#else
+#define LONE_TOKEN_LINES 1
+#endif
+
 /* One 64-byte load of a block's quads (Q8_LOADS a block) and its dot
  * products with every token: Q8_0 loads a quad, Q4_0 two (its low and high
  * nibbles). Spelled out as macros: PoCL's LLVM unrolled a loop over t only
@@ -422,7 +434,7 @@ static inline StagedQ8 staged_q8(const __local float *xs, int n, int k, int t0)
 #define Q8_LOAD(kl)                                                                       \
 	{                                                                                 \
 		int16 la = vload16(kl, wqa), lb = two ? vload16(kl, wqb) : 0;            \
-		if (NT > 1) {                                                             \
+		if (NT > 1 || LONE_TOKEN_LINES) {                                         \
 			PREFETCH(wqa + (kl) * 16 + ahead * QBLOCK_BYTES / 4);             \
 			if (two)                                                          \
 				PREFETCH(wqb + (kl) * 16 + ahead * QBLOCK_BYTES / 4);     \
@@ -438,8 +450,7 @@ q8_dot(const __global float *a, const __global float *b, int two, const StagedQ8
 	int nb = k / Q8_BLOCK;
 	/* Blocks ahead to prefetch, as the CPU backend's: with more tokens a
 	 * block takes longer, so memory needs asking further ahead, and for
-	 * each of its lines (one a block, at one token, left the hardware
-	 * prefetcher the rest; a line per quad there made one token 8% slower). */
+	 * each of its lines (LONE_TOKEN_LINES says whether a lone token does). */
 	int ahead = NT == 1 ? 2 : 16 / (1 + two);
 
 #pragma unroll
