@@ -164,11 +164,14 @@ fi
 # read and ours, runs cold: 2-5 us on logits (well under 1 us on every other
 # span). There the bound is 2 us + 0.2% of the engine's value. Runs have more
 # than 20 tokens so that p95 is not the maximum: the first hit of a probe
-# site is slow (the kernel patches it into an optimized uprobe).
+# site is slow (the kernel patches it into an optimized uprobe). 64, not 32:
+# at 32 the engine's p95 is its second largest value, so two engine-side
+# slow samples put it past every span the tracer saw (CI: sample spans,
+# 101.7 us against a tracer maximum of 98.9 us, under the suite's load).
 TOLERANCE_REL=0.002
 if [ ! -r "$DEMO_MODEL" ]; then
 	mkdir -p "$(dirname "$DEMO_MODEL")"
 	"$MKMODEL" "$DEMO_MODEL" --shape stories15M --seed 1 --tokenizer "$DEMO_TOK" >/dev/null ||
 		fail "cannot make $DEMO_MODEL"
 fi
-run_checked demo15M-cpu cpu "$DEMO_MODEL" 32
+run_checked demo15M-cpu cpu "$DEMO_MODEL" 64
