@@ -12,11 +12,16 @@ const BackendOps *backend_find(const char *name)
 	return NULL;
 }
 
-size_t backend_kv_block_bytes(const Config *c, int block_size)
+size_t backend_kv_elem_bytes(enum kv_type t)
+{
+	return t == KV_F16 ? 2 : sizeof(float);
+}
+
+size_t backend_kv_block_bytes(const Config *c, int block_size, enum kv_type t)
 {
 	size_t kv_dim = (size_t)c->dim / c->n_heads * c->n_kv_heads;
 
-	return (size_t)c->n_layers * block_size * kv_dim * 2 * sizeof(float);
+	return (size_t)c->n_layers * block_size * kv_dim * 2 * backend_kv_elem_bytes(t);
 }
 
 void backend_kv_shape(const Config *c, const BackendOptions *opt, int *n_blocks,

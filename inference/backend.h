@@ -23,6 +23,12 @@
 #include "error.h"
 #include "model.h"
 
+/* The KV cache's element type. */
+enum kv_type {
+	KV_F32 = 0, /* the reference's: run.c's golden ids hold for the full length */
+	KV_F16,     /* half the bytes, as llama.cpp keeps its cache (opencl only) */
+};
+
 /* How the OpenCL backend launches a forward pass. */
 enum cl_launch {
 	CL_LAUNCH_AUTO = 0, /* forward on CPU devices, phases elsewhere */
@@ -38,6 +44,7 @@ typedef struct {
 	int kv_blocks;   /* KV pool blocks; 0: one block of seq_len (single stream) */
 	int kv_block_size; /* positions per block when kv_blocks > 0 */
 	int max_seqs;    /* most sequences asking for logits in one call; 0: 1 */
+	enum kv_type kv_type;
 } BackendOptions;
 
 /* One sequence's part of a batched forward. */
@@ -74,8 +81,10 @@ int backend_max_batch(const BackendOps *ops, const void *state);
 extern const BackendOps backend_cpu;
 extern const BackendOps backend_opencl;
 
+/* Bytes of one KV element of type t. */
+size_t backend_kv_elem_bytes(enum kv_type t);
 /* Bytes of one KV block of block_size positions, all layers, keys and values. */
-size_t backend_kv_block_bytes(const Config *c, int block_size);
+size_t backend_kv_block_bytes(const Config *c, int block_size, enum kv_type t);
 /* The KV pool a backend builds for opt: blocks and positions per block. */
 void backend_kv_shape(const Config *c, const BackendOptions *opt, int *n_blocks,
 		      int *block_size);

@@ -96,7 +96,8 @@ typedef struct {
 	int nsubs, cap_subs;
 	size_t align;   /* floats: sub-buffers start at multiples of it */
 	/* All weights in one buffer, each at woff (floats; cl_layout.h), and
-	 * the KV cache in one buffer per side, layer l at l * kv_stride. */
+	 * the KV cache in one buffer per side, layer l at l * kv_stride
+	 * (elements of kv_elem bytes). */
 	cl_mem weights, woff_mem, kcache, vcache;
 	cl_ulong *woff;
 	size_t weight_floats, kv_stride;
@@ -116,6 +117,8 @@ typedef struct {
 	cl_event *events;
 	struct cl_kernel_record *recs;
 	WeightType wtype;   /* every matrix's (model_matrix_type): the kernels' WTYPE */
+	enum kv_type kv_type; /* the cache's element (KV_HALF in the kernels) */
+	size_t kv_elem;       /* its bytes */
 } ClState;
 
 static int cl_fail(InferError *err, const char *what, cl_int code)
@@ -213,9 +216,9 @@ static const char *dot4_option(cl_device_id dev)
 /* Builds src for dev; on failure the error carries the build log, newlines
  * folded so it stays one line. */
 static int build_program(cl_context ctx, cl_device_id dev, const char *src, WeightType wtype,
-			 cl_program *out, InferError *err)
+			 enum kv_type kv, cl_program *out, InferError *err)
 {
-	char opts[96];
+	char opts[128];
 	cl_int rc;
 	cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &rc);
 
@@ -224,9 +227,10 @@ static int build_program(cl_context ctx, cl_device_id dev, const char *src, Weig
 	cl_device_type type = 0;
 
 	clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
-	/* the matrices' type is the kernels' own (00_common.cl) */
-	snprintf(opts, sizeof(opts), "-cl-std=CL1.2 -DWTYPE=%d%s%s", (int)wtype,
-		 type & CL_DEVICE_TYPE_CPU ? " -DCPU_DEVICE" : "", dot4_option(dev));
+	/* the matrices' type and the cache's are the kernels' own */
+	snprintf(opts, sizeof(opts), "-cl-std=CL1.2 -DWTYPE=%d%s%s%s", (int)wtype,
+		 kv == KV_F16 ? " -DKV_HALF" : "", type & CL_DEVICE_TYPE_CPU ? " -DCPU_DEVICE" : "",
+		 dot4_option(dev));
 	rc = clBuildProgram(prog, 1, &dev, opts, NULL, NULL);
 	if (rc != CL_SUCCESS) {
 		char log[400] = "";
@@ -259,7 +263,7 @@ int infer_cl_build_check(const char *src, InferError *err)
 	ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &rc);
 	if (!ctx)
 		return cl_fail(err, "clCreateContext", rc);
-	rc = build_program(ctx, dev, src ? src : infer_cl_source, WEIGHT_F32, &prog, err);
+	rc = build_program(ctx, dev, src ? src : infer_cl_source, WEIGHT_F32, KV_F32, &prog, err);
 	if (rc == 0)
 		clReleaseProgram(prog);
 	clReleaseContext(ctx);
@@ -299,12 +303,13 @@ static int dev_buffer(ClState *s, size_t bytes, const void *src, cl_mem *out,
 	return dev_buffer_in(s, POOL_DEVICE, bytes, src, out, err);
 }
 
-/* A region of parent (floats) as a buffer of its own, for the phase
- * kernels' arguments; off is a multiple of s->align. */
-static int sub_buffer(ClState *s, cl_mem parent, size_t off, size_t floats, cl_mem *out,
+/* Elements off.. (n of them, each elem bytes) of parent as a buffer of its
+ * own, for the phase kernels' arguments; off * elem is a multiple of
+ * s->align floats. */
+static int sub_buffer(ClState *s, cl_mem parent, size_t off, size_t n, size_t elem, cl_mem *out,
 		      InferError *err)
 {
-	cl_buffer_region r = { off * sizeof(float), floats * sizeof(float) };
+	cl_buffer_region r = { off * elem, n * elem };
 	cl_int rc;
 
 	if (s->nsubs == s->cap_subs)
@@ -456,15 +461,16 @@ static int split_buffers(ClState *s, InferError *err)
 {
 	const Config *c = s->c;
 	size_t g[W_GLOBAL], lw[W_PER_LAYER];
-	size_t kv_floats = (size_t)s->n_blocks * s->block_size * c->n_kv_heads * (c->dim / c->n_heads);
+	size_t kv_n = (size_t)s->n_blocks * s->block_size * c->n_kv_heads * (c->dim / c->n_heads);
+	size_t f = sizeof(float);
 
 	weight_sizes(s, g, lw);
-	if (sub_buffer(s, s->weights, s->woff[W_EMB], g[W_EMB], &s->emb, err) ||
-	    sub_buffer(s, s->weights, s->woff[W_RMS_FINAL], g[W_RMS_FINAL], &s->rms_final, err))
+	if (sub_buffer(s, s->weights, s->woff[W_EMB], g[W_EMB], f, &s->emb, err) ||
+	    sub_buffer(s, s->weights, s->woff[W_RMS_FINAL], g[W_RMS_FINAL], f, &s->rms_final, err))
 		return -1;
 	if (c->shared_classifier)
 		s->wcls = s->emb;
-	else if (sub_buffer(s, s->weights, s->woff[W_CLS], g[W_CLS], &s->wcls, err))
+	else if (sub_buffer(s, s->weights, s->woff[W_CLS], g[W_CLS], f, &s->wcls, err))
 		return -1;
 	for (int l = 0; l < c->n_layers; l++) {
 		ClLayer *L = &s->layers[l];
@@ -472,10 +478,10 @@ static int split_buffers(ClState *s, InferError *err)
 					      &L->w2 };
 
 		for (int i = 0; i < W_PER_LAYER; i++)
-			if (sub_buffer(s, s->weights, layer_off(s, l, i), lw[i], part[i], err))
+			if (sub_buffer(s, s->weights, layer_off(s, l, i), lw[i], f, part[i], err))
 				return -1;
-		if (sub_buffer(s, s->kcache, l * s->kv_stride, kv_floats, &L->kcache, err) ||
-		    sub_buffer(s, s->vcache, l * s->kv_stride, kv_floats, &L->vcache, err))
+		if (sub_buffer(s, s->kcache, l * s->kv_stride, kv_n, s->kv_elem, &L->kcache, err) ||
+		    sub_buffer(s, s->vcache, l * s->kv_stride, kv_n, s->kv_elem, &L->vcache, err))
 			return -1;
 	}
 	return 0;
@@ -548,11 +554,12 @@ static int upload_model(ClState *s, const Model *m, InferError *err)
 	size_t f = sizeof(float), dim = c->dim, hid = c->hidden_dim;
 	size_t kv = (size_t)c->n_kv_heads * (c->dim / c->n_heads);
 
-	/* the KV cache counts in POOL_KV_CACHE, as on the cpu backend */
-	s->kv_stride = round_up((size_t)s->n_blocks * s->block_size * kv, s->align);
+	/* the KV cache counts in POOL_KV_CACHE, as on the cpu backend; a
+	 * layer's part starts where a sub-buffer may */
+	s->kv_stride = round_up((size_t)s->n_blocks * s->block_size * kv, s->align * f / s->kv_elem);
 	if (upload_weights(s, m, err) || upload_rope(s, err) ||
-	    dev_buffer_in(s, POOL_KV_CACHE, c->n_layers * s->kv_stride * f, NULL, &s->kcache, err) ||
-	    dev_buffer_in(s, POOL_KV_CACHE, c->n_layers * s->kv_stride * f, NULL, &s->vcache, err) ||
+	    dev_buffer_in(s, POOL_KV_CACHE, c->n_layers * s->kv_stride * s->kv_elem, NULL, &s->kcache, err) ||
+	    dev_buffer_in(s, POOL_KV_CACHE, c->n_layers * s->kv_stride * s->kv_elem, NULL, &s->vcache, err) ||
 	    (s->want != CL_LAUNCH_FORWARD && split_buffers(s, err)))
 		return -1;
 	return dev_buffer(s, (size_t)s->meta_ints * sizeof(int), NULL, &s->meta, err) ||
@@ -677,7 +684,7 @@ static int setup_device(ClState *s, const BackendOptions *opt, InferError *err)
 	s->queue = clCreateCommandQueue(s->ctx, dev, CL_QUEUE_PROFILING_ENABLE, &rc);
 	if (!s->queue)
 		return cl_fail(err, "clCreateCommandQueue", rc);
-	if (build_program(s->ctx, dev, infer_cl_source, s->wtype, &s->prog, err))
+	if (build_program(s->ctx, dev, infer_cl_source, s->wtype, s->kv_type, &s->prog, err))
 		return -1;
 	for (int i = 0; i < FN_COUNT; i++) {
 		s->fn[i] = clCreateKernel(s->prog, cl_fn_names[i], &rc);
@@ -707,6 +714,8 @@ static int cl_create(const Model *m, const BackendOptions *opt, void **state,
 		return infer_fail(err, "opencl backend: %s", why);
 	}
 	backend_kv_shape(c, opt, &s->n_blocks, &s->block_size);
+	s->kv_type = opt ? opt->kv_type : KV_F32;
+	s->kv_elem = backend_kv_elem_bytes(s->kv_type);
 	s->max_out = opt && opt->max_seqs > 0 ? opt->max_seqs : 1;
 	if (s->max_out > CL_MAX_BATCH)
 		s->max_out = CL_MAX_BATCH;

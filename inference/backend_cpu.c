@@ -1030,6 +1030,8 @@ static int cpu_create(const Model *m, const BackendOptions *opt, void **state,
 	CpuState *s;
 
 	*state = NULL;
+	if (opt && opt->kv_type != KV_F32)
+		return infer_fail(err, "cpu backend: its KV cache is f32 only (--kv-type f16 is opencl's)");
 	s = pool_alloc(POOL_ACTIVATIONS, sizeof(*s));
 	if (!s)
 		return infer_fail(err, "cpu backend: out of memory");

@@ -38,13 +38,13 @@ static int open_backend(Engine *e, const EngineOptions *opt, InferError *err)
 	return e->ops->create(&e->model, &opt->backend_opt, &e->backend, err);
 }
 
-static void note_run(const Engine *e)
+static void note_run(const Engine *e, enum kv_type kv)
 {
 	const Config *c = &e->model.config;
 	int shape[7] = { c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads,
 			 c->vocab_size, c->seq_len };
 
-	trace_stats_set_run(e->ops->name, shape);
+	trace_stats_set_run(e->ops->name, shape, kv == KV_F16 ? "f16" : "f32");
 }
 
 int engine_open(Engine *e, const EngineOptions *opt, InferError *err)
@@ -56,8 +56,7 @@ int engine_open(Engine *e, const EngineOptions *opt, InferError *err)
 		return -1;
 	c = &e->model.config;
 	e->steps = opt->steps <= 0 || opt->steps > c->seq_len ? c->seq_len : opt->steps;
-	e->kv_bytes_per_pos = (uint64_t)c->n_layers * (c->dim / c->n_heads * c->n_kv_heads) *
-			      2 * sizeof(float);
+	e->kv_bytes_per_pos = backend_kv_block_bytes(c, 1, opt->backend_opt.kv_type);
 	if (open_tokenizer(e, opt->tokenizer_path, err) < 0 ||
 	    sampler_init(&e->sampler, c->vocab_size, opt->temperature, opt->topp,
 			 opt->seed, err) < 0)
@@ -69,7 +68,7 @@ int engine_open(Engine *e, const EngineOptions *opt, InferError *err)
 	}
 	if (open_backend(e, opt, err) < 0)
 		goto fail;
-	note_run(e);
+	note_run(e, opt->backend_opt.kv_type);
 	return 0;
 fail:
 	engine_close(e);

@@ -48,6 +48,8 @@ static void usage(FILE *f)
 		"                  phase. Default: phases while a tracer asks for op detail or on\n"
 		"                  a GPU, else forward (CPU devices)\n"
 		"  --threads N     cpu backend threads (default: OpenMP's; see OMP_WAIT_POLICY)\n"
+		"  --kv-type f32|f16  the KV cache's element type (default f32, the reference's;\n"
+		"                  f16 halves its bytes, as llama.cpp's default; opencl only)\n"
 		"  --ids           print generated token ids, not text\n"
 		"  --serve         one prompt per stdin line, one completion per stdout line\n"
 		"  --stats FILE    write the engine's own statistics as JSON\n"
@@ -164,18 +166,43 @@ static int parse_serving(Args *a, const char *opt, const char *val)
 	return rc < 0 ? -1 : 1;
 }
 
-/* Options that take a value; returns -1 on a bad one, 0 when not ours. */
-static int parse_cl_launch(const char *opt, const char *val, enum cl_launch *out)
+/* *out = the index of val among names (n; NULL entries match nothing), or
+ * -1 with want as the complaint. */
+static int parse_choice(const char *opt, const char *val, const char *const *names, int n,
+			const char *want, int *out)
 {
-	if (!strcmp(val, "forward"))
-		*out = CL_LAUNCH_FORWARD;
-	else if (!strcmp(val, "phases"))
-		*out = CL_LAUNCH_PHASES;
-	else
-		return bad_arg(opt, val, "expected forward or phases");
-	return 1;
+	for (int i = 0; i < n; i++)
+		if (names[i] && !strcmp(val, names[i])) {
+			*out = i;
+			return 1;
+		}
+	return bad_arg(opt, val, want);
 }
 
+static int parse_cl_launch(const char *opt, const char *val, enum cl_launch *out)
+{
+	static const char *const names[] = { [CL_LAUNCH_FORWARD] = "forward",
+					     [CL_LAUNCH_PHASES] = "phases" };
+	int i, rc = parse_choice(opt, val, names, (int)(sizeof(names) / sizeof(*names)),
+				  "expected forward or phases", &i);
+
+	if (rc > 0)
+		*out = (enum cl_launch)i;
+	return rc;
+}
+
+static int parse_kv_type(const char *opt, const char *val, enum kv_type *out)
+{
+	static const char *const names[] = { [KV_F32] = "f32", [KV_F16] = "f16" };
+	int i, rc = parse_choice(opt, val, names, (int)(sizeof(names) / sizeof(*names)),
+				  "expected f32 or f16", &i);
+
+	if (rc > 0)
+		*out = (enum kv_type)i;
+	return rc;
+}
+
+/* Options that take a value; returns -1 on a bad one, 0 when not ours. */
 static int parse_valued(Args *a, const char *opt, const char *val)
 {
 	if (!strcmp(opt, "-z"))
@@ -200,6 +227,8 @@ static int parse_valued(Args *a, const char *opt, const char *val)
 		return parse_cl_launch(opt, val, &a->eng.backend_opt.cl_launch);
 	else if (!strcmp(opt, "--threads"))
 		return parse_int(opt, val, 1, 1024, &a->eng.backend_opt.threads) < 0 ? -1 : 1;
+	else if (!strcmp(opt, "--kv-type"))
+		return parse_kv_type(opt, val, &a->eng.backend_opt.kv_type);
 	else if (!strcmp(opt, "--stats"))
 		a->stats_path = val;
 	else

@@ -372,12 +372,11 @@ static int serve_defaults(Server *s, const EngineOptions *eo, const ServeOptions
 /* Sizes that need the model: the pool and the batch limit. */
 static int serve_sizes(Server *s, InferError *err)
 {
-	const Config *c = &s->engine.model.config;
 	int max_batch = backend_max_batch(s->engine.ops, s->engine.backend);
 
 	if (s->opt.max_batch_tokens <= 0 || s->opt.max_batch_tokens > max_batch)
 		s->opt.max_batch_tokens = max_batch;
-	s->block_bytes = backend_kv_block_bytes(c, s->opt.block_size);
+	s->block_bytes = (size_t)s->engine.kv_bytes_per_pos * s->opt.block_size;
 	return sched_init(&s->sched, s->opt.kv_blocks, s->opt.block_size, s->opt.max_seqs,
 			  s->opt.max_batch_tokens, err);
 }

@@ -55,6 +55,7 @@ static ServeStats serve_stats;
 static int serve_seen; /* any serving probe site ran: write the "serving" object */
 
 static char run_backend[32] = "unknown";
+static char run_kv_type[8] = "unknown";
 static int run_shape[7];
 
 /* The open spans of this thread. */
@@ -363,9 +364,10 @@ void trace_stats_enable(void)
 	__atomic_store_n(&stats_on, 1, __ATOMIC_RELAXED);
 }
 
-void trace_stats_set_run(const char *backend, const int shape[7])
+void trace_stats_set_run(const char *backend, const int shape[7], const char *kv_type)
 {
 	snprintf(run_backend, sizeof(run_backend), "%s", backend ? backend : "unknown");
+	snprintf(run_kv_type, sizeof(run_kv_type), "%s", kv_type ? kv_type : "unknown");
 	memcpy(run_shape, shape, sizeof(run_shape));
 }
 
@@ -524,7 +526,7 @@ static void write_stats(FILE *f, uint64_t wall_ns)
 	};
 	uint64_t tokens = __atomic_load_n(&n_tokens, __ATOMIC_RELAXED);
 
-	fprintf(f, "{\"backend\":\"%s\",\"model\":{", run_backend);
+	fprintf(f, "{\"backend\":\"%s\",\"kv_type\":\"%s\",\"model\":{", run_backend, run_kv_type);
 	for (int i = 0; i < 7; i++)
 		fprintf(f, "%s\"%s\":%d", i ? "," : "", shape_names[i], run_shape[i]);
 	fprintf(f, "},\n");

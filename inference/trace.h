@@ -66,8 +66,9 @@ void trace_stats_print(FILE *f, uint64_t wall_ns);
 
 uint64_t trace_now_ns(void); /* CLOCK_MONOTONIC */
 
-/* What --stats names as the run's backend and model shape (copied):
- * shape = dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len. */
-void trace_stats_set_run(const char *backend, const int shape[7]);
+/* What --stats names as the run's backend, model shape and KV cache element
+ * ("f32" or "f16") (copied): shape = dim, hidden_dim, n_layers, n_heads,
+ * n_kv_heads, vocab_size, seq_len. */
+void trace_stats_set_run(const char *backend, const int shape[7], const char *kv_type);
 
 #endif

@@ -34,3 +34,18 @@ check "$TMP/s260f32.gguf" "stories260K F32" $backends
 check "$TMP/s260f16.gguf" "stories260K F16" $backends
 check "$TMP/d15q8_0.gguf" "stories15M shape Q8_0" $backends
 check "$TMP/d15q4_0.gguf" "stories15M shape Q4_0" $backends
+
+# With the KV cache in F16, as llama.cpp keeps its own (--kv-type f16, an
+# OpenCL option), the ids agree for the whole generation, not only the
+# first 32: on the stories260K F32 file the F32 cache parts from llama.cpp
+# at token 37, the F16 one agrees until the engine stops (107 tokens).
+if [[ $backends == *opencl* ]]; then
+	want=$(timeout 120 node "$ROOT/tests/llama/ids.mjs" "$TMP/s260f32.gguf" 256 2>"$TMP/node.err") ||
+		fail "llama.cpp on stories260K F32: $(tail -n 3 "$TMP/node.err")"
+	got=$("$INFER" "$TMP/s260f32.gguf" -b opencl -n 256 -t 0 --ids --kv-type f16 2>"$TMP/infer.err") ||
+		fail "infer --kv-type f16: $(cat "$TMP/infer.err")"
+	n=$(wc -w <<<"$got")
+	[ "$n" -ge 100 ] || fail "infer --kv-type f16 stopped after $n tokens"
+	assert_eq "stories260K F32, opencl --kv-type f16: all $n greedy ids = llama.cpp's" \
+		"$(tr ' ' '\n' <<<"$want" | grep . | head -n "$n" | xargs)" "$(xargs <<<"$got")"
+fi

@@ -61,3 +61,19 @@ for launch in forward phases; do
 	[ "$dev" -gt 0 ] || fail "$launch: device_ns is $dev"
 	assert_le "$launch: kernel device ns vs forward span ns" "$dev" "$(jq .spans.forward.total_ns "$s")"
 done
+
+# --kv-type f16: the cache in half the bytes, the same ids in both launch
+# modes (the kernels store and read it alike), and the F32 cache's first 32
+# ids. They part at token 37, where the F32 cache parts from llama.cpp's
+# F16 one (t_gguf_llamacpp checks these ids against llama.cpp's).
+for launch in forward phases; do
+	s=$TMP/f16.$launch.json
+	"$INFER" "$m" --ids -t 0 -n 64 -b opencl --kv-type f16 --cl-launch $launch --stats "$s" \
+		>"$TMP/f16.$launch.ids" 2>"$TMP/f16.err" || fail "opencl --kv-type f16 failed: $(tail -n 1 "$TMP/f16.err")"
+	assert_eq "$launch, --kv-type f16: kv_cache pool is half" $((5 * 512 * 32 * 2 * 2)) \
+		"$(jq .pools.kv_cache.peak_bytes "$s")"
+	assert_eq "$launch, --kv-type f16: the stats say so" f16 "$(jq -r .kv_type "$s")"
+done
+assert_eq "--kv-type f16: forward ids = phases ids" "$(cat "$TMP/f16.forward.ids")" "$(cat "$TMP/f16.phases.ids")"
+assert_eq "--kv-type f16: first 32 ids = the f32 cache's" "$(cut -d' ' -f1-32 "$TMP/cpu.ids")" \
+	"$(cut -d' ' -f1-32 "$TMP/f16.forward.ids")"

@@ -2,7 +2,8 @@
 # Batch invariance end to end: N concurrent greedy requests (streaming and
 # not, different prompts and lengths) produce exactly the text and ids each
 # produces alone. stories260K (id prompts) and the stories15M shape, cpu and
-# opencl, and a tiny KV pool that forces preemption by recompute.
+# opencl, a tiny KV pool that forces preemption by recompute, and the F16
+# KV cache.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 need_node
@@ -66,3 +67,8 @@ for b in cpu opencl; do
 	assert_eq "tiny pool $b: all blocks back" 0 "$(health kv_blocks_used)"
 	stop_engine
 done
+
+# The F16 KV cache (opencl) batches alike: concurrent = solo.
+start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b opencl --max-seqs 6 --kv-type f16
+check "stories15M shape opencl --kv-type f16" "${text_prompts[@]}"
+stop_engine

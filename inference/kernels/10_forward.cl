@@ -13,9 +13,28 @@
  * contiguous (head-major, as on the CPU backend), so attention streams a
  * head's positions. */
 
+/* The KV cache's element: float, or half where the host asks (-DKV_HALF,
+ * as llama.cpp keeps its cache): attention then reads half the bytes, and
+ * at 8 served streams it was a fifth of the step, waiting on memory. */
+#ifdef KV_HALF
+typedef half kv_t;
+#define kv_load16(i, p) vload_half16(i, p)
+#define kv_load4(i, p) vload_half4(i, p)
+#define kv_load(i, p) vload_half(i, p)
+#define kv_store(v, i, p) vstore_half_rte(v, i, p)
+#else
+typedef float kv_t;
+#define kv_load16(i, p) vload16(i, p)
+#define kv_load4(i, p) vload4(i, p)
+#define kv_load(i, p) ((p)[i])
+#define kv_store(v, i, p) ((p)[i] = (v))
+#endif
+/* Elements of the cache a 64-byte line holds. */
+#define KV_LINE (64 / (int)sizeof(kv_t))
+
 /* The first of kv head kvh's rows in a block of the cache. */
-static inline const __global float *head_rows(const __global float *cache, int block, int kvh,
-					      int bs, int kv_dim, int hs)
+static inline const __global kv_t *head_rows(const __global kv_t *cache, int block, int kvh,
+					     int bs, int kv_dim, int hs)
 {
 	return cache + ((size_t)block * (kv_dim / hs) + kvh) * bs * hs;
 }
@@ -67,11 +86,11 @@ static inline size_t kv_row_base(const __global int *meta, int slot_off, int t, 
 /* Asks to write the cache lines the k or v panel from row r0 stores each
  * token's rows to, before its product: they are cold, and stored to after
  * it, each was a miss the stores queued behind. */
-static void prefetch_kv_lines(int r0, const int *kv_lane, __global float *kcache,
-			      __global float *vcache, const __global int *meta, int slot_off, int n,
+static void prefetch_kv_lines(int r0, const int *kv_lane, __global kv_t *kcache,
+			      __global kv_t *vcache, const __global int *meta, int slot_off, int n,
 			      int dim, int kv_dim, int head_size, int bs)
 {
-	__global float *cache = r0 < dim + kv_dim ? kcache : vcache;
+	__global kv_t *cache = r0 < dim + kv_dim ? kcache : vcache;
 
 	if (r0 < dim)
 		return;
@@ -82,7 +101,7 @@ static void prefetch_kv_lines(int r0, const int *kv_lane, __global float *kcache
 /* Token t's sums v of the panel from row r0: RoPE on q and k, q stored,
  * k and v straight into this layer's cache at the token's pool row. */
 static void qkv_store(float16 v, int r0, const int *kv_lane, int t, __global float *q,
-		      __global float *kcache, __global float *vcache, const __global float2 *rope,
+		      __global kv_t *kcache, __global kv_t *vcache, const __global float2 *rope,
 		      const __global int *meta, int pos_off, int slot_off, int dim, int kv_dim,
 		      int head_size, int bs)
 {
@@ -101,11 +120,11 @@ static void qkv_store(float16 v, int r0, const int *kv_lane, int t, __global flo
 			q[t * dim + row + 1] = w.y;
 		} else if (row < dim + kv_dim) {
 			float2 w = rope_pair(a, b, row - dim, head_size, pos, rope);
-			kcache[base + kv_lane[r]] = w.x;
-			kcache[base + kv_lane[r + 1]] = w.y;
+			kv_store(w.x, base + kv_lane[r], kcache);
+			kv_store(w.y, base + kv_lane[r + 1], kcache);
 		} else {
-			vcache[base + kv_lane[r]] = a;
-			vcache[base + kv_lane[r + 1]] = b;
+			kv_store(a, base + kv_lane[r], vcache);
+			kv_store(b, base + kv_lane[r + 1], vcache);
 		}
 	}
 }
@@ -113,7 +132,7 @@ static void qkv_store(float16 v, int r0, const int *kv_lane, int t, __global flo
 /* Panel p, and p + 1 when two, of the fused q/k/v projection (wqkv rows:
  * q, k, v) against the n staged tokens xs, each stored by qkv_store. */
 static void qkv_panels(int p, int two, const __local float *xs, const __global float *wqkv,
-		       __global float *q, __global float *kcache, __global float *vcache,
+		       __global float *q, __global kv_t *kcache, __global kv_t *vcache,
 		       const __global float2 *rope, const __global int *meta, int pos_off,
 		       int slot_off, int n, int dim, int kv_dim, int head_size, int bs)
 {
@@ -141,7 +160,7 @@ static void qkv_panels(int p, int two, const __local float *xs, const __global f
 /* rmsnorm(x) then qkv_panels, a panel a work-item. */
 __kernel void qkv_rope(const __global float *x, const __global float *g,
 		       const __global float *wqkv, __global float *q,
-		       __global float *kcache, __global float *vcache,
+		       __global kv_t *kcache, __global kv_t *vcache,
 		       const __global float2 *rope, const __global int *meta,
 		       int pos_off, int slot_off, int n, int dim,
 		       int kv_dim, int head_size, int bs, __local float *xs)
@@ -154,27 +173,28 @@ __kernel void qkv_rope(const __global float *x, const __global float *g,
 			   kv_dim, head_size, bs);
 }
 
-/* Dot product of two head vectors: 16 lanes at a time, then 4, then 1. */
-static inline float head_dot(const __global float *a, const __global float *b, int n)
+/* Dot product of a query head and a key row: 16 lanes at a time, then 4,
+ * then 1. */
+static inline float head_dot(const __global float *a, const __global kv_t *b, int n)
 {
 	float16 acc16 = 0;
 	float4 acc = 0;
 	int i = 0;
 
 	for (; i + 16 <= n; i += 16)
-		acc16 = fma(vload16(0, a + i), vload16(0, b + i), acc16);
+		acc16 = fma(vload16(0, a + i), kv_load16(0, b + i), acc16);
 	for (; i + 4 <= n; i += 4)
-		acc = fma(vload4(0, a + i), vload4(0, b + i), acc);
+		acc = fma(vload4(0, a + i), kv_load4(0, b + i), acc);
 	float s = hsum16(acc16) + ((acc.x + acc.y) + (acc.z + acc.w));
 	for (; i < n; i++)
-		s += a[i] * b[i];
+		s += a[i] * kv_load(i, b);
 	return s;
 }
 
 /* o[i] = sum over positions j = 0..p, in order, of w[j] * value row j [i],
  * for every lane i of the head, block by block: 48 lanes a sweep (three
  * independent FMA chains) while they last, then 4, then 1. */
-static void weigh_values(const __global float *vcache, const __global int *tab, int bs,
+static void weigh_values(const __global kv_t *vcache, const __global int *tab, int bs,
 			 int kv_dim, int kvh, const __local float *w, int p, int hs,
 			 __global float *o)
 {
@@ -183,12 +203,12 @@ static void weigh_values(const __global float *vcache, const __global int *tab, 
 	for (; i + 48 <= hs; i += 48) {
 		float16 a0 = 0, a1 = 0, a2 = 0;
 		for (int j0 = 0; j0 <= p; j0 += bs) {
-			const __global float *v = head_rows(vcache, tab[j0 / bs], kvh, bs, kv_dim, hs) + i;
+			const __global kv_t *v = head_rows(vcache, tab[j0 / bs], kvh, bs, kv_dim, hs) + i;
 			for (int j = j0; j <= p && j < j0 + bs; j++, v += hs) {
 				float16 wj = (float16)w[j];
-				a0 = fma(wj, vload16(0, v), a0);
-				a1 = fma(wj, vload16(1, v), a1);
-				a2 = fma(wj, vload16(2, v), a2);
+				a0 = fma(wj, kv_load16(0, v), a0);
+				a1 = fma(wj, kv_load16(1, v), a1);
+				a2 = fma(wj, kv_load16(2, v), a2);
 			}
 		}
 		vstore16(a0, 0, o + i);
@@ -198,18 +218,18 @@ static void weigh_values(const __global float *vcache, const __global int *tab, 
 	for (; i + 4 <= hs; i += 4) {
 		float4 acc = 0;
 		for (int j0 = 0; j0 <= p; j0 += bs) {
-			const __global float *v = head_rows(vcache, tab[j0 / bs], kvh, bs, kv_dim, hs) + i;
+			const __global kv_t *v = head_rows(vcache, tab[j0 / bs], kvh, bs, kv_dim, hs) + i;
 			for (int j = j0; j <= p && j < j0 + bs; j++, v += hs)
-				acc = fma((float4)w[j], vload4(0, v), acc);
+				acc = fma((float4)w[j], kv_load4(0, v), acc);
 		}
 		vstore4(acc, 0, o + i);
 	}
 	for (; i < hs; i++) {
 		float acc = 0;
 		for (int j0 = 0; j0 <= p; j0 += bs) {
-			const __global float *v = head_rows(vcache, tab[j0 / bs], kvh, bs, kv_dim, hs) + i;
+			const __global kv_t *v = head_rows(vcache, tab[j0 / bs], kvh, bs, kv_dim, hs) + i;
 			for (int j = j0; j <= p && j < j0 + bs; j++, v += hs)
-				acc += w[j] * *v;
+				acc += w[j] * kv_load(0, v);
 		}
 		o[i] = acc;
 	}
@@ -223,13 +243,13 @@ static void weigh_values(const __global float *vcache, const __global int *tab, 
 /* Asks for position j's key and value rows of kv head kvh: a head's rows
  * are a few KB in blocks of their own, from memory that the weights'
  * stream flushed, too short a stream for the hardware prefetcher. */
-static inline void prefetch_rows(const __global float *kcache, const __global float *vcache,
+static inline void prefetch_rows(const __global kv_t *kcache, const __global kv_t *vcache,
 				 const __global int *tab, int j, int bs, int kvh, int kv_dim, int hs)
 {
 	size_t off = (size_t)(head_rows(kcache, tab[j / bs], kvh, bs, kv_dim, hs) - kcache) +
 		     (size_t)(j % bs) * hs;
 
-	for (int c = 0; c < hs; c += 16) {
+	for (int c = 0; c < hs; c += KV_LINE) {
 		PREFETCH(kcache + off + c);
 		PREFETCH(vcache + off + c);
 	}
@@ -238,8 +258,8 @@ static inline void prefetch_rows(const __global float *kcache, const __global fl
 /* Head h of token t: scores against its sequence's positions 0..p
  * (causal inside the batch), softmax, weighted sum of values. att is
  * scratch of seq_len floats private to the caller. */
-static void attend(int h, int t, const __global float *q, const __global float *kcache,
-		   const __global float *vcache, __global float *out, const __global int *meta,
+static void attend(int h, int t, const __global float *q, const __global kv_t *kcache,
+		   const __global kv_t *vcache, __global float *out, const __global int *meta,
 		   int pos_off, int tab_off, int btab_off, int bs, int dim, int kv_dim,
 		   int head_size, int kv_mul, __local float *att)
 {
@@ -253,7 +273,7 @@ static void attend(int h, int t, const __global float *q, const __global float *
 	for (int j = 0; j < ATT_AHEAD && j <= p; j++)
 		prefetch_rows(kcache, vcache, tab, j, bs, kvh, kv_dim, head_size);
 	for (int j0 = 0; j0 <= p; j0 += bs) {
-		const __global float *k = head_rows(kcache, tab[j0 / bs], kvh, bs, kv_dim, head_size);
+		const __global kv_t *k = head_rows(kcache, tab[j0 / bs], kvh, bs, kv_dim, head_size);
 		for (int j = j0; j <= p && j < j0 + bs; j++, k += head_size) {
 			if (j + ATT_AHEAD <= p)
 				prefetch_rows(kcache, vcache, tab, j + ATT_AHEAD, bs, kvh, kv_dim, head_size);
@@ -274,8 +294,8 @@ static void attend(int h, int t, const __global float *q, const __global float *
 }
 
 /* One work-item per (head, token), local size 1 so att is the item's. */
-__kernel void attention(const __global float *q, const __global float *kcache,
-			const __global float *vcache, __global float *out,
+__kernel void attention(const __global float *q, const __global kv_t *kcache,
+			const __global kv_t *vcache, __global float *out,
 			const __global int *meta, int pos_off, int tab_off, int btab_off,
 			int bs, int dim, int kv_dim, int head_size, int kv_mul,
 			__local float *att)
@@ -480,7 +500,7 @@ static void sync_exit(volatile __global int *sync, int phases)
 typedef struct {
 	const __global float *w;     /* all weights; woff says where each is */
 	const __global ulong *woff;
-	__global float *kcache, *vcache; /* layer l at l * kv_stride */
+	__global kv_t *kcache, *vcache; /* layer l at l * kv_stride */
 	const __global float2 *rope;
 	const __global int *meta;
 	__global float *x, *q, *att_out, *hb, *logits;
@@ -566,7 +586,7 @@ static void unit_task(const Fwd *f, int l, int k, int i)
 static void product_task(const Fwd *f, int l, int k, int p0, int p1)
 {
 	int hs = f->dim / f->n_heads, kv_dim = f->kv_heads * hs;
-	__global float *kc = f->kcache + l * f->kv_stride, *vc = f->vcache + l * f->kv_stride;
+	__global kv_t *kc = f->kcache + l * f->kv_stride, *vc = f->vcache + l * f->kv_stride;
 
 	switch (k) {
 	case -2:
@@ -626,7 +646,7 @@ static void run_phase(const Fwd *f, int ph, int l, int k)
 }
 
 __kernel void forward(const __global float *w, const __global ulong *woff,
-		      __global float *kcache, __global float *vcache, ulong kv_stride,
+		      __global kv_t *kcache, __global kv_t *vcache, ulong kv_stride,
 		      const __global float2 *rope, const __global int *meta,
 		      __global float *x, __global float *q, __global float *att_out,
 		      __global float *hb, __global float *logits, volatile __global int *sync,
