@@ -3,6 +3,8 @@
 #
 #   tools/bench_serve.sh [MODEL]    (default: $BUILD/models/demo15M.bin)
 #   REPEAT=5 REQS=8 MAX_TOKENS=96 BUILD=build BACKENDS="opencl cpu" tools/bench_serve.sh
+#   KV_TYPE=f16 BACKENDS=opencl tools/bench_serve.sh   (opencl's F16 KV cache;
+#                                     the ratios' names gain _kvf16)
 #
 # Per backend, in interleaved rounds on one engine: REQS greedy requests
 # one at a time, then the same REQS all at once, first non-streaming, then
@@ -20,6 +22,8 @@ MODEL=${1:-$DEMO_MODEL}
 TOK=$BUILD/models/demo_tokenizer.bin
 REQS=${REQS:-8}
 MAX_TOKENS=${MAX_TOKENS:-96}
+KV_TYPE=${KV_TYPE:-f32}
+case $KV_TYPE in f32) KV_SUFFIX= ;; f16) KV_SUFFIX=_kvf16 ;; *) die "KV_TYPE=$KV_TYPE: f32 or f16" ;; esac
 NODE_DIR=$ROOT/tests/node
 need_built "$INFER"
 command -v node >/dev/null && [ -d "$NODE_DIR/node_modules/openai" ] || skipped "no node or npm openai (make deps)"
@@ -63,7 +67,8 @@ percentile() { sort -g | awk -v p="$1" '{v[NR] = $1} END { r = int((NR * p + 99)
 
 bench_backend() {
 	local b=$1 epid port r
-	"$INFER" "$MODEL" -z "$TOK" -b "$b" --max-seqs "$REQS" --http 127.0.0.1:0 2>"$TMP/engine.$b" &
+	[ "$KV_TYPE" = f32 ] || [ "$b" = opencl ] || die "KV_TYPE=$KV_TYPE: the $b backend's cache is f32 only"
+	"$INFER" "$MODEL" -z "$TOK" -b "$b" --max-seqs "$REQS" --kv-type "$KV_TYPE" --http 127.0.0.1:0 2>"$TMP/engine.$b" &
 	epid=$!
 	wait_until 60 grep -q "listening on" "$TMP/engine.$b" || die "$b engine did not start: $(cat "$TMP/engine.$b")"
 	port=$(sed -n 's/.*listening on http:\/\/[0-9.]*:\([0-9]*\).*/\1/p' "$TMP/engine.$b")
@@ -91,19 +96,19 @@ bench_backend() {
 	printf '%-6s one at a time %7.1f tok/s, %d at once %7.1f tok/s: %s x (rounds: %s); TTFT at %d: p50 %s ms, p99 %s ms\n' \
 		"$b" "$one" "$REQS" "$all" "$(paired_ratio "$TMP/$b.conc" "$TMP/$b.seq")" \
 		"$(paired_list "$TMP/$b.conc" "$TMP/$b.seq")" "$REQS" "$ttft50" "$ttft99"
-	ratio "${b}_batch${REQS}_over_one_at_a_time" "$(paired_ratio "$TMP/$b.conc" "$TMP/$b.seq")" ">=4"
+	ratio "${b}${KV_SUFFIX}_batch${REQS}_over_one_at_a_time" "$(paired_ratio "$TMP/$b.conc" "$TMP/$b.seq")" ">=4"
 	printf '%-6s streaming: one at a time %7.1f tok/s, %d at once %7.1f tok/s: %s x (rounds: %s)\n' \
 		"$b" "$(median <"$TMP/$b.sseq")" "$REQS" "$(median <"$TMP/$b.sconc")" \
 		"$(paired_ratio "$TMP/$b.sconc" "$TMP/$b.sseq")" "$(paired_list "$TMP/$b.sconc" "$TMP/$b.sseq")"
-	ratio "${b}_streaming_batch${REQS}_over_one_at_a_time" "$(paired_ratio "$TMP/$b.sconc" "$TMP/$b.sseq")" info
+	ratio "${b}${KV_SUFFIX}_streaming_batch${REQS}_over_one_at_a_time" "$(paired_ratio "$TMP/$b.sconc" "$TMP/$b.sseq")" info
 	local roof_share
 	roof_share=$(awk -v t="$all" -v f="$FLOPS_PER_TOKEN" -v r="$FMA_GFLOPS" 'BEGIN { printf "%.3f", t * f / (r * 1e9) }')
 	printf '%-6s %d at once: %.1f GFLOP/s of a %s GFLOP/s FMA roof (%s)\n' "$b" "$REQS" \
 		"$(awk -v t="$all" -v f="$FLOPS_PER_TOKEN" 'BEGIN { print t * f / 1e9 }')" "$FMA_GFLOPS" "$roof_share"
-	ratio "${b}_batch${REQS}_over_fma_roof" "$roof_share" info
-	ratio "${b}_ttft_p50_ms_at_${REQS}" "$ttft50" info
-	ratio "${b}_ttft_p99_ms_at_${REQS}" "$ttft99" info
+	ratio "${b}${KV_SUFFIX}_batch${REQS}_over_fma_roof" "$roof_share" info
+	ratio "${b}${KV_SUFFIX}_ttft_p50_ms_at_${REQS}" "$ttft50" info
+	ratio "${b}${KV_SUFFIX}_ttft_p99_ms_at_${REQS}" "$ttft99" info
 }
 
-echo "model $MODEL, $REQS requests of $MAX_TOKENS greedy tokens, $REPEAT interleaved rounds"
+echo "model $MODEL, $REQS requests of $MAX_TOKENS greedy tokens, $REPEAT interleaved rounds, KV cache $KV_TYPE"
 for b in ${BACKENDS:-opencl cpu}; do bench_backend "$b"; done

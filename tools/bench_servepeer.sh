@@ -12,6 +12,9 @@
 #
 #   tools/bench_servepeer.sh          (make llama-server first)
 #   REPEAT=5 REQS=8 tools/bench_servepeer.sh
+#   KV_TYPE=f16 tools/bench_servepeer.sh   (our KV cache in F16, as llama-server
+#                                           keeps its own; the ratios' names
+#                                           gain _kvf16)
 export BENCH_NAME=bench_servepeer
 # shellcheck source=tools/bench_lib.sh
 source "$(dirname "$0")/bench_lib.sh"
@@ -21,6 +24,8 @@ command -v node >/dev/null && [ -d "$NODE_DIR/node_modules/openai" ] || skipped 
 SERVER=$("$ROOT/tools/build_llama_server.sh" --check 2>/dev/null) || skipped "no llama-server (make llama-server)"
 [ -x "$INFER" ] && [ -x "$BUILD/mkmodel" ] || die "build first"
 THREADS=$(nproc)
+KV_TYPE=${KV_TYPE:-f32}
+case $KV_TYPE in f32) KV_SUFFIX= ;; f16) KV_SUFFIX=_kvf16 ;; *) die "KV_TYPE=$KV_TYPE: f32 or f16" ;; esac
 export CLIENT_KEEPALIVE=0
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -43,7 +48,7 @@ percentile() { sort -g | awk -v p="$1" '{v[NR] = $1} END { r = int((NR * p + 99)
 start_servers() {
 	local p1 p2
 	p1=$(free_port) p2=$(free_port)
-	"$INFER" "$1" --max-seqs "$REQS" --http "127.0.0.1:$p1" 2>"$TMP/infer.log" &
+	"$INFER" "$1" --max-seqs "$REQS" --kv-type "$KV_TYPE" --http "127.0.0.1:$p1" 2>"$TMP/infer.log" &
 	IPID=$!
 	"$SERVER" -m "$1" -c $((REQS * 256)) -np "$REQS" -t "$THREADS" --host 127.0.0.1 --port "$p2" \
 		>"$TMP/llama.log" 2>&1 &
@@ -105,6 +110,7 @@ bench_model() { # LABEL GGUF TOKENS
 "$BUILD/mkmodel" "$TMP/s110q8.gguf" --gguf q8_0 --from "$TMP/m.bin" --vocab "$TMP/tok.bin" >/dev/null ||
 	die "mkmodel --gguf q8_0"
 rm -f "$TMP/m.bin"
-echo "llama-server $SERVER; $REQS requests a batch, $REPEAT interleaved rounds, $THREADS threads each"
-bench_model s15m_f32 "$TMP/s15.gguf" 64
-bench_model s110m_q8_0 "$TMP/s110q8.gguf" 48
+echo "llama-server $SERVER; $REQS requests a batch, $REPEAT interleaved rounds, $THREADS threads each;" \
+	"our KV cache $KV_TYPE (llama-server's: f16)"
+bench_model "s15m_f32$KV_SUFFIX" "$TMP/s15.gguf" 64
+bench_model "s110m_q8_0$KV_SUFFIX" "$TMP/s110q8.gguf" 48
