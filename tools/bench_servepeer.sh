@@ -30,12 +30,17 @@ export CLIENT_KEEPALIVE=0
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# spec CONCURRENT TOKENS: REQS streaming greedy requests with different prompts
+# spec CONCURRENT TOKENS: REQS streaming greedy requests with different
+# prompts. Every round repeats them, and llama-server by default keeps each
+# slot's KV cache for the next prompt (cache_prompt): it then evaluated 1
+# of a prompt's 7 tokens (its timings' prompt_n), so its TTFT measured a
+# cache hit, not a prefill. cache_prompt false makes it evaluate all 7, as
+# ours does (which has no prompt cache, and ignores the field).
 spec() {
 	local i sep=
 	printf '{"concurrent": %s, "requests": [' "$1"
 	for ((i = 0; i < REQS; i++)); do
-		printf '%s{"prompt": "Once upon a time %d", "max_tokens": %d, "temperature": 0, "stream": true}' \
+		printf '%s{"prompt": "Once upon a time %d", "max_tokens": %d, "temperature": 0, "stream": true, "cache_prompt": false}' \
 			"$sep" "$i" "$2"
 		sep=,
 	done
