@@ -676,6 +676,13 @@ static int setup_device(ClState *s, const BackendOptions *opt, InferError *err)
 	    pick_device(plat, opt ? opt->cl_device : -1, &dev, err))
 		return -1;
 	choose_launches(s, dev, opt ? opt->cl_launch : CL_LAUNCH_AUTO);
+	/* The forward kernel's work-groups wait on each other's counters in
+	 * global memory: PoCL's CPU device runs them as threads that see each
+	 * other's stores. OpenCL promises neither elsewhere, and on an NVIDIA
+	 * H200 the forced kernel gave other ids than the phases (wrong ones). */
+	if (s->want == CL_LAUNCH_FORWARD && !s->cpu_device)
+		return infer_fail(err, "opencl: --cl-launch forward needs a CPU device (its work-groups "
+				  "wait on each other through memory); this one is not: use phases");
 	if (check_model_fits(s, dev, err))
 		return -1;
 	s->ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &rc);

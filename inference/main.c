@@ -46,7 +46,7 @@ static void usage(FILE *f)
 		"  --cl-platform N, --cl-device N   OpenCL platform/device index\n"
 		"  --cl-launch forward|phases  force one kernel per forward pass, or one per\n"
 		"                  phase. Default: phases while a tracer asks for op detail or on\n"
-		"                  a GPU, else forward (CPU devices)\n"
+		"                  a GPU, else forward (CPU devices; forward needs one)\n"
 		"  --threads N     cpu backend threads (default: OpenMP's; see OMP_WAIT_POLICY)\n"
 		"  --kv-type f32|f16  the KV cache's element type (default f32, the reference's;\n"
 		"                  f16 halves its bytes, as llama.cpp's default; opencl only)\n"
