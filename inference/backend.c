@@ -17,11 +17,11 @@ size_t backend_kv_elem_bytes(enum kv_type t)
 	return t == KV_F16 ? 2 : sizeof(float);
 }
 
-size_t backend_kv_block_bytes(const Config *c, int block_size, enum kv_type t)
+size_t backend_kv_pos_bytes(const Config *c, enum kv_type t)
 {
 	size_t kv_dim = (size_t)c->dim / c->n_heads * c->n_kv_heads;
 
-	return (size_t)c->n_layers * block_size * kv_dim * 2 * backend_kv_elem_bytes(t);
+	return (size_t)c->n_layers * kv_dim * 2 * backend_kv_elem_bytes(t);
 }
 
 void backend_kv_shape(const Config *c, const BackendOptions *opt, int *n_blocks,

@@ -83,8 +83,8 @@ extern const BackendOps backend_opencl;
 
 /* Bytes of one KV element of type t. */
 size_t backend_kv_elem_bytes(enum kv_type t);
-/* Bytes of one KV block of block_size positions, all layers, keys and values. */
-size_t backend_kv_block_bytes(const Config *c, int block_size, enum kv_type t);
+/* Bytes of one position of the KV cache of type t: all layers, keys and values. */
+size_t backend_kv_pos_bytes(const Config *c, enum kv_type t);
 /* The KV pool a backend builds for opt: blocks and positions per block. */
 void backend_kv_shape(const Config *c, const BackendOptions *opt, int *n_blocks,
 		      int *block_size);

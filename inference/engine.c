@@ -56,7 +56,7 @@ int engine_open(Engine *e, const EngineOptions *opt, InferError *err)
 		return -1;
 	c = &e->model.config;
 	e->steps = opt->steps <= 0 || opt->steps > c->seq_len ? c->seq_len : opt->steps;
-	e->kv_bytes_per_pos = backend_kv_block_bytes(c, 1, opt->backend_opt.kv_type);
+	e->kv_bytes_per_pos = backend_kv_pos_bytes(c, opt->backend_opt.kv_type);
 	if (open_tokenizer(e, opt->tokenizer_path, err) < 0 ||
 	    sampler_init(&e->sampler, c->vocab_size, opt->temperature, opt->topp,
 			 opt->seed, err) < 0)

@@ -56,6 +56,12 @@ paired_ratio() {
 paired_list() { paste "$1" "$2" | awk '$2 > 0 { printf "%s%.3f", sep, $1 / $2; sep = " " } END { print "" }'; }
 
 ratio() { echo "ratio $1 $2 $3"; }
+# KV_TYPE (f32, the default, or f16: --kv-type for our engine) and
+# KV_SUFFIX, what ratio names gain for it (f32 keeps the old names).
+kv_type_from_env() {
+	KV_TYPE=${KV_TYPE:-f32}
+	case $KV_TYPE in f32) KV_SUFFIX= ;; f16) KV_SUFFIX=_kvf16 ;; *) die "KV_TYPE=$KV_TYPE: f32 or f16" ;; esac
+}
 
 # expected_ratio HITS NS TOKS: tok/s ratio if each token pays HITS x NS on
 # top of 1/TOKS seconds.

@@ -22,8 +22,7 @@ MODEL=${1:-$DEMO_MODEL}
 TOK=$BUILD/models/demo_tokenizer.bin
 REQS=${REQS:-8}
 MAX_TOKENS=${MAX_TOKENS:-96}
-KV_TYPE=${KV_TYPE:-f32}
-case $KV_TYPE in f32) KV_SUFFIX= ;; f16) KV_SUFFIX=_kvf16 ;; *) die "KV_TYPE=$KV_TYPE: f32 or f16" ;; esac
+kv_type_from_env
 NODE_DIR=$ROOT/tests/node
 need_built "$INFER"
 command -v node >/dev/null && [ -d "$NODE_DIR/node_modules/openai" ] || skipped "no node or npm openai (make deps)"

@@ -24,8 +24,7 @@ command -v node >/dev/null && [ -d "$NODE_DIR/node_modules/openai" ] || skipped 
 SERVER=$("$ROOT/tools/build_llama_server.sh" --check 2>/dev/null) || skipped "no llama-server (make llama-server)"
 [ -x "$INFER" ] && [ -x "$BUILD/mkmodel" ] || die "build first"
 THREADS=$(nproc)
-KV_TYPE=${KV_TYPE:-f32}
-case $KV_TYPE in f32) KV_SUFFIX= ;; f16) KV_SUFFIX=_kvf16 ;; *) die "KV_TYPE=$KV_TYPE: f32 or f16" ;; esac
+kv_type_from_env
 export CLIENT_KEEPALIVE=0
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
