@@ -128,6 +128,7 @@ static enum MHD_Result get_health(HttpServer *h, struct MHD_Connection *c)
 	json_object_object_add(o, "waiting", json_object_new_int(g.waiting));
 	json_object_object_add(o, "kv_blocks_used", json_object_new_int(g.kv_used));
 	json_object_object_add(o, "kv_blocks_total", json_object_new_int(g.kv_total));
+	json_object_object_add(o, "kv_blocks_cached", json_object_new_int(g.kv_cached));
 	json_object_object_add(o, "kv_block_size", json_object_new_int(g.block_size));
 	json_object_object_add(o, "steps", json_object_new_int64((int64_t)g.steps));
 	json_object_object_add(o, "requests", json_object_new_int64((int64_t)g.requests));
@@ -176,12 +177,16 @@ static json_object *choice(const Call *k, const char *text, size_t len, int from
 
 static json_object *usage(const Seq *q)
 {
-	json_object *u = json_object_new_object();
+	json_object *u = json_object_new_object(), *d = json_object_new_object();
 	int gen = q->n_tokens - q->n_prompt;
+	int cached = q->cached < q->n_prompt ? q->cached : q->n_prompt;
 
 	json_object_object_add(u, "prompt_tokens", json_object_new_int(q->n_prompt));
 	json_object_object_add(u, "completion_tokens", json_object_new_int(gen));
 	json_object_object_add(u, "total_tokens", json_object_new_int(q->n_tokens));
+	/* OpenAI's field: prompt tokens the prefix cache gave, not computed */
+	json_object_object_add(d, "cached_tokens", json_object_new_int(cached));
+	json_object_object_add(u, "prompt_tokens_details", d);
 	return u;
 }
 

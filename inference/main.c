@@ -59,6 +59,8 @@ static void usage(FILE *f)
 		"  --max-batch-tokens N  tokens per engine step (default: the backend's limit)\n"
 		"  --kv-blocks N   KV cache blocks (default: max-seqs full-length sequences)\n"
 		"  --block-size N  positions per KV block (default 16)\n"
+		"  --prefix-cache N  finished requests whose KV a later prompt with the same\n"
+		"                  start reuses (default: max-seqs; 0: off)\n"
 		"  --max-conns N   connections served at once, more get 503 (default 64)\n"
 		"  --max-body N    largest request body in bytes, larger get 413 (default 1048576)\n"
 		"  -h              this help\n");
@@ -156,6 +158,8 @@ static int parse_serving(Args *a, const char *opt, const char *val)
 		rc = parse_int(opt, val, 1, 1 << 24, &a->serve_opt.kv_blocks);
 	else if (!strcmp(opt, "--block-size"))
 		rc = parse_int(opt, val, 1, 4096, &a->serve_opt.block_size);
+	else if (!strcmp(opt, "--prefix-cache"))
+		rc = parse_int(opt, val, 0, 64, &a->serve_opt.prefix_entries);
 	else if (!strcmp(opt, "--max-conns"))
 		rc = parse_int(opt, val, 1, 4096, &a->http_opt.max_conns);
 	else if (!strcmp(opt, "--max-body")) {
@@ -243,7 +247,7 @@ static int parse_args(Args *a, int argc, char **argv)
 			      .steps = 256, .seed = (uint64_t)time(NULL),
 			      .backend_opt = { .cl_platform = -1, .cl_device = -1 } },
 		    .http_opt = { .addr = "127.0.0.1", .max_conns = 64, .max_body = 1 << 20 },
-		    .serve_opt = { .max_seqs = 8, .block_size = 16 } };
+		    .serve_opt = { .max_seqs = 8, .block_size = 16, .prefix_entries = -1 } };
 	for (int i = 1; i < argc; i++) {
 		const char *opt = argv[i];
 		int rc;

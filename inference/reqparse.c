@@ -190,6 +190,7 @@ static int parse_fields(json_object *o, CompletionRequest *r, char *err, size_t 
 	    get_int(o, "seed", INT64_MIN, INT64_MAX, &seed, &r->has_seed, err, errlen) < 0 ||
 	    parse_stop(o, r, err, errlen) < 0 ||
 	    get_bool(o, "stream", &r->stream, err, errlen) < 0 ||
+	    get_bool(o, "cache_prompt", &r->cache_prompt, err, errlen) < 0 ||
 	    check_defaults(o, err, errlen) < 0)
 		return -1;
 	r->max_tokens = (int)max_tokens;
@@ -207,6 +208,7 @@ int completion_request_parse(const char *body, size_t len, CompletionRequest *ou
 	memset(out, 0, sizeof(*out));
 	out->temperature = 1.0;
 	out->top_p = 1.0;
+	out->cache_prompt = 1;
 	if (len > INT32_MAX)
 		return bad(err, errlen, "request body too large");
 	tok = json_tokener_new();
@@ -257,4 +259,5 @@ void completion_request_params(const CompletionRequest *r, ServeParams *p)
 	for (int i = 0; i < r->n_stop; i++)
 		p->stop[i] = r->stop[i];
 	p->n_stop = r->n_stop;
+	p->no_prefix_cache = !r->cache_prompt;
 }

@@ -2,7 +2,8 @@
  *
  * OpenAI's fields: prompt (a string, one string in a list, or a list of
  * token ids), max_tokens, temperature, top_p, seed, stop (a string or up to
- * 4), stream; model is accepted and ignored; n, best_of, echo, logprobs and
+ * 4), stream; llama-server's cache_prompt (default true: a prefix of the
+ * prompt may come from the prefix cache); model is accepted and ignored; n, best_of, echo, logprobs and
  * suffix are accepted only at their defaults. Unknown fields are ignored.
  * Anything malformed or of the wrong type fails with a message that names
  * the field: the HTTP layer answers 400 with it. */
@@ -28,6 +29,7 @@ typedef struct {
 	char *stop[SERVE_MAX_STOP]; /* owned */
 	int n_stop;
 	int stream;
+	int cache_prompt;
 } CompletionRequest;
 
 /* Parses len bytes of JSON; on failure writes one line to err (errlen

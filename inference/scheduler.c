@@ -61,11 +61,48 @@ int sched_init(Sched *s, int n_blocks, int block_size, int max_seqs, int max_bat
 	return 0;
 }
 
+static void prefix_free(PrefixCache *c)
+{
+	for (int i = 0; i < c->n_entries; i++) {
+		pool_free(POOL_ACTIVATIONS, c->entries[i].tokens, (size_t)c->max_positions * sizeof(int));
+		pool_free(POOL_ACTIVATIONS, c->entries[i].blocks, (size_t)c->max_blocks * sizeof(int));
+	}
+	pool_free(POOL_ACTIVATIONS, c->entries, (size_t)c->n_entries * sizeof(PrefixEntry));
+	memset(c, 0, sizeof(*c));
+}
+
 void sched_destroy(Sched *s)
 {
+	prefix_free(&s->prefix);
 	pool_free(POOL_ACTIVATIONS, s->plan.items, (size_t)s->max_seqs * sizeof(StepItem));
 	kv_blocks_destroy(&s->kv);
 	memset(s, 0, sizeof(*s));
+}
+
+int sched_prefix_init(Sched *s, int entries, int max_positions, InferError *err)
+{
+	PrefixCache *c = &s->prefix;
+
+	if (entries < 1 || max_positions < 1)
+		return 0;
+	c->entries = pool_alloc(POOL_ACTIVATIONS, (size_t)entries * sizeof(PrefixEntry));
+	if (!c->entries)
+		return infer_fail(err, "scheduler: out of memory for the prefix cache");
+	memset(c->entries, 0, (size_t)entries * sizeof(PrefixEntry));
+	c->n_entries = entries;
+	c->max_positions = max_positions;
+	c->max_blocks = kv_blocks_for(max_positions, s->kv.block_size);
+	for (int i = 0; i < entries; i++) {
+		PrefixEntry *e = &c->entries[i];
+
+		e->tokens = pool_alloc(POOL_ACTIVATIONS, (size_t)max_positions * sizeof(int));
+		e->blocks = pool_alloc(POOL_ACTIVATIONS, (size_t)c->max_blocks * sizeof(int));
+		if (!e->tokens || !e->blocks) {
+			prefix_free(c);
+			return infer_fail(err, "scheduler: out of memory for the prefix cache");
+		}
+	}
+	return 0;
 }
 
 int seq_init(Seq *q, uint64_t id, const int *prompt, int n, int max_tokens, int block_size,
@@ -116,6 +153,103 @@ static void release_blocks(Sched *s, Seq *q)
 	q->n_computed = 0;
 }
 
+/* ---- the prefix cache (see scheduler.h) ---- */
+
+static void prefix_drop(Sched *s, PrefixEntry *e, int keep)
+{
+	kv_blocks_release(&s->kv, e->blocks + keep, e->n_blocks - keep);
+	s->prefix.blocks -= e->n_blocks;
+	s->prefix.used_entries--;
+	e->n = e->n_blocks = 0;
+}
+
+static PrefixEntry *prefix_oldest(Sched *s)
+{
+	PrefixEntry *old = NULL;
+
+	for (int i = 0; i < s->prefix.n_entries; i++) {
+		PrefixEntry *e = &s->prefix.entries[i];
+
+		if (e->n && (!old || e->stamp < old->stamp))
+			old = e;
+	}
+	return old;
+}
+
+/* Evicts entries, oldest first, until `need` blocks are free; returns
+ * whether they are. */
+static int prefix_reclaim(Sched *s, int need)
+{
+	PrefixEntry *e;
+
+	while (s->kv.n_free < need && (e = prefix_oldest(s)))
+		prefix_drop(s, e, 0);
+	return s->kv.n_free >= need;
+}
+
+/* Leaves q's computed positions in the cache (in an empty entry, or the
+ * oldest one's place); blocks past them go back to the pool. */
+static void prefix_leave(Sched *s, Seq *q)
+{
+	PrefixCache *c = &s->prefix;
+	PrefixEntry *e = NULL;
+	int n = q->n_computed < c->max_positions ? q->n_computed : c->max_positions;
+	int keep = kv_blocks_for(n, s->kv.block_size);
+
+	for (int i = 0; i < c->n_entries && !e; i++)
+		if (!c->entries[i].n)
+			e = &c->entries[i];
+	if (!e) {
+		e = prefix_oldest(s);
+		prefix_drop(s, e, 0);
+	}
+	memcpy(e->tokens, q->tokens, (size_t)n * sizeof(int));
+	memcpy(e->blocks, q->blocks, (size_t)keep * sizeof(int));
+	e->n = n;
+	e->n_blocks = keep;
+	e->stamp = ++c->clock;
+	c->blocks += keep;
+	c->used_entries++;
+	kv_blocks_release(&s->kv, q->blocks + keep, q->n_blocks - keep);
+	q->n_blocks = 0;
+	q->n_computed = 0;
+}
+
+static int common_prefix(const int *a, int na, const int *b, int nb)
+{
+	int n = na < nb ? na : nb, i = 0;
+
+	while (i < n && a[i] == b[i])
+		i++;
+	return i;
+}
+
+/* Gives q the entry whose ids share the most leading positions with q's
+ * tokens, all but the last (whose logits it needs), when that is more than
+ * the start-of-text token; returns the positions it took (0: none). Its
+ * blocks past them go back to the pool. */
+static int prefix_take(Sched *s, Seq *q)
+{
+	PrefixEntry *best = NULL;
+	int best_n = 0, keep;
+
+	for (int i = 0; i < s->prefix.n_entries; i++) {
+		PrefixEntry *e = &s->prefix.entries[i];
+		int n = common_prefix(e->tokens, e->n, q->tokens, q->n_tokens - 1);
+
+		if (e->n && n > best_n) {
+			best = e;
+			best_n = n;
+		}
+	}
+	if (best_n < 2)
+		return 0;
+	keep = kv_blocks_for(best_n, s->kv.block_size);
+	memcpy(q->blocks, best->blocks, (size_t)keep * sizeof(int));
+	prefix_drop(s, best, keep);
+	return best_n;
+}
+
 /* The most recently admitted sequence gives its blocks back and waits at
  * the head of the queue; it recomputes everything on its next admission. */
 static void preempt(Sched *s, Seq *q)
@@ -138,7 +272,7 @@ static int grow_blocks(Sched *s, Seq *q, int positions, int *preempted)
 {
 	int need = kv_blocks_for(positions, s->kv.block_size) - q->n_blocks;
 
-	while (need > s->kv.n_free) {
+	while (!prefix_reclaim(s, need)) {
 		Seq *victim = s->running.tail;
 
 		preempt(s, victim);
@@ -192,19 +326,28 @@ static int plan_running(Sched *s, int budget, int *preempted)
 	return budget;
 }
 
+/* q gets its blocks: the plan's admission check made sure the pool, with
+ * the prefix cache's blocks reclaimed, holds them. */
 static void admit(Sched *s, Seq *q)
 {
-	int need = kv_blocks_for(q->n_tokens, s->kv.block_size);
+	int cached = q->no_prefix_cache ? 0 : prefix_take(s, q);
+	int keep = kv_blocks_for(cached, s->kv.block_size);
+	int need = kv_blocks_for(q->n_tokens, s->kv.block_size) - keep;
 
-	kv_blocks_alloc(&s->kv, need, q->blocks);
-	q->n_blocks = need;
-	q->n_computed = 0;
+	prefix_reclaim(s, need);
+	kv_blocks_alloc(&s->kv, need, q->blocks + keep);
+	q->n_blocks = keep + need;
+	q->n_computed = cached;
+	q->cached = cached;
 	q->prefilled = 0;
 	list_remove(&s->waiting, q);
 	q->state = SEQ_RUNNING;
 	list_push_tail(&s->running, q);
-	trace_req_admitted(q->id, (uint32_t)q->n_tokens, (uint32_t)(q->n_tokens - q->n_prompt),
-			   (uint32_t)s->running.n, (uint32_t)s->waiting.n);
+	trace_req_admitted(q->id, (uint32_t)(q->n_tokens - cached),
+			   (uint32_t)(q->n_tokens - q->n_prompt), (uint32_t)s->running.n,
+			   (uint32_t)s->waiting.n);
+	if (cached)
+		trace_prefix_hit(q->id, (uint32_t)cached, (uint32_t)q->n_tokens, (uint32_t)keep);
 }
 
 /* FIFO admission: the head waits until its whole prefix has blocks. No
@@ -215,10 +358,11 @@ static void plan_admissions(Sched *s, int budget, int preempted)
 		Seq *q = s->waiting.head;
 		int n;
 
-		if (kv_blocks_for(q->n_tokens, s->kv.block_size) > s->kv.n_free)
+		if (kv_blocks_for(q->n_tokens, s->kv.block_size) > s->kv.n_free + s->prefix.blocks)
 			break;
 		admit(s, q);
-		n = q->n_tokens < budget ? q->n_tokens : budget;
+		n = q->n_tokens - q->n_computed;
+		n = n < budget ? n : budget;
 		plan_add(s, q, n);
 		budget -= n;
 	}
@@ -257,7 +401,11 @@ void sched_finish(Sched *s, Seq *q, enum finish_reason reason)
 	if (q->state == SEQ_FINISHED)
 		return;
 	if (q->state == SEQ_RUNNING) {
-		release_blocks(s, q);
+		if (s->prefix.n_entries && !q->no_prefix_cache && q->n_computed > 0 &&
+		    reason != FINISH_ERROR)
+			prefix_leave(s, q);
+		else
+			release_blocks(s, q);
 		list_remove(&s->running, q);
 	} else if (q->state == SEQ_WAITING) {
 		list_remove(&s->waiting, q);

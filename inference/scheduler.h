@@ -10,6 +10,17 @@
  * blocks are freed, it goes back to the head of the queue, and on its next
  * admission it recomputes its prompt and the tokens it had generated.
  *
+ * The prefix cache (off unless sched_prefix_init): a finished sequence's
+ * blocks are kept with the ids of the positions they hold. A sequence
+ * admitted later whose tokens start with the same ids takes the entry with
+ * the longest common prefix and computes only the rest, as llama-server's
+ * slots do (cache_prompt). The entry is taken whole, not shared: its blocks
+ * past the common prefix go back to the pool, and the new positions
+ * overwrite the rest of the last block kept. The engine's results do not
+ * depend on how a sequence's positions were batched, so a hit gives the
+ * same logits as a recomputation. Entries are evicted oldest first when a
+ * sequence needs blocks, before any preemption.
+ *
  * Pure bookkeeping, no model: the serving engine (serve.c) runs the plan.
  * Lifecycle probes fire from here, so the running/waiting gauges they carry
  * are the scheduler's own. Not thread-safe: the caller holds a lock. */
@@ -35,6 +46,8 @@ typedef struct Seq {
 	int prefilled;      /* sampled since its last admission: its chunks are decode */
 	int in_step;        /* part of the step being run */
 	int preemptions;
+	int no_prefix_cache; /* neither reuse a cached prefix nor leave one */
+	int cached;         /* positions a prefix-cache hit gave it at its last admission */
 	enum finish_reason reason;
 	struct Seq *prev, *next; /* in the waiting queue or the running list */
 } Seq;
@@ -58,6 +71,22 @@ typedef struct {
 	int prefill_tokens, decode_tokens;
 } StepPlan;
 
+/* A finished sequence's computed positions (the prefix cache). */
+typedef struct {
+	int *tokens;        /* (max_positions) ids of positions 0..n-1 */
+	int n;              /* positions its blocks hold; 0: an empty entry */
+	int *blocks;        /* (max_blocks) */
+	int n_blocks;
+	uint64_t stamp;     /* when it was left: the oldest goes first */
+} PrefixEntry;
+
+typedef struct {
+	PrefixEntry *entries; /* (n_entries); none: the cache is off */
+	int n_entries, max_positions, max_blocks;
+	int used_entries, blocks; /* blocks: held by all entries, reclaimable */
+	uint64_t clock;
+} PrefixCache;
+
 typedef struct {
 	KvBlocks kv;
 	int max_seqs;
@@ -65,11 +94,22 @@ typedef struct {
 	SeqList waiting;    /* FIFO: admitted from the head, preempted back to the head */
 	SeqList running;    /* admission order */
 	StepPlan plan;
+	PrefixCache prefix;
 } Sched;
 
 int sched_init(Sched *s, int n_blocks, int block_size, int max_seqs, int max_batch_tokens,
 	       InferError *err);
 void sched_destroy(Sched *s);
+
+/* Turns the prefix cache on: up to `entries` finished sequences of at most
+ * max_positions positions each. */
+int sched_prefix_init(Sched *s, int entries, int max_positions, InferError *err);
+
+/* Blocks held by sequences (the pool's use less the prefix cache's). */
+static inline int sched_kv_used(const Sched *s)
+{
+	return kv_blocks_used(&s->kv) - s->prefix.blocks;
+}
 
 /* Sets up q (tokens and block table from the activations pool) for a
  * prompt of n ids and at most max_tokens more. */
@@ -94,7 +134,9 @@ void sched_step_done(Sched *s);
 /* Appends a sampled token to a running sequence. */
 void sched_append(Seq *q, int token);
 
-/* Ends q from any state: frees its blocks, removes it (req_finished). */
+/* Ends q from any state: frees its blocks, or leaves its computed positions
+ * in the prefix cache (stop, length or abort, and the cache on), and
+ * removes it (req_finished). */
 void sched_finish(Sched *s, Seq *q, enum finish_reason reason);
 
 #endif

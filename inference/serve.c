@@ -235,10 +235,22 @@ static int run_forward(Server *s, int n, InferError *err)
 	return rc;
 }
 
+static void announce_prefix_cache(Server *s)
+{
+	const PrefixCache *c = &s->sched.prefix;
+
+	if (!c->n_entries || c->blocks == s->prefix_announced)
+		return;
+	s->prefix_announced = c->blocks;
+	trace_prefix_cache((uint32_t)c->used_entries, (uint32_t)c->blocks, (uint32_t)c->n_entries);
+}
+
+/* Blocks held by sequences; the prefix cache's are announced on their own. */
 static void announce_kv(Server *s)
 {
-	int used = kv_blocks_used(&s->sched.kv);
+	int used = sched_kv_used(&s->sched);
 
+	announce_prefix_cache(s);
 	if (used == s->kv_announced)
 		return;
 	s->kv_announced = used;
@@ -314,7 +326,7 @@ static int step(Server *s)
 	if (rc == 0)
 		take_outputs(s);
 	trace_step_end(id, t0, (uint32_t)n, (uint32_t)p->prefill_tokens,
-		       (uint32_t)p->decode_tokens, (uint32_t)kv_blocks_used(&s->sched.kv));
+		       (uint32_t)p->decode_tokens, (uint32_t)sched_kv_used(&s->sched));
 	announce_kv(s);
 	if (rc < 0) {
 		s->thread_err = err;
@@ -363,6 +375,8 @@ static int serve_defaults(Server *s, const EngineOptions *eo, const ServeOptions
 		return infer_fail(err, "--max-seqs %d: 1..64 allowed", s->opt.max_seqs);
 	if (s->opt.block_size < 1 || s->opt.block_size > 4096)
 		return infer_fail(err, "--block-size %d: 1..4096 allowed", s->opt.block_size);
+	if (s->opt.prefix_entries < 0)
+		s->opt.prefix_entries = s->opt.max_seqs;
 	*bo = eo->backend_opt;
 	bo->max_seqs = s->opt.max_seqs;
 	bo->kv_block_size = s->opt.block_size;
@@ -377,8 +391,11 @@ static int serve_sizes(Server *s, InferError *err)
 	if (s->opt.max_batch_tokens <= 0 || s->opt.max_batch_tokens > max_batch)
 		s->opt.max_batch_tokens = max_batch;
 	s->block_bytes = (size_t)s->engine.kv_bytes_per_pos * s->opt.block_size;
-	return sched_init(&s->sched, s->opt.kv_blocks, s->opt.block_size, s->opt.max_seqs,
-			  s->opt.max_batch_tokens, err);
+	if (sched_init(&s->sched, s->opt.kv_blocks, s->opt.block_size, s->opt.max_seqs,
+		       s->opt.max_batch_tokens, err) < 0)
+		return -1;
+	return sched_prefix_init(&s->sched, s->opt.prefix_entries, s->engine.model.config.seq_len,
+				 err);
 }
 
 int server_open(Server *s, const EngineOptions *eo, const ServeOptions *so, InferError *err)
@@ -388,7 +405,7 @@ int server_open(Server *s, const EngineOptions *eo, const ServeOptions *so, Infe
 	int blocks;
 
 	memset(s, 0, sizeof(*s));
-	s->kv_announced = -1;
+	s->kv_announced = s->prefix_announced = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->work, NULL);
 	if (serve_defaults(s, eo, so, &e.backend_opt, err) < 0)
@@ -531,6 +548,7 @@ static int build_request(Server *s, const ServeParams *p, const EnginePrompt *ep
 	    request_strings(r, p, piece, err) ||
 	    request_sampler(r, p, vocab, id, err))
 		return -1;
+	r->seq.no_prefix_cache = p->no_prefix_cache;
 	return 0;
 }
 
@@ -618,8 +636,9 @@ void server_gauges(Server *s, ServerGauges *g)
 {
 	g->running = s->sched.running.n;
 	g->waiting = s->sched.waiting.n;
-	g->kv_used = kv_blocks_used(&s->sched.kv);
+	g->kv_used = sched_kv_used(&s->sched);
 	g->kv_total = s->sched.kv.n_blocks;
+	g->kv_cached = s->sched.prefix.blocks;
 	g->block_size = s->sched.kv.block_size;
 	g->steps = s->steps;
 	g->requests = s->next_id;

@@ -23,6 +23,8 @@ typedef struct {
 	int max_batch_tokens;  /* tokens per step; 0: the backend's limit */
 	int kv_blocks;         /* KV pool blocks; 0: max_seqs full-length sequences */
 	int block_size;        /* positions per block */
+	int prefix_entries;    /* finished sequences the prefix cache keeps; 0: off,
+				* -1: max_seqs */
 } ServeOptions;
 
 /* What a completion asks for, already type-checked (reqparse.h). */
@@ -36,6 +38,7 @@ typedef struct {
 	int has_seed;
 	const char *stop[SERVE_MAX_STOP];
 	int n_stop;
+	int no_prefix_cache;       /* llama-server's cache_prompt false */
 } ServeParams;
 
 /* Called under the server lock when a request has new output or is done. */
@@ -77,6 +80,7 @@ typedef struct {
 	uint64_t next_id, steps;
 	ServeRequest *live;        /* requests the engine still holds */
 	int kv_announced;          /* blocks in use at the last kv_blocks probe */
+	int prefix_announced;      /* the prefix cache's blocks at its last probe */
 	size_t block_bytes;
 } Server;
 
@@ -107,6 +111,7 @@ void server_unlock(Server *s);
 typedef struct {
 	int running, waiting;
 	int kv_used, kv_total, block_size;
+	int kv_cached;  /* the prefix cache's blocks (not in kv_used) */
 	uint64_t steps, requests;
 } ServerGauges;
 void server_gauges(Server *s, ServerGauges *g);

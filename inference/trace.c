@@ -47,6 +47,8 @@ typedef struct {
 	uint32_t running, waiting, peak_running, peak_waiting;
 	uint32_t kv_used, kv_total, kv_peak, block_size;
 	uint64_t block_bytes;
+	uint64_t prefix_hits, prefix_cached_tokens;
+	uint32_t prefix_entries, prefix_blocks;
 	FinishedReq *done;  /* (done_cap) per finished request, in finishing order */
 	size_t n_done, done_cap;
 	uint64_t done_unrecorded;
@@ -342,6 +344,24 @@ void trace_token_emit(uint64_t req, uint32_t pos, uint32_t token_id)
 	usdt_token_emit(req, pos, token_id);
 }
 
+void trace_prefix_hit(uint64_t req, uint32_t cached_tokens, uint32_t tokens, uint32_t blocks)
+{
+	pthread_mutex_lock(&stats_lock);
+	serve_stats.prefix_hits++;
+	serve_stats.prefix_cached_tokens += cached_tokens;
+	pthread_mutex_unlock(&stats_lock);
+	usdt_prefix_hit(req, cached_tokens, tokens, blocks);
+}
+
+void trace_prefix_cache(uint32_t entries, uint32_t blocks, uint32_t max_entries)
+{
+	pthread_mutex_lock(&stats_lock);
+	serve_stats.prefix_entries = entries;
+	serve_stats.prefix_blocks = blocks;
+	pthread_mutex_unlock(&stats_lock);
+	usdt_prefix_cache(entries, blocks, max_entries);
+}
+
 void trace_kv_blocks(uint32_t used, uint32_t total, uint32_t block_size, uint64_t block_bytes)
 {
 	ServeStats *v = &serve_stats;
@@ -514,9 +534,13 @@ static void write_serving(FILE *f)
 	write_step_stats(f, &v->step_ns);
 	fprintf(f, "\"running\":%u,\"waiting\":%u,\"peak_running\":%u,\"peak_waiting\":%u,"
 		"\"kv_used_blocks\":%u,\"kv_total_blocks\":%u,\"kv_peak_blocks\":%u,"
-		"\"block_size\":%u,\"block_bytes\":%llu},\n", v->running, v->waiting,
+		"\"block_size\":%u,\"block_bytes\":%llu,\n\"prefix_hits\":%llu,"
+		"\"prefix_cached_tokens\":%llu,\"prefix_cache_entries\":%u,"
+		"\"prefix_cache_blocks\":%u},\n", v->running, v->waiting,
 		v->peak_running, v->peak_waiting, v->kv_used, v->kv_total, v->kv_peak,
-		v->block_size, (unsigned long long)v->block_bytes);
+		v->block_size, (unsigned long long)v->block_bytes,
+		(unsigned long long)v->prefix_hits, (unsigned long long)v->prefix_cached_tokens,
+		v->prefix_entries, v->prefix_blocks);
 }
 
 static void write_stats(FILE *f, uint64_t wall_ns)

@@ -55,6 +55,8 @@ void trace_step_end(uint64_t step, uint64_t begin_ns, uint32_t nseqs, uint32_t p
 		    uint32_t decode_tokens, uint32_t kv_used_blocks);
 void trace_token_emit(uint64_t req, uint32_t pos, uint32_t token_id);
 void trace_kv_blocks(uint32_t used, uint32_t total, uint32_t block_size, uint64_t block_bytes);
+void trace_prefix_hit(uint64_t req, uint32_t cached_tokens, uint32_t tokens, uint32_t blocks);
+void trace_prefix_cache(uint32_t entries, uint32_t blocks, uint32_t max_entries);
 
 /* Self-stats are off until enabled (the CLI enables them for --stats). */
 void trace_stats_enable(void);

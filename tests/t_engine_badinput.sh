@@ -76,6 +76,8 @@ expect 2 "-s '-1'" "$INFER" "$TMP/m.bin" --ids -b cpu -s -1
 expect 2 "-s '99999999999999999999999'" "$INFER" "$TMP/m.bin" --ids -b cpu -s 99999999999999999999999
 expect 2 "--threads '0'" "$INFER" "$TMP/m.bin" --ids -b cpu --threads 0
 expect 2 "--cl-device 'x'" "$INFER" "$TMP/m.bin" --ids --cl-device x
+expect 2 "--prefix-cache .-1." "$INFER" "$TMP/m.bin" --http 0 --prefix-cache -1
+expect 2 "--prefix-cache .8x." "$INFER" "$TMP/m.bin" --http 0 --prefix-cache 8x
 expect 2 "--bogus.*unknown" "$INFER" "$TMP/m.bin" --ids --bogus 1
 expect 2 "needs a value" "$INFER" "$TMP/m.bin" --ids -n
 expect 2 "no MODEL" "$INFER" --ids

@@ -39,12 +39,12 @@ ln -s "$(cd "$ROOT/.." && pwd)/shared" "$TMP/shared" 2>/dev/null
 python3 - "$SRC/include/spantrace/probes.def" <<'EOF' || fail "cannot add the row"
 import sys
 p = sys.argv[1]; s = open(p).read()
-anchor = '       __u32, running, __u32, waiting)\n#endif\n'
+anchor = '#endif\n\n#ifdef SPAN\n'  # the end of the probe rows
 assert s.count(anchor) == 1, "no end of the probe rows"
 row = ('PROBE2(test_row, MARK, STRUCTURAL, MARKER, probe_generic,\n'
        '       "a row added by t_probe_row",\n'
        '       __u64, answer, __s32, delta)\n')
-s = s.replace(anchor, anchor[:-len('#endif\n')] + row + '#endif\n')
+s = s.replace(anchor, row + anchor)
 open(p, 'w').write(s)
 EOF
 # The one call: the engine says test_row at each request's start.

@@ -2,7 +2,9 @@
  * scheduler, without a model: FIFO admission when blocks are free, one
  * decode token per running sequence plus prefill chunks within the token
  * budget, preemption of the newest sequence back to the head of the queue,
- * cancellation freeing blocks at once, and the gauges the probes carry. */
+ * cancellation freeing blocks at once, the gauges the probes carry, and
+ * the prefix cache (a finished sequence's blocks taken by a later one that
+ * starts with the same tokens, evicted before anyone is preempted). */
 #include <string.h>
 #include "check.h"
 #include "kvcache.h"
@@ -30,13 +32,19 @@ static void test_blocks(void)
 
 static int prompt[64];
 
-static void mkseq(Seq *q, uint64_t id, int n, int max_tokens, int bs)
+/* A sequence whose prompt is first, first + 1, ... */
+static void mkseq_from(Seq *q, uint64_t id, int first, int n, int max_tokens, int bs)
 {
 	InferError err;
 
 	for (int i = 0; i < n; i++)
-		prompt[i] = 1 + i;
+		prompt[i] = first + i;
 	CHECK(seq_init(q, id, prompt, n, max_tokens, bs, &err) == 0, "seq_init: %s", err.msg);
+}
+
+static void mkseq(Seq *q, uint64_t id, int n, int max_tokens, int bs)
+{
+	mkseq_from(q, id, 1, n, max_tokens, bs);
 }
 
 /* Runs the plan as the serving engine would: positions computed, and a
@@ -160,11 +168,87 @@ static void test_cancel(void)
 	sched_destroy(&s);
 }
 
+/* Steps q, running alone, until it has max_tokens, and finishes it. */
+static void finish_alone(Sched *s, Seq *q, int max_tokens)
+{
+	while (q->n_tokens - q->n_prompt < max_tokens) {
+		CHECK(sched_plan(s) == 1 && s->plan.items[0].seq == q, "q runs alone");
+		run_step(s);
+	}
+	sched_finish(s, q, FINISH_LENGTH);
+}
+
+static void test_prefix_cache(void)
+{
+	Sched s;
+	Seq a, b, c, d, e;
+	InferError err;
+
+	/* 8 blocks of 4 positions, 2 sequences, 2 entries of up to 32 positions */
+	CHECK(sched_init(&s, 8, 4, 2, 16, &err) == 0, "init: %s", err.msg);
+	CHECK(sched_prefix_init(&s, 2, 32, &err) == 0, "prefix init: %s", err.msg);
+	mkseq(&a, 1, 6, 2, 4);
+	sched_enqueue(&s, &a, 2);
+	finish_alone(&s, &a, 2);
+	/* a computed its 6 prompt positions and its first token, not its last */
+	CHECK(s.prefix.used_entries == 1 && s.prefix.blocks == 2, "a left 7 positions in 2 blocks: %d %d",
+	      s.prefix.used_entries, s.prefix.blocks);
+	CHECK(sched_kv_used(&s) == 0 && kv_blocks_used(&s.kv) == 2, "sequences hold none, the cache 2");
+
+	/* b's prompt is a's: all but its last token come from the cache */
+	mkseq(&b, 2, 6, 2, 4);
+	sched_enqueue(&s, &b, 2);
+	CHECK(sched_plan(&s) == 1 && s.plan.items[0].start == 5 && s.plan.items[0].n == 1 &&
+	      s.plan.items[0].want_logits, "b computes its last prompt token only: start %d n %d",
+	      s.plan.items[0].start, s.plan.items[0].n);
+	CHECK(b.cached == 5 && s.plan.prefill_tokens == 1, "5 positions cached, 1 prefilled");
+	CHECK(s.prefix.used_entries == 0 && s.prefix.blocks == 0 && b.n_blocks == 2,
+	      "the entry was taken whole: its 2 blocks are b's");
+	run_step(&s);
+	finish_alone(&s, &b, 2);
+	CHECK(s.prefix.used_entries == 1, "b left its positions");
+
+	/* c shares only its first token: no hit */
+	mkseq_from(&c, 3, 50, 3, 2, 4);
+	c.tokens[0] = 1;
+	sched_enqueue(&s, &c, 2);
+	CHECK(sched_plan(&s) == 1 && c.cached == 0 && s.plan.items[0].n == 3, "one shared token: no hit");
+	run_step(&s);
+	finish_alone(&s, &c, 2);
+	CHECK(s.prefix.used_entries == 2, "two entries");
+
+	/* cache_prompt false: neither takes nor leaves */
+	mkseq(&d, 4, 6, 2, 4);
+	d.no_prefix_cache = 1;
+	sched_enqueue(&s, &d, 2);
+	CHECK(sched_plan(&s) == 1 && d.cached == 0 && s.plan.items[0].n == 6, "cache_prompt false: no hit");
+	run_step(&s);
+	finish_alone(&s, &d, 2);
+	CHECK(s.prefix.used_entries == 2 && s.prefix.blocks == 3, "and left nothing: %d entries, %d blocks",
+	      s.prefix.used_entries, s.prefix.blocks);
+
+	/* e needs the whole pool: the entries are evicted to admit it */
+	mkseq_from(&e, 5, 100, 30, 2, 4);
+	sched_enqueue(&s, &e, 2);
+	CHECK(sched_plan(&s) == 1 && e.n_blocks == 8 && e.cached == 0, "e admitted with all 8 blocks");
+	CHECK(s.prefix.used_entries == 0 && s.prefix.blocks == 0, "the cache gave its blocks back");
+	run_step(&s);
+	sched_finish(&s, &e, FINISH_ERROR);
+	CHECK(s.prefix.used_entries == 0 && kv_blocks_used(&s.kv) == 0, "an error leaves nothing cached");
+	seq_free(&a);
+	seq_free(&b);
+	seq_free(&c);
+	seq_free(&d);
+	seq_free(&e);
+	sched_destroy(&s);
+}
+
 int main(void)
 {
 	test_blocks();
 	test_admission_and_batching();
 	test_preemption();
 	test_cancel();
+	test_prefix_cache();
 	return check_report();
 }
