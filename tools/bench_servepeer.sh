@@ -15,6 +15,8 @@
 #   KV_TYPE=f16 tools/bench_servepeer.sh   (our KV cache in F16, as llama-server
 #                                           keeps its own; the ratios' names
 #                                           gain _kvf16)
+#   CACHE_PROMPT=true tools/bench_servepeer.sh   (both servers' prefix caches on,
+#                                           as their defaults; names gain _cached)
 export BENCH_NAME=bench_servepeer
 # shellcheck source=tools/bench_lib.sh
 source "$(dirname "$0")/bench_lib.sh"
@@ -25,22 +27,25 @@ SERVER=$("$ROOT/tools/build_llama_server.sh" --check 2>/dev/null) || skipped "no
 [ -x "$INFER" ] && [ -x "$BUILD/mkmodel" ] || die "build first"
 THREADS=$(nproc)
 kv_type_from_env
+CACHE_PROMPT=${CACHE_PROMPT:-false}
+case $CACHE_PROMPT in false) CACHE_SUFFIX= ;; true) CACHE_SUFFIX=_cached ;; *) die "CACHE_PROMPT=$CACHE_PROMPT: true or false" ;; esac
 export CLIENT_KEEPALIVE=0
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # spec CONCURRENT TOKENS: REQS streaming greedy requests with different
-# prompts. Every round repeats them, and llama-server by default keeps each
-# slot's KV cache for the next prompt (cache_prompt): it then evaluated 1
-# of a prompt's 7 tokens (its timings' prompt_n), so its TTFT measured a
-# cache hit, not a prefill. cache_prompt false makes it evaluate all 7, as
-# ours does (which has no prompt cache, and ignores the field).
+# prompts. Every round repeats them, and both servers by default keep a
+# finished request's KV for the next prompt that starts alike (cache_prompt;
+# ours, the prefix cache): llama-server then evaluated 1 of a prompt's 7
+# tokens (its timings' prompt_n), so TTFT measured a cache hit, not a
+# prefill. cache_prompt false (the default here) makes both evaluate all 7;
+# CACHE_PROMPT=true measures the hits.
 spec() {
 	local i sep=
 	printf '{"concurrent": %s, "requests": [' "$1"
 	for ((i = 0; i < REQS; i++)); do
-		printf '%s{"prompt": "Once upon a time %d", "max_tokens": %d, "temperature": 0, "stream": true, "cache_prompt": false}' \
-			"$sep" "$i" "$2"
+		printf '%s{"prompt": "Once upon a time %d", "max_tokens": %d, "temperature": 0, "stream": true, "cache_prompt": %s}' \
+			"$sep" "$i" "$2" "$CACHE_PROMPT"
 		sep=,
 	done
 	echo ']}'
@@ -116,5 +121,5 @@ bench_model() { # LABEL GGUF TOKENS
 rm -f "$TMP/m.bin"
 echo "llama-server $SERVER; $REQS requests a batch, $REPEAT interleaved rounds, $THREADS threads each;" \
 	"our KV cache $KV_TYPE (llama-server's: f16)"
-bench_model "s15m_f32$KV_SUFFIX" "$TMP/s15.gguf" 64
-bench_model "s110m_q8_0$KV_SUFFIX" "$TMP/s110q8.gguf" 48
+bench_model "s15m_f32$KV_SUFFIX$CACHE_SUFFIX" "$TMP/s15.gguf" 64
+bench_model "s110m_q8_0$KV_SUFFIX$CACHE_SUFFIX" "$TMP/s110q8.gguf" 48
