@@ -182,6 +182,30 @@ static int engines_set_autoload(struct session *s, int on, char *err, size_t err
 	return 0;
 }
 
+static struct bpf_program *probe_program(const struct spantrace_bpf *sk, unsigned id);
+
+/* Only the programs a session can attach are verified: the kernel's
+ * verifier took 0.5 s for each of op_end, cl_batch, and --span's returns
+ * and ends, 2.1 of the 3.4 s `record -p --level coarse` spent loading
+ * (2026-11-27, a Zen 3 VM; 1.2 s after this). So a row's program loads
+ * when a row the level attaches uses it, and --span's when there are
+ * specs (all parsed before the session opens). */
+static void set_level_autoload(struct session *s, const struct session_opts *o)
+{
+	struct spantrace_bpf *sk = s->skel;
+	int spans = user_span_count() > 0;
+
+	for (unsigned id = 0; id < PROBE_ID_COUNT; id++)
+		bpf_program__set_autoload(probe_program(sk, id), false);
+	for (unsigned id = 0; id < PROBE_ID_COUNT; id++)
+		if (probe_rows[id].level != PROBE_LEVEL_DETAIL || o->level == LEVEL_DETAIL)
+			bpf_program__set_autoload(probe_program(sk, id), true);
+	bpf_program__set_autoload(sk->progs.user_fn_entry, spans);
+	bpf_program__set_autoload(sk->progs.user_fn_return, spans);
+	bpf_program__set_autoload(sk->progs.user_usdt_begin, spans);
+	bpf_program__set_autoload(sk->progs.user_usdt_end, spans);
+}
+
 /* The profile maps cost nothing unless profiling: one entry each then. */
 static int size_profile_maps(struct session *s, const struct session_opts *o,
 			     char *err, size_t errlen)
@@ -254,6 +278,7 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
 	}
 	if (set_knobs(s, o, err, errlen) || size_profile_maps(s, o, err, errlen))
 		goto fail;
+	set_level_autoload(s, o);
 	s->skel->rodata->engine_abi = engine_abi_of(ENGINE_LLAMACPP);
 	/* Probes are attached by session_attach, for the level's probe names. */
 	bpf_object__for_each_program(prog, s->skel->obj)
