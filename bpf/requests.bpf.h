@@ -63,6 +63,31 @@ static __always_inline struct serving_state *serving_get(__u32 pid)
 	return lookup_or_init(&serving, &pid, &zero_serving);
 }
 
+/* The prefix cache's rows have no program of their own (probe_generic);
+ * their counts and gauges go into `serving` too, before any record is
+ * reserved, so a full ring buffer does not lose them. */
+static __always_inline void serving_probe_generic(struct pt_regs *ctx, __u32 pid, __u32 probe)
+{
+	struct serving_state *s;
+	long a0 = 0, a1 = 0;
+
+	if (probe != PROBE_ID_prefix_hit && probe != PROBE_ID_prefix_cache)
+		return;
+	s = serving_get(pid);
+	if (!s)
+		return;
+	if (probe == PROBE_ID_prefix_hit) {
+		bpf_usdt_arg(ctx, 1, &a1);
+		__sync_fetch_and_add(&s->v.prefix_hits, 1);
+		__sync_fetch_and_add(&s->v.prefix_cached_tokens, (__u64)(__u32)a1);
+	} else {
+		bpf_usdt_arg(ctx, 0, &a0);
+		bpf_usdt_arg(ctx, 1, &a1);
+		s->v.prefix_cache_entries = (__u32)a0;
+		s->v.prefix_cache_blocks = (__u32)a1;
+	}
+}
+
 /* The engine's running/waiting gauges, as every lifecycle probe gives them. */
 static __always_inline struct serving_state *serving_gauges(__u32 pid, __u32 running, __u32 waiting)
 {

@@ -168,6 +168,7 @@ int probe_generic(struct pt_regs *ctx)
 
 	if (!pid)
 		return 0;
+	serving_probe_generic(ctx, pid, (__u32)bpf_usdt_cookie(ctx));
 	e = reserve(EV_PROBE, sizeof(*e));
 	if (!e)
 		return 0;

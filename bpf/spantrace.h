@@ -310,6 +310,9 @@ struct serving_val {
 	__u64 finished[FINISH_REASON_COUNT + 1];  /* by reason; [COUNT]: not told */
 	__u64 preemptions;
 	__u64 steps;
+	__u64 prefix_hits;            /* prefix_hit: admissions that reused a cached prefix */
+	__u64 prefix_cached_tokens;   /* ...and the tokens they did not compute */
+	__u32 prefix_cache_entries, prefix_cache_blocks; /* prefix_cache's last gauges */
 };
 
 /* Map `requests` (hash, key {pid, req}): each live request's timeline and

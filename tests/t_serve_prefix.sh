@@ -7,7 +7,8 @@
 # false, and a pool small enough that entries are evicted and sequences
 # preempted. The hits are counted alike by the responses
 # (usage.prompt_tokens_details.cached_tokens), the engine's /stats and the
-# prefix_hit probe as `spantrace record` sees it. stories260K (a trained
+# prefix_hit probe as `spantrace record` (its records and summary) and the
+# daemon's /metrics see it. stories260K (a trained
 # checkpoint, id prompts), cpu and opencl, and opencl's F16 KV cache.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
@@ -127,18 +128,36 @@ assert_eq "tiny pool: no block held by a sequence" 0 "$(health kv_blocks_used)"
 assert_le "tiny pool: the cache holds at most the pool" "$(health kv_blocks_cached)" 6
 stop_engine
 
-# The tracer sees every hit: prefix_hit records equal the engine's count.
+# The tracer sees every hit: prefix_hit records, the summary and the
+# daemon's /metrics equal the engine's counts.
 need_bpf
+source "$(dirname "$0")/daemon_lib.sh"
 start_engine "$MODEL" -b cpu
-"$SPANTRACE" record -q -p "$EPID" --level coarse -o "$TMP/run.jsonl" 2>"$TMP/record.err" &
+"$SPANTRACE" record -q -p "$EPID" --level coarse --summary "$TMP/summary.json" -o "$TMP/run.jsonl" \
+	2>"$TMP/record.err" &
 rec=$!
+start_daemon --level coarse -p "$EPID" --interval 0.1
 wait_for grep -qs '"type":"session"' "$TMP/run.jsonl" || fail "record did not attach: $(cat "$TMP/record.err")"
+# (start_daemon returns once the daemon has attached)
 round t1 false "" "${prompts[@]}"
 round t2 true "" "${prompts[@]}"
+hits=$(stat .serving.prefix_hits) cached=$(stat .serving.prefix_cached_tokens)
+assert_le "the engine had hits" 1 "$hits"
 kill -INT $rec
 wait $rec || fail "record exited $?: $(cat "$TMP/record.err")"
 n=$(jq -s '[.[] | select(.type == "probe" and .probe == "prefix_hit")] | length' "$TMP/run.jsonl")
-assert_eq "record: prefix_hit records = the engine's hits" "$(stat .serving.prefix_hits)" "$n"
-assert_eq "record: their cached tokens = the engine's" "$(stat .serving.prefix_cached_tokens)" \
+assert_eq "record: prefix_hit records = the engine's hits" "$hits" "$n"
+assert_eq "record: their cached tokens = the engine's" "$cached" \
 	"$(jq -s '[.[] | select(.type == "probe" and .probe == "prefix_hit") | .args.cached_tokens] | add' "$TMP/run.jsonl")"
+assert_eq "summary: prefix_cache_hits" "$hits" "$(jq .prefix_cache_hits "$TMP/summary.json")"
+assert_eq "summary: prefix_cached_tokens" "$cached" "$(jq .prefix_cached_tokens "$TMP/summary.json")"
+P="pid=\"$EPID\""
+scraped() { metrics >"$TMP/m.txt" && [ "$(msum "$TMP/m.txt" spantrace_prefix_cache_hits_total "$P")" = "$hits" ]; }
+wait_for scraped || fail "daemon: prefix hits $(msum "$TMP/m.txt" spantrace_prefix_cache_hits_total "$P"), engine $hits"
+ok "daemon: spantrace_prefix_cache_hits_total = the engine's $hits"
+assert_eq "daemon: spantrace_prefix_cache_tokens_total" "$cached" \
+	"$(msum "$TMP/m.txt" spantrace_prefix_cache_tokens_total "$P")"
+assert_eq "daemon: spantrace_kv_cache_blocks_cached = /health's" "$(health kv_blocks_cached)" \
+	"$(msum "$TMP/m.txt" spantrace_kv_cache_blocks_cached "$P")"
+stop_daemon
 stop_engine

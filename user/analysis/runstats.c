@@ -139,6 +139,18 @@ static int on_step(void *ctx, const struct step_event *e)
 	return 0;
 }
 
+/* The serving engine's prefix-cache hits (probe rows with no program). */
+static int on_probe(void *ctx, const struct probe_event *e)
+{
+	struct runstats *r = ctx;
+
+	if (e->probe == PROBE_ID_prefix_hit && e->nargs >= 2) {
+		r->prefix_hits++;
+		r->prefix_cached_tokens += e->args[1];
+	}
+	return 0;
+}
+
 static int on_kernel(void *ctx, const struct kernel_event *e)
 {
 	struct runstats *r = ctx;
@@ -156,4 +168,5 @@ const struct event_handlers runstats_handlers = {
 	.kernel = on_kernel,
 	.emit = on_emit,
 	.step = on_step,
+	.probe = on_probe,
 };

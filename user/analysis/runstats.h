@@ -27,6 +27,7 @@ struct runstats {
 	struct slo slo;
 	uint64_t slo_met;        /* requests that met every SLO set */
 	uint64_t preemptions;
+	uint64_t prefix_hits, prefix_cached_tokens; /* prefix_hit probe records */
 	uint64_t device_busy_ns;      /* summed kernel device time */
 	uint64_t mismatched;          /* spans closed by a mismatched end */
 	uint64_t first_span_ns;       /* the engine at work: first span begin .. */
@@ -35,7 +36,7 @@ struct runstats {
 	uint64_t last_token_end_ns;
 };
 
-/* span, token, request, kernel, emit and step; ctx is the struct runstats. */
+/* span, token, request, kernel, emit, step and probe; ctx is the struct runstats. */
 extern const struct event_handlers runstats_handlers;
 
 int runstats_init(struct runstats *r, const struct slo *slo);   /* -1 on allocation failure */

@@ -533,6 +533,12 @@ static void serving_fields(struct metric_set *m, const struct view *v)
 		{ "spantrace_preemptions_total", METRIC_COUNTER, "1", "Requests preempted (recomputed later).",
 		  F(preemptions) },
 		{ "spantrace_steps_total", METRIC_COUNTER, "1", "Serving engine steps.", F(steps) },
+		{ "spantrace_prefix_cache_hits_total", METRIC_COUNTER, "1",
+		  "Admissions that reused a finished request's KV (prefix cache).", F(prefix_hits) },
+		{ "spantrace_prefix_cache_tokens_total", METRIC_COUNTER, "{token}",
+		  "Prompt tokens the prefix cache gave, not computed.", F(prefix_cached_tokens) },
+		{ "spantrace_kv_cache_blocks_cached", METRIC_GAUGE, "1",
+		  "KV-cache blocks the prefix cache holds (not in blocks_used).", F(prefix_cache_blocks) },
 	};
 #undef F
 	struct metric_point *p;

@@ -298,6 +298,8 @@ static void requests_json(json_object *j, struct runstats *r)
 	json_object_object_add(j, "step", dist_json(&r->steps, NULL));
 	json_object_object_add(j, "step_tokens", dist_json(&r->step_tokens, NULL));
 	add_u64(j, "preemptions", r->preemptions);
+	add_u64(j, "prefix_cache_hits", r->prefix_hits);
+	add_u64(j, "prefix_cached_tokens", r->prefix_cached_tokens);
 	json_object_object_add(g, "slo_ttft_ms", json_object_new_double(r->slo.ttft_ns / 1e6));
 	json_object_object_add(g, "slo_itl_ms", json_object_new_double(r->slo.itl_ns / 1e6));
 	add_u64(g, "requests", n);
