@@ -71,7 +71,8 @@ static __always_inline void serving_probe_generic(struct pt_regs *ctx, __u32 pid
 	struct serving_state *s;
 	long a0 = 0, a1 = 0;
 
-	if (probe != PROBE_ID_prefix_hit && probe != PROBE_ID_prefix_cache)
+	if (probe != PROBE_ID_prefix_hit && probe != PROBE_ID_prefix_cache &&
+	    probe != PROBE_ID_state_prefix_cache)
 		return;
 	s = serving_get(pid);
 	if (!s)

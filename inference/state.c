@@ -31,6 +31,8 @@ static uint64_t kv_used, kv_cap;
 static uint32_t kvb_used, kvb_total, kvb_size;
 static uint64_t kvb_bytes;
 static int kv_known, kvb_known, gauges_known;
+static uint32_t pc_entries, pc_blocks, pc_max; /* the prefix cache, as last announced */
+static int pc_known;
 static uint32_t g_running, g_waiting;
 static uint64_t peaks[POOL_COUNT][2];   /* bytes, reserved: what pool.c last said */
 
@@ -98,6 +100,16 @@ void state_note_kv_blocks(uint32_t used, uint32_t total, uint32_t block_size, ui
 	state_unlock();
 }
 
+void state_note_prefix_cache(uint32_t entries, uint32_t blocks, uint32_t max_entries)
+{
+	state_lock();
+	pc_entries = entries;
+	pc_blocks = blocks;
+	pc_max = max_entries;
+	pc_known = 1;
+	state_unlock();
+}
+
 void state_add_tensor(const char *name, const uint32_t shape[4], uint64_t bytes, unsigned pool,
 		      unsigned device, unsigned dtype)
 {
@@ -141,6 +153,11 @@ static __attribute__((noinline)) void fire_kv_blocks(uint32_t used, uint32_t tot
 	usdt_state_kv_blocks(used, total, size, bytes);
 }
 
+static __attribute__((noinline)) void fire_prefix_cache(uint32_t entries, uint32_t blocks, uint32_t max)
+{
+	usdt_state_prefix_cache(entries, blocks, max);
+}
+
 static __attribute__((noinline)) void fire_gauges(uint32_t running, uint32_t waiting)
 {
 	usdt_state_requests(running, waiting);
@@ -174,6 +191,8 @@ void state_dump(void)
 		fire_kv(kv_used, kv_cap);
 	if (kvb_known)
 		fire_kv_blocks(kvb_used, kvb_total, kvb_size, kvb_bytes);
+	if (pc_known)
+		fire_prefix_cache(pc_entries, pc_blocks, pc_max);
 	if (gauges_known)
 		fire_gauges(g_running, g_waiting);
 	dump_tensors();

@@ -29,6 +29,7 @@ void state_note_peaks(unsigned pool, uint64_t peak_bytes, uint64_t peak_reserved
 void state_note_kv(uint64_t used_bytes, uint64_t capacity_bytes);
 void state_note_gauges(uint32_t running, uint32_t waiting);
 void state_note_kv_blocks(uint32_t used, uint32_t total, uint32_t block_size, uint64_t block_bytes);
+void state_note_prefix_cache(uint32_t entries, uint32_t blocks, uint32_t max_entries);
 
 /* A weight tensor: shape has up to 4 dims (0 = unused); device 0 host,
  * 1 OpenCL. Kept until state_forget_tensors(pool). */

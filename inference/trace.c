@@ -359,6 +359,7 @@ void trace_prefix_cache(uint32_t entries, uint32_t blocks, uint32_t max_entries)
 	serve_stats.prefix_entries = entries;
 	serve_stats.prefix_blocks = blocks;
 	pthread_mutex_unlock(&stats_lock);
+	state_note_prefix_cache(entries, blocks, max_entries);
 	usdt_prefix_cache(entries, blocks, max_entries);
 }
 

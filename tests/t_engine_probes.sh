@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fast
 # The engine library carries every probe row of include/spantrace/probes.def
-# (27: 12 single-stream, 8 of the serving engine, 7 of the state dump) as an
+# (30: 12 single-stream, 10 of the serving engine, 8 of the state dump) as an
 # `infer` USDT probe, each with a semaphore and one site, on 5-byte nops;
 # NO_PROBES builds carry none.
 source "$(dirname "$0")/lib.sh"
@@ -12,7 +12,7 @@ command -v readelf >/dev/null && command -v objdump >/dev/null || skip "binutils
 readelf -n "$LIB" | awk '/Provider:/{p=$2} /Name:/{n=$2} /Semaphore:/{sub(/.*Semaphore: */, ""); print p, n, $1}' >"$TMP/probes"
 cat "$TMP/probes"
 names=$("$BUILD/probedoc" --names) || fail "probedoc --names"
-assert_eq "probe rows" 27 "$(echo "$names" | wc -l)"
+assert_eq "probe rows" 30 "$(echo "$names" | wc -l)"
 for n in $names; do
 	lines=$(grep -c "^infer $n " "$TMP/probes")
 	assert_eq "sites of infer:$n" 1 "$lines"

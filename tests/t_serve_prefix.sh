@@ -160,4 +160,11 @@ assert_eq "daemon: spantrace_prefix_cache_tokens_total" "$cached" \
 assert_eq "daemon: spantrace_kv_cache_blocks_cached = /health's" "$(health kv_blocks_cached)" \
 	"$(msum "$TMP/m.txt" spantrace_kv_cache_blocks_cached "$P")"
 stop_daemon
+# A daemon attached to the idle engine learns the cache's size from the
+# state dump (state_prefix_cache), before any request.
+start_daemon --level coarse -p "$EPID" --interval 0.1
+cached_gauge() { metrics >"$TMP/m2.txt" && [ "$(msum "$TMP/m2.txt" spantrace_kv_cache_blocks_cached "$P")" = "$(health kv_blocks_cached)" ]; }
+wait_for cached_gauge || fail "a late daemon: kv_cache_blocks_cached $(msum "$TMP/m2.txt" spantrace_kv_cache_blocks_cached "$P"), /health $(health kv_blocks_cached)"
+ok "a late daemon: spantrace_kv_cache_blocks_cached = /health's $(health kv_blocks_cached), from the state dump"
+stop_daemon
 stop_engine
