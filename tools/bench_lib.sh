@@ -63,6 +63,18 @@ kv_type_from_env() {
 	case $KV_TYPE in f32) KV_SUFFIX= ;; f16) KV_SUFFIX=_kvf16 ;; *) die "KV_TYPE=$KV_TYPE: f32 or f16" ;; esac
 }
 
+# CACHE_PROMPT (false, the default: every prompt is prefilled, though the
+# rounds repeat them; true: the servers' prefix caches reuse them) and
+# CACHE_SUFFIX, what ratio names gain for true.
+cache_prompt_from_env() {
+	CACHE_PROMPT=${CACHE_PROMPT:-false}
+	case $CACHE_PROMPT in
+	false) CACHE_SUFFIX= ;;
+	true) CACHE_SUFFIX=_cached ;;
+	*) die "CACHE_PROMPT=$CACHE_PROMPT: true or false" ;;
+	esac
+}
+
 # expected_ratio HITS NS TOKS: tok/s ratio if each token pays HITS x NS on
 # top of 1/TOKS seconds.
 expected_ratio() {

@@ -5,6 +5,8 @@
 #   REPEAT=5 REQS=8 MAX_TOKENS=96 BUILD=build BACKENDS="opencl cpu" tools/bench_serve.sh
 #   KV_TYPE=f16 BACKENDS=opencl tools/bench_serve.sh   (opencl's F16 KV cache;
 #                                     the ratios' names gain _kvf16)
+#   CACHE_PROMPT=true tools/bench_serve.sh   (the prefix cache reuses the
+#                                     repeated prompts; names gain _cached)
 #
 # Per backend, in interleaved rounds on one engine: REQS greedy requests
 # one at a time, then the same REQS all at once, first non-streaming, then
@@ -23,6 +25,8 @@ TOK=$BUILD/models/demo_tokenizer.bin
 REQS=${REQS:-8}
 MAX_TOKENS=${MAX_TOKENS:-96}
 kv_type_from_env
+cache_prompt_from_env
+SUFFIX=$KV_SUFFIX$CACHE_SUFFIX
 NODE_DIR=$ROOT/tests/node
 need_built "$INFER"
 command -v node >/dev/null && [ -d "$NODE_DIR/node_modules/openai" ] || skipped "no node or npm openai (make deps)"
@@ -46,13 +50,14 @@ FLOPS_PER_TOKEN=$(awk -v d="${hdr[0]}" -v h="${hdr[1]}" -v l="${hdr[2]}" -v nh="
 	'BEGIN { if (v < 0) v = -v; kv = d * kvh / nh; print 2 * (l * (2 * d * d + 2 * d * kv + 3 * d * h) + v * d) }')
 FMA_GFLOPS=$("$BUILD/tools/fmaprobe" 2 | awk '{ print $2 }')
 
-# spec CONCURRENT STREAM: REQS requests with different prompts
+# spec CONCURRENT STREAM: REQS requests with different prompts (the same each
+# round: CACHE_PROMPT says whether the prefix cache may reuse them)
 spec() {
 	local i sep=
 	printf '{"concurrent": %s, "requests": [' "$1"
 	for ((i = 0; i < REQS; i++)); do
-		printf '%s{"prompt": "Once upon a time %d", "max_tokens": %d, "temperature": 0, "stream": %s}' \
-			"$sep" "$i" "$MAX_TOKENS" "$2"
+		printf '%s{"prompt": "Once upon a time %d", "max_tokens": %d, "temperature": 0, "stream": %s, "cache_prompt": %s}' \
+			"$sep" "$i" "$MAX_TOKENS" "$2" "$CACHE_PROMPT"
 		sep=,
 	done
 	echo ']}'
@@ -95,18 +100,18 @@ bench_backend() {
 	printf '%-6s one at a time %7.1f tok/s, %d at once %7.1f tok/s: %s x (rounds: %s); TTFT at %d: p50 %s ms, p99 %s ms\n' \
 		"$b" "$one" "$REQS" "$all" "$(paired_ratio "$TMP/$b.conc" "$TMP/$b.seq")" \
 		"$(paired_list "$TMP/$b.conc" "$TMP/$b.seq")" "$REQS" "$ttft50" "$ttft99"
-	ratio "${b}${KV_SUFFIX}_batch${REQS}_over_one_at_a_time" "$(paired_ratio "$TMP/$b.conc" "$TMP/$b.seq")" ">=4"
+	ratio "${b}${SUFFIX}_batch${REQS}_over_one_at_a_time" "$(paired_ratio "$TMP/$b.conc" "$TMP/$b.seq")" ">=4"
 	printf '%-6s streaming: one at a time %7.1f tok/s, %d at once %7.1f tok/s: %s x (rounds: %s)\n' \
 		"$b" "$(median <"$TMP/$b.sseq")" "$REQS" "$(median <"$TMP/$b.sconc")" \
 		"$(paired_ratio "$TMP/$b.sconc" "$TMP/$b.sseq")" "$(paired_list "$TMP/$b.sconc" "$TMP/$b.sseq")"
-	ratio "${b}${KV_SUFFIX}_streaming_batch${REQS}_over_one_at_a_time" "$(paired_ratio "$TMP/$b.sconc" "$TMP/$b.sseq")" info
+	ratio "${b}${SUFFIX}_streaming_batch${REQS}_over_one_at_a_time" "$(paired_ratio "$TMP/$b.sconc" "$TMP/$b.sseq")" info
 	local roof_share
 	roof_share=$(awk -v t="$all" -v f="$FLOPS_PER_TOKEN" -v r="$FMA_GFLOPS" 'BEGIN { printf "%.3f", t * f / (r * 1e9) }')
 	printf '%-6s %d at once: %.1f GFLOP/s of a %s GFLOP/s FMA roof (%s)\n' "$b" "$REQS" \
 		"$(awk -v t="$all" -v f="$FLOPS_PER_TOKEN" 'BEGIN { print t * f / 1e9 }')" "$FMA_GFLOPS" "$roof_share"
-	ratio "${b}${KV_SUFFIX}_batch${REQS}_over_fma_roof" "$roof_share" info
-	ratio "${b}${KV_SUFFIX}_ttft_p50_ms_at_${REQS}" "$ttft50" info
-	ratio "${b}${KV_SUFFIX}_ttft_p99_ms_at_${REQS}" "$ttft99" info
+	ratio "${b}${SUFFIX}_batch${REQS}_over_fma_roof" "$roof_share" info
+	ratio "${b}${SUFFIX}_ttft_p50_ms_at_${REQS}" "$ttft50" info
+	ratio "${b}${SUFFIX}_ttft_p99_ms_at_${REQS}" "$ttft99" info
 }
 
 echo "model $MODEL, $REQS requests of $MAX_TOKENS greedy tokens, $REPEAT interleaved rounds, KV cache $KV_TYPE"

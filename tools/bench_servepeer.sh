@@ -27,8 +27,7 @@ SERVER=$("$ROOT/tools/build_llama_server.sh" --check 2>/dev/null) || skipped "no
 [ -x "$INFER" ] && [ -x "$BUILD/mkmodel" ] || die "build first"
 THREADS=$(nproc)
 kv_type_from_env
-CACHE_PROMPT=${CACHE_PROMPT:-false}
-case $CACHE_PROMPT in false) CACHE_SUFFIX= ;; true) CACHE_SUFFIX=_cached ;; *) die "CACHE_PROMPT=$CACHE_PROMPT: true or false" ;; esac
+cache_prompt_from_env
 export CLIENT_KEEPALIVE=0
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
