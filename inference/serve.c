@@ -239,9 +239,11 @@ static void announce_prefix_cache(Server *s)
 {
 	const PrefixCache *c = &s->sched.prefix;
 
-	if (!c->n_entries || c->blocks == s->prefix_announced)
+	if (!c->n_entries || (c->blocks == s->prefix_announced[0] &&
+				c->used_entries == s->prefix_announced[1]))
 		return;
-	s->prefix_announced = c->blocks;
+	s->prefix_announced[0] = c->blocks;
+	s->prefix_announced[1] = c->used_entries;
 	trace_prefix_cache((uint32_t)c->used_entries, (uint32_t)c->blocks, (uint32_t)c->n_entries);
 }
 
@@ -405,7 +407,7 @@ int server_open(Server *s, const EngineOptions *eo, const ServeOptions *so, Infe
 	int blocks;
 
 	memset(s, 0, sizeof(*s));
-	s->kv_announced = s->prefix_announced = -1;
+	s->kv_announced = s->prefix_announced[0] = s->prefix_announced[1] = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->work, NULL);
 	if (serve_defaults(s, eo, so, &e.backend_opt, err) < 0)

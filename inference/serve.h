@@ -80,7 +80,7 @@ typedef struct {
 	uint64_t next_id, steps;
 	ServeRequest *live;        /* requests the engine still holds */
 	int kv_announced;          /* blocks in use at the last kv_blocks probe */
-	int prefix_announced;      /* the prefix cache's blocks at its last probe */
+	int prefix_announced[2];   /* the prefix cache's blocks and entries at its last probe */
 	size_t block_bytes;
 } Server;
 
