@@ -40,6 +40,23 @@ stream_spec() {
 	printf ']}\n'
 }
 
+# greedy_spec CONCURRENT TOKENS STEP EXTRA PROMPT...: a client.js spec of one
+# greedy request per prompt (JSON: a string or a list of ids), request I
+# asking for TOKENS + STEP * I tokens and streaming when I is odd; EXTRA is
+# more JSON fields for each (', "f": v', or empty).
+greedy_spec() {
+	local conc=$1 tokens=$2 step=$3 extra=$4 i=0 sep=
+	shift 4
+	printf '{"concurrent": %s, "requests": [' "$conc"
+	for p in "$@"; do
+		printf '%s{"prompt": %s, "max_tokens": %d, "temperature": 0, "stream": %s%s}' \
+			"$sep" "$p" $((tokens + step * i)) "$([ $((i % 2)) = 1 ] && echo true || echo false)" "$extra"
+		sep=,
+		i=$((i + 1))
+	done
+	printf ']}\n'
+}
+
 # client SPEC OUT: runs SPEC (see tests/node/client.js); one JSON line per request in OUT.
 client() { node "$NODE_DIR/client.js" "$BASE" run "$1" >"$2" 2>"$TMP/client.err" || fail "client: $(cat "$TMP/client.err")"; }
 

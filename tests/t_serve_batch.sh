@@ -12,20 +12,8 @@ command -v jq >/dev/null || skip "jq not installed"
 [ -r "$DEMO_MODEL" ] && [ -r "$DEMO_TOK" ] || fail "no demo model (make models first)"
 [ -r "$MODELS/tokenizer.bin" ] || skip "no ../shared/models/tokenizer.bin"
 
-# spec CONCURRENT PROMPT... : one greedy request per prompt, lengths and
-# streaming varied; a prompt is JSON (a string or a list of ids).
-spec() {
-	local conc=$1 i=0 sep=
-	shift
-	printf '{"concurrent": %s, "requests": [' "$conc"
-	for p in "$@"; do
-		printf '%s{"prompt": %s, "max_tokens": %d, "temperature": 0, "stream": %s}' \
-			"$sep" "$p" $((20 + 7 * i)) "$([ $((i % 2)) = 1 ] && echo true || echo false)"
-		sep=,
-		i=$((i + 1))
-	done
-	printf ']}\n'
-}
+# spec CONCURRENT PROMPT... : lengths 20, 27, 34, ... tokens
+spec() { greedy_spec "$1" 20 7 "" "${@:2}"; }
 
 # check NAME PROMPTS... : solo (one at a time) vs all at once on the running engine.
 check() {

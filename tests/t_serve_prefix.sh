@@ -19,20 +19,8 @@ command -v jq >/dev/null || skip "jq not installed"
 MODEL=$MODELS/stories260K.bin
 prompts=('[1, 461, 401]' '[1, 378, 455, 473]' '[1, 299, 362, 409, 283]' '[1, 13, 2, 5]')
 
-# spec CONCURRENT EXTRA PROMPT...: a greedy request per prompt, streaming
-# every other one; EXTRA is more JSON fields for each (or empty).
-spec() {
-	local conc=$1 extra=$2 i=0 sep=
-	shift 2
-	printf '{"concurrent": %s, "requests": [' "$conc"
-	for p in "$@"; do
-		printf '%s{"prompt": %s, "max_tokens": 24, "temperature": 0, "stream": %s%s}' \
-			"$sep" "$p" "$([ $((i % 2)) = 1 ] && echo true || echo false)" "$extra"
-		sep=,
-		i=$((i + 1))
-	done
-	printf ']}\n'
-}
+# spec CONCURRENT EXTRA PROMPT...: 24 tokens each
+spec() { greedy_spec "$1" 24 0 "$2" "${@:3}"; }
 
 # round NAME CONCURRENT EXTRA PROMPT...: runs them into $TMP/NAME
 round() {
