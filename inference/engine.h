@@ -30,6 +30,7 @@ typedef struct {
 	Sampler sampler;
 	float *logits;              /* vocab_size floats */
 	int steps;
+	enum kv_type kv_type;       /* the cache's, --kv-type auto resolved */
 	uint64_t kv_bytes_per_pos;  /* all layers, keys and values */
 } Engine;
 

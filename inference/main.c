@@ -48,8 +48,9 @@ static void usage(FILE *f)
 		"                  phase. Default: phases while a tracer asks for op detail or on\n"
 		"                  a GPU, else forward (CPU devices; forward needs one)\n"
 		"  --threads N     cpu backend threads (default: OpenMP's; see OMP_WAIT_POLICY)\n"
-		"  --kv-type f32|f16  the KV cache's element type (default f32, the reference's;\n"
-		"                  f16 halves its bytes, as llama.cpp's default; opencl only)\n"
+		"  --kv-type auto|f32|f16  the KV cache's element type. f16 (opencl only) halves\n"
+		"                  its bytes, as llama.cpp's default; f32 is the reference's. Default\n"
+		"                  auto: f16 on opencl for F16 and quantized weights, else f32\n"
 		"  --ids           print generated token ids, not text\n"
 		"  --serve         one prompt per stdin line, one completion per stdout line\n"
 		"  --stats FILE    write the engine's own statistics as JSON\n"
@@ -197,9 +198,10 @@ static int parse_cl_launch(const char *opt, const char *val, enum cl_launch *out
 
 static int parse_kv_type(const char *opt, const char *val, enum kv_type *out)
 {
-	static const char *const names[] = { [KV_F32] = "f32", [KV_F16] = "f16" };
+	static const char *const names[] = { [KV_F32] = "f32", [KV_F16] = "f16",
+					     [KV_AUTO] = "auto" };
 	int i, rc = parse_choice(opt, val, names, (int)(sizeof(names) / sizeof(*names)),
-				  "expected f32 or f16", &i);
+				  "expected auto, f32 or f16", &i);
 
 	if (rc > 0)
 		*out = (enum kv_type)i;
@@ -245,7 +247,7 @@ static int parse_args(Args *a, int argc, char **argv)
 {
 	*a = (Args){ .eng = { .backend = "opencl", .temperature = 1.0f, .topp = 0.9f,
 			      .steps = 256, .seed = (uint64_t)time(NULL),
-			      .backend_opt = { .cl_platform = -1, .cl_device = -1 } },
+			      .backend_opt = { .cl_platform = -1, .cl_device = -1, .kv_type = KV_AUTO } },
 		    .http_opt = { .addr = "127.0.0.1", .max_conns = 64, .max_body = 1 << 20 },
 		    .serve_opt = { .max_seqs = 8, .block_size = 16, .prefix_entries = -1 } };
 	for (int i = 1; i < argc; i++) {

@@ -56,11 +56,17 @@ paired_ratio() {
 paired_list() { paste "$1" "$2" | awk '$2 > 0 { printf "%s%.3f", sep, $1 / $2; sep = " " } END { print "" }'; }
 
 ratio() { echo "ratio $1 $2 $3"; }
-# KV_TYPE (f32, the default, or f16: --kv-type for our engine) and
-# KV_SUFFIX, what ratio names gain for it (f32 keeps the old names).
+# KV_TYPE (auto, the engine's default, f32 or f16: --kv-type for our
+# engine) and KV_SUFFIX, what ratio names gain for it (auto keeps the old
+# names: they always meant the default).
 kv_type_from_env() {
-	KV_TYPE=${KV_TYPE:-f32}
-	case $KV_TYPE in f32) KV_SUFFIX= ;; f16) KV_SUFFIX=_kvf16 ;; *) die "KV_TYPE=$KV_TYPE: f32 or f16" ;; esac
+	KV_TYPE=${KV_TYPE:-auto}
+	case $KV_TYPE in
+	auto) KV_SUFFIX= ;;
+	f32) KV_SUFFIX=_kvf32 ;;
+	f16) KV_SUFFIX=_kvf16 ;;
+	*) die "KV_TYPE=$KV_TYPE: auto, f32 or f16" ;;
+	esac
 }
 
 # CACHE_PROMPT (false, the default: every prompt is prefilled, though the

@@ -3,8 +3,8 @@
 #
 #   tools/bench_serve.sh [MODEL]    (default: $BUILD/models/demo15M.bin)
 #   REPEAT=5 REQS=8 MAX_TOKENS=96 BUILD=build BACKENDS="opencl cpu" tools/bench_serve.sh
-#   KV_TYPE=f16 BACKENDS=opencl tools/bench_serve.sh   (opencl's F16 KV cache;
-#                                     the ratios' names gain _kvf16)
+#   KV_TYPE=f32 tools/bench_serve.sh   (the KV cache's type, not the engine's
+#                                     auto; the ratios' names gain _kvf32 or _kvf16)
 #   CACHE_PROMPT=true tools/bench_serve.sh   (the prefix cache reuses the
 #                                     repeated prompts; names gain _cached)
 #
@@ -71,7 +71,7 @@ percentile() { sort -g | awk -v p="$1" '{v[NR] = $1} END { r = int((NR * p + 99)
 
 bench_backend() {
 	local b=$1 epid port r
-	[ "$KV_TYPE" = f32 ] || [ "$b" = opencl ] || die "KV_TYPE=$KV_TYPE: the $b backend's cache is f32 only"
+	[ "$KV_TYPE" != f16 ] || [ "$b" = opencl ] || die "KV_TYPE=f16: the $b backend's cache is f32 only"
 	"$INFER" "$MODEL" -z "$TOK" -b "$b" --max-seqs "$REQS" --kv-type "$KV_TYPE" --http 127.0.0.1:0 2>"$TMP/engine.$b" &
 	epid=$!
 	wait_until 60 grep -q "listening on" "$TMP/engine.$b" || die "$b engine did not start: $(cat "$TMP/engine.$b")"

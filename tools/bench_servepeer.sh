@@ -12,9 +12,10 @@
 #
 #   tools/bench_servepeer.sh          (make llama-server first)
 #   REPEAT=5 REQS=8 tools/bench_servepeer.sh
-#   KV_TYPE=f16 tools/bench_servepeer.sh   (our KV cache in F16, as llama-server
-#                                           keeps its own; the ratios' names
-#                                           gain _kvf16)
+#   KV_TYPE=f32 tools/bench_servepeer.sh   (our KV cache's type, not the
+#                                           engine's auto, which is f16 for
+#                                           Q8_0 as llama-server's; the ratios'
+#                                           names gain _kvf32 or _kvf16)
 #   CACHE_PROMPT=true tools/bench_servepeer.sh   (both servers' prefix caches on,
 #                                           as their defaults; names gain _cached)
 export BENCH_NAME=bench_servepeer
