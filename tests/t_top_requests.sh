@@ -2,8 +2,9 @@
 # t_top_requests.sh - `spantrace top -b -p` on the HTTP engine under 8
 # concurrent streams (at most 4 running): the requests pane shows running and
 # waiting within the engine's limits while traffic flows; once it drains, it
-# shows 0 running and 0 waiting, one TTFT per request, and tokens and ITL
-# counts that equal the client's usage.
+# shows 0 running and 0 waiting, one TTFT per request, tokens and ITL
+# counts that equal the client's usage, and prefix cache hits, cached
+# tokens and cache size that equal the engine's /stats.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 need_bpf
@@ -48,4 +49,14 @@ assert_eq "itl count = tokens after each first" $((tokens - N)) "$(row_count itl
 assert_eq "header tokens = the client's usage" "$tokens" "$(grep -o 'tokens [0-9]*' "$TMP/last" | head -n1 | cut -d' ' -f2)"
 grep -q "oldest in flight: none" "$TMP/last" || fail "drained frame still lists requests in flight"
 ok "no request left in flight"
+# the second wave shares "Once upon a time" with finished requests: prefix
+# cache hits, which the pane counts as the engine does
+read -r hits cached <<<"$(sed -n 's/.*prefix hits \([0-9]*\) (\([0-9]*\) tok).*/\1 \2/p' "$TMP/last")"
+[ -n "$hits" ] || fail "no prefix cache in the drained frame: $(grep 'requests:' "$TMP/last")"
+assert_le "some prefix hits (the second wave)" 1 "$hits"
+assert_eq "pane's prefix hits = the engine's /stats" "$(stat .serving.prefix_hits)" "$hits"
+assert_eq "pane's cached tokens = the engine's /stats" "$(stat .serving.prefix_cached_tokens)" "$cached"
+read -r entries blocks <<<"$(sed -n 's/.*cached \([0-9]*\) req \([0-9]*\) blk.*/\1 \2/p' "$TMP/last")"
+assert_eq "pane's cached requests = the engine's /stats" "$(stat .serving.prefix_cache_entries)" "$entries"
+assert_eq "pane's cached blocks = the engine's /stats" "$(stat .serving.prefix_cache_blocks)" "$blocks"
 stop_engine

@@ -423,6 +423,9 @@ static void format_serving(const struct topview *tv, char *buf, size_t size, int
 	if (cap)
 		put(buf, size, width, &pos, "  kv %.0f%%", 100.0 * (double)used / (double)cap);
 	put(buf, size, width, &pos, "  batch %u seqs %u+%u tok", st->nseqs, st->prefill_tokens, st->decode_tokens);
+	if (tv->prefix_seen)
+		put(buf, size, width, &pos, "  prefix hits %" PRIu64 " (%" PRIu64 " tok) cached %u req %u blk",
+		    tv->prefix_hits, tv->prefix_cached_tokens, tv->prefix_entries, tv->prefix_blocks);
 }
 
 /* The requests in flight longest, by age since queued. */

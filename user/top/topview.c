@@ -375,6 +375,27 @@ static int on_alloc(void *tv, const struct alloc_event *e) { topview_on_alloc(tv
 static int on_free(void *tv, const struct alloc_event *e) { topview_on_free(tv, e); return 0; }
 static int on_kv(void *tv, const struct kv_event *e) { topview_on_kv(tv, e); return 0; }
 
+/* The serving engine's prefix cache: its hits as they happen, and its size
+ * from every change and from the state dump of a late attach. */
+static int on_probe(void *ctx, const struct probe_event *e)
+{
+	struct topview *tv = ctx;
+
+	note_pid(tv, &e->h);
+	if (e->probe == PROBE_ID_prefix_hit && e->nargs >= 2) {
+		tv->prefix_hits++;
+		tv->prefix_cached_tokens += e->args[1];
+	} else if ((e->probe == PROBE_ID_prefix_cache || e->probe == PROBE_ID_state_prefix_cache) &&
+		   e->nargs >= 2) {
+		tv->prefix_entries = (uint32_t)e->args[0];
+		tv->prefix_blocks = (uint32_t)e->args[1];
+	} else {
+		return 0;
+	}
+	tv->prefix_seen = tv->serving_seen = 1;
+	return 0;
+}
+
 /* A dump repeats the tree: count each name once per process and dump. */
 static int on_tensor(void *ctx, const struct tensor_event *e)
 {
@@ -412,6 +433,7 @@ const struct event_handlers topview_handlers = {
 	.cl_mem = on_cl_mem,
 	.cl_devtime = on_cl_devtime,
 	.tensor = on_tensor,
+	.probe = on_probe,
 };
 
 int topview_on_record(void *ctx, const void *data, size_t size)

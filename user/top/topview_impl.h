@@ -78,6 +78,10 @@ struct topview {
 	int serving_seen;
 	uint32_t running, waiting;
 	struct step_event last_step;
+	/* the prefix cache: hits and their tokens since attach; its size now */
+	int prefix_seen;
+	uint64_t prefix_hits, prefix_cached_tokens;
+	uint32_t prefix_entries, prefix_blocks;
 	struct tv_req active[TOPVIEW_MAX_ACTIVE];
 	unsigned nactive;
 	uint64_t active_untracked;
