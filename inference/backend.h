@@ -26,7 +26,7 @@
 /* The KV cache's element type. */
 enum kv_type {
 	KV_F32 = 0, /* the reference's: run.c's golden ids hold for the full length */
-	KV_F16,     /* half the bytes, as llama.cpp keeps its cache (opencl only) */
+	KV_F16,     /* half the bytes, as llama.cpp keeps its cache */
 	KV_AUTO,    /* the engine picks (engine_kv_type); never reaches a backend */
 };
 
@@ -66,8 +66,6 @@ typedef struct {
 	int (*forward)(void *state, const int *tokens, int n, int pos,
 		       float *logits, InferError *err);
 	void (*destroy)(void *state);
-	/* 1 when its cache can be KV_F16 */
-	int kv_f16;
 	/* Most tokens one forward call accepts (the prefill batch limit); a
 	 * backend whose limit depends on the model and device says it through
 	 * batch_limit once created (backend_max_batch). */

@@ -1129,7 +1129,6 @@ static int cl_batch_limit(const void *state)
 
 const BackendOps backend_opencl = {
 	.name = "opencl",
-	.kv_f16 = 1,
 	.create = cl_create,
 	.forward = cl_forward,
 	.destroy = cl_destroy,

@@ -119,10 +119,13 @@ typedef struct {
 	PackedMatrix *mats;
 	void *packed_mem;   /* all of them, from CACHE_LINE on */
 	size_t packed_bytes;
-	float *key_cache;   /* (n_layers, n_blocks, n_kv_heads, block_size, head_size) */
-	float *value_cache;
-	float *kv_block;
+	/* (n_layers, n_blocks, n_kv_heads, block_size, head_size) elements:
+	 * floats, or _Float16 when kv_half (--kv-type f16) */
+	void *key_cache;
+	void *value_cache;
+	void *kv_block;
 	size_t kv_bytes;
+	int kv_half;
 } CpuState;
 
 /* A layer's matrices, in LayerWeights' order less the norms. */
@@ -145,40 +148,6 @@ static void rmsnorm(float *o, const float *x, const float *weight, int size)
 typedef float v16f __attribute__((vector_size(64)));
 
 #define LOAD16(v, p) memcpy(&(v), (p), sizeof(v))
-
-/* The end of every dot product: its 16 lanes in a fixed tree, then the
- * tail (widths not a multiple of 16) in order. */
-static inline __attribute__((always_inline)) float
-dot_finish(const v16f *acc, const float *w, const float *x, int j, int n)
-{
-	float t[8], s;
-
-	for (int i = 0; i < 8; i++)
-		t[i] = (*acc)[i] + (*acc)[i + 8];
-	for (int i = 0; i < 4; i++)
-		t[i] += t[i + 4];
-	s = (t[0] + t[2]) + (t[1] + t[3]);
-	for (; j < n; j++)
-		s += w[j] * x[j];
-	return s;
-}
-
-/* A dot product: lane j mod 16 accumulates w[j] * x[j] in order of j, then
- * dot_finish. Attention's scores; the matrices go through matmul.h. */
-static inline __attribute__((always_inline)) float dot(const float *w, const float *x, int n)
-{
-	v16f acc = { 0 };
-	int j = 0;
-
-	for (; j + 16 <= n; j += 16) {
-		v16f wv, xv;
-
-		LOAD16(wv, w + j);
-		LOAD16(xv, x + j);
-		acc += wv * xv;
-	}
-	return dot_finish(&acc, w, x, j, n);
-}
 
 /* One projection of a fused matmul: out(batch, d) = x @ w(d, n)^T, w packed
  * (matmul.h). */
@@ -253,13 +222,71 @@ static void fill_rope_table(CpuState *s)
 		}
 }
 
-/* The first of kv head h's rows of a block of the pool in layer l. A block
- * holds each head's block_size rows contiguous (head-major), so attention
- * streams a sequence's positions instead of striding by kv_dim. */
-static float *head_rows(const CpuState *s, float *cache, int l, int block, int h)
+/* Where the first of kv head h's rows of a block of the pool in layer l
+ * is, in elements of the cache. A block holds each head's block_size rows
+ * contiguous (head-major), so attention streams a sequence's positions
+ * instead of striding by kv_dim. */
+static size_t head_rows(const CpuState *s, int l, int block, int h)
 {
-	return cache + (((size_t)l * s->n_blocks + block) * s->c.n_kv_heads + h) *
-			       s->block_size * s->head_size;
+	return (((size_t)l * s->n_blocks + block) * s->c.n_kv_heads + h) * s->block_size *
+	       s->head_size;
+}
+
+/* The cache's element, as the OpenCL kernels' kv_t: a float, or with
+ * --kv-type f16 an IEEE half stored round-to-nearest-even (their
+ * vstore_half_rte), which halves the bytes attention reads. The loads take
+ * half as a constant at every call, so each caller's loop is built for one
+ * type. */
+typedef _Float16 v16h __attribute__((vector_size(32)));
+
+static inline __attribute__((always_inline)) void
+kv_load16(v16f *out, const void *cache, size_t i, int half)
+{
+	if (half) {
+		v16h h;
+
+		memcpy(&h, (const _Float16 *)cache + i, sizeof(h));
+		*out = __builtin_convertvector(h, v16f);
+		return;
+	}
+	memcpy(out, (const float *)cache + i, sizeof(*out));
+}
+
+static inline __attribute__((always_inline)) float kv_load1(const void *cache, size_t i, int half)
+{
+	return half ? (float)((const _Float16 *)cache)[i] : ((const float *)cache)[i];
+}
+
+static inline __attribute__((always_inline)) const char *kv_at(const void *cache, size_t i, int half)
+{
+	return (const char *)cache + i * (half ? sizeof(_Float16) : sizeof(float));
+}
+
+/* q . the cache's row at element k: lane j mod 16 accumulates in order of
+ * j, the 16 lanes add in a fixed tree, then the tail (widths not a
+ * multiple of 16) in order. */
+static inline __attribute__((always_inline)) float
+dot_kv(const float *q, const void *cache, size_t k, int n, int half)
+{
+	v16f acc = { 0 };
+	float t[8], sum;
+	int j = 0;
+
+	for (; j + 16 <= n; j += 16) {
+		v16f qv, kv;
+
+		LOAD16(qv, q + j);
+		kv_load16(&kv, cache, k + j, half);
+		acc += qv * kv;
+	}
+	for (int i = 0; i < 8; i++)
+		t[i] = acc[i] + acc[i + 8];
+	for (int i = 0; i < 4; i++)
+		t[i] += t[i + 4];
+	sum = (t[0] + t[2]) + (t[1] + t[3]);
+	for (; j < n; j++)
+		sum += q[j] * kv_load1(cache, k + j, half);
+	return sum;
 }
 
 /* Positions ahead whose key and value rows score_keys prefetches. Serving
@@ -271,14 +298,14 @@ static float *head_rows(const CpuState *s, float *cache, int l, int block, int h
  * rows are a few KB in blocks of their own, from memory that the weights'
  * stream flushed, too short a stream for the hardware prefetcher. */
 static inline __attribute__((always_inline)) void
-prefetch_rows(const CpuState *s, int l, const int *blocks, int h, int t)
+prefetch_rows(const CpuState *s, int l, const int *blocks, int h, int t, int half)
 {
-	size_t off = (size_t)(head_rows(s, s->key_cache, l, blocks[t / s->block_size], h) - s->key_cache) +
+	size_t off = head_rows(s, l, blocks[t / s->block_size], h) +
 		     (size_t)(t % s->block_size) * s->head_size;
 
-	for (int c = 0; c < s->head_size; c += 16) {
-		__builtin_prefetch(s->key_cache + off + c);
-		__builtin_prefetch(s->value_cache + off + c);
+	for (int c = 0; c < s->head_size; c += half ? 32 : 16) { /* a line each */
+		__builtin_prefetch(kv_at(s->key_cache, off + c, half));
+		__builtin_prefetch(kv_at(s->value_cache, off + c, half));
 	}
 }
 
@@ -286,20 +313,20 @@ prefetch_rows(const CpuState *s, int l, const int *blocks, int h, int t)
  * block, asking for the rows ATT_AHEAD positions on. */
 static inline __attribute__((always_inline)) void
 score_keys(const CpuState *s, int l, const int *blocks, int h, const float *q, int n,
-	   float *att)
+	   float *att, int half)
 {
 	int hs = s->head_size, bs = s->block_size;
 	float scale = sqrtf(hs);
 
 	for (int t = 0; t < ATT_AHEAD && t < n; t++)
-		prefetch_rows(s, l, blocks, h, t);
+		prefetch_rows(s, l, blocks, h, t, half);
 	for (int t0 = 0; t0 < n; t0 += bs) {
-		const float *k = head_rows(s, s->key_cache, l, blocks[t0 / bs], h);
+		size_t k = head_rows(s, l, blocks[t0 / bs], h);
 
 		for (int i = 0; i < bs && t0 + i < n; i++) {
 			if (t0 + i + ATT_AHEAD < n)
-				prefetch_rows(s, l, blocks, h, t0 + i + ATT_AHEAD);
-			att[t0 + i] = dot(q, k + (size_t)i * hs, hs) / scale;
+				prefetch_rows(s, l, blocks, h, t0 + i + ATT_AHEAD, half);
+			att[t0 + i] = dot_kv(q, s->key_cache, k + (size_t)i * hs, hs, half) / scale;
 		}
 	}
 }
@@ -310,22 +337,22 @@ score_keys(const CpuState *s, int l, const int *blocks, int h, const float *q, i
  * instead of one latency-bound chain per lane. */
 static inline __attribute__((always_inline)) void
 weigh_chunks(const CpuState *s, int l, const int *blocks, int h, const float *att, int n,
-	     int i, int NC, float *out)
+	     int i, int NC, float *out, int half)
 {
 	int hs = s->head_size, bs = s->block_size;
 	v16f even[4] = { 0 }, odd[4] = { 0 };
 
 	for (int t0 = 0; t0 < n; t0 += bs) {
-		const float *v = head_rows(s, s->value_cache, l, blocks[t0 / bs], h) + i;
+		size_t v = head_rows(s, l, blocks[t0 / bs], h) + i;
 		int m = n - t0 < bs ? n - t0 : bs, j = 0;
 
-		for (; j + 2 <= m; j += 2, v += 2 * hs)
+		for (; j + 2 <= m; j += 2, v += 2 * (size_t)hs)
 #pragma GCC unroll 4
 			for (int c = 0; c < NC; c++) {
 				v16f v0, v1;
 
-				LOAD16(v0, v + 16 * c);
-				LOAD16(v1, v + hs + 16 * c);
+				kv_load16(&v0, s->value_cache, v + 16 * c, half);
+				kv_load16(&v1, s->value_cache, v + hs + 16 * c, half);
 				even[c] += v0 * att[t0 + j];
 				odd[c] += v1 * att[t0 + j + 1];
 			}
@@ -334,7 +361,7 @@ weigh_chunks(const CpuState *s, int l, const int *blocks, int h, const float *at
 			for (int c = 0; c < NC; c++) {
 				v16f v0;
 
-				LOAD16(v0, v + 16 * c);
+				kv_load16(&v0, s->value_cache, v + 16 * c, half);
 				even[c] += v0 * att[t0 + j];
 			}
 	}
@@ -349,30 +376,30 @@ weigh_chunks(const CpuState *s, int l, const int *blocks, int h, const float *at
 /* out = the att-weighted sum of the value rows of positions 0..n-1. */
 static inline __attribute__((always_inline)) void
 weigh_values(const CpuState *s, int l, const int *blocks, int h, const float *att, int n,
-	     float *out)
+	     float *out, int half)
 {
 	int hs = s->head_size, bs = s->block_size, i = 0;
 
 	for (; i + 64 <= hs; i += 64)
-		weigh_chunks(s, l, blocks, h, att, n, i, 4, out);
+		weigh_chunks(s, l, blocks, h, att, n, i, 4, out, half);
 	switch ((hs - i) / 16) {
-	case 3: weigh_chunks(s, l, blocks, h, att, n, i, 3, out); i += 48; break;
-	case 2: weigh_chunks(s, l, blocks, h, att, n, i, 2, out); i += 32; break;
-	case 1: weigh_chunks(s, l, blocks, h, att, n, i, 1, out); i += 16; break;
+	case 3: weigh_chunks(s, l, blocks, h, att, n, i, 3, out, half); i += 48; break;
+	case 2: weigh_chunks(s, l, blocks, h, att, n, i, 2, out, half); i += 32; break;
+	case 1: weigh_chunks(s, l, blocks, h, att, n, i, 1, out, half); i += 16; break;
 	default: break;
 	}
 	for (; i < hs; i++) { /* lanes past the last 16: the same two chains */
 		float even = 0.0f, odd = 0.0f;
 
 		for (int t0 = 0; t0 < n; t0 += bs) {
-			const float *v = head_rows(s, s->value_cache, l, blocks[t0 / bs], h) + i;
+			size_t v = head_rows(s, l, blocks[t0 / bs], h) + i;
 			int m = n - t0 < bs ? n - t0 : bs;
 
 			for (int j = 0; j < m; j++, v += hs) {
 				if (j % 2)
-					odd += *v * att[t0 + j];
+					odd += kv_load1(s->value_cache, v, half) * att[t0 + j];
 				else
-					even += *v * att[t0 + j];
+					even += kv_load1(s->value_cache, v, half) * att[t0 + j];
 			}
 		}
 		out[i] = even + odd;
@@ -416,9 +443,17 @@ static void attend_head(const CpuState *s, int l, int b, int h, const float *q, 
 	/* GCC drops -fno-omit-frame-pointer in target clones; asking for the
 	 * frame address keeps the frame, so `spantrace profile` unwinds here. */
 	__asm__ volatile("" : : "r"(__builtin_frame_address(0)));
-	score_keys(s, l, blocks, kvh, q + (size_t)b * s->c.dim + h * hs, pos + 1, att);
-	attn_softmax(att, pos + 1);
-	weigh_values(s, l, blocks, kvh, att, pos + 1, out + (size_t)b * s->c.dim + h * hs);
+	q += (size_t)b * s->c.dim + h * hs;
+	out += (size_t)b * s->c.dim + h * hs;
+	if (s->kv_half) { /* each type's loops built apart */
+		score_keys(s, l, blocks, kvh, q, pos + 1, att, 1);
+		attn_softmax(att, pos + 1);
+		weigh_values(s, l, blocks, kvh, att, pos + 1, out, 1);
+	} else {
+		score_keys(s, l, blocks, kvh, q, pos + 1, att, 0);
+		attn_softmax(att, pos + 1);
+		weigh_values(s, l, blocks, kvh, att, pos + 1, out, 0);
+	}
 }
 
 /* ---- the tiles of each phase ---- */
@@ -456,6 +491,20 @@ static int rope_tile_heads(const CpuState *s)
 	return (s->c.n_heads + groups - 1) / groups;
 }
 
+/* n floats into the cache at element i, as its type. Cloned per x86-64
+ * level: from v3 on, a float becomes a half in one instruction (F16C),
+ * not a libgcc call. */
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+static void kv_store(void *cache, size_t i, const float *x, int n, int half)
+{
+	if (!half) {
+		memcpy((float *)cache + i, x, n * sizeof(float));
+		return;
+	}
+	for (int j = 0; j < n; j++)
+		((_Float16 *)cache)[i + j] = (_Float16)x[j]; /* round to nearest even */
+}
+
 /* RoPE on heads h0..h1-1 of token b's q, and of its k where they are kv
  * heads, then their k/v into their pool rows. */
 static void rope_and_store(const CpuState *s, int l, int b, int h0, int h1)
@@ -469,9 +518,9 @@ static void rope_and_store(const CpuState *s, int l, int b, int h0, int h1)
 		rope_head(s->q + (size_t)b * s->c.dim + h * hs, k, hs, s->rope_cs + (size_t)p * hs);
 		if (!k)
 			continue;
-		memcpy(head_rows(s, s->key_cache, l, block, h) + off, k, hs * sizeof(float));
-		memcpy(head_rows(s, s->value_cache, l, block, h) + off,
-		       s->v + (size_t)b * s->kv_dim + h * hs, hs * sizeof(float));
+		kv_store(s->key_cache, head_rows(s, l, block, h) + off, k, hs, s->kv_half);
+		kv_store(s->value_cache, head_rows(s, l, block, h) + off,
+			 s->v + (size_t)b * s->kv_dim + h * hs, hs, s->kv_half);
 	}
 }
 
@@ -908,19 +957,19 @@ static int cpu_alloc(CpuState *s, InferError *err)
 {
 	const Config *c = &s->c;
 	size_t dim = (size_t)c->dim, hidden = (size_t)c->hidden_dim, kv = (size_t)s->kv_dim;
-	size_t act_floats, kv_floats;
+	size_t act_floats, kv_elems;
 
 	/* Sizes are bounded by config_validate, so these cannot overflow. */
 	s->n_phases = c->n_layers * PH_LAYER_COUNT + 2;
 	act_floats = CPU_MAX_BATCH * (4 * dim + 2 * kv + 2 * hidden) + (size_t)s->max_out * dim +
 		     (size_t)c->seq_len * s->head_size +
 		     (size_t)CPU_MAX_BATCH * c->n_heads * c->seq_len;
-	kv_floats = (size_t)c->n_layers * s->n_blocks * s->block_size * kv;
+	kv_elems = (size_t)c->n_layers * s->n_blocks * s->block_size * kv;
 	s->block_bytes = CACHE_LINE + s->n_phases * sizeof(PhaseCounters) +
 			 act_floats * sizeof(float);
 	s->meta_bytes = CPU_MAX_BATCH * (sizeof(int *) + sizeof(int)) +
 			s->n_phases * sizeof(Phase) + s->max_out * sizeof(int);
-	s->kv_bytes = 2 * kv_floats * sizeof(float);
+	s->kv_bytes = 2 * kv_elems * (s->kv_half ? sizeof(_Float16) : sizeof(float));
 	s->block_mem = pool_alloc(POOL_ACTIVATIONS, s->block_bytes);
 	s->meta = pool_alloc(POOL_ACTIVATIONS, s->meta_bytes);
 	s->kv_block = pool_alloc(POOL_KV_CACHE, s->kv_bytes);
@@ -934,7 +983,7 @@ static int cpu_alloc(CpuState *s, InferError *err)
 	plan_phases(s);
 	fill_rope_table(s);
 	s->key_cache = s->kv_block;
-	s->value_cache = s->kv_block + kv_floats;
+	s->value_cache = (char *)s->kv_block + s->kv_bytes / 2;
 	return 0;
 }
 
@@ -1030,13 +1079,12 @@ static int cpu_create(const Model *m, const BackendOptions *opt, void **state,
 	CpuState *s;
 
 	*state = NULL;
-	if (opt && opt->kv_type != KV_F32)
-		return infer_fail(err, "cpu backend: its KV cache is f32 only (--kv-type f16 is opencl's)");
 	s = pool_alloc(POOL_ACTIVATIONS, sizeof(*s));
 	if (!s)
 		return infer_fail(err, "cpu backend: out of memory");
 	s->model = m;
 	s->c = *c;
+	s->kv_half = opt && opt->kv_type == KV_F16;
 	s->head_size = c->dim / c->n_heads;
 	s->kv_dim = c->dim * c->n_kv_heads / c->n_heads;
 	s->kv_mul = c->n_heads / c->n_kv_heads;

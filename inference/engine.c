@@ -31,19 +31,19 @@ static int open_tokenizer(Engine *e, const char *path, InferError *err)
 
 /* --kv-type auto: the cache in the weights' precision, at most 16 bits, as
  * vLLM's "auto" (the model's dtype) and llama.cpp's f16 cache do. So f16
- * for F16 and quantized matrices where the backend has an f16 cache (8 served
- * streams of the stories110M shape as Q8_0 ran 1.14x faster: attention reads
- * the cache from memory, 13 GB/s at position 450); F32 weights keep the
- * reference's f32 cache, with run.c's golden ids. A quantized model's ids
- * are llama.cpp's, which keeps its cache in f16. */
-static enum kv_type resolve_kv_type(const Model *m, const BackendOps *ops, enum kv_type asked)
+ * for F16 and quantized matrices: attention reads the whole cache from
+ * memory every step (13 GB/s for a lone 110M-shape token at position 450),
+ * and a quantized model's ids are llama.cpp's, which keeps its cache in f16.
+ * F32 weights (and a model mixing types) keep the reference's f32 cache,
+ * with run.c's golden ids. */
+static enum kv_type resolve_kv_type(const Model *m, enum kv_type asked)
 {
 	WeightType type;
 	InferError mixed;
 
 	if (asked != KV_AUTO)
 		return asked;
-	if (!ops->kv_f16 || model_matrix_type(m, &type, &mixed) < 0 || type == WEIGHT_F32)
+	if (model_matrix_type(m, &type, &mixed) < 0 || type == WEIGHT_F32)
 		return KV_F32;
 	return KV_F16;
 }
@@ -56,7 +56,7 @@ static int open_backend(Engine *e, const EngineOptions *opt, InferError *err)
 	if (!e->ops)
 		return infer_fail(err, "unknown backend '%s' (cpu or opencl)",
 				  opt->backend ? opt->backend : "");
-	bopt.kv_type = e->kv_type = resolve_kv_type(&e->model, e->ops, bopt.kv_type);
+	bopt.kv_type = e->kv_type = resolve_kv_type(&e->model, bopt.kv_type);
 	e->kv_bytes_per_pos = backend_kv_pos_bytes(&e->model.config, e->kv_type);
 	return e->ops->create(&e->model, &bopt, &e->backend, err);
 }

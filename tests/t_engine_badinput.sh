@@ -84,7 +84,6 @@ expect 2 "no MODEL" "$INFER" --ids
 expect 2 "tokenizer" "$INFER" "$TMP/m.bin" -b cpu
 expect 1 "unknown backend 'gpu'" "$INFER" "$TMP/m.bin" --ids -b gpu
 expect 2 "--kv-type 'q8_0': expected auto, f32 or f16" "$INFER" "$TMP/m.bin" --ids -b cpu --kv-type q8_0
-expect 1 "cpu backend.*f32 only" "$INFER" "$TMP/m.bin" --ids -b cpu --kv-type f16 -n 4
 expect 2 "--shape" "$MKMODEL" "$TMP/x.bin" --shape 64,172,2
 expect 2 "--shape.*multiple" "$MKMODEL" "$TMP/x.bin" --shape 64,172,2,5,5,512,64
 expect 2 "--seed" "$MKMODEL" "$TMP/x.bin" --seed -4

@@ -11,7 +11,7 @@
 #    the demo model's first 32 tokens; the OpenCL kernels (both launch
 #    modes) give the cpu backend's ids for F16, Q8_0 and Q4_0; a model mixing matrix
 #    types runs on the cpu backend and the OpenCL one refuses it by name;
-#  - --kv-type auto picks f16 on opencl for F16 and quantized weights, else f32;
+#  - --kv-type auto picks f16 for F16 and quantized weights, else f32;
 #  - bad files get one clear line and exit 1, never a crash: truncated,
 #    overlapping and out-of-range tensors, absurd dimensions, a missing
 #    tensor, a wrong shape, another architecture, an unsupported type (named
@@ -59,8 +59,8 @@ ok "Q8_0 packed weights: $p8 bytes, $(awk -v a="$p8" -v b="$p32" 'BEGIN { printf
 awk -v a="$p4" -v b="$p32" 'BEGIN { exit !(a > 0.14 * b && a < 0.18 * b) }' ||
 	fail "Q4_0 packed weights take $p4 bytes against F32's $p32: not Q4_0-sized"
 ok "Q4_0 packed weights: $p4 bytes, $(awk -v a="$p4" -v b="$p32" 'BEGIN { printf "%.3f", a / b }') of F32's"
-# The kernels against the cpu backend with the same (f32) cache: auto
-# would give opencl an f16 one for these types.
+# The kernels against the cpu backend with the f32 cache (auto's is f16
+# for these types).
 if [[ $backends == *opencl* ]]; then
 	for f in s260f16 dq8 dq4; do
 		want=$(ids "$TMP/$f.gguf" -b cpu -n 64)
@@ -70,14 +70,14 @@ if [[ $backends == *opencl* ]]; then
 		done
 	done
 fi
-# --kv-type auto (the default): f16 on opencl for F16 and quantized weights,
-# f32 for F32 weights and on the cpu backend; the stats say which.
+# --kv-type auto (the default): f16 for F16 and quantized weights, f32 for
+# F32 weights, on both backends; the stats say which.
 kv_of() { "$INFER" "$1" -b "$2" -n 2 -t 0 --ids --stats "$TMP/kv.json" >/dev/null 2>&1 &&
 	jq -r .kv_type "$TMP/kv.json"; }
 for f in s260 s260f16 dq8 dq4; do
 	for b in $backends; do
-		want=f32
-		[ "$b" = opencl ] && [ "$f" != s260 ] && want=f16
+		want=f16
+		[ "$f" = s260 ] && want=f32
 		assert_eq "$f, $b, --kv-type auto: the cache is $want" "$want" "$(kv_of "$TMP/$f.gguf" "$b")"
 	done
 done

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # t_opencl_ids.sh - greedy generation on stories260K gives the same token ids
-# on the opencl and cpu backends (prefill of a prompt, then 60+ decodes).
+# on the opencl and cpu backends (prefill of a prompt, then 60+ decodes), with
+# the f32 KV cache and with the f16 one.
 # fast
 source "$(dirname "$0")/lib.sh"
 need_models
@@ -77,3 +78,14 @@ done
 assert_eq "--kv-type f16: forward ids = phases ids" "$(cat "$TMP/f16.forward.ids")" "$(cat "$TMP/f16.phases.ids")"
 assert_eq "--kv-type f16: first 32 ids = the f32 cache's" "$(cut -d' ' -f1-32 "$TMP/cpu.ids")" \
 	"$(cut -d' ' -f1-32 "$TMP/f16.forward.ids")"
+
+# The cpu backend's f16 cache: half the bytes, each value rounded to the
+# nearest half as the kernels' vstore_half_rte, and on stories260K the same
+# ids as opencl's f16 cache.
+s=$TMP/f16.cpu.json
+"$INFER" "$m" --ids -t 0 -n 64 -b cpu --kv-type f16 --stats "$s" >"$TMP/f16.cpu.ids" 2>"$TMP/f16.err" ||
+	fail "cpu --kv-type f16 failed: $(tail -n 1 "$TMP/f16.err")"
+assert_eq "cpu, --kv-type f16: kv_cache pool is half" $((5 * 512 * 32 * 2 * 2)) \
+	"$(jq .pools.kv_cache.peak_bytes "$s")"
+assert_eq "cpu, --kv-type f16: the stats say so" f16 "$(jq -r .kv_type "$s")"
+assert_eq "cpu --kv-type f16 ids = opencl's" "$(cat "$TMP/f16.forward.ids")" "$(cat "$TMP/f16.cpu.ids")"

@@ -71,7 +71,6 @@ percentile() { sort -g | awk -v p="$1" '{v[NR] = $1} END { r = int((NR * p + 99)
 
 bench_backend() {
 	local b=$1 epid port r
-	[ "$KV_TYPE" != f16 ] || [ "$b" = opencl ] || die "KV_TYPE=f16: the $b backend's cache is f32 only"
 	"$INFER" "$MODEL" -z "$TOK" -b "$b" --max-seqs "$REQS" --kv-type "$KV_TYPE" --http 127.0.0.1:0 2>"$TMP/engine.$b" &
 	epid=$!
 	wait_until 60 grep -q "listening on" "$TMP/engine.$b" || die "$b engine did not start: $(cat "$TMP/engine.$b")"
