@@ -23,6 +23,7 @@
  * multiply-add chain over its row, whatever the batch (matmul.h);
  * attention sums over its own positions in order, its dot products in 16
  * vector lanes and then the lanes in a fixed tree. */
+#include <immintrin.h>
 #include <math.h>
 #include <omp.h>
 #include <sched.h>
@@ -126,6 +127,7 @@ typedef struct {
 	void *kv_block;
 	size_t kv_bytes;
 	int kv_half;
+	void (*halves_to_floats)(const _Float16 *h, int n, float *out);
 } CpuState;
 
 /* A layer's matrices, in LayerWeights' order less the norms. */
@@ -148,6 +150,32 @@ static void rmsnorm(float *o, const float *x, const float *weight, int size)
 typedef float v16f __attribute__((vector_size(64)));
 
 #define LOAD16(v, p) memcpy(&(v), (p), sizeof(v))
+
+/* A dot product: lane j mod 16 accumulates w[j] * x[j] in order of j, the
+ * 16 lanes add in a fixed tree, then the tail (widths not a multiple of
+ * 16) in order. Attention's scores; the matrices go through matmul.h. */
+static inline __attribute__((always_inline)) float dot(const float *w, const float *x, int n)
+{
+	v16f acc = { 0 };
+	float t[8], s;
+	int j = 0;
+
+	for (; j + 16 <= n; j += 16) {
+		v16f wv, xv;
+
+		LOAD16(wv, w + j);
+		LOAD16(xv, x + j);
+		acc += wv * xv;
+	}
+	for (int i = 0; i < 8; i++)
+		t[i] = acc[i] + acc[i + 8];
+	for (int i = 0; i < 4; i++)
+		t[i] += t[i + 4];
+	s = (t[0] + t[2]) + (t[1] + t[3]);
+	for (; j < n; j++)
+		s += w[j] * x[j];
+	return s;
+}
 
 /* One projection of a fused matmul: out(batch, d) = x @ w(d, n)^T, w packed
  * (matmul.h). */
@@ -234,59 +262,44 @@ static size_t head_rows(const CpuState *s, int l, int block, int h)
 
 /* The cache's element, as the OpenCL kernels' kv_t: a float, or with
  * --kv-type f16 an IEEE half stored round-to-nearest-even (their
- * vstore_half_rte), which halves the bytes attention reads. The loads take
- * half as a constant at every call, so each caller's loop is built for one
- * type. */
-typedef _Float16 v16h __attribute__((vector_size(32)));
+ * vstore_half_rte), which halves the bytes attention reads. Attention
+ * takes an f16 row as floats converted into a buffer of its own (8 a
+ * vcvtph2ps from x86-64-v3 on), then runs the f32 loops: on 16-lane
+ * vectors of halves GCC kept the conversions on the stack. The callers
+ * take half as a constant, so each type's loop is built apart. */
+#define KV_ROW_MAX 256 /* the widest f16 row attention converts (cpu_create checks) */
 
-static inline __attribute__((always_inline)) void
-kv_load16(v16f *out, const void *cache, size_t i, int half)
+/* n halves as floats: F16C's vcvtph2ps 8 at a time where the CPU has it
+ * (GCC 12 built __builtin_convertvector and the scalar loop a value at a
+ * time), else one by one. */
+__attribute__((target("avx,f16c"))) static void halves_f16c(const _Float16 *h, int n, float *out)
 {
-	if (half) {
-		v16h h;
+	int j = 0;
 
-		memcpy(&h, (const _Float16 *)cache + i, sizeof(h));
-		*out = __builtin_convertvector(h, v16f);
-		return;
-	}
-	memcpy(out, (const float *)cache + i, sizeof(*out));
+	for (; j + 8 <= n; j += 8)
+		_mm256_storeu_ps(out + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + j))));
+	for (; j < n; j++)
+		out[j] = (float)h[j];
 }
 
-static inline __attribute__((always_inline)) float kv_load1(const void *cache, size_t i, int half)
+static void halves_soft(const _Float16 *h, int n, float *out)
 {
-	return half ? (float)((const _Float16 *)cache)[i] : ((const float *)cache)[i];
+	for (int j = 0; j < n; j++)
+		out[j] = (float)h[j];
+}
+
+static inline __attribute__((always_inline)) const float *
+kv_row(const CpuState *s, const void *cache, size_t i, int n, int half, float *buf)
+{
+	if (!half)
+		return (const float *)cache + i;
+	s->halves_to_floats((const _Float16 *)cache + i, n, buf);
+	return buf;
 }
 
 static inline __attribute__((always_inline)) const char *kv_at(const void *cache, size_t i, int half)
 {
 	return (const char *)cache + i * (half ? sizeof(_Float16) : sizeof(float));
-}
-
-/* q . the cache's row at element k: lane j mod 16 accumulates in order of
- * j, the 16 lanes add in a fixed tree, then the tail (widths not a
- * multiple of 16) in order. */
-static inline __attribute__((always_inline)) float
-dot_kv(const float *q, const void *cache, size_t k, int n, int half)
-{
-	v16f acc = { 0 };
-	float t[8], sum;
-	int j = 0;
-
-	for (; j + 16 <= n; j += 16) {
-		v16f qv, kv;
-
-		LOAD16(qv, q + j);
-		kv_load16(&kv, cache, k + j, half);
-		acc += qv * kv;
-	}
-	for (int i = 0; i < 8; i++)
-		t[i] = acc[i] + acc[i + 8];
-	for (int i = 0; i < 4; i++)
-		t[i] += t[i + 4];
-	sum = (t[0] + t[2]) + (t[1] + t[3]);
-	for (; j < n; j++)
-		sum += q[j] * kv_load1(cache, k + j, half);
-	return sum;
 }
 
 /* Positions ahead whose key and value rows score_keys prefetches. Serving
@@ -316,7 +329,7 @@ score_keys(const CpuState *s, int l, const int *blocks, int h, const float *q, i
 	   float *att, int half)
 {
 	int hs = s->head_size, bs = s->block_size;
-	float scale = sqrtf(hs);
+	float scale = sqrtf(hs), row[KV_ROW_MAX];
 
 	for (int t = 0; t < ATT_AHEAD && t < n; t++)
 		prefetch_rows(s, l, blocks, h, t, half);
@@ -326,7 +339,8 @@ score_keys(const CpuState *s, int l, const int *blocks, int h, const float *q, i
 		for (int i = 0; i < bs && t0 + i < n; i++) {
 			if (t0 + i + ATT_AHEAD < n)
 				prefetch_rows(s, l, blocks, h, t0 + i + ATT_AHEAD, half);
-			att[t0 + i] = dot_kv(q, s->key_cache, k + (size_t)i * hs, hs, half) / scale;
+			att[t0 + i] = dot(q, kv_row(s, s->key_cache, k + (size_t)i * hs, hs, half, row),
+					  hs) / scale;
 		}
 	}
 }
@@ -341,29 +355,35 @@ weigh_chunks(const CpuState *s, int l, const int *blocks, int h, const float *at
 {
 	int hs = s->head_size, bs = s->block_size;
 	v16f even[4] = { 0 }, odd[4] = { 0 };
+	float buf0[64], buf1[64];
 
 	for (int t0 = 0; t0 < n; t0 += bs) {
 		size_t v = head_rows(s, l, blocks[t0 / bs], h) + i;
 		int m = n - t0 < bs ? n - t0 : bs, j = 0;
 
-		for (; j + 2 <= m; j += 2, v += 2 * (size_t)hs)
+		for (; j + 2 <= m; j += 2, v += 2 * (size_t)hs) {
+			const float *r0 = kv_row(s, s->value_cache, v, 16 * NC, half, buf0);
+			const float *r1 = kv_row(s, s->value_cache, v + hs, 16 * NC, half, buf1);
 #pragma GCC unroll 4
 			for (int c = 0; c < NC; c++) {
 				v16f v0, v1;
 
-				kv_load16(&v0, s->value_cache, v + 16 * c, half);
-				kv_load16(&v1, s->value_cache, v + hs + 16 * c, half);
+				LOAD16(v0, r0 + 16 * c);
+				LOAD16(v1, r1 + 16 * c);
 				even[c] += v0 * att[t0 + j];
 				odd[c] += v1 * att[t0 + j + 1];
 			}
-		if (j < m) /* an odd count: the last position of the block */
+		}
+		if (j < m) { /* an odd count: the last position of the block */
+			const float *r0 = kv_row(s, s->value_cache, v, 16 * NC, half, buf0);
 #pragma GCC unroll 4
 			for (int c = 0; c < NC; c++) {
 				v16f v0;
 
-				kv_load16(&v0, s->value_cache, v + 16 * c, half);
+				LOAD16(v0, r0 + 16 * c);
 				even[c] += v0 * att[t0 + j];
 			}
+		}
 	}
 #pragma GCC unroll 4
 	for (int c = 0; c < NC; c++) {
@@ -389,7 +409,7 @@ weigh_values(const CpuState *s, int l, const int *blocks, int h, const float *at
 	default: break;
 	}
 	for (; i < hs; i++) { /* lanes past the last 16: the same two chains */
-		float even = 0.0f, odd = 0.0f;
+		float even = 0.0f, odd = 0.0f, buf[1];
 
 		for (int t0 = 0; t0 < n; t0 += bs) {
 			size_t v = head_rows(s, l, blocks[t0 / bs], h) + i;
@@ -397,9 +417,9 @@ weigh_values(const CpuState *s, int l, const int *blocks, int h, const float *at
 
 			for (int j = 0; j < m; j++, v += hs) {
 				if (j % 2)
-					odd += kv_load1(s->value_cache, v, half) * att[t0 + j];
+					odd += *kv_row(s, s->value_cache, v, 1, half, buf) * att[t0 + j];
 				else
-					even += kv_load1(s->value_cache, v, half) * att[t0 + j];
+					even += *kv_row(s, s->value_cache, v, 1, half, buf) * att[t0 + j];
 			}
 		}
 		out[i] = even + odd;
@@ -1079,12 +1099,16 @@ static int cpu_create(const Model *m, const BackendOptions *opt, void **state,
 	CpuState *s;
 
 	*state = NULL;
+	if (opt && opt->kv_type == KV_F16 && c->dim / c->n_heads > KV_ROW_MAX)
+		return infer_fail(err, "cpu backend: an f16 KV cache takes heads of at most %d values, not %d",
+				  KV_ROW_MAX, c->dim / c->n_heads);
 	s = pool_alloc(POOL_ACTIVATIONS, sizeof(*s));
 	if (!s)
 		return infer_fail(err, "cpu backend: out of memory");
 	s->model = m;
 	s->c = *c;
 	s->kv_half = opt && opt->kv_type == KV_F16;
+	s->halves_to_floats = __builtin_cpu_supports("f16c") ? halves_f16c : halves_soft;
 	s->head_size = c->dim / c->n_heads;
 	s->kv_dim = c->dim * c->n_kv_heads / c->n_heads;
 	s->kv_mul = c->n_heads / c->n_kv_heads;
