@@ -192,33 +192,14 @@ static inline float head_dot(const __global float *a, const __global kv_t *b, in
 }
 
 /* o[i] = sum over positions j = 0..p, in order, of w[j] * value row j [i],
- * for every lane i of the head, block by block: 64 lanes a sweep (four
- * independent FMA chains) while they last, then 48, then 4, then 1. A
- * 64-lane head (the stories110M shape's) is one sweep over the positions,
- * not a 48-lane one and four more of 4 lanes. */
+ * for every lane i of the head, block by block: 48 lanes a sweep (three
+ * independent FMA chains) while they last, then 4, then 1. */
 static void weigh_values(const __global kv_t *vcache, const __global int *tab, int bs,
 			 int kv_dim, int kvh, const __local float *w, int p, int hs,
 			 __global float *o)
 {
 	int i = 0;
 
-	for (; i + 64 <= hs; i += 64) {
-		float16 a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-		for (int j0 = 0; j0 <= p; j0 += bs) {
-			const __global kv_t *v = head_rows(vcache, tab[j0 / bs], kvh, bs, kv_dim, hs) + i;
-			for (int j = j0; j <= p && j < j0 + bs; j++, v += hs) {
-				float16 wj = (float16)w[j];
-				a0 = fma(wj, kv_load16(0, v), a0);
-				a1 = fma(wj, kv_load16(1, v), a1);
-				a2 = fma(wj, kv_load16(2, v), a2);
-				a3 = fma(wj, kv_load16(3, v), a3);
-			}
-		}
-		vstore16(a0, 0, o + i);
-		vstore16(a1, 1, o + i);
-		vstore16(a2, 2, o + i);
-		vstore16(a3, 3, o + i);
-	}
 	for (; i + 48 <= hs; i += 48) {
 		float16 a0 = 0, a1 = 0, a2 = 0;
 		for (int j0 = 0; j0 <= p; j0 += bs) {
