@@ -94,6 +94,14 @@ for n, v in sorted(durs.items()):
 # hit or a preemption between the two clocks), where 1 + n // 50 allowed 1.
 # A tracer that measures something else shifts every value, which no rank
 # slack absorbs.
+# sample begins right after each forward, whose stream of weights evicted
+# its begin probe's kernel path and BPF program: that entry, between the
+# engine's clock read and ours, runs cold, 2-5 us, on the engine's side of
+# every sample span (as logits' end, above). Once greedy sampling took
+# ~16 us instead of ~100 (two 8-lane vectors, not 16 lanes through the
+# stack), the engine's median sat ~3 us above the tracer's ranks, and 2 us
+# of slack no longer covered it.
+COLD_BEGIN_NS = {"sample": 4000}
 miss = 0
 for n, e in sorted(eng["spans"].items()):
     v = durs.get(n, [0])
@@ -101,7 +109,7 @@ for n, e in sorted(eng["spans"].items()):
     for ek, pct in (("median_ns", 50), ("p95_ns", 95)):
         r = rank(len(v), pct) - 1
         lo, hi = v[max(r - k, 0)], v[min(r + k, len(v) - 1)]
-        slack = 2000 + e[ek] * rel
+        slack = 2000 + e[ek] * rel + COLD_BEGIN_NS.get(n, 0)
         good = lo - slack <= e[ek] <= hi + slack
         print(f"{'ok:' if good else 'miss:'} {name} span {n} engine {ek} {e[ek]} "
               f"{'within' if good else 'outside'} tracer ranks {r + 1 - k}..{r + 1 + k} [{lo}, {hi}] +- {slack:.0f}")
