@@ -12,6 +12,11 @@ const BackendOps *backend_find(const char *name)
 	return NULL;
 }
 
+const char *backend_kv_type_name(enum kv_type t)
+{
+	return t == KV_F16 ? "f16" : "f32";
+}
+
 size_t backend_kv_elem_bytes(enum kv_type t)
 {
 	return t == KV_F16 ? 2 : sizeof(float);

@@ -27,7 +27,7 @@
 enum kv_type {
 	KV_F32 = 0, /* the reference's: run.c's golden ids hold for the full length */
 	KV_F16,     /* half the bytes, as llama.cpp keeps its cache */
-	KV_AUTO,    /* the engine picks (engine_kv_type); never reaches a backend */
+	KV_AUTO,    /* the engine picks (engine.c); never reaches a backend */
 };
 
 /* How the OpenCL backend launches a forward pass. */
@@ -82,6 +82,8 @@ int backend_max_batch(const BackendOps *ops, const void *state);
 extern const BackendOps backend_cpu;
 extern const BackendOps backend_opencl;
 
+/* "f32" or "f16", as --kv-type and --stats spell it. */
+const char *backend_kv_type_name(enum kv_type t);
 /* Bytes of one KV element of type t. */
 size_t backend_kv_elem_bytes(enum kv_type t);
 /* Bytes of one position of the KV cache of type t: all layers, keys and values. */

@@ -151,13 +151,28 @@ typedef float v16f __attribute__((vector_size(64)));
 
 #define LOAD16(v, p) memcpy(&(v), (p), sizeof(v))
 
-/* A dot product: lane j mod 16 accumulates w[j] * x[j] in order of j, the
- * 16 lanes add in a fixed tree, then the tail (widths not a multiple of
- * 16) in order. Attention's scores; the matrices go through matmul.h. */
+/* The end of every dot product: its 16 lanes in a fixed tree, then the
+ * tail (widths not a multiple of 16) in order. */
+static inline __attribute__((always_inline)) float
+dot_finish(const v16f *acc, const float *w, const float *x, int j, int n)
+{
+	float t[8], s;
+
+	for (int i = 0; i < 8; i++)
+		t[i] = (*acc)[i] + (*acc)[i + 8];
+	for (int i = 0; i < 4; i++)
+		t[i] += t[i + 4];
+	s = (t[0] + t[2]) + (t[1] + t[3]);
+	for (; j < n; j++)
+		s += w[j] * x[j];
+	return s;
+}
+
+/* A dot product: lane j mod 16 accumulates w[j] * x[j] in order of j, then
+ * dot_finish. Attention's scores; the matrices go through matmul.h. */
 static inline __attribute__((always_inline)) float dot(const float *w, const float *x, int n)
 {
 	v16f acc = { 0 };
-	float t[8], s;
 	int j = 0;
 
 	for (; j + 16 <= n; j += 16) {
@@ -167,14 +182,7 @@ static inline __attribute__((always_inline)) float dot(const float *w, const flo
 		LOAD16(xv, x + j);
 		acc += wv * xv;
 	}
-	for (int i = 0; i < 8; i++)
-		t[i] = acc[i] + acc[i + 8];
-	for (int i = 0; i < 4; i++)
-		t[i] += t[i + 4];
-	s = (t[0] + t[2]) + (t[1] + t[3]);
-	for (; j < n; j++)
-		s += w[j] * x[j];
-	return s;
+	return dot_finish(&acc, w, x, j, n);
 }
 
 /* One projection of a fused matmul: out(batch, d) = x @ w(d, n)^T, w packed
@@ -269,23 +277,22 @@ static size_t head_rows(const CpuState *s, int l, int block, int h)
  * take half as a constant, so each type's loop is built apart. */
 #define KV_ROW_MAX 256 /* the widest f16 row attention converts (cpu_create checks) */
 
-/* n halves as floats: F16C's vcvtph2ps 8 at a time where the CPU has it
- * (GCC 12 built __builtin_convertvector and the scalar loop a value at a
- * time), else one by one. */
+/* n halves as floats, one by one. */
+static void halves_soft(const _Float16 *h, int n, float *out)
+{
+	for (int j = 0; j < n; j++)
+		out[j] = (float)h[j];
+}
+
+/* The same with F16C's vcvtph2ps, 8 at a time, where the CPU has it (GCC
+ * 12 built __builtin_convertvector and the loop above a value at a time). */
 __attribute__((target("avx,f16c"))) static void halves_f16c(const _Float16 *h, int n, float *out)
 {
 	int j = 0;
 
 	for (; j + 8 <= n; j += 8)
 		_mm256_storeu_ps(out + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + j))));
-	for (; j < n; j++)
-		out[j] = (float)h[j];
-}
-
-static void halves_soft(const _Float16 *h, int n, float *out)
-{
-	for (int j = 0; j < n; j++)
-		out[j] = (float)h[j];
+	halves_soft(h + j, n - j, out + j);
 }
 
 static inline __attribute__((always_inline)) const float *
@@ -295,6 +302,12 @@ kv_row(const CpuState *s, const void *cache, size_t i, int n, int half, float *b
 		return (const float *)cache + i;
 	s->halves_to_floats((const _Float16 *)cache + i, n, buf);
 	return buf;
+}
+
+/* Element i of the cache as a float. */
+static inline __attribute__((always_inline)) float kv_value(const void *cache, size_t i, int half)
+{
+	return half ? (float)((const _Float16 *)cache)[i] : ((const float *)cache)[i];
 }
 
 static inline __attribute__((always_inline)) const char *kv_at(const void *cache, size_t i, int half)
@@ -409,7 +422,7 @@ weigh_values(const CpuState *s, int l, const int *blocks, int h, const float *at
 	default: break;
 	}
 	for (; i < hs; i++) { /* lanes past the last 16: the same two chains */
-		float even = 0.0f, odd = 0.0f, buf[1];
+		float even = 0.0f, odd = 0.0f;
 
 		for (int t0 = 0; t0 < n; t0 += bs) {
 			size_t v = head_rows(s, l, blocks[t0 / bs], h) + i;
@@ -417,9 +430,9 @@ weigh_values(const CpuState *s, int l, const int *blocks, int h, const float *at
 
 			for (int j = 0; j < m; j++, v += hs) {
 				if (j % 2)
-					odd += *kv_row(s, s->value_cache, v, 1, half, buf) * att[t0 + j];
+					odd += kv_value(s->value_cache, v, half) * att[t0 + j];
 				else
-					even += *kv_row(s, s->value_cache, v, 1, half, buf) * att[t0 + j];
+					even += kv_value(s->value_cache, v, half) * att[t0 + j];
 			}
 		}
 		out[i] = even + odd;

@@ -67,7 +67,7 @@ static void note_run(const Engine *e, enum kv_type kv)
 	int shape[7] = { c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads,
 			 c->vocab_size, c->seq_len };
 
-	trace_stats_set_run(e->ops->name, shape, kv == KV_F16 ? "f16" : "f32");
+	trace_stats_set_run(e->ops->name, shape, backend_kv_type_name(kv));
 }
 
 int engine_open(Engine *e, const EngineOptions *opt, InferError *err)

@@ -428,7 +428,7 @@ static int run_http(Args *a)
 	}
 	fprintf(stderr, "infer: listening on http://%s:%d (%s backend, %d seqs, %d KV blocks of %d, %s)\n",
 		a->http_opt.addr, port, srv.engine.ops->name, srv.opt.max_seqs, srv.opt.kv_blocks,
-		srv.opt.block_size, srv.engine.kv_type == KV_F16 ? "f16" : "f32");
+		srv.opt.block_size, backend_kv_type_name(srv.engine.kv_type));
 	sigwait(&set, &sig);
 	server_stop(&srv);  /* wakes every waiting response so it can end */
 	http_stop(http);
