@@ -250,7 +250,8 @@ check: all models
 
 # llama-server, built from the llama.cpp source node-llama-cpp ships (~7 min
 # on 2 vCPUs), once: cached outside the tree, keyed by the source's commit,
-# so a clean clone (CI) reuses it. A test fixture and the serving peer.
+# so a clean clone (CI) reuses it. A test fixture and the serving peer; its
+# llama-quantize, built beside it, writes GGUF files as users get them.
 LLAMA_SERVER_CACHE ?= /var/cache/spantrace/llama-server
 export LLAMA_SERVER_CACHE
 llama-server: deps

@@ -4,11 +4,16 @@
 # from BOS equal the engine's for the first 32 tokens: F32 and F16 of the
 # stories260K checkpoint, Q8_0 and Q4_0 of the stories15M-shape demo model,
 # on both backends. Past ~37 tokens the two may part: llama.cpp keeps its KV cache
-# in F16.
+# in F16. Files as users get them, written by llama.cpp's own llama-quantize
+# (make llama-server builds it) from the demo model's F32 file, load too: its
+# Q8_0 on both backends; its Q4_0, whose token_embd.weight it keeps in Q8_0, on
+# the cpu backend, while opencl refuses the mix by name.
 source "$(dirname "$0")/lib.sh"
 [ -r "$MODELS/stories260K.bin" ] || skip "no $MODELS/stories260K.bin beside the project"
 [ -r "$DEMO_MODEL" ] || fail "no $DEMO_MODEL (make models)"
 [ -d "$ROOT/tests/llama/node_modules/@node-llama-cpp/linux-x64" ] || fail "no node-llama-cpp (make deps)"
+SERVER=$("$ROOT/tools/build_llama_server.sh" --check) || fail "no llama.cpp tools (make llama-server)"
+QUANTIZE=${SERVER%/*}/llama-quantize
 backends=cpu
 clinfo -l 2>/dev/null | grep -q Device && backends="cpu opencl"
 
@@ -17,6 +22,11 @@ mk "$TMP/s260f32.gguf" --gguf f32 --from "$MODELS/stories260K.bin" --tokenizer "
 mk "$TMP/s260f16.gguf" --gguf f16 --from "$MODELS/stories260K.bin" --tokenizer "$TMP/tok.bin"
 mk "$TMP/d15q8_0.gguf" --gguf q8_0 --from "$DEMO_MODEL" --vocab "$DEMO_TOK"
 mk "$TMP/d15q4_0.gguf" --gguf q4_0 --from "$DEMO_MODEL" --vocab "$DEMO_TOK"
+mk "$TMP/d15f32.gguf" --gguf f32 --from "$DEMO_MODEL" --vocab "$DEMO_TOK"
+for t in Q8_0 Q4_0; do
+	"$QUANTIZE" "$TMP/d15f32.gguf" "$TMP/lq_$t.gguf" "$t" >"$TMP/quantize.log" 2>&1 ||
+		fail "llama-quantize $t: $(tail -n 3 "$TMP/quantize.log")"
+done
 
 check() { # FILE TYPE BACKENDS...
 	local f=$1 type=$2 want got
@@ -34,11 +44,20 @@ check "$TMP/s260f32.gguf" "stories260K F32" $backends
 check "$TMP/s260f16.gguf" "stories260K F16" $backends
 check "$TMP/d15q8_0.gguf" "stories15M shape Q8_0" $backends
 check "$TMP/d15q4_0.gguf" "stories15M shape Q4_0" $backends
+check "$TMP/lq_Q8_0.gguf" "llama-quantize's Q8_0" $backends
+check "$TMP/lq_Q4_0.gguf" "llama-quantize's Q4_0 (token_embd Q8_0)" cpu
+if [[ $backends == *opencl* ]]; then
+	"$INFER" "$TMP/lq_Q4_0.gguf" -b opencl -n 4 -t 0 --ids >/dev/null 2>"$TMP/infer.err" &&
+		fail "opencl ran a model that mixes Q4_0 and Q8_0 matrices"
+	grep -q "is Q4_0 but token_embd.weight is Q8_0" "$TMP/infer.err" ||
+		fail "opencl's refusal of the mix does not name it: $(cat "$TMP/infer.err")"
+	ok "opencl refuses llama-quantize's Q4_0 mix by name: $(tail -n 1 "$TMP/infer.err")"
+fi
 
-# With the KV cache in F16, as llama.cpp keeps its own (--kv-type f16, an
-# OpenCL option), the ids agree for the whole generation, not only the
-# first 32: on the stories260K F32 file the F32 cache parts from llama.cpp
-# at token 37, the F16 one agrees until the engine stops (107 tokens).
+# With the KV cache in F16, as llama.cpp keeps its own (--kv-type f16), the
+# ids agree for the whole generation, not only the first 32: on the
+# stories260K F32 file the F32 cache parts from llama.cpp at token 37, the F16
+# one agrees until the engine stops (107 tokens).
 if [[ $backends == *opencl* ]]; then
 	want=$(timeout 120 node "$ROOT/tests/llama/ids.mjs" "$TMP/s260f32.gguf" 256 2>"$TMP/node.err") ||
 		fail "llama.cpp on stories260K F32: $(tail -n 3 "$TMP/node.err")"

@@ -1,11 +1,13 @@
 #!/bin/bash
-# Build llama-server from the llama.cpp source that node-llama-cpp ships as a git bundle.
+# Build llama-server (and llama-quantize, beside it) from the llama.cpp source that
+# node-llama-cpp ships as a git bundle.
 #
 # usage: tools/build_llama_server.sh [--check] [OUTDIR]
 # OUTDIR: $LLAMA_SERVER_CACHE, else /var/cache/spantrace/llama-server (make llama-server).
 # Prints the path of the llama-server binary. A finished build is reused: the binary is
 # keyed by the bundle's commit, so a new node-llama-cpp rebuilds and an old one does not.
-# --check only prints the path of a finished build (exit 1 if there is none).
+# --check only prints the path of a finished build (exit 1 if there is none). A build is
+# finished when both tools are there: llama-quantize writes GGUF files as users get them.
 #
 # GGML_NATIVE=OFF with the AVX2/AVX-512 flags set by hand: a native build on this VM enables
 # AMX paths that crashed on Q8_0 (illegal instruction, then a segfault at start-up). Each
@@ -33,7 +35,7 @@ avx512=$(onoff avx512f avx512cd avx512vl avx512dq avx512bw)
 [ "$avx512" = ON ] && vnni=$(onoff avx512_vnni) bf16=$(onoff avx512_bf16) || vnni=OFF bf16=OFF
 level=avx2-$avx2.avx512-$avx512.vnni-$vnni.bf16-$bf16
 bin=$out/$commit-$level/bin/llama-server
-if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
+if [ -x "$bin" ] && [ -x "${bin%/*}/llama-quantize" ]; then echo "$bin"; exit 0; fi
 [ $check = 0 ] || { echo "build_llama_server: no llama-server built in $out (make llama-server)" >&2; exit 1; }
 
 src=$out/src-$commit
@@ -49,8 +51,10 @@ cmake -S "$src" -B "$out/$commit-$level" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DGGML_NATIVE=OFF -DGGML_AVX=$avx2 -DGGML_AVX2=$avx2 -DGGML_FMA=$avx2 -DGGML_F16C=$avx2 \
     -DGGML_AVX512=$avx512 -DGGML_AVX512_VNNI=$vnni -DGGML_AVX512_BF16=$bf16 \
     -DGGML_OPENMP=ON >&2
-cmake --build "$out/$commit-$level" --target llama-server -j "$(nproc)" >&2
+cmake --build "$out/$commit-$level" --target llama-server llama-quantize -j "$(nproc)" >&2
 echo "build_llama_server: built in $(( $(date +%s) - start )) s" >&2
 rm -rf "$src"
-[ -x "$bin" ] || { echo "build_llama_server: no $bin after the build" >&2; exit 1; }
+for b in "$bin" "${bin%/*}/llama-quantize"; do
+	[ -x "$b" ] || { echo "build_llama_server: no $b after the build" >&2; exit 1; }
+done
 echo "$bin"
