@@ -718,7 +718,7 @@ static int cl_create(const Model *m, const BackendOptions *opt, void **state,
 
 		snprintf(why, sizeof(why), "%s", err ? err->msg : "");
 		free(s);
-		return infer_fail(err, "opencl backend: %s", why);
+		return infer_fail(err, "opencl backend: %s (the cpu backend, -b cpu, runs mixed types)", why);
 	}
 	backend_kv_shape(c, opt, &s->n_blocks, &s->block_size);
 	s->kv_type = opt ? opt->kv_type : KV_F32;
