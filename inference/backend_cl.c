@@ -22,6 +22,10 @@
  *   ffn_up     = ffn rmsnorm + w1/w3 projection + SwiGLU
  *   logits     = final rmsnorm + classifier (last token only)
  * Both run the same per-task code, so their results are bit-identical.
+ * The kernels are built for one matrix type (WTYPE); a model whose
+ * embedding or classifier has another type than its layers (llama.cpp's
+ * Q4_0 files keep token_embd in Q8_0) gets a program per type, embed and
+ * logits from theirs, and launches the phases for every forward.
  *
  * Spans: on this backend an op span times the host's enqueue of the
  * kernels it launches; their device times come from the kernel records,
@@ -88,7 +92,7 @@ typedef struct {
 	int meta_ints;
 	cl_context ctx;
 	cl_command_queue queue;
-	cl_program prog;
+	cl_program prog, prog_emb, prog_cls; /* built for wtype, emb_type, cls_type; one if equal */
 	cl_kernel fn[FN_COUNT];
 	ClBuffer *bufs; /* every buffer allocated, for pool_note_free */
 	int nbufs, cap_bufs;
@@ -116,7 +120,12 @@ typedef struct {
 	int profiling, nevents, max_events;
 	cl_event *events;
 	struct cl_kernel_record *recs;
-	WeightType wtype;   /* every matrix's (model_matrix_type): the kernels' WTYPE */
+	/* The layers' matrices' type (model_layer_type), the embedding's and
+	 * the classifier's: each is the WTYPE of the program whose kernels
+	 * read it. one_type: all three are one, so the forward kernel, built
+	 * for one, may run; else every forward launches the phases. */
+	WeightType wtype, emb_type, cls_type;
+	int one_type;
 	enum kv_type kv_type; /* the cache's element (KV_HALF in the kernels) */
 	size_t kv_elem;       /* its bytes */
 } ClState;
@@ -321,18 +330,18 @@ static int sub_buffer(ClState *s, cl_mem parent, size_t off, size_t n, size_t el
 	return 0;
 }
 
-/* A row-major matrix of width n for upload_packed: rows of src, in the
- * model's matrix type (s->wtype). */
+/* A row-major matrix of width n for upload_packed: rows of src, in its
+ * stored type. */
 typedef struct {
 	const void *src;
 	int rows;
 } MatrixPart;
 
-/* 4-byte words of a packed (d, n) matrix of the model's type: the weights
- * buffer is counted in floats, and every packed size is a multiple of 4. */
-static size_t packed_words(const ClState *s, int d, int n)
+/* 4-byte words of a packed (d, n) matrix of type t: the weights buffer is
+ * counted in floats, and every packed size is a multiple of 4. */
+static size_t packed_words(WeightType t, int d, int n)
 {
-	return packed_bytes(s->wtype, d, n) / sizeof(float);
+	return packed_bytes(t, d, n) / sizeof(float);
 }
 
 /* Bytes of one stored row of n values of type t (GGUF's layout). */
@@ -341,24 +350,24 @@ static size_t row_bytes(WeightType t, int n)
 	return (size_t)ggml_type_bytes((uint32_t)t, (uint64_t)n);
 }
 
-/* Writes matrices packed for the panel kernels (matmul.h) into the weights
- * buffer at off (floats). fused: the parts' rows are one matrix (wq, wk,
- * wv as wqkv); else each part is packed on its own, one after the other
- * (w1 then w3). */
-static int upload_packed(ClState *s, const MatrixPart *parts, int nparts, int n, int fused,
-			 size_t off, InferError *err)
+/* Writes matrices of type t packed for the panel kernels (matmul.h) into
+ * the weights buffer at off (floats). fused: the parts' rows are one matrix
+ * (wq, wk, wv as wqkv); else each part is packed on its own, one after the
+ * other (w1 then w3). */
+static int upload_packed(ClState *s, WeightType t, const MatrixPart *parts, int nparts, int n,
+			 int fused, size_t off, InferError *err)
 {
-	size_t rows = 0, words = 0, rb = row_bytes(s->wtype, n);
+	size_t rows = 0, words = 0, rb = row_bytes(t, n);
 	float *packed;
 	char *concat = NULL;
 	cl_int rc;
 
 	for (int i = 0; i < nparts; i++) {
 		rows += parts[i].rows;
-		words += packed_words(s, parts[i].rows, n);
+		words += packed_words(t, parts[i].rows, n);
 	}
 	if (fused)
-		words = packed_words(s, (int)rows, n);
+		words = packed_words(t, (int)rows, n);
 	packed = malloc(words * sizeof(float));
 	if (fused && packed)
 		concat = malloc(rows * rb);
@@ -371,12 +380,12 @@ static int upload_packed(ClState *s, const MatrixPart *parts, int nparts, int n,
 
 		for (int i = 0; i < nparts; p += (size_t)parts[i].rows * rb, i++)
 			memcpy(p, parts[i].src, (size_t)parts[i].rows * rb);
-		pack_matrix_typed(packed, s->wtype, concat, (int)rows, n);
+		pack_matrix_typed(packed, t, concat, (int)rows, n);
 	} else {
 		float *p = packed;
 
-		for (int i = 0; i < nparts; p += packed_words(s, parts[i].rows, n), i++)
-			pack_matrix_typed(p, s->wtype, parts[i].src, parts[i].rows, n);
+		for (int i = 0; i < nparts; p += packed_words(t, parts[i].rows, n), i++)
+			pack_matrix_typed(p, t, parts[i].src, parts[i].rows, n);
 	}
 	rc = clEnqueueWriteBuffer(s->queue, s->weights, CL_TRUE, off * sizeof(float),
 				  words * sizeof(float), packed, 0, NULL, NULL);
@@ -399,14 +408,14 @@ static void weight_sizes(const ClState *s, size_t global[W_GLOBAL], size_t layer
 	const Config *c = s->c;
 	int kv = c->n_kv_heads * (c->dim / c->n_heads);
 
-	global[W_EMB] = packed_words(s, c->vocab_size, c->dim);
+	global[W_EMB] = packed_words(s->emb_type, c->vocab_size, c->dim);
 	global[W_RMS_FINAL] = c->dim;
-	global[W_CLS] = c->shared_classifier ? 0 : packed_words(s, c->vocab_size, c->dim);
+	global[W_CLS] = c->shared_classifier ? 0 : packed_words(s->cls_type, c->vocab_size, c->dim);
 	layer[W_RMS_ATT] = layer[W_RMS_FFN] = c->dim;
-	layer[W_QKV] = packed_words(s, c->dim + 2 * kv, c->dim);
-	layer[W_WO] = packed_words(s, c->dim, c->dim);
-	layer[W_W13] = 2 * packed_words(s, c->hidden_dim, c->dim);
-	layer[W_W2] = packed_words(s, c->dim, c->hidden_dim);
+	layer[W_QKV] = packed_words(s->wtype, c->dim + 2 * kv, c->dim);
+	layer[W_WO] = packed_words(s->wtype, c->dim, c->dim);
+	layer[W_W13] = 2 * packed_words(s->wtype, c->hidden_dim, c->dim);
+	layer[W_W2] = packed_words(s->wtype, c->dim, c->hidden_dim);
 }
 
 /* Places every weight in the weights buffer (s->woff, s->weight_floats),
@@ -448,10 +457,10 @@ static int upload_layer(ClState *s, const Weights *w, int l, InferError *err)
 
 	return upload_vector(s, tensor_f32(lw->rms_att), dim, layer_off(s, l, W_RMS_ATT), err) ||
 	       upload_vector(s, tensor_f32(lw->rms_ffn), dim, layer_off(s, l, W_RMS_FFN), err) ||
-	       upload_packed(s, qkv, 3, dim, 1, layer_off(s, l, W_QKV), err) ||
-	       upload_packed(s, &wo, 1, dim, 0, layer_off(s, l, W_WO), err) ||
-	       upload_packed(s, w13, 2, dim, 0, layer_off(s, l, W_W13), err) ||
-	       upload_packed(s, &w2, 1, hid, 0, layer_off(s, l, W_W2), err);
+	       upload_packed(s, s->wtype, qkv, 3, dim, 1, layer_off(s, l, W_QKV), err) ||
+	       upload_packed(s, s->wtype, &wo, 1, dim, 0, layer_off(s, l, W_WO), err) ||
+	       upload_packed(s, s->wtype, w13, 2, dim, 0, layer_off(s, l, W_W13), err) ||
+	       upload_packed(s, s->wtype, &w2, 1, hid, 0, layer_off(s, l, W_W2), err);
 }
 
 /* The phase kernels take each weight, and each layer's KV cache, as a
@@ -523,10 +532,11 @@ static int upload_weights(ClState *s, const Model *m, InferError *err)
 		       s->woff, &s->woff_mem, err))
 		return -1;
 	/* the embedding is packed too, so a shared classifier is one copy */
-	if (upload_packed(s, &emb, 1, c->dim, 0, s->woff[W_EMB], err) ||
+	if (upload_packed(s, s->emb_type, &emb, 1, c->dim, 0, s->woff[W_EMB], err) ||
 	    upload_vector(s, tensor_f32(m->weights.rms_final_weight), c->dim, s->woff[W_RMS_FINAL], err))
 		return -1;
-	if (!c->shared_classifier && upload_packed(s, &wcls, 1, c->dim, 0, s->woff[W_CLS], err))
+	if (!c->shared_classifier &&
+	    upload_packed(s, s->cls_type, &wcls, 1, c->dim, 0, s->woff[W_CLS], err))
 		return -1;
 	for (int l = 0; l < c->n_layers; l++)
 		if (upload_layer(s, &m->weights, l, err))
@@ -591,6 +601,10 @@ static void cl_destroy(void *state)
 	for (int i = 0; i < FN_COUNT; i++)
 		if (s->fn[i])
 			clReleaseKernel(s->fn[i]);
+	if (s->prog_cls && s->prog_cls != s->prog_emb && s->prog_cls != s->prog)
+		clReleaseProgram(s->prog_cls);
+	if (s->prog_emb && s->prog_emb != s->prog)
+		clReleaseProgram(s->prog_emb);
 	if (s->prog)
 		clReleaseProgram(s->prog);
 	if (s->queue)
@@ -628,7 +642,7 @@ static int check_model_fits(ClState *s, cl_device_id dev, InferError *err)
 	cl_ulong have = 0;
 	size_t width = c->hidden_dim > c->dim ? c->hidden_dim : c->dim;
 	size_t token = staged_bytes(s->wtype, 1, width);
-	size_t out = staged_bytes(s->wtype, (size_t)s->max_out, c->dim);
+	size_t out = staged_bytes(s->cls_type, (size_t)s->max_out, c->dim);
 	size_t att = (size_t)c->seq_len * sizeof(float), room;
 
 	if ((c->dim / c->n_heads) % 2 != 0) /* the kernels rotate whole pairs */
@@ -659,11 +673,29 @@ static void choose_launches(ClState *s, cl_device_id dev, enum cl_launch want)
 	s->want = want;
 	s->cpu_device = (type & CL_DEVICE_TYPE_CPU) != 0;
 	/* may this backend fuse: what local memory must hold (check_model_fits) */
-	s->fused = want == CL_LAUNCH_FORWARD || (want == CL_LAUNCH_AUTO && s->cpu_device);
+	s->fused = s->one_type && (want == CL_LAUNCH_FORWARD || (want == CL_LAUNCH_AUTO && s->cpu_device));
 	s->groups = units > 0 ? units : 1;
 	s->align = align_bits / 8 / sizeof(float);
 	if (s->align < 16)
 		s->align = 16;
+}
+
+/* A program for each type the kernels read: the embed kernel's comes from
+ * emb_type's, the logits kernel's from cls_type's, the rest from the
+ * layers'. Equal types share one. */
+static int build_programs(ClState *s, cl_device_id dev, InferError *err)
+{
+	if (build_program(s->ctx, dev, infer_cl_source, s->wtype, s->kv_type, &s->prog, err))
+		return -1;
+	s->prog_emb = s->prog;
+	if (s->emb_type != s->wtype &&
+	    build_program(s->ctx, dev, infer_cl_source, s->emb_type, s->kv_type, &s->prog_emb, err))
+		return -1;
+	s->prog_cls = s->cls_type == s->wtype ? s->prog : s->cls_type == s->emb_type ? s->prog_emb : NULL;
+	if (!s->prog_cls &&
+	    build_program(s->ctx, dev, infer_cl_source, s->cls_type, s->kv_type, &s->prog_cls, err))
+		return -1;
+	return 0;
 }
 
 static int setup_device(ClState *s, const BackendOptions *opt, InferError *err)
@@ -683,6 +715,11 @@ static int setup_device(ClState *s, const BackendOptions *opt, InferError *err)
 	if (s->want == CL_LAUNCH_FORWARD && !s->cpu_device)
 		return infer_fail(err, "opencl: --cl-launch forward needs a CPU device (its work-groups "
 				  "wait on each other through memory); this one is not: use phases");
+	if (s->want == CL_LAUNCH_FORWARD && !s->one_type)
+		return infer_fail(err, "opencl: --cl-launch forward needs one matrix type (token_embd %s, "
+				  "the classifier %s, the layers %s): use phases",
+				  weight_type_name(s->emb_type), weight_type_name(s->cls_type),
+				  weight_type_name(s->wtype));
 	if (check_model_fits(s, dev, err))
 		return -1;
 	s->ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &rc);
@@ -691,10 +728,12 @@ static int setup_device(ClState *s, const BackendOptions *opt, InferError *err)
 	s->queue = clCreateCommandQueue(s->ctx, dev, CL_QUEUE_PROFILING_ENABLE, &rc);
 	if (!s->queue)
 		return cl_fail(err, "clCreateCommandQueue", rc);
-	if (build_program(s->ctx, dev, infer_cl_source, s->wtype, s->kv_type, &s->prog, err))
+	if (build_programs(s, dev, err))
 		return -1;
 	for (int i = 0; i < FN_COUNT; i++) {
-		s->fn[i] = clCreateKernel(s->prog, cl_fn_names[i], &rc);
+		cl_program prog = i == FN_EMBED ? s->prog_emb : i == FN_LOGITS ? s->prog_cls : s->prog;
+
+		s->fn[i] = clCreateKernel(prog, cl_fn_names[i], &rc);
 		if (!s->fn[i])
 			return infer_fail(err, "opencl: kernel %s missing (CL error %d)",
 					  cl_fn_names[i], (int)rc);
@@ -713,13 +752,16 @@ static int cl_create(const Model *m, const BackendOptions *opt, void **state,
 	if (!s)
 		return infer_fail(err, "out of memory for the opencl backend");
 	s->c = c;
-	if (model_matrix_type(m, &s->wtype, err)) {   /* the kernels are built for one */
+	if (model_layer_type(m, &s->wtype, err)) {   /* the layers' kernels are built for one */
 		char why[sizeof(err->msg)];
 
 		snprintf(why, sizeof(why), "%s", err ? err->msg : "");
 		free(s);
-		return infer_fail(err, "opencl backend: %s (the cpu backend, -b cpu, runs mixed types)", why);
+		return infer_fail(err, "opencl backend: %s (the cpu backend, -b cpu, runs any mix)", why);
 	}
+	s->emb_type = m->weights.token_embedding_table.type;
+	s->cls_type = m->weights.wcls.type;
+	s->one_type = s->emb_type == s->wtype && s->cls_type == s->wtype;
 	backend_kv_shape(c, opt, &s->n_blocks, &s->block_size);
 	s->kv_type = opt ? opt->kv_type : KV_F32;
 	s->kv_elem = backend_kv_elem_bytes(s->kv_type);
@@ -903,7 +945,7 @@ static int run_logits(ClState *s, int n_out, InferError *err)
 	size_t items = (vocab + 2 * PANEL_ROWS - 1) / (2 * PANEL_ROWS); /* two panels each */
 	size_t local = pick_local(items, LOGITS_LOCAL_MAX, LOGITS_GROUPS_MIN);
 	size_t global = round_up(items, local);
-	size_t xs = staged_bytes(s->wtype, (size_t)n_out, dim);
+	size_t xs = staged_bytes(s->cls_type, (size_t)n_out, dim);
 
 	if (SET_ARGS(s->fn[FN_LOGITS], err, { ARG(s->x) }, { ARG(s->rms_final) }, { ARG(s->wcls) },
 		     { ARG(s->logits) }, { ARG(s->meta) }, { ARG(out_off) }, { ARG(n_out) },
@@ -1077,10 +1119,13 @@ static int finish_forward(ClState *s, int n_out, float *logits, InferError *err)
 	return crc == CL_SUCCESS ? 0 : cl_fail(err, "clEnqueueReadBuffer", crc);
 }
 
-/* Auto fuses on CPU devices unless a tracer wants op detail: then every
- * op span must launch its own kernel to have device time of its own. */
+/* Auto fuses on CPU devices unless a tracer wants op detail (then every
+ * op span must launch its own kernel to have device time of its own) or
+ * the model has more than one matrix type. */
 static int forward_is_fused(const ClState *s)
 {
+	if (!s->one_type)
+		return 0;
 	if (s->want != CL_LAUNCH_AUTO)
 		return s->want == CL_LAUNCH_FORWARD;
 	return s->cpu_device && !trace_op_detail_wanted();

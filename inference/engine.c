@@ -29,23 +29,19 @@ static int open_tokenizer(Engine *e, const char *path, InferError *err)
 	return 0;
 }
 
-/* --kv-type auto: the cache in the weights' precision, at most 16 bits, as
+/* --kv-type auto: the cache in the layers' precision, at most 16 bits, as
  * vLLM's "auto" (the model's dtype) and llama.cpp's f16 cache do. So f16
- * for F16 and quantized matrices: attention reads the whole cache from
- * memory every step (13 GB/s for a lone 110M-shape token at position 450),
- * and a quantized model's ids are llama.cpp's, which keeps its cache in f16.
- * F32 weights (and a model mixing types) keep the reference's f32 cache,
- * with run.c's golden ids. */
+ * when the layers' matrices are F16 or quantized, whatever the embedding's
+ * type: attention reads the whole cache from memory every step (13 GB/s
+ * for a lone 110M-shape token at position 450), and such a model's ids are
+ * llama.cpp's, which keeps its cache in f16. Layers with an F32 matrix
+ * (llama2.c checkpoints) keep the reference's f32 cache, with run.c's
+ * golden ids. */
 static enum kv_type resolve_kv_type(const Model *m, enum kv_type asked)
 {
-	WeightType type;
-	InferError mixed;
-
 	if (asked != KV_AUTO)
 		return asked;
-	if (model_matrix_type(m, &type, &mixed) < 0 || type == WEIGHT_F32)
-		return KV_F32;
-	return KV_F16;
+	return model_layers_have(m, WEIGHT_F32) ? KV_F32 : KV_F16;
 }
 
 static int open_backend(Engine *e, const EngineOptions *opt, InferError *err)

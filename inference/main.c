@@ -50,7 +50,7 @@ static void usage(FILE *f)
 		"  --threads N     cpu backend threads (default: OpenMP's; see OMP_WAIT_POLICY)\n"
 		"  --kv-type auto|f32|f16  the KV cache's element type. f16 halves its bytes, as\n"
 		"                  llama.cpp's default; f32 is the reference's. Default auto: f16\n"
-		"                  for F16 and quantized weights, f32 for F32 weights\n"
+		"                  for F16 and quantized layers, f32 where a layer has F32\n"
 		"  --ids           print generated token ids, not text\n"
 		"  --serve         one prompt per stdin line, one completion per stdout line\n"
 		"  --stats FILE    write the engine's own statistics as JSON\n"

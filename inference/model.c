@@ -153,26 +153,58 @@ static int point_weights(Model *m, InferError *err)
 	return 0;
 }
 
+/* The first of the layers' matrices whose type is (is_type) or is not
+ * (!is_type) `type`, or NULL. */
+static const Tensor *layer_matrix_typed(const Model *m, WeightType type, int is_type)
+{
+	for (int l = 0; l < m->config.n_layers; l++) {
+		const LayerWeights *lw = &m->weights.layers[l];
+		const Tensor *mats[] = { &lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w1, &lw->w2, &lw->w3 };
+
+		for (size_t i = 0; i < sizeof(mats) / sizeof(mats[0]); i++)
+			if ((mats[i]->type == type) == is_type)
+				return mats[i];
+	}
+	return NULL;
+}
+
+static const Tensor *layer_type_differs(const Model *m, WeightType type)
+{
+	return layer_matrix_typed(m, type, 0);
+}
+
+int model_layers_have(const Model *m, WeightType type)
+{
+	return layer_matrix_typed(m, type, 1) != NULL;
+}
+
+static int types_differ(const Tensor *t, const Tensor *first, const char *scope, InferError *err)
+{
+	return infer_fail(err, "tensor %s is %s but %s is %s: %s", t->name, weight_type_name(t->type),
+			  first->name, weight_type_name(first->type), scope);
+}
+
+int model_layer_type(const Model *m, WeightType *type, InferError *err)
+{
+	const Tensor *first = &m->weights.layers[0].wq, *t = layer_type_differs(m, first->type);
+
+	if (t)
+		return types_differ(t, first, "the layers' matrices share one type here", err);
+	*type = first->type;
+	return 0;
+}
+
 int model_matrix_type(const Model *m, WeightType *type, InferError *err)
 {
 	const Weights *w = &m->weights;
 	const Tensor *first = &w->token_embedding_table, *t = &w->wcls;
 
-	if (t->type != first->type)
-		goto mixed;
-	for (int l = 0; l < m->config.n_layers; l++) {
-		const LayerWeights *lw = &w->layers[l];
-		const Tensor *mats[] = { &lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w1, &lw->w2, &lw->w3 };
-
-		for (size_t i = 0; i < sizeof(mats) / sizeof(mats[0]); i++)
-			if ((t = mats[i])->type != first->type)
-				goto mixed;
-	}
+	if (t->type == first->type)
+		t = layer_type_differs(m, first->type);
+	if (t)
+		return types_differ(t, first, "one matrix type per model here", err);
 	*type = first->type;
 	return 0;
-mixed:
-	return infer_fail(err, "tensor %s is %s but %s is %s: one matrix type per model here", t->name,
-			  weight_type_name(t->type), first->name, weight_type_name(first->type));
 }
 
 int model_require_f32(const Model *m, const char *who, InferError *err)

@@ -91,6 +91,11 @@ static inline const char *weight_type_name(WeightType t)
 /* The one type every matrix (embedding, classifier, layers) has; -1 with
  * err naming two that differ. Norms are always F32. */
 int model_matrix_type(const Model *m, WeightType *type, InferError *err);
+/* The one type the layers' matrices have (the embedding and the classifier
+ * may differ); -1 with err naming two layer matrices that differ. */
+int model_layer_type(const Model *m, WeightType *type, InferError *err);
+/* Whether any of the layers' matrices has this type. */
+int model_layers_have(const Model *m, WeightType type);
 /* 0 when every matrix is F32; else -1, err saying which type it is (who:
  * the caller, for the message). */
 int model_require_f32(const Model *m, const char *who, InferError *err);

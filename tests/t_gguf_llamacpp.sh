@@ -5,9 +5,13 @@
 # stories260K checkpoint, Q8_0 and Q4_0 of the stories15M-shape demo model,
 # on both backends. Past ~37 tokens the two may part: llama.cpp keeps its KV cache
 # in F16. Files as users get them, written by llama.cpp's own llama-quantize
-# (make llama-server builds it) from the demo model's F32 file, load too: its
-# Q8_0 on both backends; its Q4_0, whose token_embd.weight it keeps in Q8_0, on
-# the cpu backend, while opencl refuses the mix by name.
+# (make llama-server builds it) from the demo model's F32 file, give its ids
+# too, on both backends: Q8_0; Q4_0, whose token_embd.weight it keeps in Q8_0;
+# and with --token-embedding-type, an F16 embedding with Q8_0 layers and a
+# Q8_0 one with F32 layers. OpenCL runs an embedding of another type than
+# the layers' with a program per type and a launch per phase; the forward
+# kernel, built for one type, refuses it by name. --kv-type auto follows the
+# layers' type.
 source "$(dirname "$0")/lib.sh"
 [ -r "$MODELS/stories260K.bin" ] || skip "no $MODELS/stories260K.bin beside the project"
 [ -r "$DEMO_MODEL" ] || fail "no $DEMO_MODEL (make models)"
@@ -23,10 +27,16 @@ mk "$TMP/s260f16.gguf" --gguf f16 --from "$MODELS/stories260K.bin" --tokenizer "
 mk "$TMP/d15q8_0.gguf" --gguf q8_0 --from "$DEMO_MODEL" --vocab "$DEMO_TOK"
 mk "$TMP/d15q4_0.gguf" --gguf q4_0 --from "$DEMO_MODEL" --vocab "$DEMO_TOK"
 mk "$TMP/d15f32.gguf" --gguf f32 --from "$DEMO_MODEL" --vocab "$DEMO_TOK"
-for t in Q8_0 Q4_0; do
-	"$QUANTIZE" "$TMP/d15f32.gguf" "$TMP/lq_$t.gguf" "$t" >"$TMP/quantize.log" 2>&1 ||
-		fail "llama-quantize $t: $(tail -n 3 "$TMP/quantize.log")"
-done
+quantize() { # OUT TYPE [OPTIONS...]
+	local out=$1 t=$2
+	shift 2
+	"$QUANTIZE" "$@" "$TMP/d15f32.gguf" "$TMP/$out.gguf" "$t" >"$TMP/quantize.log" 2>&1 ||
+		fail "llama-quantize $* $t: $(tail -n 3 "$TMP/quantize.log")"
+}
+quantize lq_Q8_0 Q8_0
+quantize lq_Q4_0 Q4_0
+quantize lq_Q8_0_emb_f16 Q8_0 --token-embedding-type f16
+quantize lq_F32_emb_q8_0 F32 --token-embedding-type q8_0
 
 check() { # FILE TYPE BACKENDS...
 	local f=$1 type=$2 want got
@@ -45,13 +55,23 @@ check "$TMP/s260f16.gguf" "stories260K F16" $backends
 check "$TMP/d15q8_0.gguf" "stories15M shape Q8_0" $backends
 check "$TMP/d15q4_0.gguf" "stories15M shape Q4_0" $backends
 check "$TMP/lq_Q8_0.gguf" "llama-quantize's Q8_0" $backends
-check "$TMP/lq_Q4_0.gguf" "llama-quantize's Q4_0 (token_embd Q8_0)" cpu
+check "$TMP/lq_Q4_0.gguf" "llama-quantize's Q4_0 (token_embd Q8_0)" $backends
+check "$TMP/lq_Q8_0_emb_f16.gguf" "llama-quantize's Q8_0, token_embd F16" $backends
+check "$TMP/lq_F32_emb_q8_0.gguf" "llama-quantize's F32, token_embd Q8_0" $backends
+kv_of() { "$INFER" "$1" -b cpu -n 1 -t 0 --ids --stats "$TMP/kv.json" >/dev/null 2>&1 &&
+	jq -r .kv_type "$TMP/kv.json"; }
+assert_eq "Q4_0 layers, a Q8_0 embedding: --kv-type auto" f16 "$(kv_of "$TMP/lq_Q4_0.gguf")"
+assert_eq "F32 layers, a Q8_0 embedding: --kv-type auto" f32 "$(kv_of "$TMP/lq_F32_emb_q8_0.gguf")"
 if [[ $backends == *opencl* ]]; then
-	"$INFER" "$TMP/lq_Q4_0.gguf" -b opencl -n 4 -t 0 --ids >/dev/null 2>"$TMP/infer.err" &&
-		fail "opencl ran a model that mixes Q4_0 and Q8_0 matrices"
-	grep -q "is Q4_0 but token_embd.weight is Q8_0" "$TMP/infer.err" ||
-		fail "opencl's refusal of the mix does not name it: $(cat "$TMP/infer.err")"
-	ok "opencl refuses llama-quantize's Q4_0 mix by name: $(tail -n 1 "$TMP/infer.err")"
+	want=$("$INFER" "$TMP/lq_Q4_0.gguf" -b cpu -n 64 -t 0 --ids 2>"$TMP/infer.err") ||
+		fail "infer: $(cat "$TMP/infer.err")"
+	assert_eq "llama-quantize's Q4_0, opencl --cl-launch phases: 64 ids = cpu's" "$want" \
+		"$("$INFER" "$TMP/lq_Q4_0.gguf" -b opencl --cl-launch phases -n 64 -t 0 --ids 2>/dev/null)"
+	"$INFER" "$TMP/lq_Q4_0.gguf" -b opencl --cl-launch forward -n 4 -t 0 --ids >/dev/null \
+		2>"$TMP/infer.err" && fail "the forward kernel ran a model of two matrix types"
+	grep -q "forward needs one matrix type (token_embd Q8_0, the classifier Q8_0, the layers Q4_0)" \
+		"$TMP/infer.err" || fail "the forward kernel's refusal does not name the types: $(cat "$TMP/infer.err")"
+	ok "--cl-launch forward refuses two matrix types by name: $(tail -n 1 "$TMP/infer.err")"
 fi
 
 # With the KV cache in F16, as llama.cpp keeps its own (--kv-type f16), the
