@@ -673,7 +673,8 @@ static void choose_launches(ClState *s, cl_device_id dev, enum cl_launch want)
 	s->want = want;
 	s->cpu_device = (type & CL_DEVICE_TYPE_CPU) != 0;
 	/* may this backend fuse: what local memory must hold (check_model_fits) */
-	s->fused = s->one_type && (want == CL_LAUNCH_FORWARD || (want == CL_LAUNCH_AUTO && s->cpu_device));
+	s->fused = s->one_type &&
+		   (want == CL_LAUNCH_FORWARD || (want == CL_LAUNCH_AUTO && s->cpu_device));
 	s->groups = units > 0 ? units : 1;
 	s->align = align_bits / 8 / sizeof(float);
 	if (s->align < 16)
@@ -691,11 +692,11 @@ static int build_programs(ClState *s, cl_device_id dev, InferError *err)
 	if (s->emb_type != s->wtype &&
 	    build_program(s->ctx, dev, infer_cl_source, s->emb_type, s->kv_type, &s->prog_emb, err))
 		return -1;
-	s->prog_cls = s->cls_type == s->wtype ? s->prog : s->cls_type == s->emb_type ? s->prog_emb : NULL;
-	if (!s->prog_cls &&
-	    build_program(s->ctx, dev, infer_cl_source, s->cls_type, s->kv_type, &s->prog_cls, err))
-		return -1;
-	return 0;
+	if (s->cls_type == s->wtype || s->cls_type == s->emb_type) {
+		s->prog_cls = s->cls_type == s->wtype ? s->prog : s->prog_emb;
+		return 0;
+	}
+	return build_program(s->ctx, dev, infer_cl_source, s->cls_type, s->kv_type, &s->prog_cls, err);
 }
 
 static int setup_device(ClState *s, const BackendOptions *opt, InferError *err)
@@ -716,8 +717,8 @@ static int setup_device(ClState *s, const BackendOptions *opt, InferError *err)
 		return infer_fail(err, "opencl: --cl-launch forward needs a CPU device (its work-groups "
 				  "wait on each other through memory); this one is not: use phases");
 	if (s->want == CL_LAUNCH_FORWARD && !s->one_type)
-		return infer_fail(err, "opencl: --cl-launch forward needs one matrix type (token_embd %s, "
-				  "the classifier %s, the layers %s): use phases",
+		return infer_fail(err, "opencl: --cl-launch forward needs one matrix type "
+				  "(token_embd %s, the classifier %s, the layers %s): use phases",
 				  weight_type_name(s->emb_type), weight_type_name(s->cls_type),
 				  weight_type_name(s->wtype));
 	if (check_model_fits(s, dev, err))
@@ -731,9 +732,9 @@ static int setup_device(ClState *s, const BackendOptions *opt, InferError *err)
 	if (build_programs(s, dev, err))
 		return -1;
 	for (int i = 0; i < FN_COUNT; i++) {
-		cl_program prog = i == FN_EMBED ? s->prog_emb : i == FN_LOGITS ? s->prog_cls : s->prog;
+		cl_program p = i == FN_EMBED ? s->prog_emb : i == FN_LOGITS ? s->prog_cls : s->prog;
 
-		s->fn[i] = clCreateKernel(prog, cl_fn_names[i], &rc);
+		s->fn[i] = clCreateKernel(p, cl_fn_names[i], &rc);
 		if (!s->fn[i])
 			return infer_fail(err, "opencl: kernel %s missing (CL error %d)",
 					  cl_fn_names[i], (int)rc);
@@ -757,7 +758,8 @@ static int cl_create(const Model *m, const BackendOptions *opt, void **state,
 
 		snprintf(why, sizeof(why), "%s", err ? err->msg : "");
 		free(s);
-		return infer_fail(err, "opencl backend: %s (the cpu backend, -b cpu, runs any mix)", why);
+		return infer_fail(err, "opencl backend: %s (the cpu backend, -b cpu, runs any mix)",
+				  why);
 	}
 	s->emb_type = m->weights.token_embedding_table.type;
 	s->cls_type = m->weights.wcls.type;

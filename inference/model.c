@@ -180,8 +180,8 @@ int model_layers_have(const Model *m, WeightType type)
 
 static int types_differ(const Tensor *t, const Tensor *first, const char *scope, InferError *err)
 {
-	return infer_fail(err, "tensor %s is %s but %s is %s: %s", t->name, weight_type_name(t->type),
-			  first->name, weight_type_name(first->type), scope);
+	return infer_fail(err, "tensor %s is %s but %s is %s: %s", t->name,
+			  weight_type_name(t->type), first->name, weight_type_name(first->type), scope);
 }
 
 int model_layer_type(const Model *m, WeightType *type, InferError *err)
