@@ -622,20 +622,22 @@ static void cl_destroy(void *state)
 }
 
 /* Local memory of n staged tokens of width k (00_common.cl, stage_tokens):
- * the floats and a scale per token, and for Q8_0 and Q4_0 the values
- * quantized: k int8s and a float and an int per block of 32. */
+ * the floats and a scale per token, or for Q8_0 and Q4_0 a scale per token
+ * and the values quantized: k int8s and a float and an int per block of
+ * 32. */
 static size_t staged_bytes(WeightType wtype, size_t n, size_t k)
 {
-	size_t q8 = weight_type_quantized(wtype) ? n * k + n * k / Q8_0_BLOCK * (sizeof(float) + sizeof(int)) : 0;
-
-	return (n * k + n) * sizeof(float) + q8;
+	if (!weight_type_quantized(wtype))
+		return (n * k + n) * sizeof(float);
+	return n * sizeof(float) + n * k + n * k / Q8_0_BLOCK * (sizeof(float) + sizeof(int));
 }
 
 /* The model must suit the kernels: even head size (RoPE pairs), and a
  * staged block of tokens of the widest matrix input must fit local memory
  * (beside the attention scratch, which the fused forward also holds). Sets
  * s->max_batch: CL_MAX_BATCH tokens, or as many as fit (the stories110M
- * shape's 2048-wide hidden layer fits 62 in PoCL's 512 KiB). */
+ * shape's 2048-wide hidden layer fits 62 F32 or F16 tokens in PoCL's 512 KiB;
+ * quantized ones stage no floats, and all 64 fit). */
 static int check_model_fits(ClState *s, cl_device_id dev, InferError *err)
 {
 	const Config *c = s->c;

@@ -30,15 +30,33 @@ static inline float hsum16(float16 v)
 	return hsum8(v.lo + v.hi);
 }
 
-/* Staging: n token vectors of width k copied from x to xs, token t being
- * row idx[t] of x, or row t when idx is NULL. With g non-NULL each is
- * rmsnorm'ed as llama2.c does: g[j] * (x[j] / sqrt(mean(x^2) + 1e-5)). xs
- * holds n*k floats followed by n per-token scales. Work-item lid of lsz
- * does every lsz-th token's scale, then every lsz-th column. */
+#ifndef WTYPE
+#define WTYPE 0  /* the matrices' stored type: see PANEL_BYTES below */
+#endif
+#define QUANTIZED (WTYPE == 8 || WTYPE == 2)
+#define Q8_BLOCK 32
+
+/* Staging: n token vectors of width k from x into local memory xs, token t
+ * being row idx[t] of x, or row t when idx is NULL. With g non-NULL each is
+ * rmsnorm'ed as llama2.c does: g[j] * (x[j] / sqrt(mean(x^2) + 1e-5)).
+ * F32 and F16 programs stage n*k floats, then the n per-token scales. With
+ * Q8_0 or Q4_0 weights (QUANTIZED) the tokens are quantized as llama.cpp
+ * quantizes such a product's input, straight from x: xs holds the n
+ * scales, then the n*k int8 values, n*k/32 block scales d and n*k/32 sums
+ * s (128 x the block's sum of its values). Staging no floats lets a call
+ * take 64 tokens of the stories110M shape's 2048-wide input, not 48. The
+ * operations are the CPU backend's (matmul.c, quantize_rows), so both get
+ * the same values. Work-item lid of lsz does every lsz-th token's scale,
+ * then every lsz-th column (or block). */
+static inline __local float *staged_scales(__local float *xs, int n, int k)
+{
+	return QUANTIZED ? xs : xs + n * k;
+}
+
 static void stage_scales(const __global float *x, const __global int *idx, int n, int k,
 			 const __global float *g, __local float *xs, int lid, int lsz)
 {
-	__local float *scale = xs + n * k;
+	__local float *scale = staged_scales(xs, n, k);
 
 	for (int t = lid; t < n; t += lsz) {
 		const __global float *xt = x + (size_t)(idx ? idx[t] : t) * k;
@@ -62,48 +80,33 @@ static void stage_scales(const __global float *x, const __global int *idx, int n
 	}
 }
 
-static void stage_copy(const __global float *x, const __global int *idx, int n, int k,
-		       const __global float *g, __local float *xs, int lid, int lsz)
+#if QUANTIZED
+static inline __local char *staged_q(__local float *xs, int n)
 {
-	const __local float *scale = xs + n * k;
-
-	for (int t = 0; t < n; t++) {
-		const __global float *xt = x + (size_t)(idx ? idx[t] : t) * k;
-		float s = scale[t];
-		for (int j = lid; j < k; j += lsz)
-			xs[t * k + j] = g ? g[j] * (s * xt[j]) : xt[j];
-	}
+	return (__local char *)(xs + n);
 }
 
-/* With Q8_0 or Q4_0 weights (WTYPE 8 or 2: QUANTIZED) the staged tokens
- * are also quantized, as llama.cpp quantizes such a product's input: after
- * the n scales, xs holds the n*k int8 values, then n*k/32 block scales d
- * and n*k/32 sums s (128 x the block's sum of its values). The operations
- * are the CPU backend's (matmul.c, quantize_rows), so both get the same
- * values. */
-#ifndef WTYPE
-#define WTYPE 0  /* the matrices' stored type: see PANEL_BYTES below */
-#endif
-#define QUANTIZED (WTYPE == 8 || WTYPE == 2)
-#define Q8_BLOCK 32
-static inline __local char *staged_q(__local float *xs, int n, int k)
+/* Quantizes the tokens' blocks of 32, each value normed as it is read. */
+static void stage_quantize(const __global float *x, const __global int *idx, int n, int k,
+			   const __global float *g, __local float *xs, int lid, int lsz)
 {
-	return (__local char *)(xs + n * k + n);
-}
-
-static void stage_quantize(__local float *xs, int n, int k, int lid, int lsz)
-{
-	__local char *q = staged_q(xs, n, k);
+	const __local float *scale = staged_scales(xs, n, k);
+	__local char *q = staged_q(xs, n);
 	__local float *d = (__local float *)(q + n * k);
 	__local int *sums = (__local int *)(d + n * k / Q8_BLOCK);
+	int nb = k / Q8_BLOCK;
 
-	for (int b = lid; b < n * k / Q8_BLOCK; b += lsz) {
-		const __local float *v = xs + b * Q8_BLOCK;
-		float amax = 0.0f, db, id;
+	for (int b = lid; b < n * nb; b += lsz) {
+		int t = b / nb, j0 = b % nb * Q8_BLOCK;
+		const __global float *xt = x + (size_t)(idx ? idx[t] : t) * k + j0;
+		const __global float *gt = g ? g + j0 : 0;
+		float s = scale[t], v[Q8_BLOCK], amax = 0.0f, db, id;
 		int sum = 0;
 
-		for (int j = 0; j < Q8_BLOCK; j++)
+		for (int j = 0; j < Q8_BLOCK; j++) {
+			v[j] = gt ? gt[j] * (s * xt[j]) : xt[j];
 			amax = fmax(amax, fabs(v[j]));
+		}
 		db = amax / 127.0f;
 		id = db != 0.0f ? 1.0f / db : 0.0f;
 		for (int j = 0; j < Q8_BLOCK; j++) {
@@ -117,6 +120,31 @@ static void stage_quantize(__local float *xs, int n, int k, int lid, int lsz)
 		sums[b] = 128 * sum;
 	}
 }
+#else
+static void stage_copy(const __global float *x, const __global int *idx, int n, int k,
+		       const __global float *g, __local float *xs, int lid, int lsz)
+{
+	const __local float *scale = staged_scales(xs, n, k);
+
+	for (int t = 0; t < n; t++) {
+		const __global float *xt = x + (size_t)(idx ? idx[t] : t) * k;
+		float s = scale[t];
+		for (int j = lid; j < k; j += lsz)
+			xs[t * k + j] = g ? g[j] * (s * xt[j]) : xt[j];
+	}
+}
+#endif
+
+/* The values after the scales: quantized, or copied. */
+static void stage_values(const __global float *x, const __global int *idx, int n, int k,
+			 const __global float *g, __local float *xs, int lid, int lsz)
+{
+#if QUANTIZED
+	stage_quantize(x, idx, n, k, g, xs, lid, lsz);
+#else
+	stage_copy(x, idx, n, k, g, xs, lid, lsz);
+#endif
+}
 
 /* Staging by every work-item of the group (it has barriers). */
 static void stage_tokens(const __global float *x, const __global int *idx, int n, int k,
@@ -126,12 +154,8 @@ static void stage_tokens(const __global float *x, const __global int *idx, int n
 
 	stage_scales(x, idx, n, k, g, xs, lid, lsz);
 	barrier(CLK_LOCAL_MEM_FENCE);
-	stage_copy(x, idx, n, k, g, xs, lid, lsz);
+	stage_values(x, idx, n, k, g, xs, lid, lsz);
 	barrier(CLK_LOCAL_MEM_FENCE);
-#if QUANTIZED
-	stage_quantize(xs, n, k, lid, lsz);
-	barrier(CLK_LOCAL_MEM_FENCE);
-#endif
 }
 
 /* Staging by a work-item alone in its group, where a barrier could sit
@@ -140,10 +164,7 @@ static void stage_alone(const __global float *x, const __global int *idx, int n,
 			const __global float *g, __local float *xs)
 {
 	stage_scales(x, idx, n, k, g, xs, 0, 1);
-	stage_copy(x, idx, n, k, g, xs, 0, 1);
-#if QUANTIZED
-	stage_quantize(xs, n, k, 0, 1);
-#endif
+	stage_values(x, idx, n, k, g, xs, 0, 1);
 }
 
 /* Matrices come packed as on the CPU backend (matmul.h): a (rows, k)
@@ -389,7 +410,7 @@ typedef struct {
 
 static inline StagedQ8 staged_q8(const __local float *xs, int n, int k, int t0)
 {
-	const __local char *q = (const __local char *)(xs + n * k + n);
+	const __local char *q = (const __local char *)(xs + n);
 	const __local float *d = (const __local float *)(q + n * k);
 	StagedQ8 r = { q + t0 * k, d + t0 * (k / Q8_BLOCK), (const __local int *)(d + n * k / Q8_BLOCK) +
 							    t0 * (k / Q8_BLOCK) };
