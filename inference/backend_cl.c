@@ -636,7 +636,7 @@ static size_t staged_bytes(WeightType wtype, size_t n, size_t k)
  * staged block of tokens of the widest matrix input must fit local memory
  * (beside the attention scratch, which the fused forward also holds). Sets
  * s->max_batch: CL_MAX_BATCH tokens, or as many as fit (the stories110M
- * shape's 2048-wide hidden layer fits 62 F32 or F16 tokens in PoCL's 512 KiB;
+ * shape's 2048-wide hidden layer fits 63 F32 or F16 tokens in PoCL's 512 KiB;
  * quantized ones stage no floats, and all 64 fit). */
 static int check_model_fits(ClState *s, cl_device_id dev, InferError *err)
 {
