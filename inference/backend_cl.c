@@ -57,6 +57,14 @@ extern const char infer_cl_source[];
  * (matmul.h): 64 rows a group, as many as the 4-row items had when 16 of
  * them read memory fastest among 1..64 on PoCL's CPU device. */
 #define MAT_LOCAL 4
+/* With more than one token on a CPU device, each group's staging (all its
+ * tokens normed and quantized again) costs as much as its products: groups
+ * of 16 items ran an 8-token 65,536 x 768 Q8_0 product at 67-70 GMAC/s
+ * against 33-48 with 4 (PoCL on a Zen 3, best of 19 launches), and 8 served
+ * streams of the stories110M shape as Q4_0 with a Q8_0 embedding (phases
+ * launches) 1.27x faster. Small matrices keep GROUPS_MIN_BATCH groups for
+ * the two threads to share. */
+#define MAT_LOCAL_BATCH 16
 #define EMBED_LOCAL 16 /* work-items of the embed kernel's groups: a column each */
 
 enum cl_fn { FN_EMBED, FN_QKV, FN_ATTENTION, FN_MATMUL_ADD, FN_FFN_UP,
@@ -836,8 +844,17 @@ static size_t pick_local(size_t items, size_t max_local, size_t min_groups)
  * tokens, so the logits kernel, with ~2000 panels, uses big groups: 512
  * rows a group used ~15% less CPU than 64 on a 32000-row classifier. */
 #define GROUPS_MIN 16
+#define GROUPS_MIN_BATCH 8
 #define LOGITS_LOCAL_MAX 32
 #define LOGITS_GROUPS_MIN 32
+
+/* Work-items per group of a matrix kernel over items panels for n tokens. */
+static size_t matrix_local(const ClState *s, size_t items, int n)
+{
+	if (n > 1 && s->cpu_device)
+		return pick_local(items, MAT_LOCAL_BATCH, GROUPS_MIN_BATCH);
+	return pick_local(items, MAT_LOCAL, GROUPS_MIN);
+}
 
 /* Enqueues fn; with profiling on it keeps the event and what it was. */
 static int launch(ClState *s, enum cl_fn fn, enum cl_kernel_id id, int layer,
@@ -882,7 +899,7 @@ static int run_qkv(ClState *s, int l, int n, InferError *err)
 	int dim = c->dim, hs = c->dim / c->n_heads, kv = c->n_kv_heads * hs;
 	int pos_off = META_POS, slot_off = META_SLOT;
 	size_t items = (dim + 2 * kv + PANEL_ROWS - 1) / PANEL_ROWS;
-	size_t local = pick_local(items, MAT_LOCAL, GROUPS_MIN);
+	size_t local = matrix_local(s, items, n);
 	size_t global = round_up(items, local);
 	size_t xs = staged_bytes(s->wtype, (size_t)n, dim);
 
@@ -918,7 +935,7 @@ static int run_matmul_add(ClState *s, cl_mem in, cl_mem w, int k, enum cl_kernel
 {
 	int rows = s->c->dim;
 	size_t items = (rows + PANEL_ROWS - 1) / PANEL_ROWS;
-	size_t local = pick_local(items, MAT_LOCAL, GROUPS_MIN);
+	size_t local = matrix_local(s, items, n);
 	size_t global = round_up(items, local);
 	size_t xs = staged_bytes(s->wtype, (size_t)n, k);
 
@@ -933,7 +950,7 @@ static int run_ffn_up(ClState *s, int l, int n, InferError *err)
 	ClLayer *L = &s->layers[l];
 	int dim = s->c->dim, hid = s->c->hidden_dim;
 	size_t items = (hid + PANEL_ROWS - 1) / PANEL_ROWS; /* a panel of w1 and of w3 each */
-	size_t local = pick_local(items, MAT_LOCAL, GROUPS_MIN);
+	size_t local = matrix_local(s, items, n);
 	size_t global = round_up(items, local);
 	size_t xs = staged_bytes(s->wtype, (size_t)n, dim);
 
