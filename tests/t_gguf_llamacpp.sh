@@ -63,10 +63,12 @@ kv_of() { "$INFER" "$1" -b cpu -n 1 -t 0 --ids --stats "$TMP/kv.json" >/dev/null
 assert_eq "Q4_0 layers, a Q8_0 embedding: --kv-type auto" f16 "$(kv_of "$TMP/lq_Q4_0.gguf")"
 assert_eq "F32 layers, a Q8_0 embedding: --kv-type auto" f32 "$(kv_of "$TMP/lq_F32_emb_q8_0.gguf")"
 if [[ $backends == *opencl* ]]; then
-	want=$("$INFER" "$TMP/lq_Q4_0.gguf" -b cpu -n 64 -t 0 --ids 2>"$TMP/infer.err") ||
+	# a prompt, so the phases also run several tokens a call (their own group size)
+	prompt="once upon a time there was a little dog who liked to run"
+	want=$("$INFER" "$TMP/lq_Q4_0.gguf" -b cpu -n 64 -t 0 --ids -i "$prompt" 2>"$TMP/infer.err") ||
 		fail "infer: $(cat "$TMP/infer.err")"
-	assert_eq "llama-quantize's Q4_0, opencl --cl-launch phases: 64 ids = cpu's" "$want" \
-		"$("$INFER" "$TMP/lq_Q4_0.gguf" -b opencl --cl-launch phases -n 64 -t 0 --ids 2>/dev/null)"
+	assert_eq "llama-quantize's Q4_0, opencl --cl-launch phases, a prompt: 64 ids = cpu's" "$want" \
+		"$("$INFER" "$TMP/lq_Q4_0.gguf" -b opencl --cl-launch phases -n 64 -t 0 --ids -i "$prompt" 2>/dev/null)"
 	"$INFER" "$TMP/lq_Q4_0.gguf" -b opencl --cl-launch forward -n 4 -t 0 --ids >/dev/null \
 		2>"$TMP/infer.err" && fail "the forward kernel ran a model of two matrix types"
 	grep -q "forward needs one matrix type (token_embd Q8_0, the classifier Q8_0, the layers Q4_0)" \
