@@ -2,8 +2,8 @@
 # tools/bench.sh - `make bench`: every benchmark section in one run, then one
 # table of all ratios against their targets.
 #
-#   tools/bench.sh [SECTION...]     sections: engine serve tracer probes daemon reqtrace profile opencl opdetail gguf
-#                                   llamacpp servepeer
+#   tools/bench.sh [SECTION...]     sections: engine serve serveq8 tracer probes daemon reqtrace profile opencl
+#                                   opdetail gguf llamacpp servepeer
 #   REPEAT=5 BUILD=build tools/bench.sh
 #
 # Benchmarks, not tests: the 2-core machine is shared and noisy, so every
@@ -20,7 +20,7 @@ export BUILD REPEAT=${REPEAT:-5}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 LOGDIR=$BUILD/bench
 mkdir -p "$LOGDIR" || exit 1
-ALL_SECTIONS="engine serve tracer probes daemon reqtrace profile opencl opdetail gguf llamacpp servepeer"
+ALL_SECTIONS="engine serve serveq8 tracer probes daemon reqtrace profile opencl opdetail gguf llamacpp servepeer"
 SECTIONS=${*:-$ALL_SECTIONS}
 
 # section NAME -> "script time_limit_seconds"; limits keep the whole run
@@ -29,6 +29,7 @@ section_script() {
 	case $1 in
 	engine) echo "tools/bench_engine.sh 200" ;;
 	serve) echo "tools/bench_serve.sh 240" ;;
+	serveq8) echo "tools/bench_serve_q8.sh 300" ;;
 	tracer) echo "tools/bench_tracer.sh 150" ;;
 	probes) echo "tools/bench_probes.sh 60" ;;
 	daemon) echo "tools/bench_daemon.sh 300" ;;

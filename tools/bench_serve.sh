@@ -7,6 +7,9 @@
 #                                     auto; the ratios' names gain _kvf32 or _kvf16)
 #   CACHE_PROMPT=true tools/bench_serve.sh   (the prefix cache reuses the
 #                                     repeated prompts; names gain _cached)
+#   LABEL=_s15m_q8_0 TOK= tools/bench_serve.sh m.gguf   (names gain LABEL
+#                                     after the backend; TOK empty: the
+#                                     GGUF's own vocabulary, no -z)
 #
 # Per backend, in interleaved rounds on one engine: REQS greedy requests
 # one at a time, then the same REQS all at once, first non-streaming, then
@@ -21,17 +24,20 @@
 source "$(dirname "$0")/bench_lib.sh"
 BENCH_NAME=bench_serve
 MODEL=${1:-$DEMO_MODEL}
-TOK=$BUILD/models/demo_tokenizer.bin
+TOK=${TOK-$BUILD/models/demo_tokenizer.bin}
+LABEL=${LABEL:-}
 REQS=${REQS:-8}
 MAX_TOKENS=${MAX_TOKENS:-96}
 kv_type_from_env
 cache_prompt_from_env
-SUFFIX=$KV_SUFFIX$CACHE_SUFFIX
+SUFFIX=$LABEL$KV_SUFFIX$CACHE_SUFFIX
+TOK_ARGS=()
+[ -z "$TOK" ] || TOK_ARGS=(-z "$TOK")
 NODE_DIR=$ROOT/tests/node
 need_built "$INFER"
 command -v node >/dev/null && [ -d "$NODE_DIR/node_modules/openai" ] || skipped "no node or npm openai (make deps)"
 command -v jq >/dev/null || skipped "no jq"
-[ -r "$MODEL" ] && [ -r "$TOK" ] || skipped "no demo model (make models)"
+[ -r "$MODEL" ] && { [ -z "$TOK" ] || [ -r "$TOK" ]; } || skipped "no demo model (make models)"
 
 # The fp32 FMA roof (tools/fmaprobe.c, 2 threads), and the flops a token
 # needs: 2 per weight of the matrices it multiplies (attention's are left
@@ -41,7 +47,7 @@ mkdir -p "$BUILD/tools"
 ${CC:-gcc} -O2 -march=native -pthread -o "$BUILD/tools/fmaprobe" "$ROOT/tools/fmaprobe.c" \
 	|| die "cannot compile fmaprobe"
 # The shape as the engine read it (llama2.c checkpoint or GGUF alike).
-"$INFER" "$MODEL" -z "$TOK" -n 1 --ids -b cpu --stats "$TMP/shape.json" >/dev/null 2>&1 ||
+"$INFER" "$MODEL" "${TOK_ARGS[@]}" -n 1 --ids -b cpu --stats "$TMP/shape.json" >/dev/null 2>&1 ||
 	die "$MODEL: the engine cannot read it"
 read -r -a hdr <<<"$(jq -r '.model | "\(.dim) \(.hidden_dim) \(.n_layers) \(.n_heads) \(.n_kv_heads) \(.vocab_size)"' "$TMP/shape.json")"
 [ "${#hdr[@]}" = 6 ] || die "$MODEL: no shape in the engine's --stats"
@@ -71,7 +77,7 @@ percentile() { sort -g | awk -v p="$1" '{v[NR] = $1} END { r = int((NR * p + 99)
 
 bench_backend() {
 	local b=$1 epid port r
-	"$INFER" "$MODEL" -z "$TOK" -b "$b" --max-seqs "$REQS" --kv-type "$KV_TYPE" --http 127.0.0.1:0 2>"$TMP/engine.$b" &
+	"$INFER" "$MODEL" "${TOK_ARGS[@]}" -b "$b" --max-seqs "$REQS" --kv-type "$KV_TYPE" --http 127.0.0.1:0 2>"$TMP/engine.$b" &
 	epid=$!
 	wait_until 60 grep -q "listening on" "$TMP/engine.$b" || die "$b engine did not start: $(cat "$TMP/engine.$b")"
 	port=$(sed -n 's/.*listening on http:\/\/[0-9.]*:\([0-9]*\).*/\1/p' "$TMP/engine.$b")
