@@ -46,9 +46,11 @@ enum event_type {
 #define SPAN_F_MISMATCH   1  /* end's kind/layer differed from the stack top */
 #define SPAN_F_STRUCTURAL 2  /* came from span_* (not op_*) probes */
 #define SPAN_F_BATCH      16 /* n_tokens, n_seqs, n_outputs hold a batch (engine profiles) */
-/* A forward's enum span_launch, from its span_end (0: not told). */
-#define SPAN_F_LAUNCH_SHIFT 2
-#define SPAN_F_LAUNCH_MASK (3u << SPAN_F_LAUNCH_SHIFT)
+/* A forward's enum span_launch, from its span_end (0: not told): three
+ * bits above SPAN_F_BATCH, room for the five it has. */
+#define SPAN_F_LAUNCH_SHIFT 5
+#define SPAN_F_LAUNCH_MASK (7u << SPAN_F_LAUNCH_SHIFT)
+_Static_assert(LAUNCH_COUNT <= 8, "enum span_launch outgrew SPAN_F_LAUNCH_MASK");
 
 static inline unsigned span_launch_of(__u32 flags)
 {

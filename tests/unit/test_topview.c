@@ -471,6 +471,46 @@ static void test_render(struct topview *tv)
 	CHECK(topview_read_rss(0x7ffffffe, &rss) == -1, "RSS of a missing pid fails");
 }
 
+/* The launch line says how the forwards ran, whichever launches told it. */
+static void check_launch_line(unsigned launch, unsigned count, const char *want)
+{
+	struct topview *tv = topview_new(SEC, TOPVIEW_DEFAULT_SLOTS, T0);
+	struct span_event ev;
+	char line[256] = "";
+	int alert = 0;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.h.type = EV_SPAN;
+	ev.h.pid = PID;
+	ev.h.tid = PID;
+	ev.kind = SPAN_FORWARD;
+	ev.layer = LAYER_NONE;
+	ev.flags = SPAN_F_STRUCTURAL | launch << SPAN_F_LAUNCH_SHIFT;
+	for (unsigned i = 0; tv && i < count; i++) {
+		ev.h.ts_ns = T0 + 1000 * i;
+		ev.dur_ns = 500;
+		topview_on_span(tv, &ev);
+	}
+	if (tv) {
+		topview_refresh(tv, T0 + SEC);
+		for (int i = 0; i < topview_header_count(tv); i++) {
+			topview_format_header(tv, i, line, sizeof(line), 80, &alert);
+			if (!strncmp(line, "launch", 6))
+				break;
+		}
+	}
+	CHECK(strstr(line, want) != NULL, "launch line '%s' holds '%s'", line, want);
+	topview_free(tv);
+}
+
+static void test_launch_line(void)
+{
+	printf("launch: the header line for each way a forward ran\n");
+	check_launch_line(LAUNCH_FORWARD, 3, "launch forward 3: fused, 1 kernel per forward");
+	check_launch_line(LAUNCH_LAYERS, 4, "launch layers 4: layers in 1 kernel");
+	check_launch_line(LAUNCH_PHASES, 2, "launch phases 2  clock: spans host");
+}
+
 int main(void)
 {
 	scratch = malloc(sizeof(uint64_t) * NTOKENS * 4 * NLAYERS * 2);
@@ -489,6 +529,7 @@ int main(void)
 	test_keys(tv);
 	test_render(tv);
 	test_pause_reset_expiry(tv);
+	test_launch_line();
 	topview_free(tv);
 	free(scratch);
 	if (failures) {

@@ -215,7 +215,7 @@ static int has_problems(const struct topview *tv)
 static int launch_seen(const struct topview *tv)
 {
 	return tv->forwards_by_launch[LAUNCH_FORWARD] || tv->forwards_by_launch[LAUNCH_PHASES] ||
-	       device_columns(tv);
+	       tv->forwards_by_launch[LAUNCH_LAYERS] || device_columns(tv);
 }
 
 int topview_header_count(const struct topview *tv)
@@ -224,7 +224,8 @@ int topview_header_count(const struct topview *tv)
 }
 
 /* How the forwards ran, and which clock each column is. A fused forward is
- * one kernel: it has no layer or op rows, and the line says how to get them. */
+ * one kernel (a layers launch, its layers in one): it has no layer rows nor
+ * their op rows, and the line says how to get them. */
 static void format_launch(const struct topview *tv, char *buf, size_t size, int width, int *alert)
 {
 	const uint64_t *n = tv->forwards_by_launch;
@@ -234,8 +235,10 @@ static void format_launch(const struct topview *tv, char *buf, size_t size, int 
 	for (int m = LAUNCH_HOST; m < LAUNCH_COUNT; m++)
 		if (n[m])
 			put(buf, size, width, &pos, " %s %" PRIu64, span_launch_name(m), n[m]);
-	if (n[LAUNCH_FORWARD] && !n[LAUNCH_PHASES]) {   /* short: it must fit 80 columns */
+	if (n[LAUNCH_FORWARD] && !n[LAUNCH_PHASES] && !n[LAUNCH_LAYERS]) {   /* short: 80 columns */
 		put(buf, size, width, &pos, ": fused, 1 kernel per forward; op rows need --level detail");
+	} else if (n[LAUNCH_LAYERS] && !n[LAUNCH_PHASES]) {
+		put(buf, size, width, &pos, ": layers in 1 kernel; their rows need --level detail");
 	} else {
 		put(buf, size, width, &pos, "  clock: spans host; %sDEV50/DEV99 device",
 		    tv->kernels_agg.count ? "kernels, " : "");
