@@ -9,9 +9,11 @@
 # too, on both backends: Q8_0; Q4_0, whose token_embd.weight it keeps in Q8_0;
 # and with --token-embedding-type, an F16 embedding with Q8_0 layers and a
 # Q8_0 one with F32 layers. OpenCL runs an embedding of another type than
-# the layers' with a program per type and a launch per phase; the forward
-# kernel, built for one type, refuses it by name. --kv-type auto follows the
-# layers' type.
+# the layers' with a program per type: on PoCL the forward kernel for the
+# layers between the embedding's and the classifier's kernels (traced: the
+# launch `layers`, three kernels a forward), else a launch per phase;
+# --cl-launch forward, the whole pass in one kernel of one type, refuses it
+# by name. --kv-type auto follows the layers' type.
 source "$(dirname "$0")/lib.sh"
 [ -r "$MODELS/stories260K.bin" ] || skip "no $MODELS/stories260K.bin beside the project"
 [ -r "$DEMO_MODEL" ] || fail "no $DEMO_MODEL (make models)"
@@ -69,11 +71,32 @@ if [[ $backends == *opencl* ]]; then
 		fail "infer: $(cat "$TMP/infer.err")"
 	assert_eq "llama-quantize's Q4_0, opencl --cl-launch phases, a prompt: 64 ids = cpu's" "$want" \
 		"$("$INFER" "$TMP/lq_Q4_0.gguf" -b opencl --cl-launch phases -n 64 -t 0 --ids -i "$prompt" 2>/dev/null)"
+	assert_eq "llama-quantize's Q4_0, opencl auto (layers), a prompt: 64 ids = cpu's" "$want" \
+		"$("$INFER" "$TMP/lq_Q4_0.gguf" -b opencl -n 64 -t 0 --ids -i "$prompt" 2>/dev/null)"
 	"$INFER" "$TMP/lq_Q4_0.gguf" -b opencl --cl-launch forward -n 4 -t 0 --ids >/dev/null \
 		2>"$TMP/infer.err" && fail "the forward kernel ran a model of two matrix types"
 	grep -q "forward needs one matrix type (token_embd Q8_0, the classifier Q8_0, the layers Q4_0)" \
 		"$TMP/infer.err" || fail "the forward kernel's refusal does not name the types: $(cat "$TMP/infer.err")"
 	ok "--cl-launch forward refuses two matrix types by name: $(tail -n 1 "$TMP/infer.err")"
+	# auto on PoCL: the layers in one kernel between the Q8_0 program's embed
+	# and logits kernels. Traced at coarse with the loader's calls as the
+	# witness (--opencl): each forward says layers, and enqueues those three.
+	"$SPANTRACE" record -q --level coarse --opencl -o "$TMP/layers.jsonl" -- "$INFER" "$TMP/lq_Q4_0.gguf" \
+		-b opencl -n 24 -t 0 --ids --stats "$TMP/layers.stats" >/dev/null 2>"$TMP/layers.err" ||
+		fail "record the layers launch: $(tail -n 3 "$TMP/layers.err")"
+	python3 - "$TMP" <<'PY' || fail "the layers launch as traced"
+import collections, json, sys
+tmp = sys.argv[1]
+recs = [json.loads(l) for l in open(tmp + "/layers.jsonl")]
+eng = json.load(open(tmp + "/layers.stats"))
+forwards = [r for r in recs if r["type"] == "span" and r["name"] == "forward"]
+enqueued = collections.Counter(r["name"] for r in recs if r["type"] == "cl_kernel")
+n = eng["forward_passes"]
+assert eng["opencl"]["forwards_by_launch"]["layers"] == n == len(forwards) > 0, (eng["opencl"], len(forwards))
+assert {f["launch"] for f in forwards} == {"layers"}, collections.Counter(f["launch"] for f in forwards)
+assert enqueued == {"embed": n, "forward": n, "logits": n} and eng["opencl"]["kernels"] == 3 * n, (enqueued, eng["opencl"])
+print("ok: traced layers launch: %d forwards, each launch layers; the loader saw %s" % (n, dict(enqueued)))
+PY
 fi
 
 # With the KV cache in F16, as llama.cpp keeps its own (--kv-type f16), the

@@ -652,14 +652,19 @@ __kernel void forward(const __global float *w, const __global ulong *woff,
 		      __global float *hb, __global float *logits, volatile __global int *sync,
 		      int n, int n_out, int n_layers, int dim, int hidden, int n_heads,
 		      int kv_heads, int vocab, int bs, int pos_off, int slot_off, int tab_off,
-		      int btab_off, int out_off, __local float *xs, __local float *att)
+		      int btab_off, int out_off, int embed, __local float *xs, __local float *att)
 {
 	Fwd f = { w, woff, kcache, vcache, rope, meta, x, q, att_out, hb, logits, sync, xs, att,
 		  n, n_out, dim, hidden, n_heads, kv_heads, vocab, bs, kv_stride,
 		  pos_off, slot_off, tab_off, btab_off, out_off, (int)get_num_groups(0) };
 	int ph = 0;
 
-	run_phase(&f, ph++, -1, -1);
+	/* embed 0: x holds the tokens' embeddings already, and n_out is 0, so
+	 * only the layers run (the host's layers launch: a model whose
+	 * embedding and classifier have another type than its layers) */
+	if (embed)
+		run_phase(&f, ph, -1, -1);
+	ph++;
 	for (int l = 0; l < n_layers; l++)
 		for (int k = 0; k < LAYER_PHASES; k++)
 			run_phase(&f, ph++, l, k);
