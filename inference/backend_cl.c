@@ -118,7 +118,7 @@ typedef struct {
 	cl_ulong *woff;
 	size_t weight_floats, kv_stride;
 	ClLayer *layers; /* phases mode only */
-	cl_mem emb, rms_final, wcls; /* phases mode only */
+	cl_mem emb, rms_final, wcls; /* phases and layers launches only */
 	cl_mem rope;
 	cl_mem meta, x, q, att_out, hb, logits;
 	/* How this forward launches: the forward kernel on `groups` work-groups

@@ -2,8 +2,9 @@
 # t_gguf_llamacpp.sh - llama.cpp as the reference (issue 23): node-llama-cpp's
 # prebuilt libllama reads the GGUF files mkmodel writes, and its greedy ids
 # from BOS equal the engine's for the first 32 tokens: F32 and F16 of the
-# stories260K checkpoint, Q8_0 and Q4_0 of the stories15M-shape demo model,
-# on both backends. Past ~37 tokens the two may part: llama.cpp keeps its KV cache
+# stories260K checkpoint, Q8_0 and Q4_0 of the stories15M-shape demo model
+# and of a generated model whose 6 query heads share 2 kv heads, on both
+# backends. Past ~37 tokens the two may part: llama.cpp keeps its KV cache
 # in F16. Files as users get them, written by llama.cpp's own llama-quantize
 # (make llama-server builds it) from the demo model's F32 file, give its ids
 # too, on both backends: Q8_0; Q4_0, whose token_embd.weight it keeps in Q8_0;
@@ -28,6 +29,10 @@ mk "$TMP/s260f32.gguf" --gguf f32 --from "$MODELS/stories260K.bin" --tokenizer "
 mk "$TMP/s260f16.gguf" --gguf f16 --from "$MODELS/stories260K.bin" --tokenizer "$TMP/tok.bin"
 mk "$TMP/d15q8_0.gguf" --gguf q8_0 --from "$DEMO_MODEL" --vocab "$DEMO_TOK"
 mk "$TMP/d15q4_0.gguf" --gguf q4_0 --from "$DEMO_MODEL" --vocab "$DEMO_TOK"
+# grouped-query attention in quantized layers: 6 query heads share 2 kv heads
+mk "$TMP/gqa.bin" --shape 288,768,4,6,2,32000,256 --seed 11 --tokenizer "$TMP/gqa_tok.bin"
+mk "$TMP/gqa_q8_0.gguf" --gguf q8_0 --from "$TMP/gqa.bin" --vocab "$TMP/gqa_tok.bin"
+mk "$TMP/gqa_q4_0.gguf" --gguf q4_0 --from "$TMP/gqa.bin" --vocab "$TMP/gqa_tok.bin"
 mk "$TMP/d15f32.gguf" --gguf f32 --from "$DEMO_MODEL" --vocab "$DEMO_TOK"
 quantize() { # OUT TYPE [OPTIONS...]
 	local out=$1 t=$2
@@ -56,6 +61,8 @@ check "$TMP/s260f32.gguf" "stories260K F32" $backends
 check "$TMP/s260f16.gguf" "stories260K F16" $backends
 check "$TMP/d15q8_0.gguf" "stories15M shape Q8_0" $backends
 check "$TMP/d15q4_0.gguf" "stories15M shape Q4_0" $backends
+check "$TMP/gqa_q8_0.gguf" "Q8_0, 6 heads on 2 kv heads" $backends
+check "$TMP/gqa_q4_0.gguf" "Q4_0, 6 heads on 2 kv heads" $backends
 check "$TMP/lq_Q8_0.gguf" "llama-quantize's Q8_0" $backends
 check "$TMP/lq_Q4_0.gguf" "llama-quantize's Q4_0 (token_embd Q8_0)" $backends
 check "$TMP/lq_Q8_0_emb_f16.gguf" "llama-quantize's Q8_0, token_embd F16" $backends
