@@ -66,7 +66,8 @@ static int within_bound(uint64_t got, uint64_t want)
 					    : (double)diff <= (double)want / (1u << HIST_SUB_BITS);
 }
 
-static void span(struct topview *tv, uint64_t ts, uint64_t dur, unsigned kind, int layer)
+/* A span of the traced pid, ending with flags. */
+static struct span_event span_event_of(uint64_t ts, uint64_t dur, unsigned kind, int layer, uint32_t flags)
 {
 	struct span_event ev;
 	memset(&ev, 0, sizeof(ev));
@@ -77,6 +78,13 @@ static void span(struct topview *tv, uint64_t ts, uint64_t dur, unsigned kind, i
 	ev.dur_ns = dur;
 	ev.kind = kind;
 	ev.layer = layer;
+	ev.flags = flags;
+	return ev;
+}
+
+static void span(struct topview *tv, uint64_t ts, uint64_t dur, unsigned kind, int layer)
+{
+	struct span_event ev = span_event_of(ts, dur, kind, layer, 0);
 	topview_on_span(tv, &ev);
 	struct series *s = &oracle[layer + 1][kind];
 	s->v[s->n++] = dur;
@@ -475,20 +483,12 @@ static void test_render(struct topview *tv)
 static void check_launch_line(unsigned launch, unsigned count, const char *want)
 {
 	struct topview *tv = topview_new(SEC, TOPVIEW_DEFAULT_SLOTS, T0);
-	struct span_event ev;
 	char line[256] = "";
 	int alert = 0;
 
-	memset(&ev, 0, sizeof(ev));
-	ev.h.type = EV_SPAN;
-	ev.h.pid = PID;
-	ev.h.tid = PID;
-	ev.kind = SPAN_FORWARD;
-	ev.layer = LAYER_NONE;
-	ev.flags = SPAN_F_STRUCTURAL | launch << SPAN_F_LAUNCH_SHIFT;
 	for (unsigned i = 0; tv && i < count; i++) {
-		ev.h.ts_ns = T0 + 1000 * i;
-		ev.dur_ns = 500;
+		struct span_event ev = span_event_of(T0 + 1000 * i, 500, SPAN_FORWARD, LAYER_NONE,
+						     SPAN_F_STRUCTURAL | launch << SPAN_F_LAUNCH_SHIFT);
 		topview_on_span(tv, &ev);
 	}
 	if (tv) {
