@@ -21,7 +21,6 @@ export BENCH_NAME=bench_gguf
 source "$(dirname "$0")/bench_lib.sh"
 TOKENS=${TOKENS:-96}
 TYPES=${TYPES:-f32 f16 q8_0 q4_0}
-SHAPE=768,2048,12,12,12,32000,1024
 LLAMA_JS=$ROOT/tests/llama/ids.mjs
 LIBLLAMA=$(ls "$ROOT"/tests/llama/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama.*.so 2>/dev/null | head -n1)
 
@@ -30,13 +29,9 @@ LIBLLAMA=$(ls "$ROOT"/tests/llama/node_modules/@node-llama-cpp/linux-x64/bins/li
 [ -x "$SPANTRACE" ] && [ -x "$INFER" ] && [ -x "$BUILD/mkmodel" ] || die "build first"
 ${CC:-gcc} -O3 -march=native -pthread -o "$TMP/bwprobe" "$ROOT/tools/bwprobe.c" || die "cannot build bwprobe"
 
-# The models: a generated checkpoint of the shape, then its GGUF files.
-"$BUILD/mkmodel" "$TMP/m.bin" --shape "$SHAPE" --seed 7 --tokenizer "$TMP/tok.bin" >/dev/null || die "mkmodel"
-for t in $TYPES; do
-	"$BUILD/mkmodel" "$TMP/m_$t.gguf" --gguf $t --from "$TMP/m.bin" --vocab "$TMP/tok.bin" >/dev/null ||
-		die "mkmodel --gguf $t"
-done
-rm -f "$TMP/m.bin"
+# The models: the shape's GGUF files, $TMP/m_TYPE.gguf.
+# shellcheck disable=SC2086  # TYPES is a list
+make_s110m "$TMP/m" $TYPES
 
 # Bytes a decode step reads: the matrices in their type (from the file's
 # tensor sizes, via our own state dump would need a tracer: computed here).

@@ -126,3 +126,18 @@ need_built() {
 	local f
 	for f in "$@"; do [ -x "$f" ] || die "no $f: run make first"; done
 }
+
+# make_s110m PREFIX TYPE...: the stories110M shape (dim 768, hidden 2048, 12
+# layers and heads, vocab 32000), generated (seed 7, its own tokenizer), as
+# PREFIX_TYPE.gguf for each GGUF type; the checkpoint goes after.
+make_s110m() {
+	local prefix=$1 t
+	shift
+	"$BUILD/mkmodel" "$TMP/s110m.bin" --shape 768,2048,12,12,12,32000,1024 --seed 7 \
+		--tokenizer "$TMP/s110m_tok.bin" >/dev/null || die "mkmodel: the stories110M shape"
+	for t in "$@"; do
+		"$BUILD/mkmodel" "${prefix}_$t.gguf" --gguf "$t" --from "$TMP/s110m.bin" \
+			--vocab "$TMP/s110m_tok.bin" >/dev/null || die "mkmodel --gguf $t"
+	done
+	rm -f "$TMP/s110m.bin"
+}

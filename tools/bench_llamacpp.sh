@@ -13,26 +13,23 @@ export BENCH_NAME=bench_llamacpp
 # shellcheck source=tools/bench_lib.sh
 source "$(dirname "$0")/bench_lib.sh"
 TOKENS=${TOKENS:-96}
-SHAPE=768,2048,12,12,12,32000,1024
 GEN=$ROOT/tests/llama/generate.mjs
 
 [ "$(id -u)" = 0 ] || skipped "needs root to load BPF programs"
 [ -d "$ROOT/tests/llama/node_modules/@node-llama-cpp/linux-x64" ] || skipped "no node-llama-cpp (make deps)"
 [ -x "$SPANTRACE" ] && [ -x "$BUILD/mkmodel" ] || die "build first"
-"$BUILD/mkmodel" "$TMP/m.bin" --shape "$SHAPE" --seed 7 --tokenizer "$TMP/tok.bin" >/dev/null || die "mkmodel"
-"$BUILD/mkmodel" "$TMP/m.gguf" --gguf q8_0 --from "$TMP/m.bin" --vocab "$TMP/tok.bin" >/dev/null || die "mkmodel --gguf"
-rm -f "$TMP/m.bin"
+make_s110m "$TMP/m" q8_0
 export GENERATE_THREADS=2
 
 rate() { jq -r '.decode_tokens_per_s * 10 | round / 10' <"$1"; }
 untraced() {
-	(cd "$ROOT/tests/llama" && node "$GEN" "$TMP/m.gguf" 1024 8 "$TOKENS") >"$TMP/u.out" 2>"$TMP/u.err" ||
+	(cd "$ROOT/tests/llama" && node "$GEN" "$TMP/m_q8_0.gguf" 1024 8 "$TOKENS") >"$TMP/u.out" 2>"$TMP/u.err" ||
 		die "untraced: $(tail -n 2 "$TMP/u.err")"
 	rate "$TMP/u.out"
 }
 traced() {
 	(cd "$ROOT/tests/llama" && "$SPANTRACE" record -q --level coarse -o "$TMP/t.jsonl" -- \
-		node "$GEN" "$TMP/m.gguf" 1024 8 "$TOKENS") >"$TMP/t.out" 2>"$TMP/t.err" ||
+		node "$GEN" "$TMP/m_q8_0.gguf" 1024 8 "$TOKENS") >"$TMP/t.out" 2>"$TMP/t.err" ||
 		die "traced: $(tail -n 2 "$TMP/t.err")"
 	local n
 	n=$(jq -s 'map(select(.type=="span" and .name=="forward")) | length' "$TMP/t.jsonl")

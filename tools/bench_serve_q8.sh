@@ -17,13 +17,9 @@ source "$(dirname "$0")/bench_lib.sh"
 
 "$BUILD/mkmodel" "$TMP/s15q8.gguf" --gguf q8_0 --from "$DEMO_MODEL" \
 	--vocab "$BUILD/models/demo_tokenizer.bin" >/dev/null || die "mkmodel --gguf q8_0 (15M)"
-"$BUILD/mkmodel" "$TMP/m.bin" --shape 768,2048,12,12,12,32000,1024 --seed 7 --tokenizer "$TMP/tok.bin" \
-	>/dev/null || die "mkmodel 110M"
-"$BUILD/mkmodel" "$TMP/s110q8.gguf" --gguf q8_0 --from "$TMP/m.bin" --vocab "$TMP/tok.bin" >/dev/null ||
-	die "mkmodel --gguf q8_0 (110M)"
-rm -f "$TMP/m.bin"
+make_s110m "$TMP/s110" q8_0
 
 # The GGUF files carry their vocabularies: no -z (TOK empty).
 LABEL=_s15m_q8_0 TOK='' "$ROOT/tools/bench_serve.sh" "$TMP/s15q8.gguf" || die "15M Q8_0"
-LABEL=_s110m_q8_0 TOK='' BACKENDS=opencl MAX_TOKENS=48 "$ROOT/tools/bench_serve.sh" "$TMP/s110q8.gguf" ||
+LABEL=_s110m_q8_0 TOK='' BACKENDS=opencl MAX_TOKENS=48 "$ROOT/tools/bench_serve.sh" "$TMP/s110_q8_0.gguf" ||
 	die "110M Q8_0"

@@ -114,12 +114,8 @@ bench_model() { # LABEL GGUF TOKENS
 
 "$BUILD/mkmodel" "$TMP/s15.gguf" --gguf f32 --from "$DEMO_MODEL" --vocab "$BUILD/models/demo_tokenizer.bin" \
 	>/dev/null || die "mkmodel 15M"
-"$BUILD/mkmodel" "$TMP/m.bin" --shape 768,2048,12,12,12,32000,1024 --seed 7 --tokenizer "$TMP/tok.bin" >/dev/null ||
-	die "mkmodel 110M"
-"$BUILD/mkmodel" "$TMP/s110q8.gguf" --gguf q8_0 --from "$TMP/m.bin" --vocab "$TMP/tok.bin" >/dev/null ||
-	die "mkmodel --gguf q8_0"
-rm -f "$TMP/m.bin"
+make_s110m "$TMP/s110" q8_0
 echo "llama-server $SERVER; $REQS requests a batch, $REPEAT interleaved rounds, $THREADS threads each;" \
 	"our KV cache $KV_TYPE (llama-server's: f16)"
 bench_model "s15m_f32$KV_SUFFIX$CACHE_SUFFIX" "$TMP/s15.gguf" 64
-bench_model "s110m_q8_0$KV_SUFFIX$CACHE_SUFFIX" "$TMP/s110q8.gguf" 48
+bench_model "s110m_q8_0$KV_SUFFIX$CACHE_SUFFIX" "$TMP/s110_q8_0.gguf" 48
