@@ -7,25 +7,33 @@
 #include "trace.h"
 
 /* -z TOKENIZER, else the one a GGUF model carries, else none (--ids). */
-static int open_tokenizer(Engine *e, const char *path, InferError *err)
+static int open_tokenizer(Engine *e, const char *path, const char *model_path, InferError *err)
 {
 	const struct gguf *g = e->model.gguf;
-	int rc;
+	const char *opt_path = path;
+	char why[sizeof(err->msg)];
 
 	if (path) {
-		rc = tokenizer_load(&e->tokenizer, path, err);
+		if (tokenizer_load(&e->tokenizer, path, err) < 0)
+			return -1;
 	} else if (g && gguf_find(g, "tokenizer.ggml.tokens")) {
-		rc = tokenizer_from_gguf(&e->tokenizer, g, err);
+		if (tokenizer_from_gguf(&e->tokenizer, g, err) < 0) {
+			snprintf(why, sizeof(why), "%s", err ? err->msg : "");
+			return infer_fail(err, "%s: %s", model_path, why);
+		}
 		path = "the model's GGUF tokenizer";
 	} else {
 		return 0;
 	}
-	if (rc < 0)
-		return -1;
 	e->have_tokenizer = 1;
 	if (e->tokenizer.vocab_size < e->model.config.vocab_size)
 		return infer_fail(err, "%s: tokenizer has %d tokens but the model's vocabulary "
 				  "is %d", path, e->tokenizer.vocab_size, e->model.config.vocab_size);
+	/* a file's own tokens are its embedding's rows (llama.cpp refuses
+	 * others too); -z may bring a larger vocabulary, checked per prompt */
+	if (g && !opt_path && e->tokenizer.vocab_size != e->model.config.vocab_size)
+		return infer_fail(err, "%s: its tokenizer has %d tokens but token_embd.weight has %d rows",
+				  model_path, e->tokenizer.vocab_size, e->model.config.vocab_size);
 	return 0;
 }
 
@@ -75,7 +83,7 @@ int engine_open(Engine *e, const EngineOptions *opt, InferError *err)
 		return -1;
 	c = &e->model.config;
 	e->steps = opt->steps <= 0 || opt->steps > c->seq_len ? c->seq_len : opt->steps;
-	if (open_tokenizer(e, opt->tokenizer_path, err) < 0 ||
+	if (open_tokenizer(e, opt->tokenizer_path, opt->model_path, err) < 0 ||
 	    sampler_init(&e->sampler, c->vocab_size, opt->temperature, opt->topp,
 			 opt->seed, err) < 0)
 		goto fail;

@@ -148,6 +148,11 @@ static int skip_elements(struct cursor *c, uint32_t t, uint64_t count, int depth
 {
 	uint64_t bytes;
 
+	if (t != GGUF_ARRAY && t != GGUF_STRING && !scalar_bytes(t)) {
+		infer_fail(c->err, "gguf: array of unknown element type %u at byte %zu", t,
+			   (size_t)(c->p - c->base));
+		return c->failed = 1, -1;
+	}
 	if (t == GGUF_ARRAY) {
 		for (uint64_t i = 0; i < count; i++) {
 			uint32_t et;
@@ -295,6 +300,36 @@ out:
 	return rc;
 }
 
+static int by_key(const void *a, const void *b)
+{
+	const struct gguf_kv *x = *(const struct gguf_kv *const *)a;
+	const struct gguf_kv *y = *(const struct gguf_kv *const *)b;
+	int c = memcmp(x->key, y->key, x->key_len < y->key_len ? x->key_len : y->key_len);
+
+	return c ? c : (x->key_len > y->key_len) - (x->key_len < y->key_len);
+}
+
+/* No metadata key twice: which copy a reader takes would decide how the
+ * model runs (llama.cpp refuses such a file too). */
+static int check_keys(const struct gguf *g, InferError *err)
+{
+	const struct gguf_kv **order = malloc((g->n_kv ? g->n_kv : 1) * sizeof(*order));
+	int rc = 0;
+	char name[96];
+
+	if (!order)
+		return infer_fail(err, "gguf: out of memory for %llu metadata keys", (unsigned long long)g->n_kv);
+	for (uint64_t i = 0; i < g->n_kv; i++)
+		order[i] = &g->kv[i];
+	qsort(order, g->n_kv, sizeof(*order), by_key);
+	for (uint64_t i = 1; i < g->n_kv && !rc; i++)
+		if (!by_key(&order[i - 1], &order[i]))
+			rc = infer_fail(err, "gguf: metadata key %s appears twice",
+					gguf_clean(order[i]->key, order[i]->key_len, name, sizeof(name)));
+	free(order);
+	return rc;
+}
+
 static int read_header(struct cursor *c, struct gguf *g)
 {
 	char magic[4];
@@ -343,7 +378,7 @@ int gguf_parse(struct gguf *g, const void *data, size_t size, InferError *err)
 	for (uint64_t i = 0; i < g->n_kv; i++)
 		if (read_kv(&c, &g->kv[i]))
 			goto fail;
-	if (read_alignment(g, err))
+	if (check_keys(g, err) || read_alignment(g, err))
 		goto fail;
 	for (uint64_t i = 0; i < g->n_tensors; i++)
 		if (read_tensor_info(&c, &g->tensors[i], i))
@@ -456,6 +491,18 @@ int gguf_get_f32(const struct gguf *g, const char *key, int required, float *out
 	if (!(d == d) || d > 3.4e38 || d < -3.4e38)
 		return infer_fail(err, "gguf: metadata %s is not a finite float", key);
 	*out = (float)d;
+	return 0;
+}
+
+int gguf_get_bool(const struct gguf *g, const char *key, int *out, InferError *err)
+{
+	const struct gguf_kv *kv = gguf_find(g, key);
+
+	if (!kv)
+		return 0;
+	if (kv->type != GGUF_BOOL)
+		return infer_fail(err, "gguf: metadata %s is not a bool", key);
+	*out = *kv->value != 0;
 	return 0;
 }
 

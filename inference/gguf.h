@@ -67,6 +67,7 @@ const struct gguf_tensor *gguf_tensor(const struct gguf *g, const char *name);
 int gguf_get_uint(const struct gguf *g, const char *key, int required, uint64_t max, uint64_t *out,
 		  InferError *err);
 int gguf_get_f32(const struct gguf *g, const char *key, int required, float *out, InferError *err);
+int gguf_get_bool(const struct gguf *g, const char *key, int *out, InferError *err);
 /* A string value: *s points into the file, *len its bytes (no NUL). */
 int gguf_get_str(const struct gguf *g, const char *key, const char **s, uint32_t *len, InferError *err);
 /* Walks an array of strings that gguf_parse validated: *cursor starts at

@@ -2,8 +2,8 @@
  *
  * The shape comes from the llama.* metadata, the vocabulary size from the
  * embedding. Every tensor the engine needs must be there with its exact
- * shape and a type it computes with; norms are F32, matrices F32, F16 or
- * Q8_0, each as stored (nothing is converted here). The engine computes
+ * shape and a type it computes with; norms are F32, matrices F32, F16,
+ * Q8_0 or Q4_0, each as stored (nothing is converted here). The engine computes
  * RMSNorm with eps 1e-5 and RoPE with theta 10000 on adjacent pairs, as
  * llama2.c does, so a file that asks for others is refused, not run wrong. */
 #include <math.h>
@@ -46,7 +46,7 @@ static int check_arch(const struct gguf *g, InferError *err)
 /* What the engine computes with fixed constants must be what the file asks. */
 static int check_constants(const struct gguf *g, int head_size, InferError *err)
 {
-	float eps = 1e-5f, theta = 10000.0f;
+	float eps = 1e-5f, theta = 10000.0f, linear = 1.0f;
 	int rope_dims = head_size;
 
 	if (gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", 0, &eps, err) ||
@@ -63,6 +63,12 @@ static int check_constants(const struct gguf *g, int head_size, InferError *err)
 				  "is not supported)", rope_dims, head_size);
 	if (gguf_find(g, "llama.rope.scaling.type") || gguf_find(g, "llama.rope.scaling.factor"))
 		return infer_fail(err, "llama.rope.scaling is set; the engine has no RoPE scaling");
+	/* the older key, which llama.cpp still reads when the factor is absent */
+	if (gguf_get_f32(g, "llama.rope.scale_linear", 0, &linear, err))
+		return -1;
+	if (linear != 1.0f)
+		return infer_fail(err, "llama.rope.scale_linear is %g; the engine has no RoPE scaling",
+				  (double)linear);
 	return 0;
 }
 

@@ -212,6 +212,54 @@ static int check_special_ids(const struct gguf *g, InferError *err)
 	return 0;
 }
 
+/* The encoder adds BOS and a leading space, never EOS, as llama2.c does:
+ * a file that asks otherwise would get other ids than llama.cpp gives. */
+static int check_flags(const struct gguf *g, InferError *err)
+{
+	int bos = 1, space = 1, eos = 0;
+
+	if (gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &bos, err) ||
+	    gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &space, err) ||
+	    gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &eos, err))
+		return -1;
+	if (!bos)
+		return infer_fail(err, "gguf: tokenizer.ggml.add_bos_token is false; "
+				  "the engine's llama tokenizer always adds BOS");
+	if (!space)
+		return infer_fail(err, "gguf: tokenizer.ggml.add_space_prefix is false; "
+				  "the engine's llama tokenizer always adds a leading space");
+	if (eos)
+		return infer_fail(err, "gguf: tokenizer.ggml.add_eos_token is true; "
+				  "the engine's llama tokenizer never adds EOS");
+	return 0;
+}
+
+/* Bytes no piece covers fall back to ids byte + 3 (push_codepoint), so
+ * those ids must be the byte tokens <0x00>..<0xFF>. A smaller vocabulary
+ * has no fallback: tokenizer_encode refuses text, --ids still runs. */
+static int check_byte_tokens(const struct gguf_kv *tokens, InferError *err)
+{
+	const uint8_t *cur = tokens->value;
+	char want[8], name[40];
+
+	if (tokens->count < 3 + 256)
+		return 0;
+	for (int i = 0; i < 3 + 256; i++) {
+		const char *s;
+		uint32_t len;
+
+		gguf_next_str(&cur, &s, &len);
+		if (i < 3)
+			continue;
+		snprintf(want, sizeof(want), "<0x%02X>", i - 3);
+		if (len != 6 || memcmp(s, want, 6))
+			return infer_fail(err, "gguf: token %d is '%s', not the byte token %s "
+					  "the byte fallback needs",
+					  i, gguf_clean(s, len, name, sizeof(name)), want);
+	}
+	return 0;
+}
+
 int tokenizer_from_gguf(Tokenizer *t, const struct gguf *g, InferError *err)
 {
 	const struct gguf_kv *tokens, *scores, *types;
@@ -238,6 +286,8 @@ int tokenizer_from_gguf(Tokenizer *t, const struct gguf *g, InferError *err)
 		return -1;
 	if (tokens->count == 0 || tokens->count > (1u << 24))
 		return infer_fail(err, "gguf: %llu tokens", (unsigned long long)tokens->count);
+	if (check_byte_tokens(tokens, err) || check_flags(g, err))
+		return -1;
 	cur = tokens->value;
 	for (uint64_t i = 0; i < tokens->count; i++) {
 		const char *s;

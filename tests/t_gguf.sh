@@ -17,7 +17,9 @@
 #  - bad files get one clear line and exit 1, never a crash: truncated,
 #    overlapping and out-of-range tensors, absurd dimensions, a missing
 #    tensor, a wrong shape, another architecture, an unsupported type (named
-#    with its tensor) and an unknown one.
+#    with its tensor) and an unknown one, a metadata key twice, settings the
+#    engine cannot honour (the legacy RoPE scale, no BOS), a byte token out
+#    of place and a tokenizer larger than the embedding.
 source "$(dirname "$0")/lib.sh"
 [ -r "$MODELS/stories260K.bin" ] || skip "no $MODELS/stories260K.bin beside the project"
 [ -r "$DEMO_MODEL" ] || fail "no $DEMO_MODEL (make models)"
@@ -111,3 +113,19 @@ bad "wrong shape" "has shape" dim blk.0.ffn_norm.weight 32
 bad "another architecture" "architecture 'gpt2x' is not supported" string general.architecture gpt2x
 bad "unsupported type" "tensor blk.0.ffn_up.weight has type BF16" type blk.0.ffn_up.weight 30
 bad "unknown type" "unknown type 99" type blk.0.ffn_up.weight 99
+bad "a metadata key twice" "metadata key tokenizer.ggml.eos_token_id appears twice" \
+	rename_key tokenizer.ggml.bos_token_id tokenizer.ggml.eos_token_id
+bad "the legacy RoPE scale" "llama.rope.scale_linear is 4; the engine has no RoPE scaling" \
+	add_f32 llama.rope.scale_linear 4
+bad "no BOS" "add_bos_token is false" bool tokenizer.ggml.add_bos_token 0
+# without llama.vocab_size, which would name the mismatch first
+$EDIT "$TMP/s260.gguf" "$TMP/novocab.gguf" rename_key llama.vocab_size llama.vocab_sizX ||
+	fail "gguf_edit rename_key"
+$EDIT "$TMP/novocab.gguf" "$TMP/bad.gguf" dim token_embd.weight 500 1 || fail "gguf_edit dim"
+expect_fail "fewer embedding rows than tokens" "its tokenizer has 512 tokens but token_embd.weight has 500 rows" \
+	"$INFER" "$TMP/bad.gguf" -b cpu -n 2 --ids
+bad "a byte token out of place" "token 4 is '<0x02>', not the byte token <0x01>" token 4 '<0x02>'
+# the edit that adds a key keeps the file sound: a scale of 1 runs
+$EDIT "$TMP/s260.gguf" "$TMP/scale1.gguf" add_f32 llama.rope.scale_linear 1 || fail "gguf_edit add_f32"
+assert_eq "llama.rope.scale_linear 1: the same ids" "$(ids "$TMP/s260.gguf" -b cpu -n 16)" \
+	"$(ids "$TMP/scale1.gguf" -b cpu -n 16)"

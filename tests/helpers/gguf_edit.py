@@ -5,10 +5,14 @@ for the bad-input tests (t_gguf.sh). Edits:
   truncate BYTES          keep only the first BYTES bytes
   offset NAME OTHER       tensor NAME's offset := tensor OTHER's (overlap)
   offset_far NAME         tensor NAME's offset past the end of the file
-  dim NAME VALUE          tensor NAME's first dimension := VALUE
+  dim NAME VALUE [I]      tensor NAME's dimension I (default 0) := VALUE
   type NAME TYPE          tensor NAME's ggml type := TYPE (a number)
   rename NAME NEW         tensor NAME is called NEW (same length)
   string KEY VALUE        metadata string KEY := VALUE (same length)
+  rename_key KEY NEW      metadata KEY is called NEW (same length)
+  bool KEY 0|1            metadata bool KEY := the value
+  token ID TEXT           tokenizer.ggml.tokens[ID] := TEXT (same length)
+  add_f32 KEY VALUE       one more metadata key, an f32 (the header grows)
 
 The header is parsed here independently of the engine's reader."""
 import struct
@@ -46,17 +50,21 @@ def skip_value(r, t):
 
 
 def parse(data):
-    """{key: (value_offset, type)}, {tensor: {field: byte offset}}"""
+    """{key: (value_offset, type)}, {tensor: {field: byte offset}}; KEYS_AT
+    gets each key's name offset, and the ends of the metadata and of the
+    tensor infos."""
     r = Reader(data)
     assert r.take("I") == 0x46554747, "not GGUF"
     r.take("I")
     nt, nkv = r.take("Q"), r.take("Q")
     kvs = {}
     for _ in range(nkv):
-        _, key = r.string()
+        key_at, key = r.string()
+        KEYS_AT[key] = key_at
         t = r.take("I")
         kvs[key] = (r.p, t)
         skip_value(r, t)
+    KEYS_AT["<end of metadata>"] = r.p
     tensors = {}
     for _ in range(nt):
         name_at, name = r.string()
@@ -68,7 +76,27 @@ def parse(data):
         off_at = r.p
         off = r.take("Q")
         tensors[name] = {"name": name_at, "dims": dims_at, "type": type_at, "offset": off_at, "value": off}
+    KEYS_AT["<end of tensor infos>"] = r.p
     return kvs, tensors
+
+
+KEYS_AT = {}
+
+
+def add_f32(data, kvs, key, value):
+    """data with KEY := VALUE appended to the metadata; the data section
+    moves to the next alignment boundary (tensor offsets are relative)."""
+    align = 32
+    if "general.alignment" in kvs:
+        align = struct.unpack_from("<I", data, kvs["general.alignment"][0])[0]
+    kv_end, infos_end = KEYS_AT["<end of metadata>"], KEYS_AT["<end of tensor infos>"]
+    old_start = (infos_end + align - 1) // align * align
+    k = key.encode()
+    extra = struct.pack("<Q", len(k)) + k + struct.pack("<If", 6, float(value))
+    head = bytearray(data[:kv_end]) + extra + data[kv_end:infos_end]
+    struct.pack_into("<Q", head, 16, struct.unpack_from("<Q", data, 16)[0] + 1)
+    head += bytes(-len(head) % align)
+    return head + data[old_start:]
 
 
 def main():
@@ -82,7 +110,8 @@ def main():
     elif edit == "offset_far":
         struct.pack_into("<Q", data, t[args[0]]["offset"], len(data) * 4 // 32 * 32)
     elif edit == "dim":
-        struct.pack_into("<Q", data, t[args[0]]["dims"], int(args[1]))
+        index = int(args[2]) if len(args) > 2 else 0
+        struct.pack_into("<Q", data, t[args[0]]["dims"] + 8 * index, int(args[1]))
     elif edit == "type":
         struct.pack_into("<I", data, t[args[0]]["type"], int(args[1]))
     elif edit == "rename":
@@ -96,6 +125,27 @@ def main():
         new = args[1].encode()
         assert len(new) == n, "string keeps the length"
         data[at + 8:at + 8 + n] = new
+    elif edit == "rename_key":
+        new = args[1].encode()
+        at = KEYS_AT[args[0]]
+        assert len(new) == struct.unpack_from("<Q", data, at - 8)[0], "rename_key keeps the length"
+        data[at:at + len(new)] = new
+    elif edit == "bool":
+        at, typ = kvs[args[0]]
+        assert typ == 7
+        data[at] = int(args[1])
+    elif edit == "token":
+        at, typ = kvs["tokenizer.ggml.tokens"]
+        r = Reader(bytes(data))
+        r.p = at + 12   # past the element type and the count
+        for _ in range(int(args[0])):
+            r.string()
+        n = struct.unpack_from("<Q", data, r.p)[0]
+        new = args[1].encode()
+        assert len(new) == n, "token keeps the length"
+        data[r.p + 8:r.p + 8 + n] = new
+    elif edit == "add_f32":
+        data = add_f32(data, kvs, args[0], args[1])
     else:
         sys.exit("gguf_edit: unknown edit %s" % edit)
     open(dst, "wb").write(data)
