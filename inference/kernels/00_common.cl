@@ -86,7 +86,10 @@ static inline __local char *staged_q(__local float *xs, int n)
 	return (__local char *)(xs + n);
 }
 
-/* Quantizes the tokens' blocks of 32, each value normed as it is read. */
+/* Quantizes the tokens' blocks of 32, each value normed as it is read,
+ * two float16 at a time: lane by lane the same operations as one value at
+ * a time, so no bit moves. The scalar loop was 3.6-3.8% of the samples of
+ * 8 served stories110M-shape Q8_0 streams; this is 1.9%. */
 static void stage_quantize(const __global float *x, const __global int *idx, int n, int k,
 			   const __global float *g, __local float *xs, int lid, int lsz)
 {
@@ -99,25 +102,30 @@ static void stage_quantize(const __global float *x, const __global int *idx, int
 	for (int b = lid; b < n * nb; b += lsz) {
 		int t = b / nb, j0 = b % nb * Q8_BLOCK;
 		const __global float *xt = x + (size_t)(idx ? idx[t] : t) * k + j0;
-		const __global float *gt = g ? g + j0 : 0;
-		float s = scale[t], v[Q8_BLOCK], amax = 0.0f, db, id;
-		int sum = 0;
+		float s = scale[t];
+		float16 v0 = vload16(0, xt), v1 = vload16(1, xt);
 
-		for (int j = 0; j < Q8_BLOCK; j++) {
-			v[j] = gt ? gt[j] * (s * xt[j]) : xt[j];
-			amax = fmax(amax, fabs(v[j]));
+		if (g) {
+			v0 = vload16(0, g + j0) * (s * v0);
+			v1 = vload16(1, g + j0) * (s * v1);
 		}
-		db = amax / 127.0f;
-		id = db != 0.0f ? 1.0f / db : 0.0f;
-		for (int j = 0; j < Q8_BLOCK; j++) {
-			/* ties to even, as matmul_kernel.c's scaled_round */
-			char qj = (char)(fma(v[j], id, 12582912.0f) - 12582912.0f);
+		float16 m16 = fmax(fabs(v0), fabs(v1));
+		float8 m8 = fmax(m16.lo, m16.hi);
+		float4 m4 = fmax(m8.lo, m8.hi);
+		float amax = fmax(fmax(fmax(0.0f, m4.x), m4.y), fmax(m4.z, m4.w));
+		float db = amax / 127.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
+		/* ties to even, as matmul_kernel.c's scaled_round */
+		char16 q0 = convert_char16(fma(v0, id, 12582912.0f) - 12582912.0f);
+		char16 q1 = convert_char16(fma(v1, id, 12582912.0f) - 12582912.0f);
+		short16 qs = convert_short16(q0) + convert_short16(q1);
+		short8 s8 = qs.lo + qs.hi;
+		short4 s4 = s8.lo + s8.hi;
 
-			q[b * Q8_BLOCK + j] = qj;
-			sum += qj;
-		}
+		/* as ints: PoCL stores a char16 a byte at a time */
+		vstore4(as_int4(q0), 0, (__local int *)(q + b * Q8_BLOCK));
+		vstore4(as_int4(q1), 1, (__local int *)(q + b * Q8_BLOCK));
 		d[b] = db;
-		sums[b] = 128 * sum;
+		sums[b] = 128 * ((s4.x + s4.y) + (s4.z + s4.w));
 	}
 }
 #else
