@@ -10,18 +10,16 @@
 static int open_tokenizer(Engine *e, const char *path, const char *model_path, InferError *err)
 {
 	const struct gguf *g = e->model.gguf;
-	const char *opt_path = path;
-	char why[sizeof(err->msg)];
+	int own = 0;
 
 	if (path) {
 		if (tokenizer_load(&e->tokenizer, path, err) < 0)
 			return -1;
 	} else if (g && gguf_find(g, "tokenizer.ggml.tokens")) {
-		if (tokenizer_from_gguf(&e->tokenizer, g, err) < 0) {
-			snprintf(why, sizeof(why), "%s", err ? err->msg : "");
-			return infer_fail(err, "%s: %s", model_path, why);
-		}
+		if (tokenizer_from_gguf(&e->tokenizer, g, err) < 0)
+			return infer_prefix(err, "%s", model_path);
 		path = "the model's GGUF tokenizer";
+		own = 1;
 	} else {
 		return 0;
 	}
@@ -31,7 +29,7 @@ static int open_tokenizer(Engine *e, const char *path, const char *model_path, I
 				  "is %d", path, e->tokenizer.vocab_size, e->model.config.vocab_size);
 	/* a file's own tokens are its embedding's rows (llama.cpp refuses
 	 * others too); -z may bring a larger vocabulary, checked per prompt */
-	if (g && !opt_path && e->tokenizer.vocab_size != e->model.config.vocab_size)
+	if (own && e->tokenizer.vocab_size != e->model.config.vocab_size)
 		return infer_fail(err, "%s: its tokenizer has %d tokens but token_embd.weight has %d rows",
 				  model_path, e->tokenizer.vocab_size, e->model.config.vocab_size);
 	return 0;

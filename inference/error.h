@@ -14,5 +14,9 @@ typedef struct {
 /* Formats msg into err (if err is non-NULL) and returns -1. */
 int infer_fail(InferError *err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* Puts fmt's text and ": " before the message err holds (a callee's
+ * failure, said where it happened); returns -1. */
+int infer_prefix(InferError *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 #endif

@@ -210,12 +210,9 @@ int model_matrix_type(const Model *m, WeightType *type, InferError *err)
 int model_require_f32(const Model *m, const char *who, InferError *err)
 {
 	WeightType type;
-	char why[sizeof(err->msg)];
 
-	if (model_matrix_type(m, &type, err)) {
-		snprintf(why, sizeof(why), "%s", err ? err->msg : "");
-		return infer_fail(err, "%s: %s", who, why);
-	}
+	if (model_matrix_type(m, &type, err))
+		return infer_prefix(err, "%s", who);
 	if (type != WEIGHT_F32)
 		return infer_fail(err, "%s: tensor %s is %s; F32 weights only", who,
 				  m->weights.token_embedding_table.name, weight_type_name(type));
@@ -275,12 +272,8 @@ static int legacy_model(Model *m, const char *path, InferError *err)
 	if (m->map_size < HEADER_BYTES)
 		return infer_fail(err, "%s: %zu bytes is shorter than the 28-byte header", path, m->map_size);
 	config_from_header(&m->config, (const int32_t *)m->map);
-	if (config_validate(&m->config, err) < 0) {
-		char why[sizeof(err->msg)];
-
-		snprintf(why, sizeof(why), "%s", err ? err->msg : "");
-		return infer_fail(err, "%s: bad header: %s", path, why);
-	}
+	if (config_validate(&m->config, err) < 0)
+		return infer_prefix(err, "%s: bad header", path);
 	need = config_weights_bytes(&m->config) + HEADER_BYTES;
 	if (m->map_size < need)
 		return infer_fail(err, "%s: truncated: header needs %zu bytes, file has %zu",

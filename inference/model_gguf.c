@@ -3,9 +3,10 @@
  * The shape comes from the llama.* metadata, the vocabulary size from the
  * embedding. Every tensor the engine needs must be there with its exact
  * shape and a type it computes with; norms are F32, matrices F32, F16,
- * Q8_0 or Q4_0, each as stored (nothing is converted here). The engine computes
- * RMSNorm with eps 1e-5 and RoPE with theta 10000 on adjacent pairs, as
- * llama2.c does, so a file that asks for others is refused, not run wrong. */
+ * Q8_0 or Q4_0, each as stored (nothing is converted here). The engine
+ * computes RMSNorm with eps 1e-5 and RoPE with theta 10000 on adjacent
+ * pairs, as llama2.c does, so a file that asks for others is refused, not
+ * run wrong. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,16 +186,12 @@ static void register_tensors(const struct gguf *g)
 
 int gguf_model(Model *m, const char *path, InferError *err)
 {
-	char why[sizeof(err->msg)];
-
 	m->gguf = calloc(1, sizeof(*m->gguf));
 	if (!m->gguf)
 		return infer_fail(err, "%s: out of memory", path);
 	if (gguf_parse(m->gguf, m->map, m->map_size, err) || read_config(m->gguf, &m->config, err) ||
-	    find_weights(m->gguf, &m->config, &m->weights, err)) {
-		snprintf(why, sizeof(why), "%s", err ? err->msg : "");
-		return infer_fail(err, "%s: %s", path, why);
-	}
+	    find_weights(m->gguf, &m->config, &m->weights, err))
+		return infer_prefix(err, "%s", path);
 	register_tensors(m->gguf);
 	return 0;
 }
