@@ -24,14 +24,14 @@ static int open_tokenizer(Engine *e, const char *path, const char *model_path, I
 		return 0;
 	}
 	e->have_tokenizer = 1;
-	if (e->tokenizer.vocab_size < e->model.config.vocab_size)
-		return infer_fail(err, "%s: tokenizer has %d tokens but the model's vocabulary "
-				  "is %d", path, e->tokenizer.vocab_size, e->model.config.vocab_size);
 	/* a file's own tokens are its embedding's rows (llama.cpp refuses
 	 * others too); -z may bring a larger vocabulary, checked per prompt */
 	if (own && e->tokenizer.vocab_size != e->model.config.vocab_size)
 		return infer_fail(err, "%s: its tokenizer has %d tokens but token_embd.weight has %d rows",
 				  model_path, e->tokenizer.vocab_size, e->model.config.vocab_size);
+	if (e->tokenizer.vocab_size < e->model.config.vocab_size)
+		return infer_fail(err, "%s: tokenizer has %d tokens but the model's vocabulary "
+				  "is %d", path, e->tokenizer.vocab_size, e->model.config.vocab_size);
 	return 0;
 }
 

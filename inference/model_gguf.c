@@ -64,10 +64,11 @@ static int check_constants(const struct gguf *g, int head_size, InferError *err)
 				  "is not supported)", rope_dims, head_size);
 	if (gguf_find(g, "llama.rope.scaling.type") || gguf_find(g, "llama.rope.scaling.factor"))
 		return infer_fail(err, "llama.rope.scaling is set; the engine has no RoPE scaling");
-	/* the older key, which llama.cpp still reads when the factor is absent */
+	/* the older key, which llama.cpp still reads when the factor is absent
+	 * (0, like 1, meaning none) */
 	if (gguf_get_f32(g, "llama.rope.scale_linear", 0, &linear, err))
 		return -1;
-	if (linear != 1.0f)
+	if (linear != 1.0f && linear != 0.0f)
 		return infer_fail(err, "llama.rope.scale_linear is %g; the engine has no RoPE scaling",
 				  (double)linear);
 	return 0;

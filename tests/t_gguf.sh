@@ -18,8 +18,8 @@
 #    overlapping and out-of-range tensors, absurd dimensions, a missing
 #    tensor, a wrong shape, another architecture, an unsupported type (named
 #    with its tensor) and an unknown one, a metadata key twice, settings the
-#    engine cannot honour (the legacy RoPE scale, no BOS), a byte token out
-#    of place and a tokenizer larger than the embedding.
+#    engine cannot honour (the legacy RoPE scale, no BOS, EOS added), a
+#    byte token out of place and a tokenizer larger than the embedding.
 source "$(dirname "$0")/lib.sh"
 [ -r "$MODELS/stories260K.bin" ] || skip "no $MODELS/stories260K.bin beside the project"
 [ -r "$DEMO_MODEL" ] || fail "no $DEMO_MODEL (make models)"
@@ -118,6 +118,7 @@ bad "a metadata key twice" "metadata key tokenizer.ggml.eos_token_id appears twi
 bad "the legacy RoPE scale" "llama.rope.scale_linear is 4; the engine has no RoPE scaling" \
 	add_f32 llama.rope.scale_linear 4
 bad "no BOS" "add_bos_token is false" bool tokenizer.ggml.add_bos_token 0
+bad "EOS added" "add_eos_token is true" bool tokenizer.ggml.add_eos_token 1
 # without llama.vocab_size, which would name the mismatch first
 $EDIT "$TMP/s260.gguf" "$TMP/novocab.gguf" rename_key llama.vocab_size llama.vocab_sizX ||
 	fail "gguf_edit rename_key"
@@ -125,7 +126,10 @@ $EDIT "$TMP/novocab.gguf" "$TMP/bad.gguf" dim token_embd.weight 500 1 || fail "g
 expect_fail "fewer embedding rows than tokens" "its tokenizer has 512 tokens but token_embd.weight has 500 rows" \
 	"$INFER" "$TMP/bad.gguf" -b cpu -n 2 --ids
 bad "a byte token out of place" "token 4 is '<0x02>', not the byte token <0x01>" token 4 '<0x02>'
-# the edit that adds a key keeps the file sound: a scale of 1 runs
-$EDIT "$TMP/s260.gguf" "$TMP/scale1.gguf" add_f32 llama.rope.scale_linear 1 || fail "gguf_edit add_f32"
-assert_eq "llama.rope.scale_linear 1: the same ids" "$(ids "$TMP/s260.gguf" -b cpu -n 16)" \
-	"$(ids "$TMP/scale1.gguf" -b cpu -n 16)"
+# a scale of 1 or 0 is none (llama.cpp reads 0 so), and runs
+for scale in 1 0; do
+	$EDIT "$TMP/s260.gguf" "$TMP/scale.gguf" add_f32 llama.rope.scale_linear $scale ||
+		fail "gguf_edit add_f32"
+	assert_eq "llama.rope.scale_linear $scale: the same ids" "$(ids "$TMP/s260.gguf" -b cpu -n 16)" \
+		"$(ids "$TMP/scale.gguf" -b cpu -n 16)"
+done
