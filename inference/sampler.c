@@ -119,19 +119,73 @@ static int sample_argmax(const float *p, int n)
 	return best;
 }
 
-void softmax(float *x, int size)
+/* The largest of x, 8 lanes at a time: the same value as run.c's scan,
+ * which skips NaNs unless x[0] is one (then NaN). Lanes start at -inf,
+ * which a NaN never replaces. (+0 and -0 may come out either way: x - max
+ * is the same for every x but -0, and exp of either zero is 1.) */
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+static float max_of(const float *x, int n)
 {
-	float max_val = x[0], sum = 0.0f;
+	v8f m = { -INFINITY, -INFINITY, -INFINITY, -INFINITY,
+		  -INFINITY, -INFINITY, -INFINITY, -INFINITY };
+	float lanes[8], best = x[0];
+	int i = 0;
 
-	for (int i = 1; i < size; i++)
-		if (x[i] > max_val)
-			max_val = x[i];
+	if (best != best)
+		return best;
+	for (; i + 8 <= n; i += 8) {
+		v8f v;
+		v8i gt;
+
+		memcpy(&v, x + i, sizeof(v));
+		gt = v > m;
+		m = (v8f)(((v8i)v & gt) | ((v8i)m & ~gt));
+	}
+	memcpy(lanes, &m, sizeof(lanes));
+	for (int l = 0; l < 8; l++)
+		if (lanes[l] > best)
+			best = lanes[l];
+	for (; i < n; i++)
+		if (x[i] > best)
+			best = x[i];
+	return best;
+}
+
+/* x[i] /= d for every i, 8 lanes at a time: a division is exact lane by
+ * lane, so every quotient is the scalar loop's. */
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+static void divide_all(float *x, int n, float d)
+{
+	int i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		v8f v;
+
+		memcpy(&v, x + i, sizeof(v));
+		v = v / d;
+		memcpy(x + i, &v, sizeof(v));
+	}
+	for (; i < n; i++)
+		x[i] /= d;
+}
+
+/* softmax with its maximum already known. The sum stays one serial chain
+ * in run.c's order and expf stays glibc's, so a seed draws run.c's tokens;
+ * the passes around it are vectorized (max_of, divide_all). */
+static void softmax_from(float *x, int size, float max_val)
+{
+	float sum = 0.0f;
+
 	for (int i = 0; i < size; i++) {
 		x[i] = expf(x[i] - max_val);
 		sum += x[i];
 	}
-	for (int i = 0; i < size; i++)
-		x[i] /= sum;
+	divide_all(x, size, sum);
+}
+
+void softmax(float *x, int size)
+{
+	softmax_from(x, size, max_of(x, size));
 }
 
 static int sample_mult(const float *p, int n, float coin)
@@ -146,23 +200,56 @@ static int sample_mult(const float *p, int n, float coin)
 	return n - 1; /* rounding */
 }
 
-static int compare_desc(const void *a, const void *b)
+/* Whether a comes before b in the nucleus: higher probability first, and
+ * among equals the lower index, the order run.c's qsort leaves them in
+ * (glibc's is a stable merge sort, and the candidates arrive by index). A
+ * total order: every sort gives the same sequence. */
+static inline int ranks_before(const ProbIndex *a, const ProbIndex *b)
 {
-	const ProbIndex *x = a, *y = b;
-
-	if (x->prob > y->prob)
-		return -1;
-	if (x->prob < y->prob)
-		return 1;
-	return 0;
+	return a->prob > b->prob || (a->prob == b->prob && a->index < b->index);
 }
 
+static void sift_down(ProbIndex *h, int n, int i)
+{
+	for (;;) {
+		int c = 2 * i + 1;
+		ProbIndex t;
+
+		if (c >= n)
+			return;
+		if (c + 1 < n && ranks_before(&h[c + 1], &h[c]))
+			c++;
+		if (!ranks_before(&h[c], &h[i]))
+			return;
+		t = h[i];
+		h[i] = h[c];
+		h[c] = t;
+		i = c;
+	}
+}
+
+/* Takes the first of the n candidates left in heap h out, into h[n - 1]. */
+static void heap_pop(ProbIndex *h, int n)
+{
+	ProbIndex t = h[0];
+
+	h[0] = h[n - 1];
+	h[n - 1] = t;
+	sift_down(h, n - 1, 0);
+}
+
+/* run.c's top-p: sort the candidates, keep the shortest prefix whose
+ * probabilities sum past topp, draw in it. Only that prefix needs its
+ * order, so the candidates are a heap popped until the sum passes: the
+ * same prefix and sums as the full sort (ranks_before), without sorting
+ * the thousands a flat distribution leaves above the cutoff. Popped
+ * candidates collect at the heap's end, the first at pi[n0 - 1]. */
 static int sample_topp(const float *p, int n, float topp, ProbIndex *pi, float coin)
 {
 	/* tokens below cutoff cannot be in the nucleus: skip sorting them */
 	const float cutoff = (1.0f - topp) / (n - 1);
 	float cumulative = 0.0f, r, cdf = 0.0f;
-	int n0 = 0, last = 0;
+	int n0 = 0, kept = 0;
 
 	for (int i = 0; i < n; i++)
 		if (p[i] >= cutoff) {
@@ -172,22 +259,22 @@ static int sample_topp(const float *p, int n, float topp, ProbIndex *pi, float c
 		}
 	if (n0 == 0) /* only when n == 1, where run.c divides by zero */
 		return argmax_serial(p, n);
-	qsort(pi, (size_t)n0, sizeof(ProbIndex), compare_desc);
-	last = n0 - 1;
-	for (int i = 0; i < n0; i++) {
-		cumulative += pi[i].prob;
-		if (cumulative > topp) {
-			last = i;
+	for (int i = n0 / 2 - 1; i >= 0; i--)
+		sift_down(pi, n0, i);
+	while (kept < n0) {
+		heap_pop(pi, n0 - kept);
+		cumulative += pi[n0 - 1 - kept].prob;
+		kept++;
+		if (cumulative > topp)
 			break;
-		}
 	}
 	r = coin * cumulative;
-	for (int i = 0; i <= last; i++) {
-		cdf += pi[i].prob;
+	for (int i = 0; i < kept; i++) {
+		cdf += pi[n0 - 1 - i].prob;
 		if (r < cdf)
-			return pi[i].index;
+			return pi[n0 - 1 - i].index;
 	}
-	return pi[last].index;
+	return pi[n0 - kept].index;
 }
 
 int sampler_sample(Sampler *s, float *logits)
@@ -196,8 +283,7 @@ int sampler_sample(Sampler *s, float *logits)
 
 	if (s->temperature == 0.0f)
 		return sample_argmax(logits, s->vocab_size);
-	for (int q = 0; q < s->vocab_size; q++)
-		logits[q] /= s->temperature;
+	divide_all(logits, s->vocab_size, s->temperature);
 	softmax(logits, s->vocab_size);
 	coin = sampler_random_f32(&s->rng_state);
 	if (s->topp <= 0 || s->topp >= 1)

@@ -28,7 +28,7 @@ int sampler_sample(Sampler *s, float *logits);
 uint32_t sampler_random_u32(uint64_t *state);
 float sampler_random_f32(uint64_t *state);
 
-/* In place: x[i] = exp(x[i] - max) / sum, as run.c (attention uses it too). */
+/* In place: x[i] = exp(x[i] - max) / sum, as run.c. */
 void softmax(float *x, int size);
 
 #endif

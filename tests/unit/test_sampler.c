@@ -1,7 +1,11 @@
-/* test_sampler.c - greedy sampling picks what run.c's serial argmax picks:
- * the first index of the largest logit, NaNs never winning unless first,
- * -0 equal to +0, on widths that are and are not multiples of the vector
- * width the fast path uses. */
+/* test_sampler.c - sampling picks what run.c picks.
+ *
+ * Greedy: run.c's serial argmax, the first index of the largest logit,
+ * NaNs never winning unless first, -0 equal to +0, on widths that are and
+ * are not multiples of the vector width the fast path uses.
+ * At a temperature: run.c's scalar loops, softmax and qsort'ed top-p, with
+ * the same seed, draw the same tokens and leave the same probabilities,
+ * though the sampler vectorizes its passes and sorts only the nucleus. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +59,121 @@ static void fill_coarse(float *p, int n, unsigned *seed)
 		p[i] = (float)(rand_r(seed) % 64) - 32.0f;
 }
 
+/* run.c's sampling at a temperature, the reference. */
+typedef struct {
+	float prob;
+	int index;
+} RefProb;
+
+static int ref_compare(const void *a, const void *b)
+{
+	const RefProb *x = a, *y = b;
+
+	return x->prob > y->prob ? -1 : x->prob < y->prob ? 1 : 0;
+}
+
+static int reference_sample(float *x, int n, float temperature, float topp, float coin,
+			    RefProb *pi)
+{
+	float max_val, sum = 0.0f, cdf = 0.0f, cumulative = 0.0f, r;
+	int n0 = 0, last;
+
+	for (int i = 0; i < n; i++)
+		x[i] /= temperature;
+	max_val = x[0];
+	for (int i = 1; i < n; i++)
+		if (x[i] > max_val)
+			max_val = x[i];
+	for (int i = 0; i < n; i++) {
+		x[i] = expf(x[i] - max_val);
+		sum += x[i];
+	}
+	for (int i = 0; i < n; i++)
+		x[i] /= sum;
+	if (topp <= 0 || topp >= 1) {
+		for (int i = 0; i < n; i++) {
+			cdf += x[i];
+			if (coin < cdf)
+				return i;
+		}
+		return n - 1;
+	}
+	for (int i = 0; i < n; i++)
+		if (x[i] >= (1.0f - topp) / (n - 1))
+			pi[n0++] = (RefProb){ x[i], i };
+	if (n0 == 0)
+		return reference_argmax(x, n);
+	qsort(pi, (size_t)n0, sizeof(*pi), ref_compare);
+	last = n0 - 1;
+	for (int i = 0; i < n0; i++) {
+		cumulative += pi[i].prob;
+		if (cumulative > topp) {
+			last = i;
+			break;
+		}
+	}
+	r = coin * cumulative;
+	for (int i = 0; i <= last; i++) {
+		cdf += pi[i].prob;
+		if (r < cdf)
+			return pi[i].index;
+	}
+	return pi[last].index;
+}
+
+/* Three draws from one seed by both, each from a fresh copy of p. */
+static void expect_same_draws(const float *p, int n, float temperature, float topp,
+			      const char *what)
+{
+	Sampler s;
+	InferError err;
+	uint64_t rng = 42;
+	float *a = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
+	RefProb *pi = malloc((size_t)n * sizeof(RefProb));
+
+	if (!a || !b || !pi || sampler_init(&s, n, temperature, topp, 42, &err) != 0) {
+		CHECK(0, "%s: out of memory", what);
+		goto out;
+	}
+	for (int draw = 0; draw < 3; draw++) {
+		int want, got;
+
+		memcpy(a, p, (size_t)n * sizeof(float));
+		memcpy(b, p, (size_t)n * sizeof(float));
+		want = reference_sample(a, n, temperature, topp, sampler_random_f32(&rng), pi);
+		got = sampler_sample(&s, b);
+		CHECK(got == want, "%s (n=%d, t=%g, top-p %g): drew %d, run.c %d", what, n,
+		      temperature, topp, got, want);
+		CHECK(memcmp(a, b, (size_t)n * sizeof(float)) == 0,
+		      "%s (n=%d, t=%g, top-p %g): probabilities differ from run.c's", what, n,
+		      temperature, topp);
+	}
+	sampler_free(&s);
+out:
+	free(a);
+	free(b);
+	free(pi);
+}
+
+static void check_draws(float *p, int n, unsigned *seed)
+{
+	static const float temps[] = { 1.0f, 0.8f, 0.05f, 1.7f };
+	static const float topps[] = { 1.0f, 0.9f, 0.5f, 0.99f, 0.0f };
+
+	for (size_t t = 0; t < sizeof(temps) / sizeof(temps[0]); t++)
+		for (size_t k = 0; k < sizeof(topps) / sizeof(topps[0]); k++) {
+			fill_coarse(p, n, seed);
+			expect_same_draws(p, n, temps[t], topps[k], "ties");
+			for (int i = 0; i < n; i++)
+				p[i] = (float)rand_r(seed) / RAND_MAX * 20.0f - 10.0f;
+			expect_same_draws(p, n, temps[t], topps[k], "spread");
+			for (int i = 0; i < n; i += 3)
+				p[i] = -INFINITY;
+			p[n / 2] = NAN;
+			expect_same_draws(p, n, temps[t], topps[k], "-inf and a NaN");
+		}
+}
+
 int main(void)
 {
 	static const int widths[] = { 1, 2, 15, 16, 17, 31, 32, 33, 512, 1000, 32000 };
@@ -87,6 +206,8 @@ int main(void)
 			p[i] = -INFINITY;
 		expect_same(p, n, "all -inf");
 	}
+	for (size_t w = 0; w < sizeof(widths) / sizeof(widths[0]); w++)
+		check_draws(p, widths[w], &seed);
 	free(p);
 	return check_report();
 }
