@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include "engine.h"
 #include "scheduler.h"
+#include "workers.h"
 
 #define SERVE_MAX_STOP 4     /* stop strings per request, as OpenAI allows */
 
@@ -65,6 +66,13 @@ typedef struct ServeRequest {
 	struct ServeRequest *live_prev, *live_next;
 } ServeRequest;
 
+/* A row of logits to sample for a request, and the token drawn. */
+typedef struct {
+	ServeRequest *r;
+	float *logits;
+	int token;
+} SampleJob;
+
 typedef struct {
 	Engine engine;
 	Sched sched;
@@ -77,6 +85,9 @@ typedef struct {
 	InferError thread_err;
 	float *logits;             /* (max_seqs, vocab_size) */
 	BatchSeq *batch;           /* (max_seqs) */
+	SampleJob *samples;        /* (max_seqs) the step's rows of logits, in plan order */
+	int n_samples;
+	Workers workers;           /* share a step's sampling with the engine thread */
 	uint64_t next_id, steps;
 	ServeRequest *live;        /* requests the engine still holds */
 	int kv_announced;          /* blocks in use at the last kv_blocks probe */

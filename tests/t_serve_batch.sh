@@ -3,7 +3,8 @@
 # not, different prompts and lengths) produce exactly the text and ids each
 # produces alone. stories260K (id prompts) and the stories15M shape, cpu and
 # opencl, a tiny KV pool that forces preemption by recompute, and the F16
-# KV cache.
+# KV cache. Seeded requests at a temperature, whose rows a step samples on
+# several threads, draw alone what they draw at once.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 need_node
@@ -59,4 +60,30 @@ done
 # The F16 KV cache (opencl) batches alike: concurrent = solo.
 start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b opencl --max-seqs 6 --kv-type f16
 check "stories15M shape opencl --kv-type f16" "${text_prompts[@]}"
+stop_engine
+
+# sampled_spec CONCURRENT: request I at temperature 0.8 and top-p 0.9 when I
+# is even, else at OpenAI's defaults (1 and 1), seed I, 30 tokens
+sampled_spec() {
+	local i=0 sep= p
+	printf '{"concurrent": %s, "requests": [' "$1"
+	for p in "${text_prompts[@]}"; do
+		if [ $((i % 2)) = 0 ]; then
+			printf '%s{"prompt": %s, "max_tokens": 30, "temperature": 0.8, "top_p": 0.9, "seed": %d}' "$sep" "$p" $i
+		else
+			printf '%s{"prompt": %s, "max_tokens": 30, "seed": %d}' "$sep" "$p" $i
+		fi
+		sep=,
+		i=$((i + 1))
+	done
+	printf ']}\n'
+}
+start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b opencl --max-seqs 6
+sampled_spec false >"$TMP/solo.json"
+sampled_spec true >"$TMP/conc.json"
+client "$TMP/solo.json" "$TMP/solo"
+client "$TMP/conc.json" "$TMP/conc"
+same_outputs "$TMP/solo" "$TMP/conc" || fail "sampled: concurrent outputs differ from solo ones"
+ok "sampled (seeded, temperature 0.8 and 1): concurrent = solo"
+assert_le "sampled: steps batched more than one sequence" 2 "$(stat .serving.max_step_seqs)"
 stop_engine
