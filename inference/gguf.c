@@ -354,10 +354,14 @@ static int read_header(struct cursor *c, struct gguf *g)
 	return 0;
 }
 
+/* A uint32 power of two, as llama.cpp reads it (another type aborts it). */
 static int read_alignment(struct gguf *g, InferError *err)
 {
+	const struct gguf_kv *kv = gguf_find(g, "general.alignment");
 	uint64_t a = DEFAULT_ALIGNMENT;
 
+	if (kv && kv->type != GGUF_U32)
+		return infer_fail(err, "gguf: general.alignment is not a uint32 (type %u)", kv->type);
 	if (gguf_get_uint(g, "general.alignment", 0, 1u << 16, &a, err))
 		return -1;
 	if (a == 0 || (a & (a - 1)))

@@ -45,9 +45,38 @@ static int check_arch(const struct gguf *g, InferError *err)
 }
 
 /* What the engine computes with fixed constants must be what the file asks. */
+/* RoPE scaling as llama.cpp reads it: types "none" and "linear" both
+ * divide positions by the factor, llama.rope.scaling.factor or else the
+ * older llama.rope.scale_linear, 0 meaning none. The engine runs only
+ * with no scaling; other types (yarn, longrope, llama3) are refused. */
+static int check_rope_scaling(const struct gguf *g, InferError *err)
+{
+	const char *key = "llama.rope.scaling.factor", *type;
+	uint32_t len;
+	float factor = 0.0f;
+
+	if (gguf_find(g, "llama.rope.scaling.type")) {
+		if (gguf_get_str(g, "llama.rope.scaling.type", &type, &len, err))
+			return -1;
+		if (!(len == 4 && !memcmp(type, "none", 4)) && !(len == 6 && !memcmp(type, "linear", 6)))
+			return infer_fail(err, "llama.rope.scaling.type is '%.*s'; the engine has no RoPE "
+					  "scaling", (int)len, type);
+	}
+	if (gguf_get_f32(g, key, 0, &factor, err))
+		return -1;
+	if (factor == 0.0f) {
+		key = "llama.rope.scale_linear";
+		if (gguf_get_f32(g, key, 0, &factor, err))
+			return -1;
+	}
+	if (factor != 0.0f && factor != 1.0f)
+		return infer_fail(err, "%s is %g; the engine has no RoPE scaling", key, (double)factor);
+	return 0;
+}
+
 static int check_constants(const struct gguf *g, int head_size, InferError *err)
 {
-	float eps = 1e-5f, theta = 10000.0f, linear = 1.0f;
+	float eps = 1e-5f, theta = 10000.0f;
 	int rope_dims = head_size;
 
 	if (gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", 0, &eps, err) ||
@@ -62,16 +91,7 @@ static int check_constants(const struct gguf *g, int head_size, InferError *err)
 	if (rope_dims != head_size)
 		return infer_fail(err, "llama.rope.dimension_count %d is not the head size %d (partial RoPE "
 				  "is not supported)", rope_dims, head_size);
-	if (gguf_find(g, "llama.rope.scaling.type") || gguf_find(g, "llama.rope.scaling.factor"))
-		return infer_fail(err, "llama.rope.scaling is set; the engine has no RoPE scaling");
-	/* the older key, which llama.cpp still reads when the factor is absent
-	 * (0, like 1, meaning none) */
-	if (gguf_get_f32(g, "llama.rope.scale_linear", 0, &linear, err))
-		return -1;
-	if (linear != 1.0f && linear != 0.0f)
-		return infer_fail(err, "llama.rope.scale_linear is %g; the engine has no RoPE scaling",
-				  (double)linear);
-	return 0;
+	return check_rope_scaling(g, err);
 }
 
 static int read_config(const struct gguf *g, Config *c, InferError *err)

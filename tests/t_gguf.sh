@@ -126,10 +126,29 @@ $EDIT "$TMP/novocab.gguf" "$TMP/bad.gguf" dim token_embd.weight 500 1 || fail "g
 expect_fail "fewer embedding rows than tokens" "its tokenizer has 512 tokens but token_embd.weight has 500 rows" \
 	"$INFER" "$TMP/bad.gguf" -b cpu -n 2 --ids
 bad "a byte token out of place" "token 4 is '<0x02>', not the byte token <0x01>" token 4 '<0x02>'
-# a scale of 1 or 0 is none (llama.cpp reads 0 so), and runs
-for scale in 1 0; do
-	$EDIT "$TMP/s260.gguf" "$TMP/scale.gguf" add_f32 llama.rope.scale_linear $scale ||
-		fail "gguf_edit add_f32"
-	assert_eq "llama.rope.scale_linear $scale: the same ids" "$(ids "$TMP/s260.gguf" -b cpu -n 16)" \
-		"$(ids "$TMP/scale.gguf" -b cpu -n 16)"
-done
+bad "RoPE scaling by YaRN" "llama.rope.scaling.type is 'yarn'; the engine has no RoPE scaling" \
+	add_str llama.rope.scaling.type yarn
+bad "a RoPE scaling factor" "llama.rope.scaling.factor is 4; the engine has no RoPE scaling" \
+	add_f32 llama.rope.scaling.factor 4
+bad "the alignment as an int32" "general.alignment is not a uint32" kv_type general.alignment 5
+# no scaling, said in each way llama.cpp reads as none, runs: a scale of 1
+# or 0 (llama.cpp reads 0 so), and the types none and linear with a factor of 1
+scaled() { # NAME EDIT ARGS... [-- EDIT ARGS...]: s260 with the edits applied in turn
+	local name=$1 from=$TMP/s260.gguf n=0 args=()
+	shift
+	for a in "$@" --; do
+		if [ "$a" = -- ]; then
+			n=$((n + 1))
+			$EDIT "$from" "$TMP/scale$n.gguf" "${args[@]}" || fail "gguf_edit ${args[*]}"
+			from=$TMP/scale$n.gguf args=()
+		else
+			args+=("$a")
+		fi
+	done
+	assert_eq "$name: the same ids" "$(ids "$TMP/s260.gguf" -b cpu -n 16)" "$(ids "$from" -b cpu -n 16)"
+}
+scaled "llama.rope.scale_linear 1" add_f32 llama.rope.scale_linear 1
+scaled "llama.rope.scale_linear 0" add_f32 llama.rope.scale_linear 0
+scaled "scaling none, factor 1" add_str llama.rope.scaling.type none -- add_f32 llama.rope.scaling.factor 1
+scaled "scaling linear, factor 0, scale 1" add_str llama.rope.scaling.type linear -- \
+	add_f32 llama.rope.scaling.factor 0 -- add_f32 llama.rope.scale_linear 1

@@ -13,6 +13,8 @@ for the bad-input tests (t_gguf.sh). Edits:
   bool KEY 0|1            metadata bool KEY := the value
   token ID TEXT           tokenizer.ggml.tokens[ID] := TEXT (same length)
   add_f32 KEY VALUE       one more metadata key, an f32 (the header grows)
+  add_str KEY VALUE       one more metadata key, a string (the header grows)
+  kv_type KEY TYPE        metadata KEY's value type := TYPE, of the same size
 
 The header is parsed here independently of the engine's reader."""
 import struct
@@ -83,16 +85,17 @@ def parse(data):
 KEYS_AT = {}
 
 
-def add_f32(data, kvs, key, value):
-    """data with KEY := VALUE appended to the metadata; the data section
-    moves to the next alignment boundary (tensor offsets are relative)."""
+def add_kv(data, kvs, key, vtype, packed):
+    """data with KEY := a value of VTYPE (its bytes PACKED) appended to the
+    metadata; the data section moves to the next alignment boundary (tensor
+    offsets are relative)."""
     align = 32
     if "general.alignment" in kvs:
         align = struct.unpack_from("<I", data, kvs["general.alignment"][0])[0]
     kv_end, infos_end = KEYS_AT["<end of metadata>"], KEYS_AT["<end of tensor infos>"]
     old_start = (infos_end + align - 1) // align * align
     k = key.encode()
-    extra = struct.pack("<Q", len(k)) + k + struct.pack("<If", 6, float(value))
+    extra = struct.pack("<Q", len(k)) + k + struct.pack("<I", vtype) + packed
     head = bytearray(data[:kv_end]) + extra + data[kv_end:infos_end]
     struct.pack_into("<Q", head, 16, struct.unpack_from("<Q", data, 16)[0] + 1)
     head += bytes(-len(head) % align)
@@ -145,7 +148,14 @@ def main():
         assert len(new) == n, "token keeps the length"
         data[r.p + 8:r.p + 8 + n] = new
     elif edit == "add_f32":
-        data = add_f32(data, kvs, args[0], args[1])
+        data = add_kv(data, kvs, args[0], 6, struct.pack("<f", float(args[1])))
+    elif edit == "add_str":
+        v = args[1].encode()
+        data = add_kv(data, kvs, args[0], 8, struct.pack("<Q", len(v)) + v)
+    elif edit == "kv_type":
+        # a value's type, for one of the same size (uint32 to int32, ...)
+        at, typ = kvs[args[0]]
+        struct.pack_into("<I", data, at - 4, int(args[1]))
     else:
         sys.exit("gguf_edit: unknown edit %s" % edit)
     open(dst, "wb").write(data)
