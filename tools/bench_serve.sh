@@ -10,8 +10,12 @@
 #   LABEL=_s15m_q8_0 TOK= tools/bench_serve.sh m.gguf   (names gain LABEL
 #                                     after the backend; TOK empty: the
 #                                     GGUF's own vocabulary, no -z)
+#   TEMPERATURE=1 tools/bench_serve.sh   (sampled requests, request I with
+#                                     seed I, top_p 1: OpenAI's defaults;
+#                                     names gain _t1)
 #
-# Per backend, in interleaved rounds on one engine: REQS greedy requests
+# Per backend, in interleaved rounds on one engine: REQS requests (greedy
+# unless TEMPERATURE says)
 # one at a time, then the same REQS all at once, first non-streaming, then
 # streaming. Aggregate generated tok/s = completion tokens / the batch's
 # wall time (timed inside the client). The batching ratio is the median
@@ -28,9 +32,12 @@ TOK=${TOK-$BUILD/models/demo_tokenizer.bin}
 LABEL=${LABEL:-}
 REQS=${REQS:-8}
 MAX_TOKENS=${MAX_TOKENS:-96}
+TEMPERATURE=${TEMPERATURE:-0}
+TEMP_SUFFIX=
+[ "$TEMPERATURE" = 0 ] || TEMP_SUFFIX=_t$TEMPERATURE
 kv_type_from_env
 cache_prompt_from_env
-SUFFIX=$LABEL$KV_SUFFIX$CACHE_SUFFIX
+SUFFIX=$LABEL$TEMP_SUFFIX$KV_SUFFIX$CACHE_SUFFIX
 TOK_ARGS=()
 [ -z "$TOK" ] || TOK_ARGS=(-z "$TOK")
 NODE_DIR=$ROOT/tests/node
@@ -62,8 +69,8 @@ spec() {
 	local i sep=
 	printf '{"concurrent": %s, "requests": [' "$1"
 	for ((i = 0; i < REQS; i++)); do
-		printf '%s{"prompt": "Once upon a time %d", "max_tokens": %d, "temperature": 0, "stream": %s, "cache_prompt": %s}' \
-			"$sep" "$i" "$MAX_TOKENS" "$2" "$CACHE_PROMPT"
+		printf '%s{"prompt": "Once upon a time %d", "max_tokens": %d, "temperature": %s, "seed": %d, "stream": %s, "cache_prompt": %s}' \
+			"$sep" "$i" "$MAX_TOKENS" "$TEMPERATURE" "$i" "$2" "$CACHE_PROMPT"
 		sep=,
 	done
 	echo ']}'
@@ -119,5 +126,5 @@ bench_backend() {
 	ratio "${b}${SUFFIX}_ttft_p99_ms_at_${REQS}" "$ttft99" info
 }
 
-echo "model $MODEL, $REQS requests of $MAX_TOKENS greedy tokens, $REPEAT interleaved rounds, KV cache $KV_TYPE"
+echo "model $MODEL, $REQS requests of $MAX_TOKENS tokens at temperature $TEMPERATURE, $REPEAT interleaved rounds, KV cache $KV_TYPE"
 for b in ${BACKENDS:-opencl cpu}; do bench_backend "$b"; done
