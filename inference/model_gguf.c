@@ -44,36 +44,44 @@ static int check_arch(const struct gguf *g, InferError *err)
 	return 0;
 }
 
-/* What the engine computes with fixed constants must be what the file asks. */
-/* RoPE scaling as llama.cpp reads it: types "none" and "linear" both
- * divide positions by the factor, llama.rope.scaling.factor or else the
- * older llama.rope.scale_linear, 0 meaning none. The engine runs only
- * with no scaling; other types (yarn, longrope, llama3) are refused. */
+/* RoPE scaling as llama.cpp reads it: type "none" never scales; "linear"
+ * (also what an absent type means) divides positions by
+ * llama.rope.scaling.factor, or, that key absent, by the older
+ * llama.rope.scale_linear, 0 meaning none; other types (yarn, longrope)
+ * are refused. The attention factor multiplies RoPE's cos and sin in any
+ * type, and a rope_freqs tensor (Llama 3.1's frequency factors) changes
+ * every angle: the engine runs with none of these. */
 static int check_rope_scaling(const struct gguf *g, InferError *err)
 {
-	const char *key = "llama.rope.scaling.factor", *type;
-	uint32_t len;
-	float factor = 0.0f;
+	const char *key = "llama.rope.scaling.factor", *type = "linear";
+	uint32_t len = 6;
+	float factor = 0.0f, attn = 1.0f;
+	int linear;
 
-	if (gguf_find(g, "llama.rope.scaling.type")) {
-		if (gguf_get_str(g, "llama.rope.scaling.type", &type, &len, err))
-			return -1;
-		if (!(len == 4 && !memcmp(type, "none", 4)) && !(len == 6 && !memcmp(type, "linear", 6)))
-			return infer_fail(err, "llama.rope.scaling.type is '%.*s'; the engine has no RoPE "
-					  "scaling", (int)len, type);
-	}
-	if (gguf_get_f32(g, key, 0, &factor, err))
+	if (gguf_find(g, "llama.rope.scaling.type") &&
+	    gguf_get_str(g, "llama.rope.scaling.type", &type, &len, err))
 		return -1;
-	if (factor == 0.0f) {
+	linear = len == 6 && !memcmp(type, "linear", 6);
+	if (!linear && !(len == 4 && !memcmp(type, "none", 4)))
+		return infer_fail(err, "llama.rope.scaling.type is '%.*s'; the engine has no RoPE scaling",
+				  (int)len, type);
+	if (!gguf_find(g, key))
 		key = "llama.rope.scale_linear";
-		if (gguf_get_f32(g, key, 0, &factor, err))
-			return -1;
-	}
-	if (factor != 0.0f && factor != 1.0f)
+	if (gguf_get_f32(g, key, 0, &factor, err) ||
+	    gguf_get_f32(g, "llama.rope.scaling.attn_factor", 0, &attn, err))
+		return -1;
+	if (linear && factor != 0.0f && factor != 1.0f)
 		return infer_fail(err, "%s is %g; the engine has no RoPE scaling", key, (double)factor);
+	if (attn != 1.0f)
+		return infer_fail(err, "llama.rope.scaling.attn_factor is %g; the engine has no RoPE scaling",
+				  (double)attn);
+	if (gguf_tensor(g, "rope_freqs.weight"))
+		return infer_fail(err, "tensor rope_freqs.weight scales RoPE's frequencies; the engine has "
+				  "no RoPE scaling");
 	return 0;
 }
 
+/* What the engine computes with fixed constants must be what the file asks. */
 static int check_constants(const struct gguf *g, int head_size, InferError *err)
 {
 	float eps = 1e-5f, theta = 10000.0f;

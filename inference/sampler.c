@@ -1,7 +1,8 @@
 /* sampler.c - greedy, multinomial and top-p sampling, as llama2.c run.c.
  *
- * Matches run.c bit for bit (same float operations, same qsort order) so
- * that a given seed picks the same tokens. */
+ * Matches run.c bit for bit (the same float operations, and the nucleus in
+ * the order run.c's qsort leaves it) so that a given seed picks the same
+ * tokens. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,7 +258,10 @@ static int sample_topp(const float *p, int n, float topp, ProbIndex *pi, float c
 			pi[n0].prob = p[i];
 			n0++;
 		}
-	if (n0 == 0) /* only when n == 1, where run.c divides by zero */
+	/* No candidate: n == 1 (the cutoff divides by zero), a top-p below
+	 * ~1/n on a flat distribution, or NaN probabilities. run.c then reads
+	 * before its array; the most likely token is the sane answer. */
+	if (n0 == 0)
 		return argmax_serial(p, n);
 	for (int i = n0 / 2 - 1; i >= 0; i--)
 		sift_down(pi, n0, i);

@@ -210,11 +210,12 @@ static void sample_one(void *ctx, int i)
 }
 
 /* Draws the step's tokens, with the server unlocked: a request in the
- * step stays alive and only this thread touches its sampler. Greedy rows
- * take microseconds; a row at temperature > 0 takes 0.2-0.3 ms on a
- * 32000-token vocabulary (softmax through glibc's expf), serial on this
- * thread while the backend's threads sleep, so two or more of those are
- * shared with the workers. */
+ * step stays alive, and only the thread that takes its row touches its
+ * sampler. Greedy rows take microseconds; a row at temperature > 0 takes
+ * 0.2-0.3 ms on a 32000-token vocabulary (softmax through glibc's expf),
+ * while the backend's threads wait for the next forward (PoCL's sleep;
+ * OpenMP's spin a while unless OMP_WAIT_POLICY=passive), so two or more
+ * of those are shared with the workers. */
 static void sample_all(Server *s)
 {
 	int slow = 0;

@@ -12,6 +12,9 @@ static void take_items(Workers *w)
 		w->fn(w->ctx, i);
 }
 
+/* A thread wakes for each loop, and works in it if a seat is left: a
+ * loop of n items seats n - 1 threads at most, so a short one does not
+ * wake every thread of a big machine. */
 static void *worker_main(void *arg)
 {
 	Workers *w = arg;
@@ -19,11 +22,12 @@ static void *worker_main(void *arg)
 
 	pthread_mutex_lock(&w->lock);
 	for (;;) {
-		while (!w->stop && w->gen == seen)
+		while (!w->stop && (w->gen == seen || w->seats == 0))
 			pthread_cond_wait(&w->start, &w->lock);
 		if (w->stop)
 			break;
 		seen = w->gen;
+		w->seats--;
 		pthread_mutex_unlock(&w->lock);
 		take_items(w);
 		pthread_mutex_lock(&w->lock);
@@ -44,8 +48,10 @@ int workers_init(Workers *w, int n_threads, InferError *err)
 	if (n_threads <= 0)
 		return 0;
 	w->threads = calloc((size_t)n_threads, sizeof(*w->threads));
-	if (!w->threads)
+	if (!w->threads) {
+		workers_free(w);
 		return infer_fail(err, "out of memory for %d worker threads", n_threads);
+	}
 	for (int i = 0; i < n_threads; i++) {
 		int rc = pthread_create(&w->threads[i], NULL, worker_main, w);
 
@@ -70,8 +76,9 @@ void workers_run(Workers *w, WorkFn fn, void *ctx, int n_items)
 	}
 	pthread_mutex_lock(&w->lock);
 	w->gen++;
-	w->busy = w->started;
-	pthread_cond_broadcast(&w->start);
+	w->seats = w->busy = w->started < n_items - 1 ? w->started : n_items - 1;
+	for (int i = 0; i < w->seats; i++)
+		pthread_cond_signal(&w->start);
 	pthread_mutex_unlock(&w->lock);
 	take_items(w);
 	pthread_mutex_lock(&w->lock);

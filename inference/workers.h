@@ -19,7 +19,8 @@ typedef struct {
 	pthread_mutex_t lock;
 	pthread_cond_t start, done;
 	unsigned gen;         /* bumped per loop: a thread wakes for each once */
-	int busy;             /* threads still in the current loop */
+	int seats;            /* threads the current loop still takes */
+	int busy;             /* threads seated in it and not yet done */
 	int stop;
 	WorkFn fn;
 	void *ctx;

@@ -130,9 +130,12 @@ bad "RoPE scaling by YaRN" "llama.rope.scaling.type is 'yarn'; the engine has no
 	add_str llama.rope.scaling.type yarn
 bad "a RoPE scaling factor" "llama.rope.scaling.factor is 4; the engine has no RoPE scaling" \
 	add_f32 llama.rope.scaling.factor 4
+bad "a RoPE attention factor" "llama.rope.scaling.attn_factor is 0.5; the engine has no RoPE scaling" \
+	add_f32 llama.rope.scaling.attn_factor 0.5
 bad "the alignment as an int32" "general.alignment is not a uint32" kv_type general.alignment 5
 # no scaling, said in each way llama.cpp reads as none, runs: a scale of 1
-# or 0 (llama.cpp reads 0 so), and the types none and linear with a factor of 1
+# or 0 (llama.cpp reads 0 so), type none whatever the factor, type linear
+# with a factor of 1, and a factor of 0 present (the older key then unread)
 scaled() { # NAME EDIT ARGS... [-- EDIT ARGS...]: s260 with the edits applied in turn
 	local name=$1 from=$TMP/s260.gguf n=0 args=()
 	shift
@@ -149,6 +152,6 @@ scaled() { # NAME EDIT ARGS... [-- EDIT ARGS...]: s260 with the edits applied in
 }
 scaled "llama.rope.scale_linear 1" add_f32 llama.rope.scale_linear 1
 scaled "llama.rope.scale_linear 0" add_f32 llama.rope.scale_linear 0
-scaled "scaling none, factor 1" add_str llama.rope.scaling.type none -- add_f32 llama.rope.scaling.factor 1
-scaled "scaling linear, factor 0, scale 1" add_str llama.rope.scaling.type linear -- \
-	add_f32 llama.rope.scaling.factor 0 -- add_f32 llama.rope.scale_linear 1
+scaled "scaling none, factor 4" add_str llama.rope.scaling.type none -- add_f32 llama.rope.scaling.factor 4
+scaled "scaling linear, factor 1" add_str llama.rope.scaling.type linear -- add_f32 llama.rope.scaling.factor 1
+scaled "factor 0, scale_linear 4" add_f32 llama.rope.scaling.factor 0 -- add_f32 llama.rope.scale_linear 4

@@ -155,6 +155,9 @@ def main():
     elif edit == "kv_type":
         # a value's type, for one of the same size (uint32 to int32, ...)
         at, typ = kvs[args[0]]
+        size = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+        assert size.get(typ) is not None and size.get(typ) == size.get(int(args[1])), \
+            "kv_type keeps the value's size"
         struct.pack_into("<I", data, at - 4, int(args[1]))
     else:
         sys.exit("gguf_edit: unknown edit %s" % edit)

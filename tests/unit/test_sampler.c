@@ -158,19 +158,29 @@ out:
 static void check_draws(float *p, int n, unsigned *seed)
 {
 	static const float temps[] = { 1.0f, 0.8f, 0.05f, 1.7f };
-	static const float topps[] = { 1.0f, 0.9f, 0.5f, 0.99f, 0.0f };
+	static const float topps[] = { 1.0f, 0.9f, 0.5f, 0.99f, 0.0f, 1e-6f };
 
 	for (size_t t = 0; t < sizeof(temps) / sizeof(temps[0]); t++)
 		for (size_t k = 0; k < sizeof(topps) / sizeof(topps[0]); k++) {
+			float temp = temps[t], topp = topps[k];
+
 			fill_coarse(p, n, seed);
-			expect_same_draws(p, n, temps[t], topps[k], "ties");
+			expect_same_draws(p, n, temp, topp, "ties");
 			for (int i = 0; i < n; i++)
 				p[i] = (float)rand_r(seed) / RAND_MAX * 20.0f - 10.0f;
-			expect_same_draws(p, n, temps[t], topps[k], "spread");
+			expect_same_draws(p, n, temp, topp, "spread");
 			for (int i = 0; i < n; i += 3)
 				p[i] = -INFINITY;
+			expect_same_draws(p, n, temp, topp, "-inf");
+			for (int i = 0; i < n; i++)
+				p[i] = (i % 2) ? -0.0f : 0.0f;
+			p[n - 1] = -1.0f; /* the largest is a zero, of either sign */
+			expect_same_draws(p, n, temp, topp, "signed zeros");
+			fill_coarse(p, n, seed);
 			p[n / 2] = NAN;
-			expect_same_draws(p, n, temps[t], topps[k], "-inf and a NaN");
+			expect_same_draws(p, n, temp, topp, "a NaN");
+			p[0] = NAN;
+			expect_same_draws(p, n, temp, topp, "NaN first");
 		}
 }
 
