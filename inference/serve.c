@@ -357,8 +357,11 @@ static int step(Server *s)
 	}
 	pthread_mutex_unlock(&s->lock);
 	rc = run_forward(s, n, &err);
-	if (rc == 0)
+	if (rc == 0 && s->n_samples > 0) {
+		trace_span_begin(SPAN_SAMPLE, LAYER_NONE);
 		sample_all(s);
+		trace_span_end(SPAN_SAMPLE, LAYER_NONE);
+	}
 	pthread_mutex_lock(&s->lock);
 	sched_step_done(&s->sched);
 	if (rc == 0)

@@ -21,11 +21,21 @@ assert_eq() { [ "$2" = "$3" ] || fail "$1: expected '$2', got '$3'"; ok "$1 = $3
 assert_le() { awk -v a="$2" -v b="$3" 'BEGIN{exit !(a<=b)}' || fail "$1: $2 > $3"; ok "$1: $2 <= $3"; }
 
 need_root() { [ "$(id -u)" = 0 ] || skip "needs root (CAP_BPF and CAP_PERFMON) to load BPF programs"; }
+# bpf_missing: why this machine cannot load the tracer's BPF (nothing when it can)
+bpf_missing() {
+	if [ "$(id -u)" != 0 ]; then
+		echo "needs root (CAP_BPF and CAP_PERFMON) to load BPF programs"
+	elif [ ! -r /sys/kernel/btf/vmlinux ]; then
+		echo "kernel has no BTF at /sys/kernel/btf/vmlinux"
+	elif ! grep -q uprobe /sys/bus/event_source/devices/*/type 2>/dev/null &&
+		[ ! -d /sys/bus/event_source/devices/uprobe ]; then
+		echo "kernel has no uprobe PMU"
+	fi
+}
 need_bpf() {
-	need_root
-	[ -r /sys/kernel/btf/vmlinux ] || skip "kernel has no BTF at /sys/kernel/btf/vmlinux"
-	grep -q uprobe /sys/bus/event_source/devices/*/type 2>/dev/null || [ -d /sys/bus/event_source/devices/uprobe ] \
-		|| skip "kernel has no uprobe PMU"
+	local why
+	why=$(bpf_missing)
+	[ -z "$why" ] || skip "$why"
 }
 need_models() { [ -r "$MODELS/stories260K.bin" ] || skip "no ../shared/models/stories260K.bin beside the project"; }
 need_opencl() { clinfo -l 2>/dev/null | grep -q Device || skip "no OpenCL device (clinfo lists none)"; }
