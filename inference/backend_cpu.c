@@ -1078,8 +1078,8 @@ static int pack_weights(CpuState *s, InferError *err)
 	return 0;
 }
 
-/* Each thread's quantized input (s->quant), if any matrix is Q8_0 or Q4_0: rows
- * for the widest input and the largest batch. */
+/* Each thread's quantized input (s->quant), if any matrix is quantized: rows
+ * for the widest input and the largest batch (and the Q8_K form for Q6_K). */
 static int alloc_quant(CpuState *s, InferError *err)
 {
 	size_t nmats = (size_t)s->c.n_layers * MAT_PER_LAYER + 1, per, head;
@@ -1088,11 +1088,15 @@ static int alloc_quant(CpuState *s, InferError *err)
 	size_t i = 0;
 	char *p;
 
+	int kform = 0;
+
+	for (size_t j = 0; j < nmats; j++)
+		kform |= s->mats[j].type == WEIGHT_Q6_K;
 	while (i < nmats && !weight_type_quantized(s->mats[i].type))
 		i++;
 	if (i == nmats)
 		return 0;
-	per = (quant_rows_bytes(rows, width) + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
+	per = (quant_rows_bytes(rows, width, kform) + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
 	head = ((size_t)s->threads * sizeof(QuantRows) + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
 	s->quant_bytes = CACHE_LINE + head + (size_t)s->threads * per;
 	s->quant_mem = pool_alloc(POOL_ACTIVATIONS, s->quant_bytes);
@@ -1101,7 +1105,7 @@ static int alloc_quant(CpuState *s, InferError *err)
 	p = (char *)(((uintptr_t)s->quant_mem + CACHE_LINE - 1) & ~(uintptr_t)(CACHE_LINE - 1));
 	s->quant = (QuantRows *)(void *)p;
 	for (int t = 0; t < s->threads; t++)
-		s->quant[t] = quant_rows_at(p + head + (size_t)t * per, rows, width);
+		s->quant[t] = quant_rows_at(p + head + (size_t)t * per, rows, width, kform);
 	return 0;
 }
 

@@ -1,11 +1,12 @@
 /* gguf_write.c - writes a Model as GGUF v3 (the llama architecture), with
- * its matrices as F32, F16, Q8_0 or Q4_0 and its norms as F32, and a
+ * its matrices as F32, F16, Q8_0, Q4_0 or Q6_K and its norms as F32, and a
  * llama2.c tokenizer as tokenizer.ggml.* metadata (see gguf_write.h).
  *
  * Quantization follows ggml's reference rounding, so llama.cpp reading the
  * file computes with exactly the values this engine does: F16 is IEEE
  * round-to-nearest-even; a Q8_0 block of 32 is d = max|x| / 127 (stored as
- * F16) and q = round(x / d); Q4_0 as put_q4_0_row says. */
+ * F16) and q = round(x / d); Q4_0 and Q6_K as put_q4_0_row and
+ * put_q6_k_row say. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,6 +16,8 @@
 
 #define ALIGNMENT 32
 #define Q8_BLOCK 32
+#define Q6_K_BLOCK 256
+#define Q6_K_BLOCK_BYTES 210
 
 /* ---- little-endian scalars and strings ---- */
 
@@ -176,6 +179,56 @@ static void put_q4_0_row(struct out *o, const float *x, uint64_t n)
 	}
 }
 
+/* Q6_K as ggml lays it out (matmul.c, q6k_code), quantized as ggml does
+ * but for its search: each sub-block of 16 gets the scale that codes its
+ * value of largest magnitude -32 (ggml's first guess); the scales are
+ * int8 steps of d = (the largest in magnitude) / -128, and each value is
+ * x / (d x scale) rounded, in -32..31, stored plus 32. */
+static void put_q6_k_row(struct out *o, const float *x, uint64_t n)
+{
+	for (uint64_t b = 0; b < n; b += Q6_K_BLOCK, x += Q6_K_BLOCK) {
+		uint8_t blk[Q6_K_BLOCK_BYTES] = { 0 }, code[Q6_K_BLOCK];
+		float scale[16], max_scale = 0.0f;
+
+		for (int s = 0; s < 16; s++) {
+			float amax = 0.0f, max = 0.0f;
+
+			for (int i = 0; i < 16; i++)
+				if (fabsf(x[16 * s + i]) > amax) {
+					amax = fabsf(x[16 * s + i]);
+					max = x[16 * s + i];
+				}
+			scale[s] = max / -32.0f;
+			if (fabsf(scale[s]) > fabsf(max_scale))
+				max_scale = scale[s];
+		}
+		float iscale = max_scale != 0.0f ? -128.0f / max_scale : 0.0f;
+		uint16_t dh = to_f16(iscale != 0.0f ? 1.0f / iscale : 0.0f);
+		_Float16 dv;
+
+		memcpy(&dv, &dh, 2);
+		for (int s = 0; s < 16; s++) {
+			int sc = (int)nearbyintf(iscale * scale[s]);
+			float d = (float)dv * (float)(sc < 127 ? sc : 127);
+
+			blk[192 + s] = (uint8_t)(int8_t)(sc < 127 ? sc : 127);
+			for (int i = 0; i < 16; i++) {
+				int l = d != 0.0f ? (int)nearbyintf(x[16 * s + i] / d) : 0;
+
+				code[16 * s + i] = (uint8_t)((l < -32 ? -32 : l > 31 ? 31 : l) + 32);
+			}
+		}
+		for (int v = 0; v < Q6_K_BLOCK; v++) { /* matmul.c's q6k_code, backwards */
+			int h = v / 128, g = v % 128 / 32, l = v % 32;
+
+			blk[h * 64 + l + 32 * (g & 1)] |= (uint8_t)((code[v] & 15) << (g / 2 * 4));
+			blk[128 + h * 32 + l] |= (uint8_t)((code[v] >> 4) << (2 * g));
+		}
+		memcpy(blk + 208, &dh, 2);
+		put(o, blk, sizeof(blk));
+	}
+}
+
 static void put_tensor_data(struct out *o, const struct wtensor *t)
 {
 	uint64_t rows = t->rows ? t->rows : 1;
@@ -192,6 +245,8 @@ static void put_tensor_data(struct out *o, const struct wtensor *t)
 			}
 		} else if (t->type == GGML_Q4_0) {
 			put_q4_0_row(o, x, t->cols);
+		} else if (t->type == GGML_Q6_K) {
+			put_q6_k_row(o, x, t->cols);
 		} else {
 			put_q8_0_row(o, x, t->cols);
 		}
@@ -256,7 +311,7 @@ static void put_metadata(struct out *o, const Model *m, const Tokenizer *tok, ui
 {
 	const Config *c = &m->config;
 	/* general.file_type: llama.cpp's LLAMA_FTYPE numbers */
-	uint32_t ftype = type == GGML_F32 ? 0 : type == GGML_F16 ? 1 : type == GGML_Q4_0 ? 2 : 7;
+	uint32_t ftype = type == GGML_F32 ? 0 : type == GGML_F16 ? 1 : type == GGML_Q4_0 ? 2 : type == GGML_Q6_K ? 18 : 7;
 
 	kv_str(o, "general.architecture", "llama");
 	kv_str(o, "general.name", "spantrace mkmodel");
@@ -289,17 +344,19 @@ int gguf_write_model(FILE *f, const Model *m, const Tokenizer *tok, WeightType t
 	struct wtensor *t;
 	uint64_t off = 0, zero = 0;
 
-	if (type != WEIGHT_F32 && type != WEIGHT_F16 && type != WEIGHT_Q8_0 && type != WEIGHT_Q4_0)
+	int block = type == WEIGHT_Q6_K ? Q6_K_BLOCK : Q8_BLOCK;
+
+	if (type != WEIGHT_F32 && type != WEIGHT_F16 && type != WEIGHT_Q8_0 && type != WEIGHT_Q4_0 &&
+	    type != WEIGHT_Q6_K)
 		return infer_fail(err, "gguf: cannot write weights of type %d", (int)type);
 	if (model_require_f32(m, "gguf writer (source)", err))
 		return -1;
 	if (tok && tok->vocab_size < m->config.vocab_size)
 		return infer_fail(err, "gguf: the tokenizer has %d tokens, the model %d", tok->vocab_size,
 				  m->config.vocab_size);
-	if ((type == WEIGHT_Q8_0 || type == WEIGHT_Q4_0) &&
-	    (m->config.dim % Q8_BLOCK || m->config.hidden_dim % Q8_BLOCK))
+	if (type != WEIGHT_F32 && type != WEIGHT_F16 && (m->config.dim % block || m->config.hidden_dim % block))
 		return infer_fail(err, "gguf: %s needs dim and hidden_dim divisible by %d (%d, %d)",
-				  weight_type_name(type), Q8_BLOCK, m->config.dim, m->config.hidden_dim);
+				  weight_type_name(type), block, m->config.dim, m->config.hidden_dim);
 	t = calloc(cap, sizeof(*t));
 	if (!t)
 		return infer_fail(err, "gguf: out of memory");

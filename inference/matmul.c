@@ -67,7 +67,7 @@ static void pack_panel_quant(char *out, WeightType type, const uint8_t *w, int d
 
 	memset(out, 0, panel_bytes(type, n));
 	for (int b = 0; b < n / Q8_0_BLOCK; b++) {
-		uint8_t *quads = (uint8_t *)out + quant_scale_bytes(n) + (size_t)b * quant_block_bytes(type);
+		uint8_t *quads = (uint8_t *)out + quant_scale_bytes(type, n) + (size_t)b * quant_block_bytes(type);
 
 		for (int i = 0; i < PANEL_ROWS; i++) {
 			int r = p * PANEL_ROWS + i;
@@ -84,8 +84,61 @@ static void pack_panel_quant(char *out, WeightType type, const uint8_t *w, int d
 	}
 }
 
+/* Value v's 6-bit code (0..63, the value plus 32) in a Q6_K superblock, as
+ * ggml lays them out: each half of 128 values takes 64 bytes of low
+ * nibbles (values l and l + 64 of the half in byte l, l + 32 and l + 96 in
+ * byte l + 32) and 32 bytes of high bit pairs (values l, l + 32, l + 64
+ * and l + 96 in byte l, from the lowest pair up). */
+static int q6k_code(const uint8_t *blk, int v)
+{
+	const uint8_t *ql = blk + v / 128 * 64, *qh = blk + 128 + v / 128 * 32;
+	int g = v % 128 / 32, l = v % 32;
+	int low = (ql[l + 32 * (g & 1)] >> (g / 2 * 4)) & 0x0f;
+
+	return low | ((qh[l] >> (2 * g)) & 3) << 4;
+}
+
+/* Panel p of a Q6_K (d, n) matrix (matmul_panels.h): the int8 and f16
+ * scales as stored, each code as a byte, q + 96. Rows past d are zero. */
+static void pack_panel_q6k(char *out, const uint8_t *w, int d, int n, int p)
+{
+	size_t row_bytes = (size_t)n / Q6_K_BLOCK * Q6_K_BLOCK_BYTES;
+	int8_t *sc = (int8_t *)out;
+	uint16_t *dsup = (uint16_t *)(void *)(out + q6k_d_offset(n));
+	uint8_t *values = (uint8_t *)out + quant_scale_bytes(WEIGHT_Q6_K, n);
+
+	memset(out, 0, panel_bytes(WEIGHT_Q6_K, n));
+	for (int i = 0; i < PANEL_ROWS; i++) {
+		int r = p * PANEL_ROWS + i;
+
+		for (int j = 0; j < n; j++) {
+			const uint8_t *blk = w + (size_t)r * row_bytes + (size_t)(j / Q6_K_BLOCK) * Q6_K_BLOCK_BYTES;
+			int b = j / Q8_0_BLOCK, jj = j % Q8_0_BLOCK;
+			uint8_t *quad = values + (size_t)b * quant_block_bytes(WEIGHT_Q6_K) + jj / 4 * Q8_QUAD_BYTES;
+
+			quad[i * 4 + jj % 4] = r < d ? (uint8_t)(q6k_code(blk, j % Q6_K_BLOCK) + 96) : 128;
+			if (r < d && j % 16 == 0)
+				sc[b * 2 * PANEL_ROWS + jj / 16 * PANEL_ROWS + i] = (int8_t)blk[192 + j % Q6_K_BLOCK / 16];
+			if (r < d && j % Q6_K_BLOCK == 0)
+				memcpy(&dsup[j / Q6_K_BLOCK * PANEL_ROWS + i], blk + 208, 2);
+		}
+	}
+}
+
 void dequantize_row(float *out, const void *row, WeightType type, int n)
 {
+	if (type == WEIGHT_Q6_K) {
+		for (int s = 0; s < n / Q6_K_BLOCK; s++) {
+			const uint8_t *blk = (const uint8_t *)row + (size_t)s * Q6_K_BLOCK_BYTES;
+			uint16_t dh;
+
+			memcpy(&dh, blk + 208, 2);
+			for (int v = 0; v < Q6_K_BLOCK; v++) /* as ggml: (d * scale) * value */
+				out[(size_t)s * Q6_K_BLOCK + v] =
+					f16_to_f32(dh) * (float)(int8_t)blk[192 + v / 16] * (float)(q6k_code(blk, v) - 32);
+		}
+		return;
+	}
 	size_t block_bytes = type == WEIGHT_Q4_0 ? Q4_0_BLOCK_BYTES : Q8_0_BLOCK_BYTES;
 	int offset = type == WEIGHT_Q4_0 ? 8 : 128;
 
@@ -98,23 +151,32 @@ void dequantize_row(float *out, const void *row, WeightType type, int n)
 	}
 }
 
-size_t quant_rows_bytes(int batch, int n)
+size_t quant_rows_bytes(int batch, int n, int kform)
 {
-	size_t blocks = (size_t)batch * (n / Q8_0_BLOCK);
+	size_t values = ((size_t)batch * n + 63) / 64 * 64, blocks = (size_t)batch * (n / Q8_0_BLOCK);
+	size_t bytes = values + blocks * (sizeof(float) + sizeof(int32_t));
 
-	return ((size_t)batch * n + 63) / 64 * 64 + blocks * (sizeof(float) + sizeof(int32_t));
+	if (kform)
+		bytes += values + (size_t)batch * (n / Q6_K_BLOCK) * sizeof(float) +
+			 (size_t)batch * (n / 16) * sizeof(int32_t);
+	return bytes;
 }
 
-QuantRows quant_rows_at(void *mem, int batch, int n)
+QuantRows quant_rows_at(void *mem, int batch, int n, int kform)
 {
-	size_t blocks = (size_t)batch * (n / Q8_0_BLOCK);
+	size_t values = ((size_t)batch * n + 63) / 64 * 64, blocks = (size_t)batch * (n / Q8_0_BLOCK);
 	char *p = mem;
-	QuantRows r;
+	QuantRows r = { 0 };
 
 	r.q = (int8_t *)p;
-	p += ((size_t)batch * n + 63) / 64 * 64;
-	r.d = (float *)(void *)p;
-	r.s = (int32_t *)(void *)(p + blocks * sizeof(float));
+	r.d = (float *)(void *)(p + values);
+	r.s = (int32_t *)(void *)(p + values + blocks * sizeof(float));
+	if (kform) {
+		p = (char *)(r.s + blocks);
+		r.kq = (int8_t *)p;
+		r.kd = (float *)(void *)(p + values);
+		r.ks = (int32_t *)(void *)(r.kd + (size_t)batch * (n / Q6_K_BLOCK));
+	}
 	return r;
 }
 
@@ -132,6 +194,8 @@ void pack_matrix_typed(void *dst, WeightType type, const void *w, int d, int n)
 
 		if (type == WEIGHT_F16)
 			pack_panel_f16((uint16_t *)out, w, d, n, p);
+		else if (type == WEIGHT_Q6_K)
+			pack_panel_q6k(out, w, d, n, p);
 		else
 			pack_panel_quant(out, type, w, d, n, p);
 	}

@@ -21,6 +21,8 @@
 #define Q8_0_BLOCK 32        /* values per Q8_0 block (ggml's QK8_0) */
 #define Q8_0_BLOCK_BYTES 34  /* its f16 scale and 32 int8 values */
 #define Q4_0_BLOCK_BYTES 18  /* Q4_0's: an f16 scale, 32 4-bit values (ggml's block_q4_0) */
+#define Q6_K_BLOCK 256       /* Q6_K's superblock: 16 sub-blocks of 16 values */
+#define Q6_K_BLOCK_BYTES 210 /* 4 low and 2 high bits a value, 16 int8 scales, an f16 scale */
 
 /* Floats of a packed (d, n) matrix. */
 size_t packed_floats(int d, int n);
@@ -28,12 +30,12 @@ size_t packed_floats(int d, int n);
 /* Packs the row-major (d, n) matrix w into dst (packed_floats(d, n)). */
 void pack_matrix(float *dst, const float *w, int d, int n);
 
-/* The same for a matrix stored as type (F32, F16, Q8_0 or Q4_0, row-major
- * as the file holds it): its values keep their type in the panels (block
- * scales are widened to float, exactly). F32 and F16 weights multiply the
- * float input; Q8_0 and Q4_0 weights multiply it quantized to int8 as
- * llama.cpp does (QuantRows), in exact integer dot products per block of
- * 32 (Q8_0_BLOCK, which Q4_0 shares). */
+/* The same for a matrix stored as type (F32, F16, Q8_0, Q4_0 or Q6_K,
+ * row-major as the file holds it): its values keep their type in the
+ * panels (matmul_panels.h). F32 and F16 weights multiply the float input;
+ * the quantized types multiply it quantized to int8 as llama.cpp quantizes
+ * Q8_0's input (QuantRows), in exact integer dot products per block of 32
+ * (Q8_0_BLOCK; Q6_K's per sub-block of 16). */
 typedef struct {
 	const void *data;
 	WeightType type;
@@ -44,30 +46,39 @@ void pack_matrix_typed(void *dst, WeightType type, const void *w, int d, int n);
 /* Rows of n floats quantized in blocks of 32 (Q8_0_BLOCK): d = max|x| / 127,
  * q = x / d rounded to the nearest integer (ties to even) as int8, and s =
  * 128 x the block's sum of q (the packed weights are stored plus 128, as
- * unsigned bytes: s takes that back out). */
+ * unsigned bytes: s takes that back out). Q6_K's products take the rows
+ * as llama.cpp quantizes their input (its Q8_K) instead: blocks of 256,
+ * each with its own kd and kq, and ks = 128 x the sum of each 16 values;
+ * kq is NULL where no matrix is Q6_K, or n is not whole blocks of 256. */
 typedef struct {
-	int8_t *q;  /* (batch, n) */
-	float *d;   /* (batch, n / Q8_0_BLOCK) */
-	int32_t *s; /* (batch, n / Q8_0_BLOCK) */
+	int8_t *q;   /* (batch, n) */
+	float *d;    /* (batch, n / Q8_0_BLOCK) */
+	int32_t *s;  /* (batch, n / Q8_0_BLOCK) */
+	int8_t *kq;  /* (batch, n) */
+	float *kd;   /* (batch, n / Q6_K_BLOCK) */
+	int32_t *ks; /* (batch, n / 16) */
 } QuantRows;
-size_t quant_rows_bytes(int batch, int n);
+/* Bytes and carving for (batch, n); kform: with the Q8_K form. */
+size_t quant_rows_bytes(int batch, int n, int kform);
 /* Carves a QuantRows for (batch, n) from mem (quant_rows_bytes, 64-aligned). */
-QuantRows quant_rows_at(void *mem, int batch, int n);
+QuantRows quant_rows_at(void *mem, int batch, int n, int kform);
+/* Quantizes batch rows of n; the Q8_K form too where out has one and n is
+ * whole blocks of 256. */
 void quantize_rows(const float *x, int batch, int n, QuantRows *out);
 
-/* A product's input: x, and for Q8_0 and Q4_0 weights q (x quantized) too. */
+/* A product's input: x, and for quantized weights q (x quantized) too. */
 typedef struct {
 	const float *x;     /* (batch, n) */
-	const QuantRows *q; /* NULL but for Q8_0 and Q4_0 */
+	const QuantRows *q; /* NULL but for quantized weights */
 } MatInput;
 
-/* out = the n values of one Q8_0 or Q4_0 row (n a multiple of 32). */
+/* out = the n values of one Q8_0, Q4_0 or Q6_K row (n whole blocks). */
 void dequantize_row(float *out, const void *row, WeightType type, int n);
 
 /* Whether a type's products take the input quantized (MatInput's q). */
 static inline int weight_type_quantized(WeightType type)
 {
-	return type == WEIGHT_Q8_0 || type == WEIGHT_Q4_0;
+	return type == WEIGHT_Q8_0 || type == WEIGHT_Q4_0 || type == WEIGHT_Q6_K;
 }
 void matmul_rows_typed(const void *w, WeightType type, int n, int r0, int r1, const MatInput *in, int batch,
 		       float *out, size_t ldo);

@@ -255,6 +255,57 @@ static inline __attribute__((always_inline)) void sums_to_floats(v16f *f, const 
 #endif
 }
 
+typedef int8_t v16sb __attribute__((vector_size(PANEL_ROWS)));
+
+/* A Q6_K sub-block's exact sums less off, times the rows' int8 scales sc
+ * (still exact: at most 16 x 32 x 127 x 128 < 2^24), as floats. */
+static inline __attribute__((always_inline)) void scaled_sums_to_floats(v16f *f, const BlockSums *s, int32_t off,
+									const int8_t *sc)
+{
+#if SUMS_IN_HALVES
+	__m256i o = _mm256_set1_epi32(off);
+	__m256i s0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)sc));
+	__m256i s1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8)));
+	__m256 lo = _mm256_cvtepi32_ps(_mm256_mullo_epi32(_mm256_sub_epi32(s->h[0], o), s0));
+	__m256 hi = _mm256_cvtepi32_ps(_mm256_mullo_epi32(_mm256_sub_epi32(s->h[1], o), s1));
+
+	memcpy(f, &lo, sizeof(lo));
+	memcpy((char *)f + sizeof(lo), &hi, sizeof(hi));
+#else
+	v16sb b;
+
+	memcpy(&b, sc, sizeof(b));
+	*f = __builtin_convertvector((*s - off) * __builtin_convertvector(b, v16i), v16f);
+#endif
+}
+
+/* Half j of Q6_K block b ends a sub-block: each lane's exact sum, less the
+ * +128 its weights carry (ks: matmul.h), times the row's int8 scale, then
+ * one multiply-add by the superblock's scale and the token's (kd); the
+ * sums start again. As ggml, a value's weight is d x scale x code. */
+static inline __attribute__((always_inline)) void
+q6k_sub_block(v16f acc[][TOKEN_GROUP], BlockSums isum[][TOKEN_GROUP], const char *w, size_t ldp, int G,
+	      const QuantRows *xq, int T, int n, int b, int j)
+{
+#pragma GCC unroll 4
+	for (int g = 0; g < G; g++) {
+		const char *panel = w + g * ldp;
+		v16f dsup;
+
+		halves_to_floats(&dsup, panel + q6k_d_offset(n) + (size_t)(b / 8) * sizeof(v16h));
+#pragma GCC unroll 8
+		for (int t = 0; t < T; t++) {
+			int32_t bias = xq->ks[(size_t)t * (n / 16) + 2 * b + j];
+			v16f exact;
+
+			scaled_sums_to_floats(&exact, &isum[g][t], DOT4_SIGNED ? 0 : bias,
+					      (const int8_t *)panel + (size_t)b * 2 * PANEL_ROWS + j * PANEL_ROWS);
+			acc[g][t] += exact * (dsup * xq->kd[(size_t)t * (n / Q6_K_BLOCK) + b / 8]);
+			sums_zero(&isum[g][t]);
+		}
+	}
+}
+
 /* Q8_0 or Q4_0 panels against T tokens quantized (QuantRows): per block,
  * each lane's exact integer dot product over the block's 8 quads, less the
  * +128 (Q8_0) or +8 (Q4_0, s / 16) the weights carry (AVX2 takes it off
@@ -270,7 +321,7 @@ q_panel_block(const char *w, WeightType type, size_t ldp, int G, const QuantRows
 	v16f acc[MAX_PANELS][TOKEN_GROUP];
 	int nb = n / Q8_0_BLOCK;
 	size_t block_bytes = quant_block_bytes(type);
-	const char *values = w + quant_scale_bytes(n);
+	const char *values = w + quant_scale_bytes(type, n);
 	/* Blocks ahead to prefetch, per panel: a block takes T times longer
 	 * with more tokens, and G panels stream at once. At 8 tokens 2 blocks
 	 * ahead left the product waiting on memory (90 against 57 us for a
@@ -292,24 +343,31 @@ q_panel_block(const char *w, WeightType type, size_t ldp, int G, const QuantRows
 			for (int g = 0; g < G; g++)
 				__builtin_prefetch(w + g * ldp + (size_t)(b + ahead) * sizeof(v16h), 0, 3);
 #pragma GCC unroll 8
-		for (int k = 0; k < Q8_QUADS; k++)
+		for (int k = 0; k < Q8_QUADS; k++) {
 #pragma GCC unroll 4
 			for (int g = 0; g < G; g++) {
 				Quad wq;
 
 				quad_at(&wq, blk + g * ldp, type, k);
-				if (type == WEIGHT_Q8_0 || k % 2 == 0) /* each line once */
-					__builtin_prefetch(blk + g * ldp + (type == WEIGHT_Q8_0 ? k : k / 2) * Q8_QUAD_BYTES +
+				if (type != WEIGHT_Q4_0 || k % 2 == 0) /* each line once */
+					__builtin_prefetch(blk + g * ldp + (type != WEIGHT_Q4_0 ? k : k / 2) * Q8_QUAD_BYTES +
 								   ahead * block_bytes,
 							   0, 3);
 #pragma GCC unroll 8
 				for (int t = 0; t < T; t++) {
 					int32_t x4;
 
-					memcpy(&x4, xq->q + (size_t)t * n + (size_t)b * Q8_0_BLOCK + 4 * k, 4);
+					memcpy(&x4, (type == WEIGHT_Q6_K ? xq->kq : xq->q) + (size_t)t * n +
+							    (size_t)b * Q8_0_BLOCK + 4 * k,
+					       4);
 					dot4(&isum[g][t], &wq, x4);
 				}
 			}
+			if (type == WEIGHT_Q6_K && k % 4 == 3)
+				q6k_sub_block(acc, isum, w, ldp, G, xq, T, n, b, k / 4);
+		}
+		if (type == WEIGHT_Q6_K)
+			continue;
 #pragma GCC unroll 4
 		for (int g = 0; g < G; g++) {
 			v16f scale;
@@ -338,8 +396,14 @@ block_of_type(const char *w, WeightType type, size_t ldp, int G, const MatInput 
 {
 	if (weight_type_quantized(type)) {
 		if (G * T <= 8) {
-			QuantRows xq = { in->q->q + (size_t)b * n, in->q->d + (size_t)b * (n / Q8_0_BLOCK),
-					 in->q->s + (size_t)b * (n / Q8_0_BLOCK) };
+			size_t at = (size_t)b * (n / Q8_0_BLOCK);
+			QuantRows xq = { in->q->q + (size_t)b * n, in->q->d + at, in->q->s + at, NULL, NULL, NULL };
+
+			if (type == WEIGHT_Q6_K) {
+				xq.kq = in->q->kq + (size_t)b * n;
+				xq.kd = in->q->kd + (size_t)b * (n / Q6_K_BLOCK);
+				xq.ks = in->q->ks + (size_t)b * (n / 16);
+			}
 
 			q_panel_block(w, type, ldp, G, &xq, T, n, out, ldo, rows);
 		}
@@ -492,6 +556,40 @@ static inline __attribute__((always_inline)) int32_t block_round(const float *v,
 }
 #endif
 
+/* Block kb (values at..at + 255) of x as llama.cpp's quantize_row_q8_K_ref:
+ * the scale from the value of largest magnitude (the first, on a tie),
+ * signed, so that value codes -127; each product rounded to a float, then
+ * to the nearest integer, ties to even (rintf, so no multiply-add fuses
+ * the two roundings), at most 127. */
+static void quantize_q8k(size_t at, const float *x, QuantRows *out, size_t kb)
+{
+	float amax = 0.0f, max = 0.0f;
+
+	for (int j = 0; j < Q6_K_BLOCK; j++) {
+		float a = __builtin_fabsf(x[at + j]);
+
+		if (a > amax) {
+			amax = a;
+			max = x[at + j];
+		}
+	}
+	float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+
+	out->kd[kb] = amax != 0.0f ? 1.0f / iscale : 0.0f;
+	for (int j = 0; j < Q6_K_BLOCK; j += 16) {
+		int32_t sum = 0;
+
+		for (int i = 0; i < 16; i++) {
+			float p = iscale * x[at + j + i];
+			int v = (int)__builtin_rintf(p);
+
+			out->kq[at + j + i] = (int8_t)(v < 127 ? v : 127);
+			sum += out->kq[at + j + i];
+		}
+		out->ks[(at + j) / 16] = 128 * sum;
+	}
+}
+
 /* As llama.cpp quantizes a Q8_0 product's input (quantize_row_q8_0), but d
  * stays a float and ties round to even; matmul.h says what s is. */
 void QUANT_NAME(MATMUL_LEVEL)(const float *x, int batch, int n, QuantRows *out)
@@ -507,6 +605,11 @@ void QUANT_NAME(MATMUL_LEVEL)(const float *x, int batch, int n, QuantRows *out)
 			out->d[(size_t)t * nb + b] = d;
 			out->s[(size_t)t * nb + b] = 128 * block_round(x + at, id, out->q + at);
 		}
+	if (out->kq && n % Q6_K_BLOCK == 0)
+		for (int t = 0; t < batch; t++)
+			for (int b = 0; b < n / Q6_K_BLOCK; b++)
+				quantize_q8k((size_t)t * n + (size_t)b * Q6_K_BLOCK, x, out,
+					     (size_t)t * (n / Q6_K_BLOCK) + b);
 }
 
 void KERNEL_NAME(MATMUL_LEVEL)(const void *w, WeightType type, int n, int r0, int r1, const MatInput *in,
@@ -516,6 +619,7 @@ void KERNEL_NAME(MATMUL_LEVEL)(const void *w, WeightType type, int n, int r0, in
 	case WEIGHT_F16: rows_of_type(w, WEIGHT_F16, n, r0, r1, in, batch, out, ldo); break;
 	case WEIGHT_Q8_0: rows_of_type(w, WEIGHT_Q8_0, n, r0, r1, in, batch, out, ldo); break;
 	case WEIGHT_Q4_0: rows_of_type(w, WEIGHT_Q4_0, n, r0, r1, in, batch, out, ldo); break;
+	case WEIGHT_Q6_K: rows_of_type(w, WEIGHT_Q6_K, n, r0, r1, in, batch, out, ldo); break;
 	default: rows_of_type(w, WEIGHT_F32, n, r0, r1, in, batch, out, ldo); break;
 	}
 }

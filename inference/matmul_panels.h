@@ -32,16 +32,29 @@ typedef _Float16 v16h __attribute__((vector_size(PANEL_ROWS * sizeof(_Float16)))
 /* Q4_0's values are 4 pairs of quads in 64 bytes each: row i's byte c of
  * pair m (at 64m + 4i + c) holds column 8m + c in its low nibble and
  * column 8m + 4 + c in its high one, as stored (value + 8). So a mask or a
- * shift of one load is a quad, as Q8_0's load is. */
+ * shift of one load is a quad, as Q8_0's load is.
+ * Q6_K's values are Q8_0's quads, each 6-bit code q as q + 96 (its value q
+ * - 32, plus 128): a byte for 6.56 bits, so its products are Q8_0's. Its
+ * scales: per block of 32 columns 32 bytes, the 16 rows' int8 scales of
+ * the block's first sub-block of 16 columns, then of its second; after all
+ * blocks, per superblock of 256 columns the 16 rows' f16 scales d. */
 static inline size_t quant_block_bytes(WeightType type)
 {
 	return type == WEIGHT_Q4_0 ? Q8_0_BLOCK * PANEL_ROWS / 2 : Q8_0_BLOCK * PANEL_ROWS;
 }
 
-/* Bytes of a quantized panel's scales, where its blocks' values start. */
-static inline size_t quant_scale_bytes(int n)
+/* Where a Q6_K panel's superblock scales start. */
+static inline size_t q6k_d_offset(int n)
 {
-	return ((size_t)n / Q8_0_BLOCK * PANEL_ROWS * 2 + 63) / 64 * 64;
+	return (size_t)n / Q8_0_BLOCK * 2 * PANEL_ROWS;
+}
+
+/* Bytes of a quantized panel's scales, where its blocks' values start. */
+static inline size_t quant_scale_bytes(WeightType type, int n)
+{
+	size_t b = type == WEIGHT_Q6_K ? q6k_d_offset(n) + (size_t)n / Q6_K_BLOCK * PANEL_ROWS * 2
+				       : (size_t)n / Q8_0_BLOCK * PANEL_ROWS * 2;
+	return (b + 63) / 64 * 64;
 }
 
 static inline size_t panel_bytes(WeightType type, int n)
@@ -49,7 +62,9 @@ static inline size_t panel_bytes(WeightType type, int n)
 	switch (type) {
 	case WEIGHT_F16: return (size_t)n * PANEL_ROWS * 2;
 	case WEIGHT_Q8_0:
-	case WEIGHT_Q4_0: return quant_scale_bytes(n) + (size_t)n / Q8_0_BLOCK * quant_block_bytes(type);
+	case WEIGHT_Q4_0:
+	case WEIGHT_Q6_K:
+		return quant_scale_bytes(type, n) + (size_t)n / Q8_0_BLOCK * quant_block_bytes(type);
 	default: return (size_t)n * PANEL_ROWS * sizeof(float);
 	}
 }

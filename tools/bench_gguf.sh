@@ -37,7 +37,7 @@ make_s110m "$TMP/m" $TYPES
 # tensor sizes, via our own state dump would need a tracer: computed here).
 step_bytes() { # TYPE
 	awk -v t="$1" 'BEGIN { d = 768; h = 2048; L = 12; v = 32000
-		per = (t == "f32") ? 4 : (t == "f16") ? 2 : (t == "q8_0") ? 34 / 32 : 18 / 32
+		per = (t == "f32") ? 4 : (t == "f16") ? 2 : (t == "q8_0") ? 34 / 32 : (t == "q6_k") ? 210 / 256 : 18 / 32
 		m = L * (4 * d * d + 3 * d * h) + v * d
 		printf "%d\n", m * per + (2 * L + 1) * d * 4 }'
 }

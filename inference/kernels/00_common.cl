@@ -33,8 +33,18 @@ static inline float hsum16(float16 v)
 #ifndef WTYPE
 #define WTYPE 0  /* the matrices' stored type: see PANEL_BYTES below */
 #endif
-#define QUANTIZED (WTYPE == 8 || WTYPE == 2)
+#define QUANTIZED (WTYPE == 8 || WTYPE == 2 || WTYPE == 14)
 #define Q8_BLOCK 32
+#define Q6K_BLOCK 256
+/* A quantized staged token's scales cover SCALE_SPAN values, its sums
+ * SUM_SPAN (stage_quantize). */
+#if WTYPE == 14
+#define SCALE_SPAN Q6K_BLOCK
+#define SUM_SPAN 16
+#else
+#define SCALE_SPAN Q8_BLOCK
+#define SUM_SPAN Q8_BLOCK
+#endif
 
 /* Staging: n token vectors of width k from x into local memory xs, token t
  * being row idx[t] of x, or row t when idx is NULL. With g non-NULL each is
@@ -86,46 +96,97 @@ static inline __local char *staged_q(__local float *xs, int n)
 	return (__local char *)(xs + n);
 }
 
-/* Quantizes the tokens' blocks of 32, each value normed as it is read,
- * two float16 at a time: lane by lane the same operations as one value at
- * a time, so no bit moves. The scalar loop was 3.6-3.8% of the samples of
- * 8 served stories110M-shape Q8_0 streams; this is 1.9%. */
+/* Token t's value j of the staged block starting at column j0, normed as
+ * stage_quantize's vectors norm it: g[j] * (s * x[j]). */
+static inline float normed_value(const __global float *xt, const __global float *g, int j0, int j, float s)
+{
+	return g ? g[j0 + j] * (s * xt[j]) : xt[j];
+}
+
+#if WTYPE == 14
+/* Q6_K's input as llama.cpp quantizes it (Q8_K), as the CPU backend does
+ * (matmul_kernel.c, quantize_q8k): the value of largest magnitude (the
+ * first on a tie) codes -127; each product rounded, then to an integer,
+ * ties to even; at most 127. A float scale for the 256 values, an int per
+ * 16 (128 x their sum). The loop is scalar. */
+static inline void quantize_block(const __global float *xt, const __global float *g, int j0, float s,
+				  __local char *q, __local float *d, __local int *sums)
+{
+	float amax = 0.0f, max = 0.0f;
+
+	for (int j = 0; j < Q6K_BLOCK; j++) {
+		float v = normed_value(xt, g, j0, j, s);
+
+		if (fabs(v) > amax) {
+			amax = fabs(v);
+			max = v;
+		}
+	}
+	float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+
+	*d = amax != 0.0f ? 1.0f / iscale : 0.0f;
+	for (int j = 0; j < Q6K_BLOCK; j += 16) {
+		int sum = 0;
+
+		for (int i = 0; i < 16; i++) {
+			float p = iscale * normed_value(xt, g, j0, j + i, s);
+			int v = min(127, (int)rint(p));
+
+			q[j + i] = (char)v;
+			sum += v;
+		}
+		sums[j / 16] = 128 * sum;
+	}
+}
+#else
+/* A block of 32, two float16 at a time: lane by lane the same operations
+ * as one value at a time, so no bit moves. The scalar loop was 3.6-3.8% of
+ * the samples of 8 served stories110M-shape Q8_0 streams; this is 1.9%. */
+static inline void quantize_block(const __global float *xt, const __global float *g, int j0, float s,
+				  __local char *q, __local float *d, __local int *sums)
+{
+	float16 v0 = vload16(0, xt), v1 = vload16(1, xt);
+
+	if (g) {
+		v0 = vload16(0, g + j0) * (s * v0);
+		v1 = vload16(1, g + j0) * (s * v1);
+	}
+	float16 m16 = fmax(fabs(v0), fabs(v1));
+	float8 m8 = fmax(m16.lo, m16.hi);
+	float4 m4 = fmax(m8.lo, m8.hi);
+	float amax = fmax(fmax(fmax(0.0f, m4.x), m4.y), fmax(m4.z, m4.w));
+	float db = amax / 127.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
+	/* ties to even, as matmul_kernel.c's scaled_round */
+	char16 q0 = convert_char16(fma(v0, id, 12582912.0f) - 12582912.0f);
+	char16 q1 = convert_char16(fma(v1, id, 12582912.0f) - 12582912.0f);
+	short16 qs = convert_short16(q0) + convert_short16(q1);
+	short8 s8 = qs.lo + qs.hi;
+	short4 s4 = s8.lo + s8.hi;
+
+	/* as ints: PoCL stores a char16 a byte at a time */
+	vstore4(as_int4(q0), 0, (__local int *)q);
+	vstore4(as_int4(q1), 1, (__local int *)q);
+	*d = db;
+	*sums = 128 * ((s4.x + s4.y) + (s4.z + s4.w));
+}
+#endif
+
+/* Quantizes the tokens' blocks of SCALE_SPAN, each value normed as it is
+ * read. Work-item lid of lsz takes every lsz-th block. */
 static void stage_quantize(const __global float *x, const __global int *idx, int n, int k,
 			   const __global float *g, __local float *xs, int lid, int lsz)
 {
 	const __local float *scale = staged_scales(xs, n, k);
 	__local char *q = staged_q(xs, n);
 	__local float *d = (__local float *)(q + n * k);
-	__local int *sums = (__local int *)(d + n * k / Q8_BLOCK);
-	int nb = k / Q8_BLOCK;
+	__local int *sums = (__local int *)(d + n * k / SCALE_SPAN);
+	int nb = k / SCALE_SPAN;
 
 	for (int b = lid; b < n * nb; b += lsz) {
-		int t = b / nb, j0 = b % nb * Q8_BLOCK;
+		int t = b / nb, j0 = b % nb * SCALE_SPAN;
 		const __global float *xt = x + (size_t)(idx ? idx[t] : t) * k + j0;
-		float s = scale[t];
-		float16 v0 = vload16(0, xt), v1 = vload16(1, xt);
 
-		if (g) {
-			v0 = vload16(0, g + j0) * (s * v0);
-			v1 = vload16(1, g + j0) * (s * v1);
-		}
-		float16 m16 = fmax(fabs(v0), fabs(v1));
-		float8 m8 = fmax(m16.lo, m16.hi);
-		float4 m4 = fmax(m8.lo, m8.hi);
-		float amax = fmax(fmax(fmax(0.0f, m4.x), m4.y), fmax(m4.z, m4.w));
-		float db = amax / 127.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
-		/* ties to even, as matmul_kernel.c's scaled_round */
-		char16 q0 = convert_char16(fma(v0, id, 12582912.0f) - 12582912.0f);
-		char16 q1 = convert_char16(fma(v1, id, 12582912.0f) - 12582912.0f);
-		short16 qs = convert_short16(q0) + convert_short16(q1);
-		short8 s8 = qs.lo + qs.hi;
-		short4 s4 = s8.lo + s8.hi;
-
-		/* as ints: PoCL stores a char16 a byte at a time */
-		vstore4(as_int4(q0), 0, (__local int *)(q + b * Q8_BLOCK));
-		vstore4(as_int4(q1), 1, (__local int *)(q + b * Q8_BLOCK));
-		d[b] = db;
-		sums[b] = 128 * ((s4.x + s4.y) + (s4.z + s4.w));
+		quantize_block(xt, g, j0, scale[t], q + b * SCALE_SPAN, d + b, sums + b * (SCALE_SPAN / SUM_SPAN));
 	}
 }
 #else
@@ -199,7 +260,15 @@ static void stage_alone(const __global float *x, const __global int *idx, int n,
 #else
 #define QBLOCK_BYTES (Q8_BLOCK * PANEL_ROWS)
 #endif
+/* Q6_K (matmul_panels.h): Q8_0's quads, each code plus 96; per block the
+ * rows' int8 scales of its two sub-blocks of 16, then per superblock of
+ * 256 the rows' f16 scales, from Q6K_D_OFFSET on. */
+#define Q6K_D_OFFSET(k) ((size_t)(k) / Q8_BLOCK * 2 * PANEL_ROWS)
+#if WTYPE == 14
+#define SCALE_BYTES(k) ((Q6K_D_OFFSET(k) + (size_t)(k) / Q6K_BLOCK * PANEL_ROWS * 2 + 63) / 64 * 64)
+#else
 #define SCALE_BYTES(k) (((size_t)(k) / Q8_BLOCK * PANEL_ROWS * 2 + 63) / 64 * 64)
+#endif
 #if WTYPE == 1
 #define PANEL_BYTES(k) ((size_t)(k) * PANEL_ROWS * 2)
 #elif QUANTIZED
@@ -295,6 +364,14 @@ static inline float panel_elem(const __global float *panel, int k, int i, int j)
 
 	return (float)((int)blk[(jj / 4) * PANEL_ROWS * 4 + i * 4 + jj % 4] - 128) *
 	       vload_half((j / Q8_BLOCK) * PANEL_ROWS + i, (const __global half *)panel);
+#elif WTYPE == 14
+	const __global uchar *blk = (const __global uchar *)q8_block(panel, k, j);
+	int jj = j % Q8_BLOCK;
+	float d = vload_half((j / Q6K_BLOCK) * PANEL_ROWS + i,
+			     (const __global half *)((const __global char *)panel + Q6K_D_OFFSET(k)));
+	char sc = ((const __global char *)panel)[(j / Q8_BLOCK) * 2 * PANEL_ROWS + (jj / 16) * PANEL_ROWS + i];
+
+	return d * (float)sc * (float)((int)blk[(jj / 4) * PANEL_ROWS * 4 + i * 4 + jj % 4] - 128);
 #elif WTYPE == 2
 	const __global uchar *blk = (const __global uchar *)q8_block(panel, k, j);
 	int jj = j % Q8_BLOCK;
@@ -412,16 +489,16 @@ static inline int16 dot4(int16 acc, int16 w, int x)
 /* The staged tokens' quantized form (stage_quantize), from token t0 on. */
 typedef struct {
 	const __local char *q;  /* (NT, k) */
-	const __local float *d; /* (NT, k / 32) */
-	const __local int *s;   /* (NT, k / 32) */
+	const __local float *d; /* (NT, k / SCALE_SPAN) */
+	const __local int *s;   /* (NT, k / SUM_SPAN) */
 } StagedQ8;
 
 static inline StagedQ8 staged_q8(const __local float *xs, int n, int k, int t0)
 {
 	const __local char *q = (const __local char *)(xs + n);
 	const __local float *d = (const __local float *)(q + n * k);
-	StagedQ8 r = { q + t0 * k, d + t0 * (k / Q8_BLOCK), (const __local int *)(d + n * k / Q8_BLOCK) +
-							    t0 * (k / Q8_BLOCK) };
+	StagedQ8 r = { q + t0 * k, d + t0 * (k / SCALE_SPAN), (const __local int *)(d + n * k / SCALE_SPAN) +
+							      t0 * (k / SUM_SPAN) };
 	return r;
 }
 
@@ -472,6 +549,38 @@ static inline StagedQ8 staged_q8(const __local float *xs, int n, int k, int t0)
 		Q8_QUADS_OF_LOAD(kl)                                                      \
 	}
 
+#if WTYPE == 14
+/* Half h of Q6_K block blk ends a sub-block: each lane's exact sum, less
+ * the +128 its weights carry (the staged sum of the 16 values), times the
+ * row's int8 scale, then one multiply-add by the superblock's scale and
+ * the token's; the sums start again. As the CPU backend's q6k_sub_block. */
+Q8_TARGET static inline __attribute__((always_inline)) void
+q6k_sub_block(const __global float *a, const __global float *b, int two, const StagedQ8 *x, int k, int NT,
+	      int blk, int h, int16 *ia, int16 *ib, float16 *ra, float16 *rb)
+{
+	const __global char *da = (const __global char *)a + Q6K_D_OFFSET(k);
+	const __global char *db = (const __global char *)b + Q6K_D_OFFSET(k);
+	float16 dsa = vload_half16(blk / 8, (const __global half *)da);
+	float16 dsb = two ? vload_half16(blk / 8, (const __global half *)db) : 0;
+	int16 sca = convert_int16(vload16(0, (const __global char *)a + blk * 2 * PANEL_ROWS + h * PANEL_ROWS));
+	int16 scb = two ? convert_int16(vload16(0, (const __global char *)b + blk * 2 * PANEL_ROWS + h * PANEL_ROWS))
+			: 0;
+
+#pragma unroll
+	for (int t = 0; t < NT; t++) {
+		float dx = x->d[t * (k / Q6K_BLOCK) + blk / 8];
+		int sx = weight_offset(x->s[t * (k / 16) + 2 * blk + h]);
+
+		ra[t] = fma(convert_float16((ia[t] - sx) * sca), dsa * dx, ra[t]);
+		ia[t] = 0;
+		if (two) {
+			rb[t] = fma(convert_float16((ib[t] - sx) * scb), dsb * dx, rb[t]);
+			ib[t] = 0;
+		}
+	}
+}
+#endif
+
 Q8_TARGET static inline __attribute__((always_inline)) void
 q8_dot(const __global float *a, const __global float *b, int two, const StagedQ8 *x, int k, int NT,
        float16 *acc)
@@ -508,6 +617,26 @@ q8_dot(const __global float *a, const __global float *b, int two, const StagedQ8
 			if (two)
 				PREFETCH((const __global half *)b + (blk + ahead) * PANEL_ROWS);
 		}
+#if WTYPE == 14
+		/* Q6_K: each sub-block of 16 (4 loads) ends in q6k_sub_block */
+		if (NT == 1) {
+#pragma unroll
+			for (int kl = 0; kl < Q8_LOADS / 2; kl++)
+				Q8_LOAD(kl)
+			q6k_sub_block(a, b, two, x, k, NT, blk, 0, ia, ib, ra, rb);
+#pragma unroll
+			for (int kl = Q8_LOADS / 2; kl < Q8_LOADS; kl++)
+				Q8_LOAD(kl)
+		} else {
+			for (int kl = 0; kl < Q8_LOADS / 2; kl++)
+				Q8_LOAD(kl)
+			q6k_sub_block(a, b, two, x, k, NT, blk, 0, ia, ib, ra, rb);
+			for (int kl = Q8_LOADS / 2; kl < Q8_LOADS; kl++)
+				Q8_LOAD(kl)
+		}
+		q6k_sub_block(a, b, two, x, k, NT, blk, 1, ia, ib, ra, rb);
+		continue;
+#endif
 		/* A lone token's loads unrolled: single streams 3-7% faster on
 		 * PoCL; at 4 and 8 tokens the longer code was 2-3% slower. */
 		if (NT == 1) {

@@ -116,8 +116,8 @@ static void check_invariance(int d, int n)
 	free(out);
 }
 
-/* ---- F16, Q8_0 and Q4_0: the stored values; F16 converted in registers,
- * Q8_0 and Q4_0 multiplying their input quantized ---- */
+/* ---- F16, Q8_0, Q4_0 and Q6_K: the stored values; F16 converted in
+ * registers, the others multiplying their input quantized ---- */
 
 /* Bytes of a row of n values of type as a GGUF file stores it. */
 static size_t stored_row_bytes(WeightType type, int n)
@@ -126,6 +126,7 @@ static size_t stored_row_bytes(WeightType type, int n)
 	case WEIGHT_F32: return (size_t)n * 4;
 	case WEIGHT_F16: return (size_t)n * 2;
 	case WEIGHT_Q4_0: return (size_t)n / Q8_0_BLOCK * Q4_0_BLOCK_BYTES;
+	case WEIGHT_Q6_K: return (size_t)n / Q6_K_BLOCK * Q6_K_BLOCK_BYTES;
 	default: return (size_t)n / Q8_0_BLOCK * Q8_0_BLOCK_BYTES;
 	}
 }
@@ -142,8 +143,24 @@ static void stored_row(WeightType type, const void *w, int n, int r, float *out,
 			out[j] = (float)row[j];
 		return;
 	}
-	size_t block_bytes = type == WEIGHT_Q4_0 ? Q4_0_BLOCK_BYTES : Q8_0_BLOCK_BYTES;
 	const unsigned char *row = (const unsigned char *)w + (size_t)r * stored_row_bytes(type, n);
+
+	if (type == WEIGHT_Q6_K) { /* scale: per 16 values d x the int8 scale, ggml's order */
+		for (int j = 0; j < n; j++) {
+			const unsigned char *blk = row + (size_t)(j / Q6_K_BLOCK) * Q6_K_BLOCK_BYTES;
+			int v = j % Q6_K_BLOCK, h = v / 128, g = v % 128 / 32, l = v % 32;
+			int low = (blk[h * 64 + l + 32 * (g & 1)] >> (g / 2 * 4)) & 15;
+			int high = (blk[128 + h * 32 + l] >> (2 * g)) & 3;
+			_Float16 d;
+
+			memcpy(&d, blk + 208, 2);
+			out[j] = (float)((low | high << 4) - 32);
+			if (j % 16 == 0)
+				scale[j / 16] = (float)d * (float)(signed char)blk[192 + v / 16];
+		}
+		return;
+	}
+	size_t block_bytes = type == WEIGHT_Q4_0 ? Q4_0_BLOCK_BYTES : Q8_0_BLOCK_BYTES;
 
 	for (int b = 0; b < n / Q8_0_BLOCK; b++, row += block_bytes) {
 		_Float16 d;
@@ -196,6 +213,49 @@ static float q8_chain(const float *v, const float *scale, const float *x, int n,
 	return acc;
 }
 
+/* Q6_K: x quantized per block of 256 as llama.cpp's quantize_row_q8_K_ref
+ * (the signed value of largest magnitude codes -127; each product rounded,
+ * then to an integer, ties to even), then per sub-block of 16 the exact
+ * integer dot product times its int8 scale, added in one fmaf by d times
+ * the block's scale. scale[j / 16] is d x the int8 scale (stored_row):
+ * sc16 and dsup recover both from the file. */
+static float q6k_chain(const float *v, const unsigned char *row, const float *x, int n, const QuantRows *xq, int t)
+{
+	float acc = 0.0f;
+
+	for (int kb = 0; kb < n / Q6_K_BLOCK; kb++) {
+		const unsigned char *blk = row + (size_t)kb * Q6_K_BLOCK_BYTES;
+		const float *xb = x + kb * Q6_K_BLOCK;
+		float amax = 0.0f, max = 0.0f, iscale, kd;
+		_Float16 dh;
+
+		memcpy(&dh, blk + 208, 2);
+		for (int j = 0; j < Q6_K_BLOCK; j++)
+			if (fabsf(xb[j]) > amax)
+				amax = fabsf(xb[j]), max = xb[j];
+		iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+		kd = amax != 0.0f ? 1.0f / iscale : 0.0f;
+		CHECK(xq->kd[(size_t)t * (n / Q6_K_BLOCK) + kb] == kd, "quantize_rows: Q8_K block %d scale", kb);
+		for (int sb = 0; sb < Q6_K_BLOCK / 16; sb++) {
+			int32_t isum = 0, sum = 0;
+
+			for (int j = sb * 16; j < sb * 16 + 16; j++) {
+				volatile float p = iscale * xb[j]; /* rounded, as llama.cpp's */
+				int q = (int)nearbyintf(p);
+
+				q = q < 127 ? q : 127;
+				CHECK(q == xq->kq[(size_t)t * n + kb * Q6_K_BLOCK + j], "quantize_rows: Q8_K value %d: %d, want %d",
+				      j, xq->kq[(size_t)t * n + kb * Q6_K_BLOCK + j], q);
+				isum += q * (int32_t)v[kb * Q6_K_BLOCK + j];
+				sum += q;
+			}
+			CHECK(xq->ks[(size_t)t * (n / 16) + kb * 16 + sb] == 128 * sum, "quantize_rows: Q8_K sum %d", sb);
+			acc = fmaf((float)(isum * (signed char)blk[192 + sb]), (float)dh * kd, acc);
+		}
+	}
+	return acc;
+}
+
 /* A (d, n) matrix as a file stores type, random: F32 and F16 values, or
  * Q8_0 and Q4_0 blocks of random bytes with finite, distinct scales. */
 static void fill_stored(WeightType type, unsigned char *w, int d, int n, size_t row_bytes, unsigned *seed)
@@ -210,6 +270,17 @@ static void fill_stored(WeightType type, unsigned char *w, int d, int n, size_t 
 			_Float16 h = (_Float16)frand(seed);
 			memcpy(w + 2 * i, &h, 2);
 		}
+	else if (type == WEIGHT_Q6_K) /* int8 scales of both signs, -128 too; a finite d */
+		for (int r = 0; r < d; r++)
+			for (int kb = 0; kb < n / Q6_K_BLOCK; kb++) {
+				unsigned char *blk = w + r * row_bytes + kb * Q6_K_BLOCK_BYTES;
+				_Float16 h = (_Float16)(0.01f + 0.001f * (float)(r + kb));
+
+				for (int j = 0; j < 16; j++)
+					blk[192 + j] = (unsigned char)(frand(seed) * 255.0f);
+				blk[192 + r % 16] = 0x80;
+				memcpy(blk + 208, &h, 2);
+			}
 	else
 		for (int r = 0; r < d; r++)
 			for (int b = 0; b < n / Q8_0_BLOCK; b++) {
@@ -225,14 +296,14 @@ static void check_typed(WeightType type, int d, int n, int batch, int fma_exact)
 	unsigned char *w = malloc((size_t)d * row_bytes);
 	void *packed = malloc(packed_bytes(type, d, n));
 	float *x = malloc((size_t)batch * n * sizeof(float)), *out = malloc((size_t)batch * d * sizeof(float));
-	float *v = malloc((size_t)n * sizeof(float)), *scale = malloc((size_t)(n / Q8_0_BLOCK + 1) * sizeof(float));
+	float *v = malloc((size_t)n * sizeof(float)), *scale = malloc((size_t)(n / 16 + 1) * sizeof(float));
 	float *alone = malloc((size_t)d * sizeof(float));
 
 	fill_stored(type, w, d, n, row_bytes, &seed);
 	for (int i = 0; i < batch * n; i++)
 		x[i] = frand(&seed);
-	void *qmem = aligned_alloc(64, (quant_rows_bytes(batch, n) + 63) / 64 * 64);
-	QuantRows xq = quant_rows_at(qmem, batch, n);
+	void *qmem = aligned_alloc(64, (quant_rows_bytes(batch, n, 1) + 63) / 64 * 64);
+	QuantRows xq = quant_rows_at(qmem, batch, n, 1);
 	MatInput in = { x, weight_type_quantized(type) ? &xq : NULL };
 
 	if (weight_type_quantized(type))
@@ -242,8 +313,10 @@ static void check_typed(WeightType type, int d, int n, int batch, int fma_exact)
 	for (int r = 0; r < d; r++) {
 		stored_row(type, w, n, r, v, scale);
 		for (int t = 0; t < batch; t++) {
-			float want = type == WEIGHT_F16 ? typed_chain(v, x + (size_t)t * n, n)
-							 : q8_chain(v, scale, x + (size_t)t * n, n, &xq, t);
+			float want = type == WEIGHT_F16    ? typed_chain(v, x + (size_t)t * n, n)
+				     : type == WEIGHT_Q6_K ? q6k_chain(v, w + (size_t)r * row_bytes, x + (size_t)t * n, n,
+								       &xq, t)
+							   : q8_chain(v, scale, x + (size_t)t * n, n, &xq, t);
 			float got = out[(size_t)t * d + r];
 
 			if (fma_exact)
@@ -255,8 +328,9 @@ static void check_typed(WeightType type, int d, int n, int batch, int fma_exact)
 	}
 	/* batch invariance: each token alone gives its batch result */
 	for (int t = 0; t < batch; t++) {
-		QuantRows one = { xq.q + (size_t)t * n, xq.d + (size_t)t * (n / Q8_0_BLOCK),
-				  xq.s + (size_t)t * (n / Q8_0_BLOCK) };
+		QuantRows one = { xq.q + (size_t)t * n,		 xq.d + (size_t)t * (n / Q8_0_BLOCK),
+				  xq.s + (size_t)t * (n / Q8_0_BLOCK), xq.kq + (size_t)t * n,
+				  xq.kd + (size_t)t * (n / Q6_K_BLOCK), xq.ks + (size_t)t * (n / 16) };
 		MatInput alone_in = { x + (size_t)t * n, weight_type_quantized(type) ? &one : NULL };
 
 		matmul_rows_typed(packed, type, n, 0, d, &alone_in, 1, alone, (size_t)d);
@@ -299,9 +373,9 @@ static void check_levels(WeightType type, int d, int n, int batch, int picked_fu
 	void *packed = malloc(packed_bytes(type, d, n));
 	float *x = malloc((size_t)batch * n * sizeof(float));
 	float *want = malloc((size_t)batch * d * sizeof(float)), *got = malloc((size_t)batch * d * sizeof(float));
-	size_t qbytes = (quant_rows_bytes(batch, n) + 63) / 64 * 64;
+	size_t qbytes = (quant_rows_bytes(batch, n, 1) + 63) / 64 * 64;
 	void *qmem = aligned_alloc(64, qbytes), *qmem2 = aligned_alloc(64, qbytes);
-	QuantRows xq = quant_rows_at(qmem, batch, n), xq2 = quant_rows_at(qmem2, batch, n);
+	QuantRows xq = quant_rows_at(qmem, batch, n, 1), xq2 = quant_rows_at(qmem2, batch, n, 1);
 	int quantized = weight_type_quantized(type);
 	MatInput in = { x, quantized ? &xq : NULL }, in2 = { x, quantized ? &xq2 : NULL };
 
@@ -320,7 +394,10 @@ static void check_levels(WeightType type, int d, int n, int batch, int picked_fu
 			size_t nb = (size_t)batch * (n / Q8_0_BLOCK);
 
 			CHECK(!memcmp(xq.q, xq2.q, (size_t)batch * n) && !memcmp(xq.d, xq2.d, nb * sizeof(float)) &&
-				      !memcmp(xq.s, xq2.s, nb * sizeof(int32_t)),
+				      !memcmp(xq.s, xq2.s, nb * sizeof(int32_t)) &&
+				      (n % Q6_K_BLOCK || (!memcmp(xq.kq, xq2.kq, (size_t)batch * n) &&
+							  !memcmp(xq.kd, xq2.kd, (size_t)batch * (n / Q6_K_BLOCK) * 4) &&
+							  !memcmp(xq.ks, xq2.ks, (size_t)batch * (n / 16) * 4))),
 			      "%s: quantize_rows differs from the picked build's", levels[l].name);
 		}
 		levels[l].mm(packed, type, n, 0, d, &in2, batch, got, (size_t)d);
@@ -356,23 +433,25 @@ int main(void)
 				check_shape(ds[i], ns[j], 5, 16, ds[i] - 1, fma_exact);
 			check_invariance(ds[i], ns[j]);
 		}
-	static const WeightType stored[] = { WEIGHT_F16, WEIGHT_Q8_0, WEIGHT_Q4_0 };
+	static const WeightType stored[] = { WEIGHT_F16, WEIGHT_Q8_0, WEIGHT_Q4_0, WEIGHT_Q6_K };
 
 	for (size_t i = 0; i < sizeof(stored) / sizeof(stored[0]); i++)
 		for (int d = 1; d <= 100; d += 33)
 			for (int batch = 1; batch <= 9; batch += 4) {
-				check_typed(stored[i], d, 64, batch, fma_exact);
-				check_typed(stored[i], d, 96, batch, fma_exact);
+				int k = stored[i] == WEIGHT_Q6_K; /* whole superblocks of 256 */
+
+				check_typed(stored[i], d, k ? 256 : 64, batch, fma_exact);
+				check_typed(stored[i], d, k ? 512 : 96, batch, fma_exact);
 			}
 #if defined(__x86_64__)
 	for (size_t i = 0; i < sizeof(stored) / sizeof(stored[0]); i++)
 		for (int batch = 1; batch <= 9; batch += 4) {
-			check_levels(stored[i], 40, 96, batch, fma_exact);
+			check_levels(stored[i], 40, stored[i] == WEIGHT_Q6_K ? 512 : 96, batch, fma_exact);
 			if (i == 0)
 				check_levels(WEIGHT_F32, 40, 96, batch, fma_exact);
 		}
 #endif
-	printf("matmul: %s; F16, Q8_0 and Q4_0 too; every x86-64 build this CPU runs\n",
+	printf("matmul: %s; F16, Q8_0, Q4_0 and Q6_K too; every x86-64 build this CPU runs\n",
 	       fma_exact ? "FMA chains checked bit for bit" : "tolerance only (no FMA)");
 	return check_report();
 }
