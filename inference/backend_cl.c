@@ -637,12 +637,12 @@ static void cl_destroy(void *state)
 /* Local memory of n staged tokens of width k (00_common.cl, stage_tokens):
  * the floats and a scale per token, or for Q8_0 and Q4_0 a scale per token
  * and the values quantized: k int8s and a float and an int per block of
- * 32 (Q6_K: a float per 256 and an int per 16). */
+ * 32 (the k-quants: a float per 256 and an int per 16). */
 static size_t staged_bytes(WeightType wtype, size_t n, size_t k)
 {
 	if (!weight_type_quantized(wtype))
 		return (n * k + n) * sizeof(float);
-	if (wtype == WEIGHT_Q6_K) /* a float per 256 values, an int per 16 */
+	if (weight_type_kquant(wtype)) /* a float per 256 values, an int per 16 */
 		return n * sizeof(float) + n * k + n * k / Q6_K_BLOCK * sizeof(float) + n * k / 16 * sizeof(int);
 	return n * sizeof(float) + n * k + n * k / Q8_0_BLOCK * (sizeof(float) + sizeof(int));
 }

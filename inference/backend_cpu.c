@@ -1079,7 +1079,7 @@ static int pack_weights(CpuState *s, InferError *err)
 }
 
 /* Each thread's quantized input (s->quant), if any matrix is quantized: rows
- * for the widest input and the largest batch (and the Q8_K form for Q6_K). */
+ * for the widest input and the largest batch (and the Q8_K form for k-quants). */
 static int alloc_quant(CpuState *s, InferError *err)
 {
 	size_t nmats = (size_t)s->c.n_layers * MAT_PER_LAYER + 1, per, head;
@@ -1091,7 +1091,7 @@ static int alloc_quant(CpuState *s, InferError *err)
 	int kform = 0;
 
 	for (size_t j = 0; j < nmats; j++)
-		kform |= s->mats[j].type == WEIGHT_Q6_K;
+		kform |= weight_type_kquant(s->mats[j].type);
 	while (i < nmats && !weight_type_quantized(s->mats[i].type))
 		i++;
 	if (i == nmats)

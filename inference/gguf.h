@@ -20,7 +20,7 @@ enum gguf_vtype {
 
 /* ggml tensor types this engine computes with (others are parsed, sized
  * and refused by name where a model needs them). */
-enum ggml_type { GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q8_0 = 8, GGML_Q6_K = 14 };
+enum ggml_type { GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q8_0 = 8, GGML_Q4_K = 12, GGML_Q6_K = 14 };
 
 #define GGUF_MAX_DIMS 4
 #define GGUF_NAME_MAX 64   /* tensor names longer than this are refused */

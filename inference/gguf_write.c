@@ -1,12 +1,12 @@
 /* gguf_write.c - writes a Model as GGUF v3 (the llama architecture), with
- * its matrices as F32, F16, Q8_0, Q4_0 or Q6_K and its norms as F32, and a
+ * its matrices as F32, F16, Q8_0, Q4_0, Q4_K or Q6_K and its norms as F32, and a
  * llama2.c tokenizer as tokenizer.ggml.* metadata (see gguf_write.h).
  *
  * Quantization follows ggml's reference rounding, so llama.cpp reading the
  * file computes with exactly the values this engine does: F16 is IEEE
  * round-to-nearest-even; a Q8_0 block of 32 is d = max|x| / 127 (stored as
- * F16) and q = round(x / d); Q4_0 and Q6_K as put_q4_0_row and
- * put_q6_k_row say. */
+ * F16) and q = round(x / d); Q4_0, Q4_K and Q6_K as put_q4_0_row,
+ * put_q4_k_row and put_q6_k_row say. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,6 +18,7 @@
 #define Q8_BLOCK 32
 #define Q6_K_BLOCK 256
 #define Q6_K_BLOCK_BYTES 210
+#define Q4_K_BLOCK_BYTES 144
 
 /* ---- little-endian scalars and strings ---- */
 
@@ -229,6 +230,64 @@ static void put_q6_k_row(struct out *o, const float *x, uint64_t n)
 	}
 }
 
+/* Q4_K as ggml lays it out and quantizes it, but for its search: each
+ * sub-block of 32 gets the scale (its range / 15) and min (minus its
+ * smallest value, at least 0) that span it (ggml's starting point); those
+ * become 6-bit steps of d = the largest scale / 63 and dmin = the largest
+ * min / 63, packed as ggml's get_scale_min_k4 reads them; each value is
+ * (x + dmin x min) / (d x scale) rounded, in 0..15. */
+static void put_q4_k_row(struct out *o, const float *x, uint64_t n)
+{
+	for (uint64_t b = 0; b < n; b += Q6_K_BLOCK, x += Q6_K_BLOCK) {
+		uint8_t blk[Q4_K_BLOCK_BYTES] = { 0 }, ls[8], lm[8];
+		float scale[8], min[8], max_scale = 0.0f, max_min = 0.0f;
+
+		for (int s = 0; s < 8; s++) {
+			float lo = 0.0f, hi = x[32 * s];
+
+			for (int i = 0; i < 32; i++) {
+				lo = fminf(lo, x[32 * s + i]);
+				hi = fmaxf(hi, x[32 * s + i]);
+			}
+			scale[s] = (hi - lo) / 15.0f;
+			min[s] = -lo;
+			max_scale = fmaxf(max_scale, scale[s]);
+			max_min = fmaxf(max_min, min[s]);
+		}
+		float inv_scale = max_scale > 0.0f ? 63.0f / max_scale : 0.0f;
+		float inv_min = max_min > 0.0f ? 63.0f / max_min : 0.0f;
+		uint16_t dh = to_f16(max_scale / 63.0f), mh = to_f16(max_min / 63.0f);
+		_Float16 dv, mv;
+
+		memcpy(&dv, &dh, 2);
+		memcpy(&mv, &mh, 2);
+		for (int s = 0; s < 8; s++) {
+			int a = (int)nearbyintf(inv_scale * scale[s]), m = (int)nearbyintf(inv_min * min[s]);
+
+			ls[s] = (uint8_t)(a < 63 ? a : 63);
+			lm[s] = (uint8_t)(m < 63 ? m : 63);
+			if (s < 4) {
+				blk[4 + s] = ls[s];
+				blk[8 + s] = lm[s];
+			} else {
+				blk[8 + s] = (uint8_t)((ls[s] & 0x0f) | (lm[s] & 0x0f) << 4);
+				blk[4 + s - 4] |= (uint8_t)(ls[s] >> 4 << 6);
+				blk[4 + s] |= (uint8_t)(lm[s] >> 4 << 6);
+			}
+		}
+		for (int v = 0; v < Q6_K_BLOCK; v++) { /* matmul.c's q4k_code, backwards */
+			float d = (float)dv * (float)ls[v / 32], dm = (float)mv * (float)lm[v / 32];
+			int l = d != 0.0f ? (int)nearbyintf((x[v] + dm) / d) : 0;
+
+			l = l < 0 ? 0 : l > 15 ? 15 : l;
+			blk[16 + v / 64 * 32 + v % 32] |= (uint8_t)(l << (v % 64 / 32 * 4));
+		}
+		memcpy(blk, &dh, 2);
+		memcpy(blk + 2, &mh, 2);
+		put(o, blk, sizeof(blk));
+	}
+}
+
 static void put_tensor_data(struct out *o, const struct wtensor *t)
 {
 	uint64_t rows = t->rows ? t->rows : 1;
@@ -247,6 +306,8 @@ static void put_tensor_data(struct out *o, const struct wtensor *t)
 			put_q4_0_row(o, x, t->cols);
 		} else if (t->type == GGML_Q6_K) {
 			put_q6_k_row(o, x, t->cols);
+		} else if (t->type == GGML_Q4_K) {
+			put_q4_k_row(o, x, t->cols);
 		} else {
 			put_q8_0_row(o, x, t->cols);
 		}
@@ -311,7 +372,7 @@ static void put_metadata(struct out *o, const Model *m, const Tokenizer *tok, ui
 {
 	const Config *c = &m->config;
 	/* general.file_type: llama.cpp's LLAMA_FTYPE numbers */
-	uint32_t ftype = type == GGML_F32 ? 0 : type == GGML_F16 ? 1 : type == GGML_Q4_0 ? 2 : type == GGML_Q6_K ? 18 : 7;
+	uint32_t ftype = type == GGML_F32 ? 0 : type == GGML_F16 ? 1 : type == GGML_Q4_0 ? 2 : type == GGML_Q6_K ? 18 : type == GGML_Q4_K ? 14 : 7;
 
 	kv_str(o, "general.architecture", "llama");
 	kv_str(o, "general.name", "spantrace mkmodel");
@@ -344,10 +405,10 @@ int gguf_write_model(FILE *f, const Model *m, const Tokenizer *tok, WeightType t
 	struct wtensor *t;
 	uint64_t off = 0, zero = 0;
 
-	int block = type == WEIGHT_Q6_K ? Q6_K_BLOCK : Q8_BLOCK;
+	int block = type == WEIGHT_Q6_K || type == WEIGHT_Q4_K ? Q6_K_BLOCK : Q8_BLOCK;
 
 	if (type != WEIGHT_F32 && type != WEIGHT_F16 && type != WEIGHT_Q8_0 && type != WEIGHT_Q4_0 &&
-	    type != WEIGHT_Q6_K)
+	    type != WEIGHT_Q4_K && type != WEIGHT_Q6_K)
 		return infer_fail(err, "gguf: cannot write weights of type %d", (int)type);
 	if (model_require_f32(m, "gguf writer (source)", err))
 		return -1;

@@ -7,7 +7,7 @@
 #include "tokenizer.h"
 
 /* Writes m (all F32, as a llama2.c checkpoint is) to f from its start:
- * matrices as type (F32, F16, Q8_0, Q4_0 or Q6_K), norms F32, and tok (may be NULL) as
+ * matrices as type (F32, F16, Q8_0, Q4_0, Q4_K or Q6_K), norms F32, and tok (may be NULL) as
  * the tokenizer.ggml.* metadata. */
 int gguf_write_model(FILE *f, const Model *m, const Tokenizer *tok, WeightType type, InferError *err);
 

@@ -104,7 +104,7 @@ static void pack_panel_q6k(char *out, const uint8_t *w, int d, int n, int p)
 {
 	size_t row_bytes = (size_t)n / Q6_K_BLOCK * Q6_K_BLOCK_BYTES;
 	int8_t *sc = (int8_t *)out;
-	uint16_t *dsup = (uint16_t *)(void *)(out + q6k_d_offset(n));
+	uint16_t *dsup = (uint16_t *)(void *)(out + kquant_d_offset(n));
 	uint8_t *values = (uint8_t *)out + quant_scale_bytes(WEIGHT_Q6_K, n);
 
 	memset(out, 0, panel_bytes(WEIGHT_Q6_K, n));
@@ -125,8 +125,79 @@ static void pack_panel_q6k(char *out, const uint8_t *w, int d, int n, int p)
 	}
 }
 
+/* Value v's 4-bit code in a Q4_K superblock (after d, dmin and 12 bytes of
+ * scales): each 64 values take 32 bytes, the first 32 in the low nibbles. */
+static int q4k_code(const uint8_t *blk, int v)
+{
+	return (blk[16 + v / 64 * 32 + v % 32] >> (v % 64 / 32 * 4)) & 0x0f;
+}
+
+/* Sub-block j's 6-bit scale and min in a Q4_K superblock, as ggml packs
+ * them in 12 bytes (its get_scale_min_k4). */
+static void q4k_scale_min(const uint8_t *blk, int j, uint8_t *sc, uint8_t *m)
+{
+	const uint8_t *q = blk + 4;
+
+	if (j < 4) {
+		*sc = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*sc = (q[j + 4] & 0x0f) | (q[j - 4] >> 6) << 4;
+		*m = (q[j + 4] >> 4) | (q[j] >> 6) << 4;
+	}
+}
+
+/* Panel p of a Q4_K (d, n) matrix (matmul_panels.h): the codes in Q4_0's
+ * pairs of quads, the scales and mins unpacked to a byte each, d and dmin
+ * as stored. Rows past d are zero. */
+static void pack_panel_q4k(char *out, const uint8_t *w, int d, int n, int p)
+{
+	size_t row_bytes = (size_t)n / Q6_K_BLOCK * Q4_K_BLOCK_BYTES;
+	uint8_t *sc = (uint8_t *)out;
+	uint16_t *dsup = (uint16_t *)(void *)(out + kquant_d_offset(n));
+	uint8_t *values = (uint8_t *)out + quant_scale_bytes(WEIGHT_Q4_K, n);
+
+	memset(out, 0, panel_bytes(WEIGHT_Q4_K, n));
+	for (int i = 0; i < PANEL_ROWS; i++) {
+		int r = p * PANEL_ROWS + i;
+
+		for (int j = 0; r < d && j < n; j++) {
+			const uint8_t *blk = w + (size_t)r * row_bytes + (size_t)(j / Q6_K_BLOCK) * Q4_K_BLOCK_BYTES;
+			int b = j / Q8_0_BLOCK, jj = j % Q8_0_BLOCK;
+			uint8_t *pair = values + (size_t)b * quant_block_bytes(WEIGHT_Q4_K) + jj / 8 * Q8_QUAD_BYTES;
+
+			pair[i * 4 + jj % 4] |= (uint8_t)(q4k_code(blk, j % Q6_K_BLOCK) << (jj % 8 / 4 * 4));
+			if (jj == 0)
+				q4k_scale_min(blk, j % Q6_K_BLOCK / 32, &sc[b * 2 * PANEL_ROWS + i],
+					      &sc[b * 2 * PANEL_ROWS + PANEL_ROWS + i]);
+			if (j % Q6_K_BLOCK == 0) {
+				memcpy(&dsup[j / Q6_K_BLOCK * 2 * PANEL_ROWS + i], blk, 2);
+				memcpy(&dsup[j / Q6_K_BLOCK * 2 * PANEL_ROWS + PANEL_ROWS + i], blk + 2, 2);
+			}
+		}
+	}
+}
+
 void dequantize_row(float *out, const void *row, WeightType type, int n)
 {
+	if (type == WEIGHT_Q4_K) {
+		for (int s = 0; s < n / Q6_K_BLOCK; s++) {
+			const uint8_t *blk = (const uint8_t *)row + (size_t)s * Q4_K_BLOCK_BYTES;
+			uint16_t dh, mh;
+
+			memcpy(&dh, blk, 2);
+			memcpy(&mh, blk + 2, 2);
+			for (int v = 0; v < Q6_K_BLOCK; v++) { /* as ggml: (d * scale) * code - dmin * min */
+				uint8_t sc, m;
+
+				q4k_scale_min(blk, v / 32, &sc, &m);
+				float scaled = f16_to_f32(dh) * (float)sc * (float)q4k_code(blk, v);
+
+				out[(size_t)s * Q6_K_BLOCK + v] = scaled - f16_to_f32(mh) * (float)m;
+			}
+		}
+		return;
+	}
 	if (type == WEIGHT_Q6_K) {
 		for (int s = 0; s < n / Q6_K_BLOCK; s++) {
 			const uint8_t *blk = (const uint8_t *)row + (size_t)s * Q6_K_BLOCK_BYTES;
@@ -196,6 +267,8 @@ void pack_matrix_typed(void *dst, WeightType type, const void *w, int d, int n)
 			pack_panel_f16((uint16_t *)out, w, d, n, p);
 		else if (type == WEIGHT_Q6_K)
 			pack_panel_q6k(out, w, d, n, p);
+		else if (type == WEIGHT_Q4_K)
+			pack_panel_q4k(out, w, d, n, p);
 		else
 			pack_panel_quant(out, type, w, d, n, p);
 	}

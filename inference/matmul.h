@@ -21,7 +21,8 @@
 #define Q8_0_BLOCK 32        /* values per Q8_0 block (ggml's QK8_0) */
 #define Q8_0_BLOCK_BYTES 34  /* its f16 scale and 32 int8 values */
 #define Q4_0_BLOCK_BYTES 18  /* Q4_0's: an f16 scale, 32 4-bit values (ggml's block_q4_0) */
-#define Q6_K_BLOCK 256       /* Q6_K's superblock: 16 sub-blocks of 16 values */
+#define Q6_K_BLOCK 256       /* a k-quant's superblock (Q4_K: 8 sub-blocks of 32; Q6_K: 16 of 16) */
+#define Q4_K_BLOCK_BYTES 144 /* two f16 scales, 6-bit scales and mins, 4 bits a value */
 #define Q6_K_BLOCK_BYTES 210 /* 4 low and 2 high bits a value, 16 int8 scales, an f16 scale */
 
 /* Floats of a packed (d, n) matrix. */
@@ -30,12 +31,13 @@ size_t packed_floats(int d, int n);
 /* Packs the row-major (d, n) matrix w into dst (packed_floats(d, n)). */
 void pack_matrix(float *dst, const float *w, int d, int n);
 
-/* The same for a matrix stored as type (F32, F16, Q8_0, Q4_0 or Q6_K,
+/* The same for a matrix stored as type (F32, F16, Q8_0, Q4_0, Q4_K or Q6_K,
  * row-major as the file holds it): its values keep their type in the
  * panels (matmul_panels.h). F32 and F16 weights multiply the float input;
  * the quantized types multiply it quantized to int8 as llama.cpp quantizes
  * Q8_0's input (QuantRows), in exact integer dot products per block of 32
- * (Q8_0_BLOCK; Q6_K's per sub-block of 16). */
+ * (Q8_0_BLOCK; Q6_K's per sub-block of 16). The k-quants (Q4_K, Q6_K) take
+ * it as llama.cpp's Q8_K (QuantRows' k form). */
 typedef struct {
 	const void *data;
 	WeightType type;
@@ -46,10 +48,11 @@ void pack_matrix_typed(void *dst, WeightType type, const void *w, int d, int n);
 /* Rows of n floats quantized in blocks of 32 (Q8_0_BLOCK): d = max|x| / 127,
  * q = x / d rounded to the nearest integer (ties to even) as int8, and s =
  * 128 x the block's sum of q (the packed weights are stored plus 128, as
- * unsigned bytes: s takes that back out). Q6_K's products take the rows
- * as llama.cpp quantizes their input (its Q8_K) instead: blocks of 256,
- * each with its own kd and kq, and ks = 128 x the sum of each 16 values;
- * kq is NULL where no matrix is Q6_K, or n is not whole blocks of 256. */
+ * unsigned bytes: s takes that back out). The k-quants' products take the
+ * rows as llama.cpp quantizes their input (its Q8_K) instead: blocks of
+ * 256, each with its own kd and kq, and ks = 128 x the sum of each 16
+ * values; kq is NULL where no matrix is a k-quant, or n is not whole blocks
+ * of 256. */
 typedef struct {
 	int8_t *q;   /* (batch, n) */
 	float *d;    /* (batch, n / Q8_0_BLOCK) */
@@ -72,13 +75,19 @@ typedef struct {
 	const QuantRows *q; /* NULL but for quantized weights */
 } MatInput;
 
-/* out = the n values of one Q8_0, Q4_0 or Q6_K row (n whole blocks). */
+/* out = the n values of one quantized row (n whole blocks). */
 void dequantize_row(float *out, const void *row, WeightType type, int n);
 
 /* Whether a type's products take the input quantized (MatInput's q). */
 static inline int weight_type_quantized(WeightType type)
 {
-	return type == WEIGHT_Q8_0 || type == WEIGHT_Q4_0 || type == WEIGHT_Q6_K;
+	return type == WEIGHT_Q8_0 || type == WEIGHT_Q4_0 || type == WEIGHT_Q4_K || type == WEIGHT_Q6_K;
+}
+
+/* Whether a type is a k-quant: superblocks of 256, input as Q8_K. */
+static inline int weight_type_kquant(WeightType type)
+{
+	return type == WEIGHT_Q4_K || type == WEIGHT_Q6_K;
 }
 void matmul_rows_typed(const void *w, WeightType type, int n, int r0, int r1, const MatInput *in, int batch,
 		       float *out, size_t ldo);

@@ -211,7 +211,7 @@ static inline __attribute__((always_inline)) void quad_at(Quad *wq, const char *
 {
 #if SUMS_IN_HALVES
 	for (int h = 0; h < 2; h++) {
-		if (type == WEIGHT_Q4_0) {
+		if (nibble_type(type)) {
 			__m256i u = _mm256_loadu_si256((const __m256i *)(blk + k / 2 * Q8_QUAD_BYTES) + h);
 
 			u = _mm256_and_si256(k % 2 ? _mm256_srli_epi32(u, 4) : u, _mm256_set1_epi8(0x0f));
@@ -223,7 +223,7 @@ static inline __attribute__((always_inline)) void quad_at(Quad *wq, const char *
 		}
 	}
 #else
-	if (type == WEIGHT_Q4_0) {
+	if (nibble_type(type)) {
 		v16u u;
 
 		memcpy(&u, blk + k / 2 * Q8_QUAD_BYTES, sizeof(u));
@@ -257,8 +257,9 @@ static inline __attribute__((always_inline)) void sums_to_floats(v16f *f, const 
 
 typedef int8_t v16sb __attribute__((vector_size(PANEL_ROWS)));
 
-/* A Q6_K sub-block's exact sums less off, times the rows' int8 scales sc
- * (still exact: at most 16 x 32 x 127 x 128 < 2^24), as floats. */
+/* A k-quant sub-block's exact sums less off, times the rows' int8 scales sc
+ * (still exact: Q6_K at most 16 x 32 x 127 x 128, Q4_K 32 x 15 x 127 x 63,
+ * both under 2^24), as floats. */
 static inline __attribute__((always_inline)) void scaled_sums_to_floats(v16f *f, const BlockSums *s, int32_t off,
 									const int8_t *sc)
 {
@@ -292,7 +293,7 @@ q6k_sub_block(v16f acc[][TOKEN_GROUP], BlockSums isum[][TOKEN_GROUP], const char
 		const char *panel = w + g * ldp;
 		v16f dsup;
 
-		halves_to_floats(&dsup, panel + q6k_d_offset(n) + (size_t)(b / 8) * sizeof(v16h));
+		halves_to_floats(&dsup, panel + kquant_d_offset(n) + (size_t)(b / 8) * sizeof(v16h));
 #pragma GCC unroll 8
 		for (int t = 0; t < T; t++) {
 			int32_t bias = xq->ks[(size_t)t * (n / 16) + 2 * b + j];
@@ -302,6 +303,40 @@ q6k_sub_block(v16f acc[][TOKEN_GROUP], BlockSums isum[][TOKEN_GROUP], const char
 					      (const int8_t *)panel + (size_t)b * 2 * PANEL_ROWS + j * PANEL_ROWS);
 			acc[g][t] += exact * (dsup * xq->kd[(size_t)t * (n / Q6_K_BLOCK) + b / 8]);
 			sums_zero(&isum[g][t]);
+		}
+	}
+}
+
+/* Q4_K block b (a sub-block of 32) ends: each lane's exact sum (plus the 8
+ * x the input's sum that AVX2's signed codes took off), times the row's
+ * 6-bit scale, in one multiply-add by d and the input's scale; then the
+ * row's 6-bit min times the input's sum, in one by -dmin and the input's
+ * scale. As ggml, a value's weight is d x scale x code - dmin x min. */
+static inline __attribute__((always_inline)) void
+q4k_sub_block(v16f acc[][TOKEN_GROUP], BlockSums isum[][TOKEN_GROUP], const char *w, size_t ldp, int G,
+	      const QuantRows *xq, int T, int n, int b)
+{
+#pragma GCC unroll 4
+	for (int g = 0; g < G; g++) {
+		const char *panel = w + g * ldp;
+		const uint8_t *scale = (const uint8_t *)panel + (size_t)b * 2 * PANEL_ROWS;
+		v16f dsup, dmin, mins;
+		v16sb m;
+
+		halves_to_floats(&dsup, panel + kquant_d_offset(n) + (size_t)(b / 8) * 2 * sizeof(v16h));
+		halves_to_floats(&dmin, panel + kquant_d_offset(n) + (size_t)(b / 8) * 2 * sizeof(v16h) + sizeof(v16h));
+		memcpy(&m, scale + PANEL_ROWS, sizeof(m));
+		mins = __builtin_convertvector(__builtin_convertvector(m, v16i), v16f);
+#pragma GCC unroll 8
+		for (int t = 0; t < T; t++) {
+			const int32_t *ks = xq->ks + (size_t)t * (n / 16) + 2 * b;
+			int32_t sum = (ks[0] + ks[1]) / 128; /* the input's 32 values */
+			float kd = xq->kd[(size_t)t * (n / Q6_K_BLOCK) + b / 8];
+			v16f exact;
+
+			scaled_sums_to_floats(&exact, &isum[g][t], DOT4_SIGNED ? -8 * sum : 0, (const int8_t *)scale);
+			acc[g][t] += exact * (dsup * kd);
+			acc[g][t] += (mins * (float)sum) * (dmin * -kd);
 		}
 	}
 }
@@ -349,15 +384,15 @@ q_panel_block(const char *w, WeightType type, size_t ldp, int G, const QuantRows
 				Quad wq;
 
 				quad_at(&wq, blk + g * ldp, type, k);
-				if (type != WEIGHT_Q4_0 || k % 2 == 0) /* each line once */
-					__builtin_prefetch(blk + g * ldp + (type != WEIGHT_Q4_0 ? k : k / 2) * Q8_QUAD_BYTES +
+				if (!nibble_type(type) || k % 2 == 0) /* each line once */
+					__builtin_prefetch(blk + g * ldp + (!nibble_type(type) ? k : k / 2) * Q8_QUAD_BYTES +
 								   ahead * block_bytes,
 							   0, 3);
 #pragma GCC unroll 8
 				for (int t = 0; t < T; t++) {
 					int32_t x4;
 
-					memcpy(&x4, (type == WEIGHT_Q6_K ? xq->kq : xq->q) + (size_t)t * n +
+					memcpy(&x4, (weight_type_kquant(type) ? xq->kq : xq->q) + (size_t)t * n +
 							    (size_t)b * Q8_0_BLOCK + 4 * k,
 					       4);
 					dot4(&isum[g][t], &wq, x4);
@@ -366,7 +401,9 @@ q_panel_block(const char *w, WeightType type, size_t ldp, int G, const QuantRows
 			if (type == WEIGHT_Q6_K && k % 4 == 3)
 				q6k_sub_block(acc, isum, w, ldp, G, xq, T, n, b, k / 4);
 		}
-		if (type == WEIGHT_Q6_K)
+		if (type == WEIGHT_Q4_K)
+			q4k_sub_block(acc, isum, w, ldp, G, xq, T, n, b);
+		if (weight_type_kquant(type))
 			continue;
 #pragma GCC unroll 4
 		for (int g = 0; g < G; g++) {
@@ -399,7 +436,7 @@ block_of_type(const char *w, WeightType type, size_t ldp, int G, const MatInput 
 			size_t at = (size_t)b * (n / Q8_0_BLOCK);
 			QuantRows xq = { in->q->q + (size_t)b * n, in->q->d + at, in->q->s + at, NULL, NULL, NULL };
 
-			if (type == WEIGHT_Q6_K) {
+			if (weight_type_kquant(type)) {
 				xq.kq = in->q->kq + (size_t)b * n;
 				xq.kd = in->q->kd + (size_t)b * (n / Q6_K_BLOCK);
 				xq.ks = in->q->ks + (size_t)b * (n / 16);
@@ -619,6 +656,7 @@ void KERNEL_NAME(MATMUL_LEVEL)(const void *w, WeightType type, int n, int r0, in
 	case WEIGHT_F16: rows_of_type(w, WEIGHT_F16, n, r0, r1, in, batch, out, ldo); break;
 	case WEIGHT_Q8_0: rows_of_type(w, WEIGHT_Q8_0, n, r0, r1, in, batch, out, ldo); break;
 	case WEIGHT_Q4_0: rows_of_type(w, WEIGHT_Q4_0, n, r0, r1, in, batch, out, ldo); break;
+	case WEIGHT_Q4_K: rows_of_type(w, WEIGHT_Q4_K, n, r0, r1, in, batch, out, ldo); break;
 	case WEIGHT_Q6_K: rows_of_type(w, WEIGHT_Q6_K, n, r0, r1, in, batch, out, ldo); break;
 	default: rows_of_type(w, WEIGHT_F32, n, r0, r1, in, batch, out, ldo); break;
 	}

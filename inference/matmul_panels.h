@@ -37,14 +37,23 @@ typedef _Float16 v16h __attribute__((vector_size(PANEL_ROWS * sizeof(_Float16)))
  * - 32, plus 128): a byte for 6.56 bits, so its products are Q8_0's. Its
  * scales: per block of 32 columns 32 bytes, the 16 rows' int8 scales of
  * the block's first sub-block of 16 columns, then of its second; after all
- * blocks, per superblock of 256 columns the 16 rows' f16 scales d. */
-static inline size_t quant_block_bytes(WeightType type)
+ * blocks, per superblock of 256 columns the 16 rows' f16 scales d.
+ * Q4_K's values are Q4_0's pairs of quads, each nibble its code (0..15,
+ * no offset). Its scales: per block of 32 columns (a sub-block) the 16
+ * rows' 6-bit scales, then their 6-bit mins, a byte each; after all
+ * blocks, per superblock the 16 rows' f16 d, then their f16 dmin. */
+static inline int nibble_type(WeightType type)
 {
-	return type == WEIGHT_Q4_0 ? Q8_0_BLOCK * PANEL_ROWS / 2 : Q8_0_BLOCK * PANEL_ROWS;
+	return type == WEIGHT_Q4_0 || type == WEIGHT_Q4_K;
 }
 
-/* Where a Q6_K panel's superblock scales start. */
-static inline size_t q6k_d_offset(int n)
+static inline size_t quant_block_bytes(WeightType type)
+{
+	return nibble_type(type) ? Q8_0_BLOCK * PANEL_ROWS / 2 : Q8_0_BLOCK * PANEL_ROWS;
+}
+
+/* Where a k-quant panel's superblock scales start. */
+static inline size_t kquant_d_offset(int n)
 {
 	return (size_t)n / Q8_0_BLOCK * 2 * PANEL_ROWS;
 }
@@ -52,8 +61,10 @@ static inline size_t q6k_d_offset(int n)
 /* Bytes of a quantized panel's scales, where its blocks' values start. */
 static inline size_t quant_scale_bytes(WeightType type, int n)
 {
-	size_t b = type == WEIGHT_Q6_K ? q6k_d_offset(n) + (size_t)n / Q6_K_BLOCK * PANEL_ROWS * 2
-				       : (size_t)n / Q8_0_BLOCK * PANEL_ROWS * 2;
+	size_t per_superblock = type == WEIGHT_Q4_K ? 2 : 1; /* d, and Q4_K's dmin */
+	size_t b = weight_type_kquant(type)
+			   ? kquant_d_offset(n) + (size_t)n / Q6_K_BLOCK * per_superblock * PANEL_ROWS * 2
+			   : (size_t)n / Q8_0_BLOCK * PANEL_ROWS * 2;
 	return (b + 63) / 64 * 64;
 }
 
@@ -63,6 +74,7 @@ static inline size_t panel_bytes(WeightType type, int n)
 	case WEIGHT_F16: return (size_t)n * PANEL_ROWS * 2;
 	case WEIGHT_Q8_0:
 	case WEIGHT_Q4_0:
+	case WEIGHT_Q4_K:
 	case WEIGHT_Q6_K:
 		return quant_scale_bytes(type, n) + (size_t)n / Q8_0_BLOCK * quant_block_bytes(type);
 	default: return (size_t)n * PANEL_ROWS * sizeof(float);

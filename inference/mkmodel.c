@@ -1,7 +1,7 @@
 /* mkmodel.c - writes deterministic llama2.c checkpoints (and optionally a
  * matching synthetic tokenizer) so tests and demos need no downloads; with
  * --gguf, the same model (or, with --from, an existing checkpoint) as a GGUF
- * file with F32, F16, Q8_0, Q4_0 or Q6_K matrices and the tokenizer inside.
+ * file with F32, F16, Q8_0, Q4_0, Q4_K or Q6_K matrices and the tokenizer inside.
  *
  * Weights are uniform in [-scale, scale] with scale ~ 1/sqrt(fan_in), rms
  * weights are 1, the classifier is shared: logits are varied, not flat.
@@ -135,10 +135,12 @@ static int parse_args(MkArgs *a, int argc, char **argv)
 				a->gguf_type = WEIGHT_Q8_0;
 			else if (!strcmp(val, "q4_0"))
 				a->gguf_type = WEIGHT_Q4_0;
+			else if (!strcmp(val, "q4_k"))
+				a->gguf_type = WEIGHT_Q4_K;
 			else if (!strcmp(val, "q6_k"))
 				a->gguf_type = WEIGHT_Q6_K;
 			else
-				return die("--gguf '%s': want f32, f16, q8_0, q4_0 or q6_k", val);
+				return die("--gguf '%s': want f32, f16, q8_0, q4_0, q4_k or q6_k", val);
 		} else if (!strcmp(opt, "--from")) {
 			a->from = val;
 		} else if (!strcmp(opt, "--vocab")) {
@@ -149,7 +151,7 @@ static int parse_args(MkArgs *a, int argc, char **argv)
 	}
 	if (!a->out)
 		return die("usage: mkmodel OUT [--shape stories15M|stories260K|D,H,L,NH,NKV,V,S] "
-			   "[--seed N] [--tokenizer OUT_TOK.bin] [--gguf f32|f16|q8_0|q4_0|q6_k [--from CKPT.bin] "
+			   "[--seed N] [--tokenizer OUT_TOK.bin] [--gguf f32|f16|q8_0|q4_0|q4_k|q6_k [--from CKPT.bin] "
 			   "[--vocab TOK.bin]]");
 	if ((a->from || a->vocab) && !a->gguf)
 		return die("--from and --vocab go with --gguf");

@@ -21,11 +21,11 @@ typedef struct {
 
 /* A tensor's element type: ggml's numbers, so a GGUF tensor's type is its
  * type here. llama2.c checkpoints are all F32. */
-typedef enum { WEIGHT_F32 = 0, WEIGHT_F16 = 1, WEIGHT_Q4_0 = 2, WEIGHT_Q8_0 = 8, WEIGHT_Q6_K = 14 } WeightType;
+typedef enum { WEIGHT_F32 = 0, WEIGHT_F16 = 1, WEIGHT_Q4_0 = 2, WEIGHT_Q8_0 = 8, WEIGHT_Q4_K = 12, WEIGHT_Q6_K = 14 } WeightType;
 
 /* One tensor in the mapped file, row-major (rows, cols) in its type's
  * layout (Q8_0 and Q4_0: per row, blocks of 32 values with one f16 scale;
- * Q6_K: blocks of 256, ggml's block_q6_K). */
+ * Q4_K and Q6_K: blocks of 256, ggml's block_q4_K and block_q6_K). */
 typedef struct {
 	const void *data;
 	WeightType type;
@@ -85,6 +85,7 @@ static inline const char *weight_type_name(WeightType t)
 	case WEIGHT_F16: return "F16";
 	case WEIGHT_Q4_0: return "Q4_0";
 	case WEIGHT_Q8_0: return "Q8_0";
+	case WEIGHT_Q4_K: return "Q4_K";
 	case WEIGHT_Q6_K: return "Q6_K";
 	}
 	return "unknown";

@@ -3,7 +3,7 @@
  * The shape comes from the llama.* metadata, the vocabulary size from the
  * embedding. Every tensor the engine needs must be there with its exact
  * shape and a type it computes with; norms are F32, matrices F32, F16,
- * Q8_0, Q4_0 or Q6_K, each as stored (nothing is converted here). The engine
+ * Q8_0, Q4_0, Q4_K or Q6_K, each as stored (nothing is converted here). The engine
  * computes RMSNorm with eps 1e-5 and RoPE with theta 10000 on adjacent
  * pairs, as llama2.c does, so a file that asks for others is refused, not
  * run wrong. */
@@ -138,7 +138,7 @@ static int type_ok(const struct gguf_tensor *t, int matrix)
 	if (t->type == GGML_F32)
 		return 1;
 	return matrix && (t->type == GGML_F16 || t->type == GGML_Q8_0 || t->type == GGML_Q4_0 ||
-			  t->type == GGML_Q6_K);
+			  t->type == GGML_Q4_K || t->type == GGML_Q6_K);
 }
 
 /* The tensor called name, with rows x cols elements (rows 0: a vector of
@@ -157,7 +157,7 @@ static int find(const struct gguf *g, const char *name, uint64_t rows, uint64_t 
 				  (unsigned long long)cols, (unsigned long long)(matrix ? rows : 1));
 	if (!type_ok(t, matrix))
 		return infer_fail(err, "tensor %s has type %s, which the engine does not compute with "
-				  "(%s)", name, ggml_type_name(t->type), matrix ? "F32, F16, Q8_0, Q4_0, Q6_K" : "F32");
+				  "(%s)", name, ggml_type_name(t->type), matrix ? "F32, F16, Q8_0, Q4_0, Q4_K, Q6_K" : "F32");
 	*out = (Tensor){ .data = t->data, .type = (WeightType)t->type, .name = t->name };
 	return 0;
 }

@@ -9,10 +9,11 @@
 # (make llama-server builds it) from the demo model's F32 file, give its ids
 # too, on both backends: Q8_0; Q4_0, whose token_embd.weight it keeps in Q8_0;
 # and with --token-embedding-type, an F16 embedding with Q8_0 layers and a
-# Q8_0 one with F32 layers; and Q6_K (all of a model 256 wide, its
+# Q8_0 one with F32 layers; and the k-quants, whose products take their
+# input as llama.cpp's Q8_K does: Q6_K (all of a model 256 wide, its
 # embedding beside Q4_0 layers, and the classifier llama-quantize keeps in
-# Q6_K in a Q4_0 file), whose products take their input as llama.cpp's
-# Q8_K does, and mkmodel's own Q6_K. OpenCL runs an embedding of another type than
+# Q6_K in a Q4_0 file), Q4_K (all of it, and Q4_K_M on the cpu backend),
+# and mkmodel's own Q6_K and Q4_K. OpenCL runs an embedding of another type than
 # the layers' with a program per type: on PoCL the forward kernel for the
 # layers between the embedding's and the classifier's kernels (traced: the
 # launch `layers`, three kernels a forward), else a launch per phase;
@@ -53,13 +54,19 @@ quantize lq_F32_emb_q8_0 F32 --token-embedding-type q8_0
 mk "$TMP/w256.bin" --shape 256,768,4,8,4,32000,256 --seed 5 --tokenizer "$TMP/w256_tok.bin"
 mk "$TMP/w256f32.gguf" --gguf f32 --from "$TMP/w256.bin" --vocab "$TMP/w256_tok.bin"
 mk "$TMP/w256q6_k.gguf" --gguf q6_k --from "$TMP/w256.bin" --vocab "$TMP/w256_tok.bin"
+mk "$TMP/w256q4_k.gguf" --gguf q4_k --from "$TMP/w256.bin" --vocab "$TMP/w256_tok.bin"
 # its own classifier (VOCAB negative): llama-quantize's Q4_0 keeps
 # output.weight in Q6_K, as in the Q4_0 files users download
 mk "$TMP/u256.bin" --shape 256,768,4,8,4,-32000,256 --seed 1 --tokenizer "$TMP/u256_tok.bin"
 mk "$TMP/u256f32.gguf" --gguf f32 --from "$TMP/u256.bin" --vocab "$TMP/u256_tok.bin"
 quantize_from w256f32 lq_Q6_K Q6_K --pure
+quantize_from w256f32 lq_Q4_K Q4_K --pure
 quantize_from w256f32 lq_Q4_0_emb_q6_k Q4_0 --pure --token-embedding-type q6_k
 quantize_from u256f32 lq_Q4_0_out_q6_k Q4_0
+# Q4_K_M as users download it: Q4_K, with attn_v and ffn_down of half the
+# layers and output.weight in Q6_K
+quantize_from u256f32 lq_Q4_K_M Q4_K_M
+grep -q "blk.3.attn_v.weight.*q6_K" "$TMP/quantize.log" || fail "llama-quantize's Q4_K_M kept no attn_v in Q6_K"
 
 check() { # FILE TYPE BACKENDS...
 	local f=$1 type=$2 want got
@@ -85,6 +92,8 @@ check "$TMP/lq_Q8_0_emb_f16.gguf" "llama-quantize's Q8_0, token_embd F16" $backe
 check "$TMP/lq_F32_emb_q8_0.gguf" "llama-quantize's F32, token_embd Q8_0" $backends
 check "$TMP/w256q6_k.gguf" "mkmodel's Q6_K" $backends
 check "$TMP/lq_Q6_K.gguf" "llama-quantize's Q6_K" $backends
+check "$TMP/w256q4_k.gguf" "mkmodel's Q4_K" $backends
+check "$TMP/lq_Q4_K.gguf" "llama-quantize's Q4_K" $backends
 check "$TMP/lq_Q4_0_emb_q6_k.gguf" "llama-quantize's Q4_0, token_embd Q6_K" $backends
 # Seeds 2-4 of this shape part from llama.cpp within 32 tokens, cpu and opencl
 # alike: random weights put near-ties in the logits, and float sums in
@@ -93,6 +102,16 @@ check "$TMP/lq_Q4_0_emb_q6_k.gguf" "llama-quantize's Q4_0, token_embd Q6_K" $bac
 # the integer, as llama.cpp does, moved where 10 seeds part, not how soon:
 # tried.) The two backends' logits stay within test_cl_vs_cpu's bound.
 check "$TMP/lq_Q4_0_out_q6_k.gguf" "llama-quantize's Q4_0, output.weight Q6_K" $backends
+# Q4_K and Q6_K in the same layers: the cpu backend; opencl builds the layers'
+# kernels for one type and says which two differ
+check "$TMP/lq_Q4_K_M.gguf" "llama-quantize's Q4_K_M" cpu
+if [[ $backends == *opencl* ]]; then
+	"$INFER" "$TMP/lq_Q4_K_M.gguf" -b opencl -n 4 -t 0 --ids >/dev/null 2>"$TMP/infer.err" &&
+		fail "opencl ran Q4_K and Q6_K in the same layers"
+	grep -q "is Q6_K but .* is Q4_K.*-b cpu" "$TMP/infer.err" ||
+		fail "opencl's refusal of Q4_K_M does not name the types: $(cat "$TMP/infer.err")"
+	ok "opencl refuses Q4_K_M's mixed layers by name: $(cat "$TMP/infer.err")"
+fi
 kv_of() { "$INFER" "$1" -b cpu -n 1 -t 0 --ids --stats "$TMP/kv.json" >/dev/null 2>&1 &&
 	jq -r .kv_type "$TMP/kv.json"; }
 assert_eq "Q4_0 layers, a Q8_0 embedding: --kv-type auto" f16 "$(kv_of "$TMP/lq_Q4_0.gguf")"

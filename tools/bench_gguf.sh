@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tools/bench_gguf.sh - our decode step against llama.cpp's on the same GGUF
-# file, for F32, F16, Q8_0 and Q4_0 of the stories110M shape (dim 768, hidden
-# 2048, 12 layers, 12 heads, vocab 32000), and each against the same-run
-# bandwidth bound.
+# file, for F32, F16, Q8_0 and Q4_0 (Q4_K and Q6_K on request: TYPES) of
+# the stories110M shape (dim 768, hidden 2048, 12 layers, 12 heads, vocab
+# 32000), and each against the same-run bandwidth bound.
 #
 # Both engines are timed by spantrace itself: ours by its forward spans
 # (`record --level coarse`, decode steps only: one token each), llama.cpp's
@@ -37,7 +37,7 @@ make_s110m "$TMP/m" $TYPES
 # tensor sizes, via our own state dump would need a tracer: computed here).
 step_bytes() { # TYPE
 	awk -v t="$1" 'BEGIN { d = 768; h = 2048; L = 12; v = 32000
-		per = (t == "f32") ? 4 : (t == "f16") ? 2 : (t == "q8_0") ? 34 / 32 : (t == "q6_k") ? 210 / 256 : 18 / 32
+		per = (t == "f32") ? 4 : (t == "f16") ? 2 : (t == "q8_0") ? 34 / 32 : (t == "q6_k") ? 210 / 256 : (t == "q4_k") ? 144 / 256 : 18 / 32
 		m = L * (4 * d * d + 3 * d * h) + v * d
 		printf "%d\n", m * per + (2 * L + 1) * d * 4 }'
 }

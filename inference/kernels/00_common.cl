@@ -33,12 +33,14 @@ static inline float hsum16(float16 v)
 #ifndef WTYPE
 #define WTYPE 0  /* the matrices' stored type: see PANEL_BYTES below */
 #endif
-#define QUANTIZED (WTYPE == 8 || WTYPE == 2 || WTYPE == 14)
+#define QUANTIZED (WTYPE == 8 || WTYPE == 2 || WTYPE == 12 || WTYPE == 14)
+#define KQUANT (WTYPE == 12 || WTYPE == 14) /* Q4_K, Q6_K: input as Q8_K */
+#define NIBBLES (WTYPE == 2 || WTYPE == 12) /* Q4_0, Q4_K: two codes a byte */
 #define Q8_BLOCK 32
 #define Q6K_BLOCK 256
 /* A quantized staged token's scales cover SCALE_SPAN values, its sums
  * SUM_SPAN (stage_quantize). */
-#if WTYPE == 14
+#if KQUANT
 #define SCALE_SPAN Q6K_BLOCK
 #define SUM_SPAN 16
 #else
@@ -103,8 +105,8 @@ static inline float normed_value(const __global float *xt, const __global float 
 	return g ? g[j0 + j] * (s * xt[j]) : xt[j];
 }
 
-#if WTYPE == 14
-/* Q6_K's input as llama.cpp quantizes it (Q8_K), as the CPU backend does
+#if KQUANT
+/* A k-quant's input as llama.cpp quantizes it (Q8_K), as the CPU backend does
  * (matmul_kernel.c, quantize_q8k): the value of largest magnitude (the
  * first on a tie) codes -127; each product rounded, then to an integer,
  * ties to even; at most 127. A float scale for the 256 values, an int per
@@ -255,17 +257,21 @@ static void stage_alone(const __global float *x, const __global int *idx, int n,
  * nibbles of pair m, quad 2m + 1 in the high ones, plus 8. Values are
  * converted in registers, never stored as floats. */
 #define Q8_QUADS (Q8_BLOCK / 4)
-#if WTYPE == 2
+#if NIBBLES
 #define QBLOCK_BYTES (Q8_BLOCK * PANEL_ROWS / 2)
 #else
 #define QBLOCK_BYTES (Q8_BLOCK * PANEL_ROWS)
 #endif
-/* Q6_K (matmul_panels.h): Q8_0's quads, each code plus 96; per block the
- * rows' int8 scales of its two sub-blocks of 16, then per superblock of
- * 256 the rows' f16 scales, from Q6K_D_OFFSET on. */
-#define Q6K_D_OFFSET(k) ((size_t)(k) / Q8_BLOCK * 2 * PANEL_ROWS)
-#if WTYPE == 14
-#define SCALE_BYTES(k) ((Q6K_D_OFFSET(k) + (size_t)(k) / Q6K_BLOCK * PANEL_ROWS * 2 + 63) / 64 * 64)
+/* The k-quants (matmul_panels.h). Q6_K: Q8_0's quads, each code plus 96;
+ * per block the rows' int8 scales of its two sub-blocks of 16, then per
+ * superblock of 256 the rows' f16 scales, from KQ_D_OFFSET on. Q4_K: Q4_0's
+ * pairs of quads, each code as it is; per block (a sub-block) the rows'
+ * 6-bit scales, then mins, a byte each; per superblock the rows' f16 d,
+ * then their f16 dmin. */
+#define KQ_D_OFFSET(k) ((size_t)(k) / Q8_BLOCK * 2 * PANEL_ROWS)
+#if KQUANT
+#define KQ_D_HALVES (WTYPE == 12 ? 2 : 1) /* halves a row per superblock */
+#define SCALE_BYTES(k) ((KQ_D_OFFSET(k) + (size_t)(k) / Q6K_BLOCK * KQ_D_HALVES * PANEL_ROWS * 2 + 63) / 64 * 64)
 #else
 #define SCALE_BYTES(k) (((size_t)(k) / Q8_BLOCK * PANEL_ROWS * 2 + 63) / 64 * 64)
 #endif
@@ -308,13 +314,13 @@ static inline float16 block_scales(const __global float *panel, int b)
 }
 
 /* Quads a 64-byte load of a block holds: Q4_0's pair, or one. */
-#define QUADS_PER_LOAD (WTYPE == 2 ? 2 : 1)
+#define QUADS_PER_LOAD (NIBBLES ? 2 : 1)
 
 /* Quad h of a load as 16 lanes of 4 unsigned bytes: a Q4_0 pair's low
  * (h 0) or high (h 1) nibbles. */
 static inline int16 load_quad(int16 l, int h)
 {
-#if WTYPE == 2
+#if NIBBLES
 	return as_int16((as_uint16(l) >> (uint)(4 * h)) & (uint)0x0f0f0f0f);
 #else
 	return l;
@@ -322,7 +328,7 @@ static inline int16 load_quad(int16 l, int h)
 }
 
 /* The +128 (Q8_0) or +8 (Q4_0) the stored weights carry. */
-#define WEIGHT_BIAS (WTYPE == 2 ? 8 : 128)
+#define WEIGHT_BIAS (NIBBLES ? 8 : 128)
 
 /* The integer sum s (128 x the block's sum of x) as the weights' offset
  * takes it out: all of it for Q8_0, s / 16 for Q4_0. The AVX2 dot4 takes
@@ -368,10 +374,21 @@ static inline float panel_elem(const __global float *panel, int k, int i, int j)
 	const __global uchar *blk = (const __global uchar *)q8_block(panel, k, j);
 	int jj = j % Q8_BLOCK;
 	float d = vload_half((j / Q6K_BLOCK) * PANEL_ROWS + i,
-			     (const __global half *)((const __global char *)panel + Q6K_D_OFFSET(k)));
+			     (const __global half *)((const __global char *)panel + KQ_D_OFFSET(k)));
 	char sc = ((const __global char *)panel)[(j / Q8_BLOCK) * 2 * PANEL_ROWS + (jj / 16) * PANEL_ROWS + i];
 
 	return d * (float)sc * (float)((int)blk[(jj / 4) * PANEL_ROWS * 4 + i * 4 + jj % 4] - 128);
+#elif WTYPE == 12
+	const __global uchar *blk = (const __global uchar *)q8_block(panel, k, j);
+	const __global half *dm = (const __global half *)((const __global char *)panel + KQ_D_OFFSET(k));
+	const __global uchar *sm = (const __global uchar *)panel + (j / Q8_BLOCK) * 2 * PANEL_ROWS;
+	int jj = j % Q8_BLOCK;
+	uchar b = blk[(jj / 8) * PANEL_ROWS * 4 + i * 4 + jj % 4];
+	float scaled = vload_half((j / Q6K_BLOCK) * 2 * PANEL_ROWS + i, dm) * (float)sm[i] *
+		       (float)(jj % 8 < 4 ? b & 15 : b >> 4);
+	float min = vload_half((j / Q6K_BLOCK) * 2 * PANEL_ROWS + PANEL_ROWS + i, dm) * (float)sm[PANEL_ROWS + i];
+
+	return scaled - min;
 #elif WTYPE == 2
 	const __global uchar *blk = (const __global uchar *)q8_block(panel, k, j);
 	int jj = j % Q8_BLOCK;
@@ -533,7 +550,7 @@ static inline StagedQ8 staged_q8(const __local float *xs, int n, int k, int t0)
 		Q8_TOKEN(0, kq) Q8_TOKEN(1, kq) Q8_TOKEN(2, kq) Q8_TOKEN(3, kq)           \
 		Q8_TOKEN(4, kq) Q8_TOKEN(5, kq) Q8_TOKEN(6, kq) Q8_TOKEN(7, kq)           \
 	}
-#if WTYPE == 2
+#if NIBBLES
 #define Q8_QUADS_OF_LOAD(kl) Q8_QUAD(kl, 0) Q8_QUAD(kl, 1)
 #else
 #define Q8_QUADS_OF_LOAD(kl) Q8_QUAD(kl, 0)
@@ -549,6 +566,45 @@ static inline StagedQ8 staged_q8(const __local float *xs, int n, int k, int t0)
 		Q8_QUADS_OF_LOAD(kl)                                                      \
 	}
 
+#if WTYPE == 12
+/* Q4_K block blk (a sub-block of 32) ends: each lane's exact sum (plus the
+ * 8 x the input's sum that AVX2's signed codes took off), times the row's
+ * 6-bit scale, in one multiply-add by d and the token's scale; then the
+ * row's min times the input's sum, in one by -dmin and the token's scale.
+ * As the CPU backend's q4k_sub_block. */
+Q8_TARGET static inline __attribute__((always_inline)) void
+q4k_sub_block(const __global float *a, const __global float *b, int two, const StagedQ8 *x, int k, int NT,
+	      int blk, int16 *ia, int16 *ib, float16 *ra, float16 *rb)
+{
+	const __global half *da = (const __global half *)((const __global char *)a + KQ_D_OFFSET(k)) + blk / 8 * 32;
+	const __global half *db = (const __global half *)((const __global char *)b + KQ_D_OFFSET(k)) + blk / 8 * 32;
+	const __global uchar *sa = (const __global uchar *)a + blk * 2 * PANEL_ROWS;
+	const __global uchar *sb = (const __global uchar *)b + blk * 2 * PANEL_ROWS;
+	float16 dsa = vload_half16(0, da), dma = vload_half16(1, da);
+	float16 dsb = two ? vload_half16(0, db) : 0, dmb = two ? vload_half16(1, db) : 0;
+	int16 sca = convert_int16(vload16(0, sa)), scb = two ? convert_int16(vload16(0, sb)) : 0;
+	float16 mina = convert_float16(vload16(1, sa)), minb = two ? convert_float16(vload16(1, sb)) : 0;
+
+#pragma unroll
+	for (int t = 0; t < NT; t++) {
+		int sum = (x->s[t * (k / 16) + 2 * blk] + x->s[t * (k / 16) + 2 * blk + 1]) / 128;
+		float dx = x->d[t * (k / Q6K_BLOCK) + blk / 8];
+#ifdef X86_AVX2
+		int off = -8 * sum;
+#else
+		int off = 0;
+#endif
+
+		ra[t] = fma(convert_float16((ia[t] - off) * sca), dsa * dx, ra[t]);
+		ra[t] = fma(mina * (float)sum, dma * -dx, ra[t]);
+		if (two) {
+			rb[t] = fma(convert_float16((ib[t] - off) * scb), dsb * dx, rb[t]);
+			rb[t] = fma(minb * (float)sum, dmb * -dx, rb[t]);
+		}
+	}
+}
+#endif
+
 #if WTYPE == 14
 /* Half h of Q6_K block blk ends a sub-block: each lane's exact sum, less
  * the +128 its weights carry (the staged sum of the 16 values), times the
@@ -558,8 +614,8 @@ Q8_TARGET static inline __attribute__((always_inline)) void
 q6k_sub_block(const __global float *a, const __global float *b, int two, const StagedQ8 *x, int k, int NT,
 	      int blk, int h, int16 *ia, int16 *ib, float16 *ra, float16 *rb)
 {
-	const __global char *da = (const __global char *)a + Q6K_D_OFFSET(k);
-	const __global char *db = (const __global char *)b + Q6K_D_OFFSET(k);
+	const __global char *da = (const __global char *)a + KQ_D_OFFSET(k);
+	const __global char *db = (const __global char *)b + KQ_D_OFFSET(k);
 	float16 dsa = vload_half16(blk / 8, (const __global half *)da);
 	float16 dsb = two ? vload_half16(blk / 8, (const __global half *)db) : 0;
 	int16 sca = convert_int16(vload16(0, (const __global char *)a + blk * 2 * PANEL_ROWS + h * PANEL_ROWS));
@@ -647,6 +703,10 @@ q8_dot(const __global float *a, const __global float *b, int two, const StagedQ8
 			for (int kl = 0; kl < Q8_LOADS; kl++)
 				Q8_LOAD(kl)
 		}
+#if WTYPE == 12
+		q4k_sub_block(a, b, two, x, k, NT, blk, ia, ib, ra, rb);
+		continue;
+#endif
 		float16 sa = block_scales(a, blk), sb = two ? block_scales(b, blk) : 0;
 #pragma unroll
 		for (int t = 0; t < NT; t++) {

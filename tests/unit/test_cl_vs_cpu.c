@@ -9,7 +9,7 @@
  * Models: the real stories260K checkpoint (GQA, shared classifier), and
  * two generated ones: an odd shape (rows not multiples of 4 or 8, GQA,
  * separate classifier) and the stories15M shape, which is also written
- * (96 positions) as GGUF in F16, Q8_0 and Q4_0 (Q6_K 256 wide), each
+ * (96 positions) as GGUF in F16, Q8_0 and Q4_0 (Q4_K and Q6_K 256 wide), each
  * backend computing in the stored type. The first two also with both backends' f16 KV caches.
  * Exit 77 without OpenCL. */
 #include <math.h>
@@ -251,11 +251,11 @@ static int make_gguf(const char *from, const char *path, WeightType type)
 }
 
 /* The stories15M shape (96 positions, to keep the test short) as GGUF of
- * each stored type, checked in turn; Q6_K, whose rows are blocks of 256,
- * on the same shape 256 wide with 4 kv heads of 8. */
+ * each stored type, checked in turn; the k-quants, whose rows are blocks
+ * of 256, on the same shape 256 wide with 4 kv heads of 8. */
 static int check_typed(void)
 {
-	static const WeightType types[] = { WEIGHT_F16, WEIGHT_Q8_0, WEIGHT_Q4_0, WEIGHT_Q6_K };
+	static const WeightType types[] = { WEIGHT_F16, WEIGHT_Q8_0, WEIGHT_Q4_0, WEIGHT_Q4_K, WEIGHT_Q6_K };
 	char path[] = "/tmp/test_cl_typedXXXXXX", from[] = "/tmp/test_cl_fromXXXXXX";
 	char from256[] = "/tmp/test_cl_from256XXXXXX";
 	int fd = mkstemp(path), fd2 = mkstemp(from), fd3 = mkstemp(from256), rc = 0;
@@ -272,7 +272,7 @@ static int check_typed(void)
 		rc = 1;
 	}
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]) && rc == 0; i++) {
-		rc = make_gguf(types[i] == WEIGHT_Q6_K ? from256 : from, path, types[i]) ? 1
+		rc = make_gguf(weight_type_kquant(types[i]) ? from256 : from, path, types[i]) ? 1
 			: check_model(path, weight_type_quantized(types[i]) ? TOL_REL_QUANT : TOL_REL, KV_F32);
 		if (rc == 0)
 			printf("  (%s)\n", weight_type_name(types[i]));

@@ -116,7 +116,7 @@ static void check_invariance(int d, int n)
 	free(out);
 }
 
-/* ---- F16, Q8_0, Q4_0 and Q6_K: the stored values; F16 converted in
+/* ---- F16, Q8_0, Q4_0, Q4_K and Q6_K: the stored values; F16 converted in
  * registers, the others multiplying their input quantized ---- */
 
 /* Bytes of a row of n values of type as a GGUF file stores it. */
@@ -127,6 +127,7 @@ static size_t stored_row_bytes(WeightType type, int n)
 	case WEIGHT_F16: return (size_t)n * 2;
 	case WEIGHT_Q4_0: return (size_t)n / Q8_0_BLOCK * Q4_0_BLOCK_BYTES;
 	case WEIGHT_Q6_K: return (size_t)n / Q6_K_BLOCK * Q6_K_BLOCK_BYTES;
+	case WEIGHT_Q4_K: return (size_t)n / Q6_K_BLOCK * Q4_K_BLOCK_BYTES;
 	default: return (size_t)n / Q8_0_BLOCK * Q8_0_BLOCK_BYTES;
 	}
 }
@@ -145,6 +146,15 @@ static void stored_row(WeightType type, const void *w, int n, int r, float *out,
 	}
 	const unsigned char *row = (const unsigned char *)w + (size_t)r * stored_row_bytes(type, n);
 
+	if (type == WEIGHT_Q4_K) { /* the codes, 0..15; the chain reads the scales from row */
+		for (int j = 0; j < n; j++) {
+			const unsigned char *blk = row + (size_t)(j / Q6_K_BLOCK) * Q4_K_BLOCK_BYTES;
+			int v = j % Q6_K_BLOCK;
+
+			out[j] = (float)((blk[16 + v / 64 * 32 + v % 32] >> (v % 64 / 32 * 4)) & 15);
+		}
+		return;
+	}
 	if (type == WEIGHT_Q6_K) { /* scale: per 16 values d x the int8 scale, ggml's order */
 		for (int j = 0; j < n; j++) {
 			const unsigned char *blk = row + (size_t)(j / Q6_K_BLOCK) * Q6_K_BLOCK_BYTES;
@@ -213,44 +223,99 @@ static float q8_chain(const float *v, const float *scale, const float *x, int n,
 	return acc;
 }
 
-/* Q6_K: x quantized per block of 256 as llama.cpp's quantize_row_q8_K_ref
- * (the signed value of largest magnitude codes -127; each product rounded,
- * then to an integer, ties to even), then per sub-block of 16 the exact
- * integer dot product times its int8 scale, added in one fmaf by d times
- * the block's scale. scale[j / 16] is d x the int8 scale (stored_row):
- * sc16 and dsup recover both from the file. */
+/* Block kb of token t's x quantized as llama.cpp's quantize_row_q8_K_ref
+ * (the k-quants' input): the signed value of largest magnitude codes -127;
+ * each product rounded, then to an integer, ties to even; at most 127.
+ * Checks quantize_rows' k form and returns its scale, q the 256 values. */
+static float q8k_block(const float *xb, const QuantRows *xq, int n, int t, int kb, int q[Q6_K_BLOCK])
+{
+	float amax = 0.0f, max = 0.0f, iscale, kd;
+
+	for (int j = 0; j < Q6_K_BLOCK; j++)
+		if (fabsf(xb[j]) > amax)
+			amax = fabsf(xb[j]), max = xb[j];
+	iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+	kd = amax != 0.0f ? 1.0f / iscale : 0.0f;
+	CHECK(xq->kd[(size_t)t * (n / Q6_K_BLOCK) + kb] == kd, "quantize_rows: Q8_K block %d scale", kb);
+	for (int sb = 0; sb < Q6_K_BLOCK / 16; sb++) {
+		int32_t sum = 0;
+
+		for (int j = sb * 16; j < sb * 16 + 16; j++) {
+			volatile float p = iscale * xb[j]; /* rounded, as llama.cpp's */
+
+			q[j] = (int)nearbyintf(p);
+			q[j] = q[j] < 127 ? q[j] : 127;
+			CHECK(q[j] == xq->kq[(size_t)t * n + kb * Q6_K_BLOCK + j], "quantize_rows: Q8_K value %d: %d, want %d",
+			      j, xq->kq[(size_t)t * n + kb * Q6_K_BLOCK + j], q[j]);
+			sum += q[j];
+		}
+		CHECK(xq->ks[(size_t)t * (n / 16) + kb * 16 + sb] == 128 * sum, "quantize_rows: Q8_K sum %d", sb);
+	}
+	return kd;
+}
+
+/* Q6_K: x as q8k_block, then per sub-block of 16 the exact integer dot
+ * product times its int8 scale, added in one fmaf by d times the block's
+ * scale. v holds the values (code - 32), row the file's bytes. */
 static float q6k_chain(const float *v, const unsigned char *row, const float *x, int n, const QuantRows *xq, int t)
 {
 	float acc = 0.0f;
 
 	for (int kb = 0; kb < n / Q6_K_BLOCK; kb++) {
 		const unsigned char *blk = row + (size_t)kb * Q6_K_BLOCK_BYTES;
-		const float *xb = x + kb * Q6_K_BLOCK;
-		float amax = 0.0f, max = 0.0f, iscale, kd;
+		int q[Q6_K_BLOCK];
+		float kd = q8k_block(x + kb * Q6_K_BLOCK, xq, n, t, kb, q);
 		_Float16 dh;
 
 		memcpy(&dh, blk + 208, 2);
-		for (int j = 0; j < Q6_K_BLOCK; j++)
-			if (fabsf(xb[j]) > amax)
-				amax = fabsf(xb[j]), max = xb[j];
-		iscale = amax != 0.0f ? -127.0f / max : 0.0f;
-		kd = amax != 0.0f ? 1.0f / iscale : 0.0f;
-		CHECK(xq->kd[(size_t)t * (n / Q6_K_BLOCK) + kb] == kd, "quantize_rows: Q8_K block %d scale", kb);
 		for (int sb = 0; sb < Q6_K_BLOCK / 16; sb++) {
-			int32_t isum = 0, sum = 0;
+			int32_t isum = 0;
 
-			for (int j = sb * 16; j < sb * 16 + 16; j++) {
-				volatile float p = iscale * xb[j]; /* rounded, as llama.cpp's */
-				int q = (int)nearbyintf(p);
-
-				q = q < 127 ? q : 127;
-				CHECK(q == xq->kq[(size_t)t * n + kb * Q6_K_BLOCK + j], "quantize_rows: Q8_K value %d: %d, want %d",
-				      j, xq->kq[(size_t)t * n + kb * Q6_K_BLOCK + j], q);
-				isum += q * (int32_t)v[kb * Q6_K_BLOCK + j];
-				sum += q;
-			}
-			CHECK(xq->ks[(size_t)t * (n / 16) + kb * 16 + sb] == 128 * sum, "quantize_rows: Q8_K sum %d", sb);
+			for (int j = sb * 16; j < sb * 16 + 16; j++)
+				isum += q[j] * (int32_t)v[kb * Q6_K_BLOCK + j];
 			acc = fmaf((float)(isum * (signed char)blk[192 + sb]), (float)dh * kd, acc);
+		}
+	}
+	return acc;
+}
+
+/* Q4_K sub-block j's 6-bit scale and min, unpacked from a superblock's 12
+ * bytes as ggml's get_scale_min_k4 does. */
+static void q4k_scale_min_ref(const unsigned char *blk, int j, int *sc, int *m)
+{
+	const unsigned char *q = blk + 4;
+
+	*sc = j < 4 ? q[j] & 63 : (q[j + 4] & 15) | (q[j - 4] >> 6) << 4;
+	*m = j < 4 ? q[j + 4] & 63 : (q[j + 4] >> 4) | (q[j] >> 6) << 4;
+}
+
+/* Q4_K: x as q8k_block, then per sub-block of 32 the exact integer dot
+ * product with the codes times the 6-bit scale, added in one fmaf by d
+ * times the block's scale, then the 6-bit min times the input's sum in one
+ * by -dmin times it. v holds the codes, row the file's bytes. */
+static float q4k_chain(const float *v, const unsigned char *row, const float *x, int n, const QuantRows *xq, int t)
+{
+	float acc = 0.0f;
+
+	for (int kb = 0; kb < n / Q6_K_BLOCK; kb++) {
+		const unsigned char *blk = row + (size_t)kb * Q4_K_BLOCK_BYTES;
+		int q[Q6_K_BLOCK];
+		float kd = q8k_block(x + kb * Q6_K_BLOCK, xq, n, t, kb, q);
+		_Float16 dh, mh;
+
+		memcpy(&dh, blk, 2);
+		memcpy(&mh, blk + 2, 2);
+		for (int sb = 0; sb < 8; sb++) {
+			int32_t isum = 0, sum = 0;
+			int sc, m;
+
+			q4k_scale_min_ref(blk, sb, &sc, &m);
+			for (int j = sb * 32; j < sb * 32 + 32; j++) {
+				isum += q[j] * (int32_t)v[kb * Q6_K_BLOCK + j];
+				sum += q[j];
+			}
+			acc = fmaf((float)(isum * sc), (float)dh * kd, acc);
+			acc = fmaf((float)m * (float)sum, (float)mh * -kd, acc);
 		}
 	}
 	return acc;
@@ -270,6 +335,17 @@ static void fill_stored(WeightType type, unsigned char *w, int d, int n, size_t 
 			_Float16 h = (_Float16)frand(seed);
 			memcpy(w + 2 * i, &h, 2);
 		}
+	else if (type == WEIGHT_Q4_K) /* random 6-bit scales and mins; finite d and dmin */
+		for (int r = 0; r < d; r++)
+			for (int kb = 0; kb < n / Q6_K_BLOCK; kb++) {
+				unsigned char *blk = w + r * row_bytes + kb * Q4_K_BLOCK_BYTES;
+				_Float16 h = (_Float16)(0.01f + 0.001f * (float)(r + kb)), m = (_Float16)(0.02f + 0.001f * (float)kb);
+
+				for (int j = 4; j < 16; j++)
+					blk[j] = (unsigned char)(frand(seed) * 255.0f);
+				memcpy(blk, &h, 2);
+				memcpy(blk + 2, &m, 2);
+			}
 	else if (type == WEIGHT_Q6_K) /* int8 scales of both signs, -128 too; a finite d */
 		for (int r = 0; r < d; r++)
 			for (int kb = 0; kb < n / Q6_K_BLOCK; kb++) {
@@ -315,6 +391,8 @@ static void check_typed(WeightType type, int d, int n, int batch, int fma_exact)
 		for (int t = 0; t < batch; t++) {
 			float want = type == WEIGHT_F16    ? typed_chain(v, x + (size_t)t * n, n)
 				     : type == WEIGHT_Q6_K ? q6k_chain(v, w + (size_t)r * row_bytes, x + (size_t)t * n, n,
+								       &xq, t)
+				     : type == WEIGHT_Q4_K ? q4k_chain(v, w + (size_t)r * row_bytes, x + (size_t)t * n, n,
 								       &xq, t)
 							   : q8_chain(v, scale, x + (size_t)t * n, n, &xq, t);
 			float got = out[(size_t)t * d + r];
@@ -433,12 +511,12 @@ int main(void)
 				check_shape(ds[i], ns[j], 5, 16, ds[i] - 1, fma_exact);
 			check_invariance(ds[i], ns[j]);
 		}
-	static const WeightType stored[] = { WEIGHT_F16, WEIGHT_Q8_0, WEIGHT_Q4_0, WEIGHT_Q6_K };
+	static const WeightType stored[] = { WEIGHT_F16, WEIGHT_Q8_0, WEIGHT_Q4_0, WEIGHT_Q4_K, WEIGHT_Q6_K };
 
 	for (size_t i = 0; i < sizeof(stored) / sizeof(stored[0]); i++)
 		for (int d = 1; d <= 100; d += 33)
 			for (int batch = 1; batch <= 9; batch += 4) {
-				int k = stored[i] == WEIGHT_Q6_K; /* whole superblocks of 256 */
+				int k = weight_type_kquant(stored[i]); /* whole superblocks of 256 */
 
 				check_typed(stored[i], d, k ? 256 : 64, batch, fma_exact);
 				check_typed(stored[i], d, k ? 512 : 96, batch, fma_exact);
@@ -446,12 +524,12 @@ int main(void)
 #if defined(__x86_64__)
 	for (size_t i = 0; i < sizeof(stored) / sizeof(stored[0]); i++)
 		for (int batch = 1; batch <= 9; batch += 4) {
-			check_levels(stored[i], 40, stored[i] == WEIGHT_Q6_K ? 512 : 96, batch, fma_exact);
+			check_levels(stored[i], 40, weight_type_kquant(stored[i]) ? 512 : 96, batch, fma_exact);
 			if (i == 0)
 				check_levels(WEIGHT_F32, 40, 96, batch, fma_exact);
 		}
 #endif
-	printf("matmul: %s; F16, Q8_0, Q4_0 and Q6_K too; every x86-64 build this CPU runs\n",
+	printf("matmul: %s; F16, Q8_0, Q4_0, Q4_K and Q6_K too; every x86-64 build this CPU runs\n",
 	       fma_exact ? "FMA chains checked bit for bit" : "tolerance only (no FMA)");
 	return check_report();
 }
