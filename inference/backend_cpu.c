@@ -90,7 +90,7 @@ typedef struct {
 	int max_out;        /* sequences wanting logits per call */
 	int threads;        /* OpenMP threads a parallel forward runs on */
 	QuantRows *quant;   /* (threads) each thread's copy of a product's input,
-			     * quantized; NULL unless a matrix is Q8_0 or Q4_0 */
+			     * quantized; NULL unless a matrix is quantized */
 	void *quant_mem;    /* the QuantRows, then each thread's rows */
 	size_t quant_bytes;
 	int n_blocks, block_size;
@@ -793,6 +793,24 @@ static void wait_done(const PhaseCounters *pc, int tiles)
 }
 
 /* The input of a product phase: (rows, n) floats; NULL for the others. */
+/* The quantized forms (QUANT_*) the products of a phase take: both for a
+ * layer that mixes Q8_0 or Q4_0 with the k-quants. */
+static int phase_quant_forms(const CpuState *s, const Phase *ph)
+{
+	int l = ph->layer;
+
+	switch (ph->kind) {
+	case PH_QKV:
+		return quant_form_of(layer_matrix(s, MAT_WQ, l).type) | quant_form_of(layer_matrix(s, MAT_WK, l).type) |
+		       quant_form_of(layer_matrix(s, MAT_WV, l).type);
+	case PH_ATTN_OUT: return quant_form_of(layer_matrix(s, MAT_WO, l).type);
+	case PH_FFN_UP: return quant_form_of(layer_matrix(s, MAT_W1, l).type) | quant_form_of(layer_matrix(s, MAT_W3, l).type);
+	case PH_FFN_DOWN: return quant_form_of(layer_matrix(s, MAT_W2, l).type);
+	case PH_LOGITS: return quant_form_of(s->mats[(size_t)s->c.n_layers * MAT_PER_LAYER].type);
+	default: return 0;
+	}
+}
+
 static const float *phase_input(const CpuState *s, enum phase_kind kind, int *rows, int *n)
 {
 	*rows = s->n;
@@ -806,7 +824,7 @@ static const float *phase_input(const CpuState *s, enum phase_kind kind, int *ro
 }
 
 /* Every thread of the region runs this: the phases in order, taking tiles
- * until a phase has none left, then waiting for its last ones. With Q8_0 or Q4_0
+ * until a phase has none left, then waiting for its last ones. With quantized
  * weights a thread quantizes a product's input for itself before its first
  * tile: the input is whole only once the phase before has ended, and two
  * copies of a few KB cost less than one more wait. */
@@ -823,7 +841,7 @@ static void run_phases(CpuState *s, int first, int thread)
 			phase_enter(ph);
 		while ((t = __atomic_fetch_add(&pc->next, 1, __ATOMIC_RELAXED)) < ph->tiles) {
 			if (in.x && s->quant && !in.q) {
-				quantize_rows(in.x, rows, n, &s->quant[thread]);
+				quantize_rows(in.x, rows, n, &s->quant[thread], phase_quant_forms(s, ph));
 				in.q = &s->quant[thread];
 			}
 			run_tile(s, ph, t, &in);

@@ -326,7 +326,8 @@ static quantize_fn *quantize_resolve(void)
 
 void matmul_rows_typed(const void *w, WeightType type, int n, int r0, int r1, const MatInput *in, int batch,
 		       float *out, size_t ldo) __attribute__((ifunc("matmul_resolve")));
-void quantize_rows(const float *x, int batch, int n, QuantRows *out) __attribute__((ifunc("quantize_resolve")));
+void quantize_rows(const float *x, int batch, int n, QuantRows *out, int forms)
+	__attribute__((ifunc("quantize_resolve")));
 #else
 MATMUL_KERNEL(base);
 
@@ -336,9 +337,9 @@ void matmul_rows_typed(const void *w, WeightType type, int n, int r0, int r1, co
 	matmul_rows_typed_base(w, type, n, r0, r1, in, batch, out, ldo);
 }
 
-void quantize_rows(const float *x, int batch, int n, QuantRows *out)
+void quantize_rows(const float *x, int batch, int n, QuantRows *out, int forms)
 {
-	quantize_rows_base(x, batch, n, out);
+	quantize_rows_base(x, batch, n, out, forms);
 }
 #endif
 

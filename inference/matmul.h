@@ -51,8 +51,8 @@ void pack_matrix_typed(void *dst, WeightType type, const void *w, int d, int n);
  * unsigned bytes: s takes that back out). The k-quants' products take the
  * rows as llama.cpp quantizes their input (its Q8_K) instead: blocks of
  * 256, each with its own kd and kq, and ks = 128 x the sum of each 16
- * values; kq is NULL where no matrix is a k-quant, or n is not whole blocks
- * of 256. */
+ * values; kq is NULL where no matrix is a k-quant, and not filled where n
+ * is not whole blocks of 256 (no k-quant has such rows: gguf.c). */
 typedef struct {
 	int8_t *q;   /* (batch, n) */
 	float *d;    /* (batch, n / Q8_0_BLOCK) */
@@ -65,9 +65,18 @@ typedef struct {
 size_t quant_rows_bytes(int batch, int n, int kform);
 /* Carves a QuantRows for (batch, n) from mem (quant_rows_bytes, 64-aligned). */
 QuantRows quant_rows_at(void *mem, int batch, int n, int kform);
-/* Quantizes batch rows of n; the Q8_K form too where out has one and n is
- * whole blocks of 256. */
-void quantize_rows(const float *x, int batch, int n, QuantRows *out);
+/* Quantizes batch rows of n in the forms asked for: QUANT_Q8_0 (q, d, s),
+ * QUANT_Q8_K (kq, kd, ks: where out has them and n is whole blocks of 256). */
+enum { QUANT_Q8_0 = 1, QUANT_Q8_K = 2 };
+void quantize_rows(const float *x, int batch, int n, QuantRows *out, int forms);
+
+/* The form a type's products take (0 for F32 and F16). */
+static inline int quant_form_of(WeightType type)
+{
+	return type == WEIGHT_Q4_K || type == WEIGHT_Q6_K ? QUANT_Q8_K
+	       : type == WEIGHT_Q8_0 || type == WEIGHT_Q4_0 ? QUANT_Q8_0
+							     : 0;
+}
 
 /* A product's input: x, and for quantized weights q (x quantized) too. */
 typedef struct {

@@ -24,7 +24,8 @@
 
 /* Without VNNI, AVX2 multiplies the quads as signed bytes (dot4): the
  * weights' +128 or +8 comes off as they load (quad_at), and the input's
- * block sum is not taken out after. */
+ * block sum is not taken out after (Q4_K, whose codes carry no +8, gets
+ * the 8 x sum back: q4k_sub_block). */
 #if defined(__AVX2__) && !defined(__AVX512VNNI__)
 #define DOT4_SIGNED 1
 #else
@@ -275,8 +276,10 @@ static inline __attribute__((always_inline)) void scaled_sums_to_floats(v16f *f,
 #else
 	v16sb b;
 
+	/* in unsigned lanes: the same bits (nothing overflows), and the
+	 * sanitizers' build does not check each lane for signed overflow */
 	memcpy(&b, sc, sizeof(b));
-	*f = __builtin_convertvector((*s - off) * __builtin_convertvector(b, v16i), v16f);
+	*f = __builtin_convertvector((v16i)(((v16u)*s - (uint32_t)off) * (v16u)__builtin_convertvector(b, v16i)), v16f);
 #endif
 }
 
@@ -629,11 +632,11 @@ static void quantize_q8k(size_t at, const float *x, QuantRows *out, size_t kb)
 
 /* As llama.cpp quantizes a Q8_0 product's input (quantize_row_q8_0), but d
  * stays a float and ties round to even; matmul.h says what s is. */
-void QUANT_NAME(MATMUL_LEVEL)(const float *x, int batch, int n, QuantRows *out)
+void QUANT_NAME(MATMUL_LEVEL)(const float *x, int batch, int n, QuantRows *out, int forms)
 {
 	int nb = n / Q8_0_BLOCK;
 
-	for (int t = 0; t < batch; t++)
+	for (int t = 0; t < batch && (forms & QUANT_Q8_0); t++)
 		for (int b = 0; b < nb; b++) {
 			size_t at = (size_t)t * n + (size_t)b * Q8_0_BLOCK;
 			float d = block_amax(x + at) / 127.0f;
@@ -642,7 +645,7 @@ void QUANT_NAME(MATMUL_LEVEL)(const float *x, int batch, int n, QuantRows *out)
 			out->d[(size_t)t * nb + b] = d;
 			out->s[(size_t)t * nb + b] = 128 * block_round(x + at, id, out->q + at);
 		}
-	if (out->kq && n % Q6_K_BLOCK == 0)
+	if ((forms & QUANT_Q8_K) && out->kq && n % Q6_K_BLOCK == 0)
 		for (int t = 0; t < batch; t++)
 			for (int b = 0; b < n / Q6_K_BLOCK; b++)
 				quantize_q8k((size_t)t * n + (size_t)b * Q6_K_BLOCK, x, out,

@@ -85,7 +85,7 @@ static inline size_t panel_bytes(WeightType type, int n)
  * for one x86-64 level, named <function>_<level>. */
 typedef void matmul_kernel_fn(const void *w, WeightType type, int n, int r0, int r1, const MatInput *in,
 			      int batch, float *out, size_t ldo);
-typedef void quantize_fn(const float *x, int batch, int n, QuantRows *out);
+typedef void quantize_fn(const float *x, int batch, int n, QuantRows *out, int forms);
 #define MATMUL_KERNEL(level) matmul_kernel_fn matmul_rows_typed_##level; quantize_fn quantize_rows_##level
 
 #endif

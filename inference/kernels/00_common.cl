@@ -52,10 +52,11 @@ static inline float hsum16(float16 v)
  * being row idx[t] of x, or row t when idx is NULL. With g non-NULL each is
  * rmsnorm'ed as llama2.c does: g[j] * (x[j] / sqrt(mean(x^2) + 1e-5)).
  * F32 and F16 programs stage n*k floats, then the n per-token scales. With
- * Q8_0 or Q4_0 weights (QUANTIZED) the tokens are quantized as llama.cpp
+ * quantized weights (QUANTIZED) the tokens are quantized as llama.cpp
  * quantizes such a product's input, straight from x: xs holds the n
  * scales, then the n*k int8 values, n*k/32 block scales d and n*k/32 sums
- * s (128 x the block's sum of its values). Staging no floats lets a call
+ * s (128 x the block's sum of its values); for the k-quants (KQUANT, Q8_K)
+ * n*k/256 scales and n*k/16 sums. Staging no floats lets a call
  * take 64 tokens of the stories110M shape's 2048-wide input, not 48. The
  * operations are the CPU backend's (matmul.c, quantize_rows), so both get
  * the same values. Work-item lid of lsz does every lsz-th token's scale,
@@ -247,9 +248,9 @@ static void stage_alone(const __global float *x, const __global int *idx, int n,
 #define TOK_GROUP 8 /* tokens per pass over a panel */
 
 /* The stored type of the matrices this program's kernels read, set by the
- * host at build (ggml's numbers: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0; a program
- * per type a model has: backend_cl.c), packed as matmul.c packs
- * it: an F16 panel holds 16 halves a column. A Q8_0 or Q4_0 panel holds
+ * host at build (ggml's numbers: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0, 12 Q4_K,
+ * 14 Q6_K; a program per type a model has: backend_cl.c), packed as
+ * matmul.c packs it: an F16 panel holds 16 halves a column. A Q8_0 or Q4_0 panel holds
  * its blocks' scales as stored, 16 halves a block of 32 columns, padded to
  * 64 bytes (SCALE_BYTES), then each block's values (QBLOCK_BYTES): Q8_0's
  * 8 quads of 4 columns, 64 bytes each: row i's 4 values at 4i, plus 128,
@@ -300,7 +301,7 @@ static inline const __global float *panel_ptr(const __global float *w, int p, in
 }
 
 #if QUANTIZED
-/* The values of the Q8_0 or Q4_0 block of a (k-column) panel that holds
+/* The values of the quantized block of a (k-column) panel that holds
  * column j. */
 static inline const __global char *q8_block(const __global float *panel, int k, int j)
 {
@@ -327,7 +328,8 @@ static inline int16 load_quad(int16 l, int h)
 #endif
 }
 
-/* The +128 (Q8_0) or +8 (Q4_0) the stored weights carry. */
+/* The +128 (Q8_0, Q6_K) or +8 (Q4_0) the stored weights carry; AVX2 takes
+ * 8 off Q4_K's codes too, and q4k_sub_block gives it back. */
 #define WEIGHT_BIAS (NIBBLES ? 8 : 128)
 
 /* The integer sum s (128 x the block's sum of x) as the weights' offset
@@ -443,7 +445,7 @@ panels_dot(const __global float *a, const __global float *b, int two,
 }
 
 #if QUANTIZED
-/* Q8_0 or Q4_0 against the quantized staged tokens: per block, each lane's
+/* Quantized weights against the staged tokens: per block, each lane's
  * exact integer dot product over the block's 8 quads, less the +128 (or +8)
  * the weights carry, then one multiply-add by the weight's and the token's
  * scales, as on the CPU backend (matmul_kernel.c). dot4 is VNNI's vpdpbusd: each

@@ -13,7 +13,7 @@ static void check_tensor(const Model *m, Tensor t, size_t rows, size_t cols)
 	uint64_t bytes = ggml_type_bytes((uint32_t)t.type, (uint64_t)rows * cols);
 
 	FUZZ_CHECK(t.type == WEIGHT_F32 || t.type == WEIGHT_F16 || t.type == WEIGHT_Q8_0 || t.type == WEIGHT_Q4_0 ||
-		   t.type == WEIGHT_Q6_K);
+		   t.type == WEIGHT_Q4_K || t.type == WEIGHT_Q6_K);
 	FUZZ_CHECK(bytes > 0 && t.name != NULL);
 	FUZZ_CHECK(p >= lo + (m->gguf ? 24 : 28));
 	FUZZ_CHECK(bytes <= (uint64_t)(hi - p));

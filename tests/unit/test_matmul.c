@@ -19,6 +19,13 @@ static float frand(unsigned *seed)
 	return (float)((*seed >> 8) & 0xffff) / 32768.0f - 1.0f;
 }
 
+/* A byte from the same generator: every value 0..255. */
+static unsigned char rand_byte(unsigned *seed)
+{
+	*seed = *seed * 1103515245u + 12345u;
+	return (unsigned char)(*seed >> 16);
+}
+
 /* The chain matmul.h promises: acc = w[r][0] * x[0] + ..., one FMA a step
  * in column order (fmaf), or in double for the tolerance check. */
 static float chain(const float *w, const float *x, int n)
@@ -326,7 +333,7 @@ static float q4k_chain(const float *v, const unsigned char *row, const float *x,
 static void fill_stored(WeightType type, unsigned char *w, int d, int n, size_t row_bytes, unsigned *seed)
 {
 	for (size_t i = 0; i < (size_t)d * row_bytes; i++)
-		w[i] = (unsigned char)(frand(seed) * 127.0f);
+		w[i] = rand_byte(seed);
 	if (type == WEIGHT_F32)
 		for (size_t i = 0; i < (size_t)d * n; i++)
 			((float *)(void *)w)[i] = frand(seed);
@@ -342,7 +349,7 @@ static void fill_stored(WeightType type, unsigned char *w, int d, int n, size_t 
 				_Float16 h = (_Float16)(0.01f + 0.001f * (float)(r + kb)), m = (_Float16)(0.02f + 0.001f * (float)kb);
 
 				for (int j = 4; j < 16; j++)
-					blk[j] = (unsigned char)(frand(seed) * 255.0f);
+					blk[j] = rand_byte(seed);
 				memcpy(blk, &h, 2);
 				memcpy(blk + 2, &m, 2);
 			}
@@ -353,7 +360,7 @@ static void fill_stored(WeightType type, unsigned char *w, int d, int n, size_t 
 				_Float16 h = (_Float16)(0.01f + 0.001f * (float)(r + kb));
 
 				for (int j = 0; j < 16; j++)
-					blk[192 + j] = (unsigned char)(frand(seed) * 255.0f);
+					blk[192 + j] = rand_byte(seed);
 				blk[192 + r % 16] = 0x80;
 				memcpy(blk + 208, &h, 2);
 			}
@@ -383,7 +390,7 @@ static void check_typed(WeightType type, int d, int n, int batch, int fma_exact)
 	MatInput in = { x, weight_type_quantized(type) ? &xq : NULL };
 
 	if (weight_type_quantized(type))
-		quantize_rows(x, batch, n, &xq);
+		quantize_rows(x, batch, n, &xq, QUANT_Q8_0 | QUANT_Q8_K);
 	pack_matrix_typed(packed, type, w, d, n);
 	matmul_rows_typed(packed, type, n, 0, d, &in, batch, out, (size_t)d);
 	for (int r = 0; r < d; r++) {
@@ -462,13 +469,13 @@ static void check_levels(WeightType type, int d, int n, int batch, int picked_fu
 		x[i] = frand(&seed);
 	pack_matrix_typed(packed, type, w, d, n);
 	if (quantized)
-		quantize_rows(x, batch, n, &xq);
+		quantize_rows(x, batch, n, &xq, QUANT_Q8_0 | QUANT_Q8_K);
 	matmul_rows_typed(packed, type, n, 0, d, &in, batch, want, (size_t)d);
 	for (size_t l = 0; l < sizeof(levels) / sizeof(levels[0]); l++) {
 		if (!levels[l].runs)
 			continue;
 		if (quantized) {
-			levels[l].quant(x, batch, n, &xq2);
+			levels[l].quant(x, batch, n, &xq2, QUANT_Q8_0 | QUANT_Q8_K);
 			size_t nb = (size_t)batch * (n / Q8_0_BLOCK);
 
 			CHECK(!memcmp(xq.q, xq2.q, (size_t)batch * n) && !memcmp(xq.d, xq2.d, nb * sizeof(float)) &&
