@@ -118,8 +118,11 @@ print(f"gaps |client - tracer|: median {med_gap:.3f} ms over {len(gap_d)} gaps")
 # idle and 8 ms in CI, so 5 ms did not hold. What the bound must catch is a
 # tracer that times from admission instead of queueing: it would be off by
 # the queue time, whose median here is 26-55 ms. So: below 15 ms, and below
-# half the median queue time.
-bound = min(15.0, statistics.median(queued) / 2)
+# half the median queue time, but never below 3 ms: on a Zen 5 the queue's
+# median fell to 3.4 ms while the client's own time stayed at 2.1 (send ..
+# queued 1.1, first token .. chunk 0.5), and a tracer timing from admission
+# would still read 5.5.
+bound = min(15.0, max(3.0, statistics.median(queued) / 2))
 if med_ttft > bound: print(f"median TTFT difference above {bound:.3f} ms"); bad += 1
 if med_gap > 5: print("median gap difference above 5 ms"); bad += 1
 sys.exit(1 if bad else 0)
