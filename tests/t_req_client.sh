@@ -78,7 +78,7 @@ bad = 0
 by_tokens = {}
 for r in reqs:
     by_tokens.setdefault(r["generated_tokens"], []).append(r)
-ttft_d, gap_d, before, after = [], [], [], []
+ttft_d, gap_d, before, after, queue_d = [], [], [], [], []
 for c in client:
     n = c["usage"]["completion_tokens"]
     cand = by_tokens.get(n)
@@ -89,6 +89,7 @@ for c in client:
     if t_ttft > c["ttft_ms"] + 0.5:
         print(f"request of {n} tokens: tracer TTFT {t_ttft:.3f} ms > client {c['ttft_ms']:.3f} ms"); bad += 1
     ttft_d.append(c["ttft_ms"] - t_ttft)
+    queue_d.append(r["queue_ns"] / 1e6)
     off = int(sys.argv[5])
     before.append((r["ts_ns"] + off) / 1e6 - c["sent_epoch_ms"])
     after.append(c["first_chunk_epoch_ms"] - (r["ts_ns"] + r["ttft_ns"] + off) / 1e6)
@@ -115,15 +116,21 @@ print(f"gaps |client - tracer|: median {med_gap:.3f} ms over {len(gap_d)} gaps")
 # The difference is the client's and the HTTP stack's own time (send ..
 # queued, first token .. chunk: printed above). On 2 vCPUs shared with the
 # engine, the tracer and the rest of the suite its median was 2.8-4.2 ms
-# idle and 8 ms in CI, so 5 ms did not hold. What the bound must catch is a
-# tracer that times from admission instead of queueing: it would be off by
-# the queue time, whose median here is 26-55 ms. So: below 15 ms, and below
-# half the median queue time, but never below 3 ms: on a Zen 5 the queue's
-# median fell to 3.4 ms while the client's own time stayed at 2.1 (send ..
-# queued 1.1, first token .. chunk 0.5), and a tracer timing from admission
-# would still read 5.5.
-bound = min(15.0, max(3.0, statistics.median(queued) / 2))
-if med_ttft > bound: print(f"median TTFT difference above {bound:.3f} ms"); bad += 1
+# idle and 8 ms in CI, so 5 ms did not hold: below 15 ms. What the check
+# must catch is a tracer that times from admission instead of queueing: it
+# would be off by the queue time. The queue's median was 26-55 ms on a Zen
+# 3 but 2.2-3.4 ms on a Zen 5, under the client's own 2.1-3.3, so half the
+# median queue time is the bound only for the requests that queued 10 ms or
+# more (the pool makes some wait: 357 ms at most on the Zen 5).
+if med_ttft > 15.0: print("median TTFT difference above 15 ms"); bad += 1
+long = [(d, q) for d, q in zip(ttft_d, queue_d) if q >= 10.0]
+if long:
+    med_long, half_q = statistics.median(d for d, _ in long), statistics.median(q for _, q in long) / 2
+    print(f"{len(long)} requests queued 10 ms or more: TTFT client - tracer median {med_long:.3f} ms, "
+          f"half their median queue {half_q:.3f}")
+    if med_long > min(15.0, half_q): print("their TTFT difference is the queue's"); bad += 1
+else:
+    print("no request queued 10 ms or more: the difference cannot tell queueing from admission here")
 if med_gap > 5: print("median gap difference above 5 ms"); bad += 1
 sys.exit(1 if bad else 0)
 PY
