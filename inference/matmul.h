@@ -90,13 +90,13 @@ void dequantize_row(float *out, const void *row, WeightType type, int n);
 /* Whether a type's products take the input quantized (MatInput's q). */
 static inline int weight_type_quantized(WeightType type)
 {
-	return type == WEIGHT_Q8_0 || type == WEIGHT_Q4_0 || type == WEIGHT_Q4_K || type == WEIGHT_Q6_K;
+	return quant_form_of(type) != 0;
 }
 
 /* Whether a type is a k-quant: superblocks of 256, input as Q8_K. */
 static inline int weight_type_kquant(WeightType type)
 {
-	return type == WEIGHT_Q4_K || type == WEIGHT_Q6_K;
+	return quant_form_of(type) == QUANT_Q8_K;
 }
 void matmul_rows_typed(const void *w, WeightType type, int n, int r0, int r1, const MatInput *in, int batch,
 		       float *out, size_t ldo);
