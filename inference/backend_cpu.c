@@ -792,7 +792,6 @@ static void wait_done(const PhaseCounters *pc, int tiles)
 	}
 }
 
-/* The input of a product phase: (rows, n) floats; NULL for the others. */
 /* The quantized forms (QUANT_*) the products of a phase take: both for a
  * layer that mixes Q8_0 or Q4_0 with the k-quants. */
 static int phase_quant_forms(const CpuState *s, const Phase *ph)
@@ -811,6 +810,7 @@ static int phase_quant_forms(const CpuState *s, const Phase *ph)
 	}
 }
 
+/* The input of a product phase: (rows, n) floats; NULL for the others. */
 static const float *phase_input(const CpuState *s, enum phase_kind kind, int *rows, int *n)
 {
 	*rows = s->n;
@@ -1103,17 +1103,14 @@ static int alloc_quant(CpuState *s, InferError *err)
 	size_t nmats = (size_t)s->c.n_layers * MAT_PER_LAYER + 1, per, head;
 	int rows = s->max_out > CPU_MAX_BATCH ? s->max_out : CPU_MAX_BATCH;
 	int width = s->c.hidden_dim > s->c.dim ? s->c.hidden_dim : s->c.dim;
-	size_t i = 0;
+	int forms = 0, kform;
 	char *p;
 
-	int kform = 0;
-
-	for (size_t j = 0; j < nmats; j++)
-		kform |= weight_type_kquant(s->mats[j].type);
-	while (i < nmats && !weight_type_quantized(s->mats[i].type))
-		i++;
-	if (i == nmats)
+	for (size_t i = 0; i < nmats; i++)
+		forms |= quant_form_of(s->mats[i].type);
+	if (!forms)
 		return 0;
+	kform = (forms & QUANT_Q8_K) != 0;
 	per = (quant_rows_bytes(rows, width, kform) + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
 	head = ((size_t)s->threads * sizeof(QuantRows) + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
 	s->quant_bytes = CACHE_LINE + head + (size_t)s->threads * per;
