@@ -51,8 +51,10 @@ PY
 }
 
 # start_server [ARGS...]: `infer --serve` on the demo model reading the fifo
-# $TMP/in through fd 3, replies in $TMP/out; sets SRV. ask sends one prompt
-# and waits for its reply line.
+# $TMP/in through fd 3, replies in $TMP/out; sets SRV once the engine has
+# mapped libinfer.so (the background shell opens the fifo before it execs
+# infer, so a tracer given -p at once could find no probes: it did in CI).
+# ask sends one prompt and waits for its reply line.
 start_server() {
 	ensure_demo_model
 	mkfifo "$TMP/in"
@@ -60,6 +62,7 @@ start_server() {
 		<"$TMP/in" >"$TMP/out" 2>"$TMP/srv.err" &
 	SRV=$!
 	exec 3>"$TMP/in"
+	wait_for grep -q libinfer "/proc/$SRV/maps" || fail "infer did not start: $(tail -n 2 "$TMP/srv.err")"
 }
 replies() { wc -l <"$TMP/out"; }
 have_replies() { [ "$(replies)" -ge "$1" ]; }
