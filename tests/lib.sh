@@ -11,14 +11,69 @@ DEMO_TOK=$BUILD/models/demo_tokenizer.bin
 TMP=$(mktemp -d /tmp/spantrace-test.XXXXXX)
 trap 'rm -rf "$TMP"; jobs -p | xargs -r kill 2>/dev/null' EXIT
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-skip() { echo "$*"; exit 77; }
+# A verdict ends the test wherever it is given. `exit` in a subshell -
+# $(...), a pipeline, ( ... ) & - only leaves that subshell, and the test
+# would go on to pass: so a verdict from a subshell also signals the test's
+# own shell, whose trap exits with the same status.
+TEST_PID=$BASHPID
+trap 'exit 1' USR1
+trap 'exit 77' USR2
+fail() {
+	echo "FAIL: $*" >&2
+	[ "$BASHPID" = "$TEST_PID" ] || kill -USR1 "$TEST_PID" 2>/dev/null
+	exit 1
+}
+skip() { # the reason is the log's last line: stderr from a subshell, whose stdout is captured
+	[ "$BASHPID" = "$TEST_PID" ] && echo "$*" || { echo "$*" >&2; kill -USR2 "$TEST_PID" 2>/dev/null; }
+	exit 77
+}
 ok() { echo "ok: $*"; }
 
-# assert_eq WHAT EXPECTED ACTUAL
-assert_eq() { [ "$2" = "$3" ] || fail "$1: expected '$2', got '$3'"; ok "$1 = $3"; }
-# assert_le WHAT A B  (numeric A <= B)
-assert_le() { awk -v a="$2" -v b="$3" 'BEGIN{exit !(a<=b)}' || fail "$1: $2 > $3"; ok "$1: $2 <= $3"; }
+# is_num X: X is a plain decimal number (an integer, a fraction, an exponent);
+# "", "null", "nan" and "1.2.3" are not.
+is_num() { [[ $1 =~ ^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$ ]]; }
+# need_num WHAT X...: every X is a number, else the test fails naming WHAT.
+need_num() {
+	local what=$1 x
+	shift
+	for x; do is_num "$x" || fail "$what: '$x' is not a number"; done
+}
+# numeric comparisons; each refuses an operand that is not a number (awk
+# would compare "" <= "0.6" and "1" <= "null" as strings, and pass)
+_cmp() { awk -v a="$2" -v b="$3" "BEGIN { exit !(a $1 b) }"; }
+# assert_eq WHAT EXPECTED ACTUAL: equal strings. An empty or null EXPECTED
+# is refused: two outputs that are both missing would agree. Say what is
+# expected with assert_empty instead.
+assert_eq() {
+	[ -n "$2" ] && [ "$2" != null ] || fail "$1: the expected value is '$2': nothing to compare with"
+	[ "$2" = "$3" ] || fail "$1: expected '$2', got '$3'"
+	ok "$1 = $3"
+}
+# assert_empty WHAT ACTUAL: nothing (an empty string) is what is expected.
+assert_empty() { [ -z "$2" ] || fail "$1: expected nothing, got '$2'"; ok "$1: empty"; }
+# assert_le WHAT A B  (numeric A <= B); assert_lt, assert_ge likewise
+assert_le() { need_num "$1" "$2" "$3"; _cmp '<=' "$2" "$3" || fail "$1: $2 > $3"; ok "$1: $2 <= $3"; }
+assert_lt() { need_num "$1" "$2" "$3"; _cmp '<' "$2" "$3" || fail "$1: $2 >= $3"; ok "$1: $2 < $3"; }
+assert_ge() { need_num "$1" "$2" "$3"; _cmp '>=' "$2" "$3" || fail "$1: $2 < $3"; ok "$1: $2 >= $3"; }
+# assert_pos WHAT X: something happened - X is a number above 0.
+assert_pos() { need_num "$1" "$2"; _cmp '>' "$2" 0 || fail "$1: $2, not above 0"; ok "$1: $2 > 0"; }
+# assert_between WHAT LO X HI: LO <= X <= HI, numerically.
+assert_between() {
+	need_num "$1" "$2" "$3" "$4"
+	_cmp '<=' "$2" "$3" && _cmp '<=' "$3" "$4" || fail "$1: $3 is not within [$2, $4]"
+	ok "$1: $2 <= $3 <= $4"
+}
+# run_ok WHAT CMD...: CMD must exit 0; prints its stdout (so a failing inner
+# command of $(run_ok ...) ends the test, with its stderr in the message).
+run_ok() {
+	local what=$1 out rc
+	shift
+	out=$("$@" 2>"$TMP/run_ok.err") && { printf '%s\n' "$out"; return 0; }
+	rc=$?
+	fail "$what: '$*' exited $rc: $(tail -c 400 "$TMP/run_ok.err")"
+}
+# need_cmd CMD PACKAGE: a tool `make deps` installs; its absence is a failure.
+need_cmd() { command -v "$1" >/dev/null || fail "$1 is missing: make deps installs it (Debian $2)"; }
 
 need_root() { [ "$(id -u)" = 0 ] || skip "needs root (CAP_BPF and CAP_PERFMON) to load BPF programs"; }
 # bpf_missing: why this machine cannot load the tracer's BPF (nothing when it can)

@@ -9,7 +9,7 @@ command -v promtool >/dev/null || skip "promtool not installed (Debian package p
 PROM_SAMPLE_OUT=$TMP/sample.prom "$BUILD/tests/test_prom" || fail "test_prom failed"
 [ -s "$TMP/sample.prom" ] || fail "test_prom wrote no sample"
 out=$(promtool check metrics < "$TMP/sample.prom" 2>&1) || fail "promtool check metrics: $out"
-assert_eq "promtool complaints" "" "$out"
+assert_empty "promtool complaints" "$out"
 # A deliberately broken copy must be rejected, or this test proves nothing.
 sed 's/^# TYPE spantrace_span_duration_seconds histogram$/# TYPE spantrace_span_duration_seconds bogus/' \
 	"$TMP/sample.prom" > "$TMP/broken.prom"

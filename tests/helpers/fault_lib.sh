@@ -8,7 +8,7 @@ LIBINFER=$(cd "$BUILD" && pwd)/libinfer.so
 need_binaries() {
 	local b
 	for b in "$INFER" "$SPANTRACE"; do [ -x "$b" ] || fail "no $b (build first)"; done
-	command -v jq >/dev/null || skip "jq is not installed"
+	need_cmd jq jq
 }
 
 ensure_demo_model() {
@@ -21,7 +21,7 @@ ensure_demo_model() {
 # build_helper NAME: compiles tests/helpers/NAME.c against this build's
 # libinfer.so into $TMP/NAME.
 build_helper() {
-	command -v gcc >/dev/null || skip "gcc is not installed"
+	need_cmd gcc build-essential
 	local san=
 	# A sanitizer build of libinfer needs the ASan runtime loaded first.
 	ldd "$LIBINFER" | grep -q libasan && san="-fsanitize=address,undefined"
@@ -31,15 +31,18 @@ build_helper() {
 }
 build_probestorm() { build_helper probestorm; }
 
-# jsonl_check FILE: every line is one whole JSON object (a torn last line
-# fails too); prints the number of lines.
+# jsonl_check FILE: FILE has at least one line, and every line is one whole
+# JSON object (a torn last line fails too); prints the number of lines.
 jsonl_check() {
+	[ -r "$1" ] || fail "$1: no such file to check"
 	/usr/bin/python3 - "$1" <<'PY' || fail "$1 is not clean JSONL"
 import json, sys
 data = open(sys.argv[1], "rb").read()
-if data and not data.endswith(b"\n"):
+if not data:
+    sys.exit("empty: no record at all")
+if not data.endswith(b"\n"):
     sys.exit("last line is not terminated (partial write)")
-lines = data.split(b"\n")[:-1] if data else []
+lines = data.split(b"\n")[:-1]
 for i, line in enumerate(lines, 1):
     try:
         if not isinstance(json.loads(line), dict):
@@ -87,14 +90,20 @@ stop_server() {
 	wait "$SRV" || fail "server exited $?: $(tail -n 2 "$TMP/srv.err")"
 }
 
+# probe_state PID: probestate.py's rows for libinfer.so in PID (name,
+# semaphore, site bytes); fails when it fails or finds no probe at all.
+probe_state() {
+	local out
+	out=$("$HELPERS/probestate.py" "$1" "$LIBINFER" 2>"$TMP/probestate.err") ||
+		fail "probestate.py $1: $(tail -c 300 "$TMP/probestate.err")"
+	[ -n "$out" ] || fail "probestate.py found no probe of $LIBINFER in pid $1"
+	printf '%s\n' "$out"
+}
 # sem_total PID: the sum of libinfer.so's probe semaphores in PID's memory;
 # sites_patched PID: how many of its probe sites are not the original nop.
-sem_total() {
-	"$HELPERS/probestate.py" "$1" "$LIBINFER" | awk '{ s += $2 } END { print s + 0 }'
-}
-sites_patched() {
-	"$HELPERS/probestate.py" "$1" "$LIBINFER" | awk '$3 != "0f1f440000" { n++ } END { print n + 0 }'
-}
+# Both fail, rather than read 0, when there is nothing to read.
+sem_total() { probe_state "$1" | awk '{ s += $2 } END { print s }'; }
+sites_patched() { probe_state "$1" | awk '$3 != "0f1f440000" { n++ } END { print n + 0 }'; }
 
 # engine_events STATS: the events a tracer should see fired for an engine
 # run: one per span/op end and request end, two per token end (the token's
