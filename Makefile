@@ -129,6 +129,8 @@ NODE_PKGS := openai vega vega-lite @resvg/resvg-js @opentelemetry/otlp-transform
 # download or build other binaries), the reference and peer for GGUF. No
 # lockfile: npm 11 writes none that `npm ci --omit=optional` accepts on
 # Linux; package.json pins node-llama-cpp and its binaries exactly.
+# tools/llama_reference.sh then makes tests/llama/ref, the same llama.cpp
+# with one ggml CPU variant on every host: the tests' reference.
 LLAMA_DIR := tests/llama
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do \
@@ -150,6 +152,7 @@ deps:
 	@[ -d $(LLAMA_DIR)/node_modules/@node-llama-cpp/linux-x64 ] || \
 	    (cd $(LLAMA_DIR) && npm install --no-package-lock --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null) || \
 	    { echo "deps: npm ci in $(LLAMA_DIR) failed" >&2; exit 1; }
+	@tools/llama_reference.sh >/dev/null
 
 # ---- the engine ----
 $(BUILD)/inference/%.o: inference/%.c

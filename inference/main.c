@@ -17,6 +17,7 @@ typedef struct {
 	EngineOptions eng;
 	const char *prompt;
 	const char *stats_path;
+	const char *margins_path;  /* --logit-margins: each token's top-2 gap */
 	int ids;    /* print token ids instead of text */
 	int serve;
 	const char *http;    /* [ADDR:]PORT: the HTTP engine */
@@ -55,6 +56,10 @@ static void usage(FILE *f)
 		"  --ids           print generated token ids, not text\n"
 		"  --serve         one prompt per stdin line, one completion per stdout line\n"
 		"  --stats FILE    write the engine's own statistics as JSON\n"
+		"  --logit-margins FILE  one line per generated token: its index, id, the\n"
+		"                  runner-up's id and the gap between their logits. At -t 0 a\n"
+		"                  small gap is a near-tie another implementation's rounding can\n"
+		"                  break the other way (one generation: not with --serve or --http)\n"
 		"  --http [ADDR:]PORT  serve OpenAI-style completions over HTTP (default address\n"
 		"                  127.0.0.1; port 0 picks a free one, printed on stderr)\n"
 		"  --max-seqs N    sequences batched at once (default 8)\n"
@@ -238,6 +243,8 @@ static int parse_valued(Args *a, const char *opt, const char *val)
 		return parse_kv_type(opt, val, &a->eng.backend_opt.kv_type);
 	else if (!strcmp(opt, "--stats"))
 		a->stats_path = val;
+	else if (!strcmp(opt, "--logit-margins"))
+		a->margins_path = val;
 	else
 		return parse_serving(a, opt, val);
 	return 1;
@@ -288,6 +295,8 @@ static int parse_args(Args *a, int argc, char **argv)
 		return usage_error("--http serves requests itself: no -i or --serve with it");
 	if (a->serve && a->prompt)
 		return bad_arg("-i", a->prompt, "--serve reads prompts from stdin");
+	if (a->margins_path && (a->serve || a->http))
+		return bad_arg("--logit-margins", a->margins_path, "is for one generation: not with --serve or --http");
 	return 0;
 }
 
@@ -298,7 +307,26 @@ typedef struct {
 	int ids;
 	int one_line;  /* serve: a completion must not contain newlines */
 	int printed;
+	FILE *margins; /* --logit-margins, or NULL */
 } Printer;
+
+/* The line --logit-margins writes for the token just drawn from e->logits
+ * (sampling leaves them as the forward wrote them). */
+static void print_margin(FILE *f, const Engine *e, int index, int token)
+{
+	const float *l = e->logits;
+	int n = e->model.config.vocab_size, best = 0, second = -1;
+
+	for (int i = 1; i < n; i++)
+		if (l[i] > l[best]) {
+			second = best;
+			best = i;
+		} else if (second < 0 || l[i] > l[second])
+			second = i;
+	if (second < 0)
+		second = best;  /* a vocabulary of one */
+	fprintf(f, "%d %d %d %.6g\n", index, token, second, (double)(l[best] - l[second]));
+}
 
 static void print_piece(const char *piece, int one_line)
 {
@@ -316,6 +344,8 @@ static int on_token(void *ctx, int prev, int token)
 {
 	Printer *p = ctx;
 
+	if (p->margins)
+		print_margin(p->margins, p->engine, p->printed, token);
 	if (p->ids)
 		printf(p->printed ? " %d" : "%d", token);
 	else
@@ -334,11 +364,11 @@ static void echo_prompt(const Engine *e, const EnginePrompt *p)
 }
 
 /* One request: prompt text (NULL = BOS only) to stdout. */
-static int run_request(Engine *e, const Args *a, uint64_t req, const char *text,
+static int run_request(Engine *e, const Args *a, FILE *margins, uint64_t req, const char *text,
 		       uint64_t *tokens, InferError *err)
 {
 	EnginePrompt prompt;
-	Printer printer = { e, a->ids, a->serve, 0 };
+	Printer printer = { e, a->ids, a->serve, 0, margins };
 	int generated = 0, rc;
 
 	rc = text && (*text || !a->ids) ? engine_encode(e, text, &prompt, err)
@@ -369,7 +399,7 @@ static int serve(Engine *e, const Args *a, uint64_t *tokens)
 
 		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
 			line[--len] = '\0';
-		if (run_request(e, a, ++req, line, tokens, &err) < 0)
+		if (run_request(e, a, NULL, ++req, line, tokens, &err) < 0)
 			fprintf(stderr, "infer: request %llu: %s\n", (unsigned long long)req, err.msg);
 	}
 	free(line);
@@ -446,6 +476,7 @@ int main(int argc, char **argv)
 	Args a;
 	Engine engine;
 	InferError err;
+	FILE *margins = NULL;
 	uint64_t tokens = 0, t0, wall;
 	int rc;
 
@@ -466,11 +497,16 @@ int main(int argc, char **argv)
 		usage_error("text output needs a tokenizer: pass -z TOKENIZER (or --ids)");
 		return 2;
 	}
+	if (a.margins_path && !(margins = fopen(a.margins_path, "w"))) {
+		fprintf(stderr, "infer: --logit-margins %s: %s\n", a.margins_path, strerror(errno));
+		engine_close(&engine);
+		return 1;
+	}
 	install_signals();
 	t0 = trace_now_ns();
 	if (a.serve)
 		rc = serve(&engine, &a, &tokens);
-	else if ((rc = run_request(&engine, &a, 1, a.prompt, &tokens, &err)) < 0)
+	else if ((rc = run_request(&engine, &a, margins, 1, a.prompt, &tokens, &err)) < 0)
 		fprintf(stderr, "infer: %s\n", err.msg);
 	wall = trace_now_ns() - t0;
 	if (rc == 0 && wall > 0)
@@ -478,6 +514,10 @@ int main(int argc, char **argv)
 			(double)tokens * 1e9 / (double)wall, (unsigned long long)tokens,
 			(double)wall / 1e9);
 	engine_close(&engine);
+	if (margins && (ferror(margins) | fclose(margins))) {
+		fprintf(stderr, "infer: --logit-margins %s: a write failed\n", a.margins_path);
+		rc = -1;
+	}
 	if (a.stats_path && trace_stats_write(a.stats_path, wall, &err) < 0) {
 		fprintf(stderr, "infer: %s\n", err.msg);
 		rc = -1;

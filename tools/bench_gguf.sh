@@ -6,7 +6,8 @@
 #
 # Both engines are timed by spantrace itself: ours by its forward spans
 # (`record --level coarse`, decode steps only: one token each), llama.cpp's
-# (npm node-llama-cpp, prebuilt, tests/llama/ids.mjs) by
+# (npm node-llama-cpp, prebuilt, tests/llama/ids.mjs, with the ggml CPU
+# variant ggml picks for this CPU, as users get it, named in the output) by
 # `--span uprobe:LIBLLAMA:llama_decode`, decode calls only (the first is the
 # prompt). Rounds interleave the engines and types; medians of the rounds'
 # medians. The bound: weight bytes a decode step reads (every matrix in its
@@ -51,8 +52,9 @@ ours() {
 # theirs TYPE: median llama_decode of the decode steps (all calls but the first), ns
 theirs() {
 	"$SPANTRACE" record -q --span "uprobe:$LIBLLAMA:llama_decode" -o "$TMP/l.jsonl" -- \
-		node "$LLAMA_JS" "$TMP/m_$1.gguf" "$TOKENS" >/dev/null 2>"$TMP/l.err" ||
+		env LLAMA_CPU_VARIANT=best node "$LLAMA_JS" "$TMP/m_$1.gguf" "$TOKENS" >/dev/null 2>"$TMP/l.err" ||
 		die "record llama.cpp $1: $(tail -n 2 "$TMP/l.err")"
+	sed -n 's/^llama.cpp CPU variant: //p' "$TMP/l.err" >"$TMP/variant"
 	jq -r 'select(.type == "span" and .name == "llama_decode") | .dur_ns' "$TMP/l.jsonl" | tail -n +2 | median
 }
 
@@ -68,6 +70,7 @@ for r in $(seq "$REPEAT"); do
 done
 bw=$(median <"$TMP/bw")
 echo "stories110M shape, $TOKENS greedy tokens, medians of $REPEAT rounds; bandwidth $bw GB/s (2 threads)"
+echo "llama.cpp: node-llama-cpp's ggml CPU variant $(cat "$TMP/variant") on $(cpu_model)"
 for t in $TYPES; do
 	o=$(median <"$TMP/ours_$t") l=$(median <"$TMP/theirs_$t") bytes=$(step_bytes $t)
 	bound=$(awk -v b="$bytes" -v g="$bw" 'BEGIN { printf "%.0f\n", b / g }')   # ns at bw GB/s

@@ -31,6 +31,9 @@ bench_cleanup() {
 }
 
 # skipped WHY: the section cannot run here; not an error for `make bench`.
+# cpu_model: the CPU the figures were measured on (llama.cpp's speed moves
+# with it: the ggml variant it loads, AMX or not)
+cpu_model() { sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1; }
 skipped() { echo "skipped: $*"; exit 0; }
 die() { echo "${BENCH_NAME:-bench}: error: $*" >&2; exit 1; }
 

@@ -44,6 +44,7 @@ for r in $(seq "$REPEAT"); do
 	div "$t" "$u" >>"$TMP/ratio"
 	echo "round $r: untraced $u tok/s, traced $t tok/s (ratio $(tail -n 1 "$TMP/ratio"))"
 done
-echo "stories110M shape Q8_0, $TOKENS tokens, node-llama-cpp $(jq -r .version "$ROOT/tests/llama/node_modules/node-llama-cpp/package.json"):" \
+echo "stories110M shape Q8_0, $TOKENS tokens, node-llama-cpp $(jq -r .version "$ROOT/tests/llama/node_modules/node-llama-cpp/package.json")" \
+	"(ggml CPU variant $(jq -r .cpu_variant "$TMP/u.out") on $(cpu_model)):" \
 	"untraced $(median <"$TMP/u") tok/s, traced (coarse) $(median <"$TMP/t") tok/s, medians of $REPEAT rounds"
 ratio llamacpp_traced_over_untraced "$(median <"$TMP/ratio")" ">=0.99"

@@ -115,7 +115,8 @@ bench_model() { # LABEL GGUF TOKENS
 "$BUILD/mkmodel" "$TMP/s15.gguf" --gguf f32 --from "$DEMO_MODEL" --vocab "$BUILD/models/demo_tokenizer.bin" \
 	>/dev/null || die "mkmodel 15M"
 make_s110m "$TMP/s110" q8_0
-echo "llama-server $SERVER; $REQS requests a batch, $REPEAT interleaved rounds, $THREADS threads each;" \
+echo "llama-server $SERVER (one CPU backend, built for the flags in its directory's name) on $(cpu_model);" \
+	"$REQS requests a batch, $REPEAT interleaved rounds, $THREADS threads each;" \
 	"our KV cache $KV_TYPE (llama-server's: f16)"
 bench_model "s15m_f32$KV_SUFFIX$CACHE_SUFFIX" "$TMP/s15.gguf" 64
 bench_model "s110m_q8_0$KV_SUFFIX$CACHE_SUFFIX" "$TMP/s110_q8_0.gguf" 48

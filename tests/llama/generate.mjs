@@ -13,7 +13,7 @@ if (!path || !(contextSize > 0) || !(promptTokens > 0) || !(outputs > 0)) {
 	console.error("usage: node generate.mjs MODEL.gguf CONTEXT PROMPT_TOKENS OUTPUTS");
 	process.exit(2);
 }
-import {existsSync} from "node:fs";
+import {existsSync, readFileSync} from "node:fs";
 import {setTimeout as sleep} from "node:timers/promises";
 import {LlamaLogLevel} from "node-llama-cpp";
 
@@ -51,6 +51,8 @@ for await (const token of sequence.evaluate(prompt, {temperature: 0})) {
 const meter = sequence.tokenMeter.getState();
 console.log(JSON.stringify({ids, input_tokens: meter.usedInputTokens, output_tokens: meter.usedOutputTokens,
 	context_size: context.contextSize, kv_log: kvLines,
+	// the ggml CPU variant ggml picked for this CPU (it decides the speed)
+	cpu_variant: (readFileSync("/proc/self/maps", "utf8").match(/libggml-cpu-([\w-]+)\.so/) ?? [])[1] ?? null,
 	// its own decode rate: outputs after the first over the time they took
 	decode_tokens_per_s: ids.length > 1 ? (ids.length - 1) / ((last - first) / 1000) : null}));
 await context.dispose();
