@@ -93,7 +93,7 @@ need_bpf() {
 	[ -z "$why" ] || skip "$why"
 }
 need_models() { [ -r "$MODELS/stories260K.bin" ] || skip "no ../shared/models/stories260K.bin beside the project"; }
-need_opencl() { clinfo -l 2>/dev/null | grep -q Device || skip "no OpenCL device (clinfo lists none)"; }
+need_opencl() { need_cmd clinfo clinfo; clinfo -l 2>/dev/null | grep -q Device || skip "no OpenCL device (clinfo lists none)"; }
 
 # wait_for CMD... : retries for up to 10 s ($WAIT_S s where set)
 wait_for() { local i; for i in $(seq $((${WAIT_S:-10} * 10))); do "$@" && return 0; sleep 0.1; done; return 1; }

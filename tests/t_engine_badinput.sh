@@ -52,10 +52,13 @@ head -c 1000 "$TMP/tok.bin" >"$TMP/trunc_tok.bin"
 expect 1 "trunc_tok.bin.*truncated" "$INFER" "$TMP/m.bin" -z "$TMP/trunc_tok.bin" -b cpu -n 8
 "$MKMODEL" "$TMP/small.bin" --shape 64,172,1,4,4,400,64 --tokenizer "$TMP/small_tok.bin" || fail mkmodel
 expect 1 "small_tok.bin.*400 tokens.*512" "$INFER" "$TMP/m.bin" -z "$TMP/small_tok.bin" -b cpu -n 8
+# (without the shared models this case is left out and the test ends in a skip)
+models=0
 if [ -r "$MODELS/stories260K.bin" ] && [ -r "$MODELS/tokenizer.bin" ]; then
 	# the 32000-token tokenizer does not fit stories260K's 512-token vocabulary
 	expect 1 "outside the model's vocabulary" "$INFER" "$MODELS/stories260K.bin" \
 		-z "$MODELS/tokenizer.bin" -b cpu -n 8 -i "Once upon a time"
+	models=1
 fi
 
 # prompts longer than the positions allowed
@@ -89,3 +92,13 @@ expect 2 "--shape.*multiple" "$MKMODEL" "$TMP/x.bin" --shape 64,172,2,5,5,512,64
 expect 2 "--seed" "$MKMODEL" "$TMP/x.bin" --seed -4
 [ ! -e "$TMP/x.bin" ] || fail "mkmodel left a file after a bad argument"
 ok "no file from a failed mkmodel"
+[ $models = 1 ] || skip "no $MODELS/stories260K.bin and tokenizer.bin: the vocabulary case did not run"
+
+# --logit-margins: one generation only, and a file it can write
+expect 2 "logit-margins.*not with --serve" "$INFER" "$TMP/m.bin" -b cpu --ids --serve --logit-margins "$TMP/mg"
+expect 1 "logit-margins /nonexistent/dir/m: No such file" run "$TMP/m.bin" --logit-margins /nonexistent/dir/m
+run "$TMP/m.bin" --logit-margins "$TMP/mg" >"$TMP/ids" 2>/dev/null || fail "infer --logit-margins failed"
+assert_eq "--logit-margins: a line per generated id, the ids --ids printed" "$(cat "$TMP/ids")" \
+	"$(awk '{ printf "%s%s", (NR > 1 ? " " : ""), $2 }' "$TMP/mg")"
+awk '$4 < 0 || $2 == $3 { exit 1 }' "$TMP/mg" || fail "--logit-margins: a negative gap, or the runner-up is the token: $(cat "$TMP/mg")"
+ok "--logit-margins: gaps >= 0, runner-up != token ($(wc -l <"$TMP/mg") lines)"

@@ -7,7 +7,9 @@
 source "$(dirname "$0")/lib.sh"
 LIB=$BUILD/libinfer.so
 [ -r "$LIB" ] || fail "no $LIB"
-command -v readelf >/dev/null && command -v objdump >/dev/null || skip "binutils not installed"
+need_cmd readelf binutils
+need_cmd objdump binutils
+need_cmd gcc build-essential
 
 readelf -n "$LIB" | awk '/Provider:/{p=$2} /Name:/{n=$2} /Semaphore:/{sub(/.*Semaphore: */, ""); print p, n, $1}' >"$TMP/probes"
 cat "$TMP/probes"
@@ -23,15 +25,21 @@ assert_eq "probes in total" "$(echo "$names" | wc -l)" "$(wc -l <"$TMP/probes")"
 
 # Each probe address must hold the 5-byte nop 0f 1f 44 00 00.
 readelf -n "$LIB" | awk '/Location:/{print $2}' | sed 's/,$//' >"$TMP/locs"
+assert_eq "probe addresses to check" "$(echo "$names" | wc -l)" "$(wc -l <"$TMP/locs")"
 while read -r loc; do
 	bytes=$(objdump -d --start-address=$((loc)) --stop-address=$((loc + 5)) "$LIB" |
 		awk -F'\t' '/^ *[0-9a-f]+:/{print $2}' | xargs)
 	assert_eq "nop at $loc" "0f 1f 44 00 00" "$bytes"
 done <"$TMP/locs"
 
-# NO_PROBES: the objects holding probe sites must carry no stapsdt notes.
+# NO_PROBES: the objects holding probe sites must carry no stapsdt notes;
+# the same compile without it carries some (so 0 is not readelf failing).
+notes() { run_ok "readelf -n $1" readelf -n "$1" | grep -c stapsdt; }
 for src in trace pool; do
-	gcc -std=gnu11 -D_GNU_SOURCE -I"$ROOT/include" -O2 -fPIC -mno-red-zone -DINFER_NO_PROBES \
-		-c "$ROOT/inference/$src.c" -I"$ROOT/inference" -o "$TMP/$src.o" || fail "compile $src.c"
-	assert_eq "stapsdt notes in NO_PROBES $src.o" 0 "$(readelf -n "$TMP/$src.o" | grep -c stapsdt)"
+	for def in "" -DINFER_NO_PROBES; do
+		gcc -std=gnu11 -D_GNU_SOURCE -I"$ROOT/include" -O2 -fPIC -mno-red-zone $def \
+			-c "$ROOT/inference/$src.c" -I"$ROOT/inference" -o "$TMP/$src$def.o" || fail "compile $src.c $def"
+	done
+	assert_pos "stapsdt notes in $src.o" "$(notes "$TMP/$src.o")"
+	assert_eq "stapsdt notes in NO_PROBES $src.o" 0 "$(notes "$TMP/$src-DINFER_NO_PROBES.o")"
 done

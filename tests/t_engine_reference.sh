@@ -3,7 +3,9 @@
 # independent numpy port of run.c (tools/llama2_ref.py) id for id.
 source "$(dirname "$0")/lib.sh"
 need_models
-/usr/bin/python3 -c 'import numpy' 2>/dev/null || skip "no numpy for /usr/bin/python3 (Debian python3-numpy)"
+# make deps installs numpy (python3-pandas depends on python3-numpy)
+/usr/bin/python3 -c 'import numpy' 2>/dev/null ||
+	fail "no numpy for /usr/bin/python3: make deps installs it (Debian python3-numpy, via python3-pandas)"
 /usr/bin/python3 "$ROOT/tools/llama2_ref.py" "$MODELS/stories260K.bin" 64 > "$TMP/ref.txt" || fail "reference failed"
 [ "$(wc -w < "$TMP/ref.txt")" -gt 10 ] || fail "reference produced too few ids"
 "$INFER" "$MODELS/stories260K.bin" --ids -t 0 -n 64 -b cpu > "$TMP/cpu.txt" 2>"$TMP/cpu.err" || fail "cpu run: $(cat "$TMP/cpu.err")"

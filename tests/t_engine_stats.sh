@@ -5,7 +5,7 @@
 # pools balance, quantiles are ordered. Also --serve and a clean SIGTERM.
 source "$(dirname "$0")/lib.sh"
 need_models
-command -v jq >/dev/null || skip "jq not installed"
+need_cmd jq jq
 M=$MODELS/stories260K.bin
 S=$TMP/stats.json
 

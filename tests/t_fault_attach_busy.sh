@@ -56,7 +56,10 @@ for round in 1 2 3; do
 	fwd=$(jq -c 'select(.type == "span" and .name == "forward")' "$d/t.jsonl" | wc -l)
 	echo "round $round: attach $(head -n1 "$d/t.jsonl" | jq .attach_ns) ns, $reqs requests, $fwd forward spans," \
 		"span_errors $(jq .span_errors "$s"), stack_overflow $(jq .stack_overflow "$s")"
+	# the floor first: the counts below mean something only if requests ran
 	assert_le "round $round: requests completed while attached" 2 "$reqs"
+	assert_pos "round $round: forward spans" "$fwd"
+	need_num "round $round: span_errors (counted, not absent)" "$(jq .span_errors "$s")"
 	assert_eq "round $round: stack overflows" 0 "$(jq .stack_overflow "$s")"
 	assert_eq "round $round: forward spans not at depth 0 or with a parent" 0 \
 		"$(jq -c 'select(.type == "span" and .name == "forward" and (.depth != 0 or .parent != null))' "$d/t.jsonl" | wc -l)"

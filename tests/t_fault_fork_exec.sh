@@ -41,10 +41,14 @@ assert_eq "pids with spans in the JSONL" "$(printf '%s\n' "${pids[@]}" | sort -n
 	"$(jq -r 'select(.type == "span") | .pid' "$TMP/t.jsonl" | sort -un | xargs)"
 for i in 1 2 3 4; do
 	p=${pids[$((i - 1))]} e=$TMP/e.$i.json
+	kinds=0
 	for n in $(jq -r '.spans | to_entries[] | select(.value.count > 0) | .key' "$e"); do
 		assert_eq "run $i (pid $p): span $n" "$(jq ".spans.$n.count" "$e")" \
 			"$(jq -c "select(.type == \"span\" and .name == \"$n\" and .pid == $p)" "$TMP/t.jsonl" | wc -l)"
+		kinds=$((kinds + 1))
 	done
+	assert_pos "run $i (pid $p): span kinds compared" "$kinds"
+	assert_eq "run $i (pid $p): engine tokens (its -n)" $((4 + 4 * i)) "$(jq .tokens "$e")"
 	assert_eq "run $i (pid $p): tokens" "$(jq .tokens "$e")" \
 		"$(jq -c "select(.type == \"token\" and .pid == $p)" "$TMP/t.jsonl" | wc -l)"
 done

@@ -32,6 +32,7 @@ trace_until() {
 	ok "$sig: summary file == JSONL summary line"
 	assert_eq "$sig: stop_reason" interrupted "$(jq -r .stop_reason "$d/s.json")"
 	assert_eq "$sig: requests" "$n" "$(jq .requests "$d/s.json")"
+	assert_pos "$sig: events delivered" "$(jq .loss.delivered "$d/s.json")"
 	assert_eq "$sig: event lines == delivered" "$(jq .loss.delivered "$d/s.json")" \
 		"$(jq -c 'select(.type != "session" and .type != "drops" and .type != "summary")' "$d/t.jsonl" | wc -l)"
 	assert_eq "$sig: dropped" 0 "$(jq .loss.dropped "$d/s.json")"
@@ -44,10 +45,15 @@ stop_server
 [ -s "$TMP/e.json" ] || fail "engine wrote no --stats"
 
 both() { cat "$TMP/int/t.jsonl" "$TMP/term/t.jsonl"; }
+assert_eq "engine requests (3 + 2)" 5 "$(jq .requests "$TMP/e.json")"
+kinds=0
 for n in $(jq -r '.spans | to_entries[] | select(.value.count > 0) | .key' "$TMP/e.json"); do
 	assert_eq "span $n: lines of both sessions == engine count" "$(jq ".spans.$n.count" "$TMP/e.json")" \
 		"$(both | jq -c "select(.type == \"span\" and .name == \"$n\")" | wc -l)"
+	kinds=$((kinds + 1))
 done
+assert_pos "span kinds compared" "$kinds"
+assert_pos "engine tokens" "$(jq .probes.token_end "$TMP/e.json")"
 assert_eq "token lines == engine tokens" "$(jq .probes.token_end "$TMP/e.json")" \
 	"$(both | jq -c 'select(.type == "token")' | wc -l)"
 assert_eq "request lines == engine requests" "$(jq .requests "$TMP/e.json")" \

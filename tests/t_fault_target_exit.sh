@@ -19,6 +19,7 @@ check_outputs() {
 	assert_eq "$name stop_reason" true "$(jq '.stop_reason | startswith("target exited")' "$d/s.json")"
 	assert_eq "$name requests in summary" "$want_requests" "$(jq .requests "$d/s.json")"
 	assert_eq "$name request lines" "$want_requests" "$(jq -c 'select(.type == "request")' "$d/t.jsonl" | wc -l)"
+	assert_pos "$name tokens in summary" "$(jq .tokens_generated "$d/s.json")"
 	assert_eq "$name token lines == summary tokens" "$(jq .tokens_generated "$d/s.json")" \
 		"$(jq -c 'select(.type == "token")' "$d/t.jsonl" | wc -l)"
 	assert_eq "$name delivered == event lines" "$(jq .loss.delivered "$d/s.json")" \
@@ -57,7 +58,7 @@ rec=$!
 exec 3>"$TMP/in"
 wait_attached "$d/t.jsonl" "$d/rec.err"
 child=$(head -n1 "$d/t.jsonl" | jq '.pids[0]')
-[ "$child" -gt 0 ] 2>/dev/null || fail "-- CMD: no child pid in the session line"
+assert_pos "-- CMD: child pid in the session line" "$child"
 for i in 1 2 3; do ask; done
 kill -KILL "$child"
 exec 3>&-

@@ -24,6 +24,10 @@ source "$(dirname "$0")/lib.sh"
 [ -r "$MODELS/stories260K.bin" ] || skip "no $MODELS/stories260K.bin beside the project"
 [ -r "$DEMO_MODEL" ] || fail "no $DEMO_MODEL (make models)"
 EDIT="/usr/bin/python3 $ROOT/tests/helpers/gguf_edit.py"
+need_cmd jq jq
+need_cmd clinfo clinfo
+# Without an OpenCL device the cpu checks run and the test ends in a skip
+# that says the opencl ones did not.
 backends=cpu
 clinfo -l 2>/dev/null | grep -q Device && backends="cpu opencl"
 
@@ -36,33 +40,48 @@ mk "$TMP/dq4.gguf" --gguf q4_0 --from "$DEMO_MODEL" --vocab "$DEMO_TOK"
 mk "$TMP/dreal.gguf" --gguf f32 --from "$DEMO_MODEL" --vocab "$MODELS/tokenizer.bin"
 ok "mkmodel wrote F32, F16, Q8_0 and Q4_0 GGUF files"
 
+# ids and text end the test when infer fails (in $(...) too); their output
+# is compared as is, never as a digest: two empty outputs have one md5
 ids() { "$INFER" "$@" -t 0 --ids 2>"$TMP/ids.err" || fail "infer $*: $(cat "$TMP/ids.err")"; }
 for b in $backends; do
-	assert_eq "stories260K, $b: GGUF F32 ids = .bin ids (whole sequence)" \
-		"$(ids "$MODELS/stories260K.bin" -b $b -n 0 | md5sum)" "$(ids "$TMP/s260.gguf" -b $b -n 0 | md5sum)"
+	want=$(ids "$MODELS/stories260K.bin" -b $b -n 0)
+	# -n 0 runs the whole sequence: 512 positions
+	assert_eq "stories260K, $b: ids of the .bin (whole sequence)" 512 "$(wc -w <<<"$want")"
+	assert_eq "stories260K, $b: GGUF F32 ids = .bin ids (whole sequence)" "$want" "$(ids "$TMP/s260.gguf" -b $b -n 0)"
 done
 
-text() { "$INFER" "$@" -t 0 -n 48 -b cpu -i "once upon a time there was" 2>/dev/null; }
+text() { "$INFER" "$@" -t 0 -n 48 -b cpu -i "once upon a time there was" 2>"$TMP/text.err" ||
+	fail "infer $*: $(cat "$TMP/text.err")"; }
 want=$(text "$DEMO_MODEL" -z "$MODELS/tokenizer.bin")
 [ -n "$want" ] || fail "no text from the .bin"
 assert_eq "32000-token tokenizer inside the GGUF: same text" "$want" "$(text "$TMP/dreal.gguf")"
 assert_eq "synthetic tokenizer inside the GGUF: same text" "$(text "$DEMO_MODEL" -z "$DEMO_TOK")" "$(text "$TMP/d.gguf")"
 
 # F16, Q8_0 and Q4_0: computed as stored. The packed copy in the device
-# pool is the type's size: about half of F32's for F16, ~0.28 for Q8_0
+# pool is the type's size: half of F32's for F16, ~0.28 for Q8_0
 # (36 bytes a block of 32 against 128), ~0.16 for Q4_0 (20 bytes).
 f32_ids=$(ids "$TMP/d.gguf" -b cpu -n 32)
+assert_eq "demo model, cpu: F32 ids" 32 "$(wc -w <<<"$f32_ids")"
 assert_eq "demo model, cpu: Q8_0 ids = F32 ids (32 tokens)" "$f32_ids" "$(ids "$TMP/dq8.gguf" -b cpu -n 32)"
 ids "$TMP/s260f16.gguf" -b cpu -n 32 >/dev/null
-device_peak() { "$INFER" "$1" -b cpu -n 2 -t 0 --ids --stats "$TMP/st.json" >/dev/null 2>&1 &&
-	jq '.pools.device.peak_bytes' "$TMP/st.json"; }
+device_peak() { "$INFER" "$1" -b cpu -n 2 -t 0 --ids --stats "$TMP/st.json" >/dev/null 2>"$TMP/st.err" ||
+	fail "infer $1: $(cat "$TMP/st.err")"; jq '.pools.device.peak_bytes' "$TMP/st.json"; }
 p32=$(device_peak "$TMP/d.gguf") p8=$(device_peak "$TMP/dq8.gguf") p4=$(device_peak "$TMP/dq4.gguf")
+assert_pos "F32 packed weights (bytes)" "$p32"
+need_num "Q8_0 and Q4_0 packed weights (bytes)" "$p8" "$p4"
 awk -v a="$p8" -v b="$p32" 'BEGIN { exit !(a > 0.25 * b && a < 0.32 * b) }' ||
 	fail "Q8_0 packed weights take $p8 bytes against F32's $p32: not Q8_0-sized"
 ok "Q8_0 packed weights: $p8 bytes, $(awk -v a="$p8" -v b="$p32" 'BEGIN { printf "%.3f", a / b }') of F32's"
 awk -v a="$p4" -v b="$p32" 'BEGIN { exit !(a > 0.14 * b && a < 0.18 * b) }' ||
 	fail "Q4_0 packed weights take $p4 bytes against F32's $p32: not Q4_0-sized"
 ok "Q4_0 packed weights: $p4 bytes, $(awk -v a="$p4" -v b="$p32" 'BEGIN { printf "%.3f", a / b }') of F32's"
+# F16, on stories260K (the header promises it too)
+s32=$(device_peak "$TMP/s260.gguf") s16=$(device_peak "$TMP/s260f16.gguf")
+assert_pos "stories260K F32 packed weights (bytes)" "$s32"
+need_num "stories260K F16 packed weights (bytes)" "$s16"
+awk -v a="$s16" -v b="$s32" 'BEGIN { exit !(a > 0.45 * b && a < 0.55 * b) }' ||
+	fail "F16 packed weights take $s16 bytes against F32's $s32: not F16-sized"
+ok "F16 packed weights: $s16 bytes, $(awk -v a="$s16" -v b="$s32" 'BEGIN { printf "%.3f", a / b }') of F32's"
 # The kernels against the cpu backend with the f32 cache (auto's is f16
 # for these types).
 if [[ $backends == *opencl* ]]; then
@@ -76,8 +95,8 @@ if [[ $backends == *opencl* ]]; then
 fi
 # --kv-type auto (the default): f16 for F16 and quantized weights, f32 for
 # F32 weights, on both backends; the stats say which.
-kv_of() { "$INFER" "$1" -b "$2" -n 2 -t 0 --ids --stats "$TMP/kv.json" >/dev/null 2>&1 &&
-	jq -r .kv_type "$TMP/kv.json"; }
+kv_of() { "$INFER" "$1" -b "$2" -n 2 -t 0 --ids --stats "$TMP/kv.json" >/dev/null 2>"$TMP/kv.err" ||
+	fail "infer $1 -b $2: $(cat "$TMP/kv.err")"; jq -r .kv_type "$TMP/kv.json"; }
 for f in s260 s260f16 dq8 dq4; do
 	for b in $backends; do
 		want=f16
@@ -155,3 +174,4 @@ scaled "llama.rope.scale_linear 0" add_f32 llama.rope.scale_linear 0
 scaled "scaling none, factor 4" add_str llama.rope.scaling.type none -- add_f32 llama.rope.scaling.factor 4
 scaled "scaling linear, factor 1" add_str llama.rope.scaling.type linear -- add_f32 llama.rope.scaling.factor 1
 scaled "factor 0, scale_linear 4" add_f32 llama.rope.scaling.factor 0 -- add_f32 llama.rope.scale_linear 4
+[[ $backends == *opencl* ]] || skip "clinfo lists no OpenCL device: the opencl checks did not run"

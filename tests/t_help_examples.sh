@@ -3,7 +3,8 @@
 # t_help_examples.sh - every engine command line in the tracer's --help
 # EXAMPLES is one the engine accepts: `-- build/infer ARGS` is run with the
 # demo model and tokenizer in place of model.bin/tokenizer.bin and a short
-# -n, and must exit 0 (a stale flag such as a removed -m fails it). No
+# -n, and must exit 0 (a stale flag such as a removed -m fails it); one
+# that ends in "..." is not a whole command line and is left out. No
 # example is so long that argp wraps it.
 source "$(dirname "$0")/lib.sh"
 for b in "$INFER" "$SPANTRACE" "$MKMODEL"; do [ -x "$b" ] || fail "no $b (build first)"; done

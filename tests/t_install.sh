@@ -8,7 +8,7 @@
 # fast
 source "$(dirname "$0")/lib.sh"
 for b in "$INFER" "$SPANTRACE" "$MKMODEL" "$BUILD/libinfer.so"; do [ -e "$b" ] || fail "no $b (build first)"; done
-command -v groff >/dev/null || skip "no groff (Debian groff-base) to render the man pages"
+need_cmd groff groff-base
 
 D=$TMP/stage
 P=/opt/spantrace-test

@@ -8,8 +8,8 @@ source "$ROOT/tests/helpers/fault_lib.sh"
 need_bpf
 need_models
 need_binaries
-command -v bpftrace >/dev/null || skip "bpftrace is not installed"
-command -v perf >/dev/null || skip "perf is not installed (Debian linux-perf)"
+need_cmd bpftrace bpftrace
+need_cmd perf linux-perf
 [ -d /sys/kernel/tracing/events ] || skip "tracefs is not mounted at /sys/kernel/tracing (perf probe needs it)"
 EVENT=sdt_infer:span_begin
 if perf probe -l 2>/dev/null | grep -q "$EVENT "; then
@@ -50,6 +50,7 @@ wait_for armed || fail "bpftrace saw no canary request: $(cat "$TMP/bt.err")"
 	"$INFER" "$MODELS/stories260K.bin" -b cpu -n 32 -t 0 --ids --stats "$TMP/e.json" >/dev/null 2>"$TMP/rec.err" ||
 	fail "record failed: $(tail -n 3 "$TMP/rec.err")"
 epid=$(head -n1 "$TMP/t.jsonl" | jq '.pids[0]')
+assert_pos "the engine's pid in the session line" "$epid"
 kill -INT $pr
 # perf record re-raises the SIGINT it handled: 130 is its normal exit here
 rc=0
@@ -58,6 +59,10 @@ wait $pr || rc=$?
 stop_bpftrace $bt
 grep -q '^@b\[' "$TMP/bt.out" || fail "bpftrace printed no counts: $(head -c 500 "$TMP/bt.out")"
 
+# bt_count reads an absent map entry as 0: the kinds the engine fired must
+# be there, so that 0 == 0 is not all that is compared
+assert_pos "engine forward spans" "$(jq .spans.forward.count "$TMP/e.json")"
+assert_pos "engine span_begin calls" "$(jq .probes.span_begin "$TMP/e.json")"
 bt_count() { # MAP KIND -> the engine process's count (0 if absent)
 	awk -v m="@$1[$epid, $2]:" 'index($0, m) == 1 { print $NF; f = 1 } END { if (!f) print 0 }' "$TMP/bt.out"
 }

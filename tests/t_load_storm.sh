@@ -36,6 +36,7 @@ assert_eq "ring buffer size" 4096 "$(head -n1 "$d/t.jsonl" | jq .ringbuf_bytes)"
 e=$d/e.json s=$d/s.json
 fired=$(jq .loss.fired "$s") delivered=$(jq .loss.delivered "$s") dropped=$(jq .loss.dropped "$s")
 echo "storm: fired=$fired delivered=$delivered dropped=$dropped"
+need_num "storm: loss counts" "$fired" "$delivered" "$dropped" # summed in bash below
 assert_le "events lost under the storm (else this proves nothing)" 1 "$dropped"
 assert_eq "fired (in kernel) == the engine's probe calls" "$(engine_events "$e")" "$fired"
 assert_eq "delivered + dropped == fired" "$fired" "$((delivered + dropped))"
@@ -73,6 +74,8 @@ mkdir -p "$d"
 	fail "record over the full table failed: $(tail -n 3 "$d/rec.err")"
 full=$(jq .agg_table_full "$d/s.json")
 assert_le "durations the full table could not aggregate (else this proves nothing)" 1 "$full"
+need_num "full table: rope counts and requests" "$(jq .spans.rope.count "$d/e.json")" \
+	"$(jq .spans.rope.count_in_kernel "$d/s.json")" "$(jq .requests "$d/e.json")"
 # The request ends last, when the table is already full: its five
 # aggregates (end to end, queue, TTFT, prefill, decode) are the ones not
 # aggregated besides the ropes'.
@@ -91,6 +94,8 @@ OMP_NUM_THREADS=1 "$SPANTRACE" record -q --level detail -o "$d/t.jsonl" --summar
 	fail "record demo failed: $(tail -n 3 "$d/rec.err")"
 e=$d/e.json s=$d/s.json
 echo "demo: fired=$(jq .loss.fired "$s") delivered=$(jq .loss.delivered "$s") dropped=$(jq .loss.dropped "$s")"
+assert_pos "demo: events fired (else nothing was lost because nothing ran)" "$(jq .loss.fired "$s")"
+assert_pos "demo: engine allocs" "$(jq .probes.alloc "$e")"
 assert_eq "demo: dropped" 0 "$(jq .loss.dropped "$s")"
 assert_eq "demo: span+token+emit+request fired == engine's" "$(engine_events "$e")" \
 	"$(jq '.loss.by_type | .span.fired + .token.fired + .emit.fired + .request.fired' "$s")"

@@ -13,13 +13,17 @@ need_binaries
 
 # check_session NAME DIR STATS [PID]: DIR's counts == the engine's.
 check_session() {
-	local name=$1 d=$2 e=$3 pid=${4:-} sel n
+	local name=$1 d=$2 e=$3 pid=${4:-} sel n kinds=0
 	sel=${pid:+and .pid == $pid}
 	ok "$name: $(jsonl_check "$d/t.jsonl") valid JSONL lines"
 	for n in $(jq -r '.spans | to_entries[] | select(.value.count > 0) | .key' "$e"); do
 		assert_eq "$name: span $n lines" "$(jq ".spans.$n.count" "$e")" \
 			"$(jq -c "select(.type == \"span\" and .name == \"$n\" $sel)" "$d/t.jsonl" | wc -l)"
+		kinds=$((kinds + 1))
 	done
+	# an engine that fired nothing would match an empty trace
+	assert_pos "$name: span kinds compared" "$kinds"
+	assert_pos "$name: engine tokens" "$(jq .probes.token_end "$e")"
 	assert_eq "$name: token lines" "$(jq .probes.token_end "$e")" \
 		"$(jq -c "select(.type == \"token\" $sel)" "$d/t.jsonl" | wc -l)"
 	assert_eq "$name: request lines" "$(jq .requests "$e")" \
@@ -54,5 +58,6 @@ wait_attached "$TMP/bin/t.jsonl" "$TMP/bin/rec.err"
 kill -INT $binrec
 wait $binrec || fail "--binary session exited $?"
 epid=$(head -n1 "$TMP/cmd/t.jsonl" | jq '.pids[0]')
+assert_pos "-- CMD: the engine's pid in the session line" "$epid"
 check_session "-- CMD session" "$TMP/cmd" "$TMP/e2.json"
 check_session "--binary session (pid $epid)" "$TMP/bin" "$TMP/e2.json" "$epid"

@@ -13,6 +13,9 @@ source "$(dirname "$0")/lib.sh"
 need_bpf
 need_models
 command -v git >/dev/null || skip "git not installed"
+need_cmd jq jq
+need_cmd readelf binutils
+need_cmd nm binutils
 
 SRC=$TMP/src
 mkdir -p "$SRC"

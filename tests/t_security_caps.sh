@@ -10,7 +10,7 @@ source "$ROOT/tests/helpers/fault_lib.sh"
 need_root
 need_models
 need_binaries
-command -v capsh >/dev/null || skip "capsh (Debian libcap2-bin) is not installed"
+need_cmd capsh libcap2-bin
 
 # without DROPS CMD...: runs CMD with those capabilities dropped
 # (bounding set, so effective too); sets RC, output in $TMP/err.

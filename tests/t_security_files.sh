@@ -20,8 +20,10 @@ tight() { [ $((8#$1 & 8#137)) = 0 ]; }
 d=$TMP/modes
 mkdir -p "$d"
 (umask 000 && "$SPANTRACE" record -q -o "$d/t.jsonl" --summary "$d/s.json" --csv "$d/t.csv" --metrics "$d/m.jsonl" \
-	-- "$INFER" "$MODELS/stories260K.bin" -b cpu -n 4 -t 0 --ids >/dev/null 2>"$d/err") ||
+	-- "$INFER" "$MODELS/stories260K.bin" -b cpu -n 4 -t 0 --ids --stats "$d/e.json" >/dev/null 2>"$d/err") ||
 	fail "record failed: $(tail -n 3 "$d/err")"
+# the command writes --stats when it runs: its absence below means it did not
+[ -s "$d/e.json" ] || fail "the traced command wrote no --stats"
 for f in t.jsonl s.json t.csv m.jsonl; do
 	[ -s "$d/$f" ] || fail "$f was not written"
 	mode=$(stat -c %a "$d/$f")

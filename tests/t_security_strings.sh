@@ -12,6 +12,8 @@ source "$ROOT/tests/helpers/fault_lib.sh"
 need_bpf
 need_models
 need_binaries
+need_cmd promtool prometheus
+need_cmd curl curl
 
 # The engine finds libinfer.so through $ORIGIN, so a copy of the two runs anywhere.
 weird_dir=$TMP/$(printf 'we"ird\\\n\tdir')
@@ -56,30 +58,26 @@ same "--binary: session .binary" "$weird_dir/libinfer.so" "$(session_field "$TMP
 assert_eq "--binary: tokens" 5 "$(jq .tokens_generated "$TMP/b.json")"
 
 # 3. the daemon: the path becomes a Prometheus label value
-if command -v promtool >/dev/null && command -v curl >/dev/null; then
-	"$SPANTRACE" daemon --binary "$WEXE" --listen 127.0.0.1:0 --interval 0.2 >"$TMP/daemon.log" 2>&1 &
-	dpid=$!
-	wait_for grep -q 'metrics at http' "$TMP/daemon.log" || fail "daemon did not start: $(cat "$TMP/daemon.log")"
-	port=$(sed -n 's|.*metrics at http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$TMP/daemon.log")
-	"$WEXE" "$MODELS/stories260K.bin" -b cpu -n 5 -t 0 --ids >/dev/null 2>&1 || fail "the copied engine failed"
-	sleep 0.5
-	curl -sf "http://127.0.0.1:$port/metrics" >"$TMP/m.txt" || fail "no /metrics"
-	kill -TERM $dpid
-	wait $dpid || fail "daemon exited $?"
-	grep -q 'binary="' "$TMP/m.txt" || fail "no binary label in the metrics"
-	out=$(promtool check metrics <"$TMP/m.txt" 2>&1) || fail "promtool rejects the metrics: $out"
-	# the label decodes back to the path (Prometheus escapes \\, \" and \n)
-	/usr/bin/python3 - "$TMP/m.txt" "$WEXE" <<'PY' || fail "no binary label decodes to the weird path"
+"$SPANTRACE" daemon --binary "$WEXE" --listen 127.0.0.1:0 --interval 0.2 >"$TMP/daemon.log" 2>&1 &
+dpid=$!
+wait_for grep -q 'metrics at http' "$TMP/daemon.log" || fail "daemon did not start: $(cat "$TMP/daemon.log")"
+port=$(sed -n 's|.*metrics at http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$TMP/daemon.log")
+"$WEXE" "$MODELS/stories260K.bin" -b cpu -n 5 -t 0 --ids >/dev/null 2>&1 || fail "the copied engine failed"
+sleep 0.5
+curl -sf "http://127.0.0.1:$port/metrics" >"$TMP/m.txt" || fail "no /metrics"
+kill -TERM $dpid
+wait $dpid || fail "daemon exited $?"
+grep -q 'binary="' "$TMP/m.txt" || fail "no binary label in the metrics"
+out=$(promtool check metrics <"$TMP/m.txt" 2>&1) || fail "promtool rejects the metrics: $out"
+# the label decodes back to the path (Prometheus escapes \\, \" and \n)
+/usr/bin/python3 - "$TMP/m.txt" "$WEXE" <<'PY' || fail "no binary label decodes to the weird path"
 import re, sys
 text, want = open(sys.argv[1]).read(), sys.argv[2]
 unesc = lambda v: re.sub(r'\\(.)', lambda m: {'n': '\n'}.get(m.group(1), m.group(1)), v)
 vals = {unesc(v) for v in re.findall(r'binary="((?:[^"\\]|\\.)*)"', text)}
 sys.exit(0 if any(v == want or v.startswith(want.rsplit('/', 1)[0] + '/') for v in vals) else 1)
 PY
-	ok "daemon: $(grep -c 'binary="' "$TMP/m.txt") samples with the path as a label; promtool accepts them"
-else
-	echo "note: no promtool/curl: daemon labels not checked"
-fi
+ok "daemon: $(grep -c 'binary="' "$TMP/m.txt") samples with the path as a label; promtool accepts them"
 
 # 4. -p PID of a serving engine started from the weird directory
 ensure_demo_model
