@@ -9,9 +9,16 @@ CL_FUNCS=(clEnqueueNDRangeKernel clEnqueueReadBuffer clEnqueueWriteBuffer clEnqu
 need_opencl_witness() {
 	need_bpf
 	need_opencl
-	command -v bpftrace >/dev/null || skip "bpftrace is not installed"
-	[ -n "$CL_LOADER" ] && [ -r "$CL_LOADER" ] || skip "no libOpenCL.so.1 (ocl-icd-libopencl1)"
+	need_cmd bpftrace bpftrace
+	need_cmd jq jq
+	# make deps installs the loader (ocl-icd-opencl-dev brings it)
+	[ -n "$CL_LOADER" ] && [ -r "$CL_LOADER" ] || fail "no libOpenCL.so.1: make deps installs it (Debian ocl-icd-libopencl1)"
 	[ -x "$SPANTRACE" ] || fail "no $SPANTRACE (build first)"
+}
+# need_pyopencl: Debian's python3-pyopencl, which make deps installs
+need_pyopencl() {
+	/usr/bin/python3 -c 'import pyopencl' 2>/dev/null ||
+		fail "python3 cannot import pyopencl: make deps installs it (Debian python3-pyopencl)"
 }
 
 # Starts bpftrace counting every loader call of CL_FUNCS per {pid, function},
@@ -42,9 +49,12 @@ cl_bt() {
 # cl_ours JSONL JQ-FILTER -> how many records of the run match
 cl_ours() { jq -c "select($2)" "$1" | wc -l; }
 
-# cl_compare PID JSONL: every count of ours equals the witness's.
+# cl_compare PID JSONL: every count of ours equals the witness's, and the
+# witness saw PID call the loader (all counts 0 would agree too).
 cl_compare() {
-	local pid=$1 j=$2 f n
+	local pid=$1 j=$2 f n seen=0
+	for f in "${CL_FUNCS[@]}"; do seen=$((seen + $(cl_bt "$pid" "$f"))); done
+	assert_pos "loader calls of pid $pid that bpftrace saw" "$seen"
 	assert_eq "kernel enqueues (bpftrace vs cl_kernel records)" "$(cl_bt "$pid" clEnqueueNDRangeKernel)" \
 		"$(cl_ours "$j" ".type == \"cl_kernel\" and .pid == $pid")"
 	for f in clEnqueueReadBuffer clEnqueueWriteBuffer clEnqueueMapBuffer; do

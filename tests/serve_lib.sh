@@ -2,9 +2,10 @@
 # `infer --http` on a free port and driving it with the real OpenAI client.
 NODE_DIR=$ROOT/tests/node
 
+# need_node: node and the npm openai client, which make deps installs: a failure when missing
 need_node() {
-	command -v node >/dev/null || skip "no node: make deps installs nodejs and npm"
-	[ -d "$NODE_DIR/node_modules/openai" ] || skip "no npm openai package in tests/node (make deps installs it)"
+	need_cmd node nodejs
+	[ -d "$NODE_DIR/node_modules/openai" ] || fail "no npm openai package in tests/node: make deps installs it"
 }
 
 # start_engine ARGS...: infer ARGS --http 127.0.0.1:0; sets EPID, PORT, BASE.
@@ -67,8 +68,15 @@ stat() { curl -s "$BASE/stats" | jq -r "$1"; }
 
 # same_outputs A B: per request, text, ids, finish_reason and usage are equal
 # (but for the prompt tokens the prefix cache gave, which depend on what ran before).
+# Each file must hold results that finished with ids: two files of errors,
+# or both empty, would agree.
 same_outputs() {
-	local a b q='{index, text, token_ids, finish_reason, usage: (.usage | del(.prompt_tokens_details?))}'
+	local a b f q='{index, text, token_ids, finish_reason, usage: (.usage | del(.prompt_tokens_details?))}'
+	for f in "$1" "$2"; do
+		jq -e -s 'length > 0 and all(.finish_reason != null and (.token_ids | type) == "array")
+			and (map(.token_ids | length) | add) > 0' "$f" >/dev/null ||
+			{ echo "$f: no results, or one that did not finish with ids: $(head -c 300 "$f")" >&2; return 1; }
+	done
 	a=$(jq -c "$q" "$1" | sort)
 	b=$(jq -c "$q" "$2" | sort)
 	[ "$a" = "$b" ] || { diff <(echo "$a") <(echo "$b") | head -n 10 >&2; return 1; }

@@ -11,6 +11,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
 need_bpf
+for c in jq:jq node:nodejs bpftrace:bpftrace curl:curl; do need_cmd "${c%%:*}" "${c#*:}"; done
 [ -r "$DEMO_MODEL" ] || fail "no $DEMO_MODEL (make models)"
 LLAMA=$ROOT/tests/llama
 BINS=$LLAMA/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
@@ -73,13 +74,17 @@ assert_eq "--span llama_decode: [its spans, forward spans inside one, span error
 # ---- bpftrace, an outside witness: every llama_decode of the library the
 # process maps. Quoted: the '@' of node_modules/@node-llama-cpp is bpftrace
 # syntax. A probe on any other copy of libllama counts 0: uprobes belong
-# to an inode, and only the mapped one runs. ----
+# to an inode, and only the mapped one runs. Only the program's own calls
+# count (cpid): the probe fires in every process that maps the library. ----
 cp "$LIB" "$TMP/libllama-copy.so"
 for lib in "$LIB" "$TMP/libllama-copy.so"; do
-	(cd "$LLAMA" && timeout 120 bpftrace -e "uprobe:\"$lib\":llama_decode { @n = count(); }" \
+	(cd "$LLAMA" && timeout 120 bpftrace -e "uprobe:\"$lib\":llama_decode /pid == cpid/ { @n = count(); }" \
 		-c "$(command -v node) generate.mjs $TMP/d15.gguf 256 8 31") >"$TMP/bt.out" 2>&1 ||
 		fail "bpftrace: $(tail -n 3 "$TMP/bt.out")"
-	counts+=("$(awk '$1=="@n:"{print $2}' "$TMP/bt.out")")
+	# a map never written is not printed: 0, once bpftrace attached and the program ran
+	grep -q '^Attaching 1 probe' "$TMP/bt.out" || fail "bpftrace did not attach to $lib: $(head -n 3 "$TMP/bt.out")"
+	grep -q '"ids"' "$TMP/bt.out" || fail "the program under bpftrace printed no result: $(tail -n 3 "$TMP/bt.out")"
+	counts+=("$(awk '$1=="@n:"{print $2; f = 1} END {if (!f) print 0}' "$TMP/bt.out")")
 done
 assert_eq "bpftrace: llama_decode calls in the mapped library" 31 "${counts[0]}"
 assert_eq "bpftrace: in a copy nobody maps" 0 "${counts[1]}"
@@ -107,20 +112,24 @@ last=$(awk '/^spantrace top/{f=""} {f = f $0 "\n"} END{printf "%s", f}' "$TMP/to
 assert_eq "top -p: forward count" 31 "$(awk '$1=="-" && $2=="forward"{print $3}' <<<"$last")"
 assert_eq "top -p: tokens" 31 "$(sed -n 's/.*tokens \([0-9]*\) .*/\1/p' <<<"$last" | head -n 1)"
 
-# ---- the daemon, on the library: every process that maps it ----
+# ---- the daemon, on the library: every process that maps it (the counts
+# are our program's pid's: other programs on the machine may map it too) ----
 "$SPANTRACE" daemon --binary "$LIB" --listen 127.0.0.1:0 --interval 0.2 >"$TMP/daemon.log" 2>&1 &
 DPID=$!
 wait_for grep -q 'metrics at http' "$TMP/daemon.log" || fail "daemon: $(cat "$TMP/daemon.log")"
 DPORT=$(sed -n 's|.*metrics at http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$TMP/daemon.log")
-(cd "$LLAMA" && timeout 120 "${GEN[@]}") >/dev/null 2>&1 || fail "the program under the daemon"
+(cd "$LLAMA" && exec "${GEN[@]}") >/dev/null 2>&1 &
+NPID=$!
+wait $NPID || fail "the program under the daemon"
+P="pid=\"$NPID\""
 sleep 1
 metrics >"$TMP/m.txt" || fail "no metrics"
 stop_daemon
 grep -q 'engine="llamacpp"' "$TMP/m.txt" || fail "no engine label: $(grep forward "$TMP/m.txt" | head -n 2)"
-assert_eq "daemon: forward count" 31 "$(msum "$TMP/m.txt" spantrace_span_duration_seconds_count 'span=\"forward\"')"
-assert_eq "daemon: generated tokens" 31 "$(msum "$TMP/m.txt" spantrace_generation_tokens_total)"
-assert_eq "daemon: prompt tokens" 8 "$(msum "$TMP/m.txt" spantrace_prompt_tokens_total)"
-assert_eq "daemon: kv_cache peak" $KV_BYTES "$(msum "$TMP/m.txt" spantrace_pool_peak_bytes 'pool=\"kv_cache\"')"
+assert_eq "daemon: forward count" 31 "$(msum "$TMP/m.txt" spantrace_span_duration_seconds_count 'span=\"forward\"' "$P")"
+assert_eq "daemon: generated tokens" 31 "$(msum "$TMP/m.txt" spantrace_generation_tokens_total "$P")"
+assert_eq "daemon: prompt tokens" 8 "$(msum "$TMP/m.txt" spantrace_prompt_tokens_total "$P")"
+assert_eq "daemon: kv_cache peak" $KV_BYTES "$(msum "$TMP/m.txt" spantrace_pool_peak_bytes 'pool=\"kv_cache\"' "$P")"
 
 # ---- the daemon's host mode: finds the program by its libllama ----
 "$SPANTRACE" daemon --all-engines --listen 127.0.0.1:0 --interval 0.2 >"$TMP/daemon.log" 2>&1 &

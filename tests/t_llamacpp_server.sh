@@ -8,6 +8,7 @@
 # moved by the tracer's totals, and its TTFT is never above the client's.
 source "$(dirname "$0")/lib.sh"
 need_bpf
+for c in jq:jq curl:curl python3:python3 node:nodejs; do need_cmd "${c%%:*}" "${c#*:}"; done
 [ -r "$DEMO_MODEL" ] || fail "no $DEMO_MODEL (make models)"
 [ -d "$ROOT/tests/node/node_modules/openai" ] || fail "no openai client (make deps)"
 SERVER=$("$ROOT/tools/build_llama_server.sh" --check) || fail "no llama-server fixture (make llama-server)"
@@ -36,6 +37,7 @@ reqs = [{"prompt": w + " and" + " then" * (3 * i), "max_tokens": 24 + i, "temper
 print(json.dumps({"concurrent": True, "requests": reqs}))
 EOF
 before_p=$(counter prompt_tokens_total) before_g=$(counter tokens_predicted_total) before_d=$(counter n_decode_total)
+need_num "llama-server's /metrics counters before" "$before_p" "$before_g" "$before_d"
 
 "$SPANTRACE" record -p $SPID -o "$TMP/r.jsonl" 2>"$TMP/rec.err" &
 RPID=$!
@@ -59,13 +61,19 @@ assert_eq "llamacpp:tokens_predicted_total moved by" "$(jq -s 'map(select(.type=
 assert_eq "llamacpp:n_decode_total moved by (forward spans)" \
 	"$(jq -s 'map(select(.type=="span" and .name=="forward")) | length' "$TMP/r.jsonl")" \
 	"$(($(counter n_decode_total) - before_d))"
+assert_pos "emit records" "$(jq -s 'map(select(.type=="emit")) | length' "$TMP/r.jsonl")"
 # The token each request's first emit names is the text the client got first
 # (the server's /detokenize reads the id back).
 jq -sr '(map(select(.type=="request")) | map({key: (.req | tostring), value: .generated_tokens}) | from_entries) as $n
 	| .[] | select(.type=="emit" and .first) | "\($n[.req | tostring]) \(.token_id)"' "$TMP/r.jsonl" >"$TMP/first.txt"
+# (no first emits, or a /detokenize that fails and reads as "", would pass)
+assert_eq "first emits, one per request" 8 "$(wc -l <"$TMP/first.txt")"
 while read -r n id; do
-	text=$(curl -sf "http://127.0.0.1:$port/detokenize" -d "{\"tokens\":[$id]}" | jq -r .content)
+	need_num "first emit's [generated tokens, token id]" "$n" "$id"
+	text=$(run_ok "/detokenize of $id" curl -sf "http://127.0.0.1:$port/detokenize" -d "{\"tokens\":[$id]}" | jq -r .content)
 	want=$(jq -r --argjson n "$n" 'select(.timings.predicted_n == $n) | .text' "$TMP/client.out")
+	[ -n "$text" ] && [ "$text" != null ] || fail "request of $n tokens: /detokenize of $id gave no text"
+	[ -n "$want" ] || fail "no client result of $n tokens"
 	[[ $want == "$text"* ]] || fail "request of $n tokens: first token $id is '$text', the client's text starts '${want:0:20}'"
 done <"$TMP/first.txt"
 ok "first token of each request: its id reads back as the client's first text ($(wc -l <"$TMP/first.txt") requests)"
@@ -76,6 +84,7 @@ jq -s '[.[] | select(.type=="request") | {key: (.generated_tokens | tostring), v
 jq -sr --slurpfile t "$TMP/tracer_ttft.json" \
 	'.[] | "\(.timings.predicted_n) \(.ttft_ms) \($t[0][.timings.predicted_n | tostring])"' "$TMP/client.out" \
 	>"$TMP/ttft.txt"
+assert_eq "TTFT pairs (the median below reads lines 4 and 5)" 8 "$(wc -l <"$TMP/ttft.txt")"
 while read -r n client tracer; do
 	assert_le "request of $n tokens: tracer's TTFT (ms) <= the client's" "$tracer" "$client"
 done <"$TMP/ttft.txt"

@@ -6,8 +6,8 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/opencl_lib.sh"
 need_opencl_witness
-command -v clpeak >/dev/null || skip "clpeak is not installed (make deps)"
-/usr/bin/python3 -c 'import pyopencl' 2>/dev/null || skip "python3-pyopencl is not installed (make deps)"
+need_cmd clpeak clpeak
+need_pyopencl
 
 cl_witness_start
 "$SPANTRACE" record -q --opencl --binary "$(command -v clpeak)" -o "$TMP/t.jsonl" 2>"$TMP/rec.err" &
@@ -23,6 +23,7 @@ wait $py || fail "pyopencl program failed: $(tail -n 3 "$TMP/py.err")"
 kill -INT $rec
 wait $rec || fail "record failed: $(tail -n 3 "$TMP/rec.err")"
 cl_witness_stop
+assert_le "clpeak made thousands of enqueues" 10000 "$(cl_bt $cp clEnqueueNDRangeKernel)"
 assert_le "bpftrace saw the pyopencl program too" 400 "$(cl_bt $py clEnqueueNDRangeKernel)"
 assert_eq "records of any other pid" 0 "$(cl_ours "$TMP/t.jsonl" "(.type | startswith(\"cl_\")) and .pid != $cp")"
 cl_compare $cp "$TMP/t.jsonl"

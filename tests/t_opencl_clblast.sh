@@ -7,7 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/opencl_lib.sh"
 need_opencl_witness
-command -v clblast_tuner_xdot >/dev/null || skip "clblast-utils is not installed (make deps)"
+need_cmd clblast_tuner_xdot clblast-utils
 
 cl_witness_start
 ( cd "$TMP" && "$SPANTRACE" record -q --opencl -o "$TMP/t.jsonl" -- clblast_tuner_xdot -runs 2 \

@@ -8,7 +8,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/opencl_lib.sh"
 need_opencl_witness
-command -v clpeak >/dev/null || skip "clpeak is not installed (make deps)"
+need_cmd clpeak clpeak
 
 cl_witness_start
 # clpeak takes ~15 s here; a run that hangs fails at 150 s with its stderr,
@@ -25,10 +25,13 @@ cl_compare "$pid" "$TMP/t.jsonl"
 # Kernel names come from clCreateKernel (the command started under the tracer).
 assert_eq "every enqueue named" "0" "$(cl_ours "$TMP/t.jsonl" '.type == "cl_kernel" and .name == null')"
 # Device times: clpeak reads QUEUED and START only; END stays unknown, never 0.
+assert_pos "cl_devtime records (clpeak's event timer)" "$(cl_ours "$TMP/t.jsonl" '.type == "cl_devtime"')"
 assert_eq "END never read: null in every cl_devtime" "0" \
 	"$(cl_ours "$TMP/t.jsonl" '.type == "cl_devtime" and (.end_ns != null or .dur_ns != null)')"
 theirs=$(awk '/Kernel launch latency/ { print $(NF - 1) }' "$TMP/clpeak.out")
 [ -n "$theirs" ] || fail "clpeak printed no latency: $(cat "$TMP/clpeak.out")"
 ours=$(jq -s '[.[] | select(.type == "cl_devtime") | .start_ns - .queued_ns] | add / length / 1000' "$TMP/t.jsonl")
 ok "launch latency: clpeak $theirs us, ours $ours us"
+need_num "launch latencies" "$theirs" "$ours"
+assert_pos "clpeak's launch latency (us)" "$theirs"
 assert_le "latency |ours - clpeak| / clpeak" "$(awk -v a="$ours" -v b="$theirs" 'BEGIN { d = a - b; if (d < 0) d = -d; print d / b }')" 0.02

@@ -9,7 +9,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/opencl_lib.sh"
 need_opencl_witness
-command -v clpeak >/dev/null || skip "clpeak is not installed (make deps)"
+need_cmd clpeak clpeak
 
 cl_witness_start
 "$SPANTRACE" record -q --opencl -o "$TMP/t.jsonl" -- clpeak --transfer-bandwidth \
@@ -18,8 +18,11 @@ cl_witness_stop
 pid=$(jq -r 'select(.type == "cl_transfer") | .pid' "$TMP/t.jsonl" | head -n 1)
 [ -n "$pid" ] || fail "no cl_transfer record: $(tail -n 3 "$TMP/rec.err")"
 cl_compare "$pid" "$TMP/t.jsonl"
+# clpeak's non-blocking writes and reads: there are some, and none has a bandwidth
+assert_pos "non-blocking transfers" "$(cl_ours "$TMP/t.jsonl" '.type == "cl_transfer" and .blocking == false')"
 assert_eq "non-blocking transfers: bandwidth unknown (null)" "0" \
 	"$(cl_ours "$TMP/t.jsonl" '.type == "cl_transfer" and .blocking == false and .gbps != null')"
+assert_pos "cl_mem records" "$(cl_ours "$TMP/t.jsonl" '.type == "cl_mem"')"
 peak=$(jq -s '[.[] | select(.type == "cl_mem")] | map(.peak_bytes) | max' "$TMP/t.jsonl")
 assert_le "device memory peak at least one 512 MB buffer" 536870912 "$peak"
 
@@ -35,6 +38,8 @@ check() { # CALL clpeak's label
 	[ -n "$theirs" ] || fail "clpeak printed no '$2': $(cat "$TMP/clpeak.out")"
 	mine=$(ours "$1")
 	ok "$1: clpeak $theirs GB/s, ours $mine GB/s"
+	need_num "$1: bandwidths" "$theirs" "$mine"
+	assert_pos "$1: clpeak's bandwidth" "$theirs"
 	assert_le "$1 |ours - clpeak| / clpeak" \
 		"$(awk -v a="$mine" -v b="$theirs" 'BEGIN { d = a - b; if (d < 0) d = -d; print d / b }')" 0.15
 }

@@ -8,6 +8,7 @@ source "$(dirname "$0")/lib.sh"
 need_bpf
 need_models
 need_opencl
+need_cmd jq jq
 for b in "$INFER" "$SPANTRACE"; do [ -x "$b" ] || fail "no $b (build first)"; done
 
 # both launch modes: one kernel per forward, and one per phase

@@ -7,7 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/opencl_lib.sh"
 need_opencl_witness
-command -v hashcat >/dev/null || skip "hashcat is not installed (make deps)"
+need_cmd hashcat hashcat
 
 cl_witness_start
 ( cd "$TMP" && timeout 300 "$SPANTRACE" record -q --opencl -o "$TMP/t.jsonl" -- hashcat -b -m 0 --machine-readable \

@@ -6,6 +6,7 @@
 source "$(dirname "$0")/lib.sh"
 need_models
 need_opencl
+need_cmd jq jq
 [ -x "$INFER" ] || fail "no $INFER (build first)"
 
 m=$MODELS/stories260K.bin

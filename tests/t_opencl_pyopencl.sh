@@ -9,7 +9,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/opencl_lib.sh"
 need_opencl_witness
-/usr/bin/python3 -c 'import pyopencl' 2>/dev/null || skip "python3-pyopencl is not installed (make deps)"
+need_pyopencl
 iters=40
 
 /usr/bin/python3 "$ROOT/tests/helpers/cl_pyopencl.py" "$TMP/go" $iters >"$TMP/py.out" 2>"$TMP/py.err" &

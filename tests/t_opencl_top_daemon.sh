@@ -9,8 +9,11 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
 need_bpf
 need_opencl
+need_cmd curl curl  # before need_daemon_build, which skips without them
+need_cmd jq jq
 need_daemon_build
-/usr/bin/python3 -c 'import pyopencl' 2>/dev/null || skip "python3-pyopencl is not installed (make deps)"
+/usr/bin/python3 -c 'import pyopencl' 2>/dev/null ||
+	fail "python3 cannot import pyopencl: make deps installs it (Debian python3-pyopencl)"
 helper=$ROOT/tests/helpers/cl_pyopencl.py
 iters=30
 

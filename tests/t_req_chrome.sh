@@ -9,8 +9,8 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 need_bpf
 need_node
-command -v jq >/dev/null || skip "jq not installed"
-command -v python3 >/dev/null || skip "python3 not installed"
+need_cmd jq jq
+need_cmd python3 python3
 [ -r "$DEMO_MODEL" ] || fail "no $DEMO_MODEL (make models)"
 N=6
 
@@ -27,7 +27,7 @@ stop_engine
 wait "$rec" || fail "record exited $?: $(cat "$TMP/record.err")"
 assert_le "some preemptions (the phases must hold across them)" 1 "$(jq .serving.preempted "$TMP/engine_stats.json")"
 
-python3 - "$TMP/run.jsonl" "$TMP/run.json" $N <<'PY' || fail "chrome timeline does not match the records"
+python3 - "$TMP/run.jsonl" "$TMP/run.json" $N "$TMP/client.jsonl" <<'PY' || fail "chrome timeline does not match the records"
 import json, sys
 from collections import Counter
 recs = [json.loads(l) for l in open(sys.argv[1])]
@@ -45,6 +45,13 @@ reqs = [r for r in recs if r["type"] == "request"]
 steps = [r for r in recs if r["type"] == "step"]
 emits = [r for r in recs if r["type"] == "emit" and r.get("step")]
 check(len(reqs) == n, f"{len(reqs)} request records, want {n}")
+# no steps and no emits would match no slices and no arrows: the tokens are the client's
+client = [json.loads(l) for l in open(sys.argv[4])]
+want_tokens = sum(c["usage"]["completion_tokens"] for c in client if c.get("usage"))
+check(len(client) == n and want_tokens > 0, f"{len(client)} client results, {want_tokens} tokens")
+check(len(steps) > 0, "no step records")
+check(sum(r["generated_tokens"] for r in reqs) == want_tokens,
+      f"generated tokens {sum(r['generated_tokens'] for r in reqs)}, the client's usage {want_tokens}")
 slices = [e for e in ev if e.get("ph") == "X"]
 flows_s = [e for e in ev if e.get("ph") == "s"]
 flows_f = [e for e in ev if e.get("ph") == "f"]

@@ -19,7 +19,8 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 need_bpf
 need_node
-command -v jq >/dev/null || skip "jq not installed"
+need_cmd jq jq
+need_cmd python3 python3
 for b in "$SPANTRACE" "$MKMODEL"; do [ -x "$b" ] || fail "no $b (build first)"; done
 if [ ! -r "$DEMO_MODEL" ]; then
 	mkdir -p "$(dirname "$DEMO_MODEL")"
@@ -157,9 +158,15 @@ assert_eq "summary ITL count = gaps" "$(jq -s 'map(.itl_count) | add' "$TMP/all_
 assert_eq "summary queue-time count" "$all" "$(jq .queue_time.count "$S")"
 assert_eq "summary e2e count" "$all" "$(jq .e2e.count "$S")"
 assert_eq "summary preemptions" "$(jq '.serving.preempted' "$sv")" "$(jq .preemptions "$S")"
-assert_le "TTFT p50 <= p99" "$(jq .ttft.p50_ns "$S")" "$(jq .ttft.p99_ns "$S")"
+for d in ttft itl e2e queue_time; do
+	read -r p50 p99 max <<<"$(jq -r ".$d | \"\(.p50_ns) \(.p99_ns) \(.max_ns)\"" "$S")"
+	# a queue time may round to 0 in the histogram; the others cannot be 0
+	[ $d = queue_time ] || assert_pos "$d p50 (ns)" "$p50"
+	assert_between "$d p99 within [p50, max]" "$p50" "$p99" "$max"
+done
 met=$(jq -s --argjson t 1000e6 --argjson g 50e6 \
 	'map(select(.ttft_ns <= $t and (.itl_count == 0 or .decode_ns / .itl_count <= $g))) | length' \
 	"$TMP/all_requests.jsonl")
+assert_eq "goodput: requests" "$all" "$(jq .goodput.requests "$S")"
 assert_eq "goodput: requests meeting both SLOs" "$met" "$(jq .goodput.met "$S")"
 assert_eq "no orphaned request probes" 0 "$(jq .req_orphans "$S")"

@@ -18,7 +18,10 @@ source "$(dirname "$0")/serve_lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
 need_bpf
 need_node
+need_cmd curl curl  # before need_daemon_build, which skips without them
+need_cmd jq jq
 need_daemon_build
+need_cmd promtool prometheus
 [ -r "$DEMO_MODEL" ] && [ -r "$DEMO_TOK" ] || fail "no demo model (make models first)"
 
 start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b cpu --max-seqs 6 --kv-blocks 16 --block-size 16
@@ -36,6 +39,7 @@ finished_now() { curl -s "$BASE/stats" | jq '[.serving.finished // {} | .[]] | a
 f0=$(finished_now)
 start_daemon --level coarse -p "$EPID" --interval 0.1
 f1=$(finished_now)
+need_num "requests finished around the attach (/stats)" "$f0" "$f1"
 [ "$f0" = "$f1" ] || ok "$((f1 - f0)) of A's requests finished during the attach"
 # B: requests queued after the attach, with a pool small enough to preempt.
 stream_spec 12 60 7 10 >"$TMP/b.json"
@@ -114,6 +118,8 @@ assert_le "prompt tokens counted >= B's" "$(jq -s 'map(.usage.prompt_tokens) | a
 steps=$(msum "$m" spantrace_steps_total "$P")
 assert_eq "iteration_tokens observations = steps" "$steps" "$(msum "$m" spantrace_iteration_tokens_count "$P")"
 assert_le "steps seen" 10 "$steps"
+# (msum reads a missing series as 0: the series must be there)
+grep -q '^spantrace_events_fired_total{.*event="emit"' "$m" || fail "no spantrace_events_fired_total{event=\"emit\"}"
 assert_eq "nothing streamed (tail mode, no threshold crossed by a token)" 0 \
 	"$(msum "$m" spantrace_events_fired_total 'event="emit"')"
 for f in time_to_first_token_seconds inter_token_latency_seconds e2e_request_latency_seconds \
@@ -127,10 +133,8 @@ for f in prompt_tokens_total generation_tokens_total request_success_total preem
 	grep -q "^# TYPE spantrace_$f counter" "$m" || fail "no counter spantrace_$f"
 done
 ok "the vLLM-equivalent families are all there"
-if command -v promtool >/dev/null; then
-	out=$(promtool check metrics <"$m" 2>&1) || fail "promtool check metrics: $out"
-	ok "promtool check metrics accepts them"
-fi
+out=$(promtool check metrics <"$m" 2>&1) || fail "promtool check metrics: $out"
+ok "promtool check metrics accepts them"
 # C, after every count above: one long request alone (up to 5 in turn), so
 # the gauges hold still between scrapes. B's churn (admissions, preemptions) left too few
 # steady moments on a fast machine (0-1 busy scrapes here).

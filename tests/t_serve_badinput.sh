@@ -6,7 +6,8 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 need_node
-command -v jq >/dev/null && command -v curl >/dev/null || skip "jq and curl needed"
+need_cmd jq jq
+need_cmd curl curl
 [ -r "$DEMO_MODEL" ] && [ -r "$DEMO_TOK" ] || fail "no demo model (make models first)"
 
 start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b cpu --max-conns 4 --max-body 4096

@@ -6,7 +6,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 need_node
-command -v jq >/dev/null || skip "jq not installed"
+need_cmd jq jq
 [ -r "$DEMO_MODEL" ] && [ -r "$DEMO_TOK" ] || fail "no demo model (make models first)"
 
 start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b cpu

@@ -14,7 +14,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 need_node
 need_models
-command -v jq >/dev/null || skip "jq not installed"
+need_cmd jq jq
 
 MODEL=$MODELS/stories260K.bin
 prompts=('[1, 461, 401]' '[1, 378, 455, 473]' '[1, 299, 362, 409, 283]' '[1, 13, 2, 5]')
@@ -88,6 +88,8 @@ check_config() {
 
 	hits=$(cat "$TMP"/{first,again,ext,conc,nocache} | jq -s '[.[] | select(.usage.prompt_tokens_details.cached_tokens > 0)] | length')
 	cached=$(cat "$TMP"/{first,again,ext,conc,nocache} | jq -s '[.[].usage.prompt_tokens_details.cached_tokens] | add')
+	assert_pos "$name: hits in the responses" "$hits"
+	assert_pos "$name: cached tokens in the responses" "$cached"
 	assert_eq "$name: /stats counts the responses' hits" "$hits" "$(stat .serving.prefix_hits)"
 	assert_eq "$name: /stats counts their cached tokens" "$cached" "$(stat .serving.prefix_cached_tokens)"
 	wait_for health_is running 0 || fail "$name: engine not idle"
@@ -109,7 +111,9 @@ check_config "opencl f16 KV" opencl --kv-type f16
 # backend served a stories260K request in ~3 ms, and the client's four
 # arrived far enough apart that 1 run in 3 (with 6 blocks; 1 in 6 with 4)
 # preempted none. On opencl each step is a launch: 6 runs of 6 preempted,
-# the one logged 9 times.
+# the one logged 9 times. The engine counts no evictions, but each request
+# that finishes leaves an entry, which only a hit (taking it) or an
+# eviction removes: finished - hits - entries held = entries evicted.
 start_engine "$MODEL" -b opencl --max-seqs 4 --kv-blocks 4 --block-size 8
 round tiny1 true "" "${prompts[@]}"
 round tiny2 true "" "${prompts[@]}"
@@ -119,6 +123,13 @@ assert_le "tiny pool: sequences were preempted" 1 "$(stat .serving.preempted)"
 wait_for health_is running 0 || fail "tiny pool: engine not idle"
 assert_eq "tiny pool: no block held by a sequence" 0 "$(health kv_blocks_used)"
 assert_le "tiny pool: the cache holds at most the pool" "$(health kv_blocks_cached)" 4
+finished=$(stat '.serving.finished | .stop + .length + .abort')
+assert_eq "tiny pool: requests finished, each leaving an entry" 8 "$finished"
+entries=$(stat .serving.prefix_cache_entries) tiny_hits=$(stat .serving.prefix_hits)
+need_num "tiny pool: /stats prefix_cache_entries and prefix_hits" "$entries" "$tiny_hits"
+assert_pos "tiny pool: entries held (finished requests do leave them)" "$entries"
+assert_pos "tiny pool: entries evicted ($finished left, $tiny_hits taken by hits, $entries held)" \
+	$((finished - tiny_hits - entries))
 stop_engine
 
 # The tracer sees every hit: prefix_hit records, the summary and the
@@ -134,8 +145,12 @@ wait_for grep -qs '"type":"session"' "$TMP/run.jsonl" || fail "record did not at
 # (start_daemon returns once the daemon has attached)
 round t1 false "" "${prompts[@]}"
 round t2 true "" "${prompts[@]}"
-hits=$(stat .serving.prefix_hits) cached=$(stat .serving.prefix_cached_tokens)
+wait_for health_is running 0 || fail "engine not idle after the traced rounds"
+hits=$(stat .serving.prefix_hits) cached=$(stat .serving.prefix_cached_tokens) blocks=$(health kv_blocks_cached)
 assert_le "the engine had hits" 1 "$hits"
+assert_pos "the engine's cached tokens" "$cached"
+# a gauge missing from /metrics sums to 0: the cache must hold something
+assert_pos "the cache's blocks (/health)" "$blocks"
 kill -INT $rec
 wait $rec || fail "record exited $?: $(cat "$TMP/record.err")"
 n=$(jq -s '[.[] | select(.type == "probe" and .probe == "prefix_hit")] | length' "$TMP/run.jsonl")
@@ -150,14 +165,15 @@ wait_for scraped || fail "daemon: prefix hits $(msum "$TMP/m.txt" spantrace_pref
 ok "daemon: spantrace_prefix_cache_hits_total = the engine's $hits"
 assert_eq "daemon: spantrace_prefix_cache_tokens_total" "$cached" \
 	"$(msum "$TMP/m.txt" spantrace_prefix_cache_tokens_total "$P")"
-assert_eq "daemon: spantrace_kv_cache_blocks_cached = /health's" "$(health kv_blocks_cached)" \
+assert_eq "daemon: spantrace_kv_cache_blocks_cached = /health's" "$blocks" \
 	"$(msum "$TMP/m.txt" spantrace_kv_cache_blocks_cached "$P")"
 stop_daemon
 # A daemon attached to the idle engine learns the cache's size from the
 # state dump (state_prefix_cache), before any request.
 start_daemon --level coarse -p "$EPID" --interval 0.1
-cached_gauge() { metrics >"$TMP/m2.txt" && [ "$(msum "$TMP/m2.txt" spantrace_kv_cache_blocks_cached "$P")" = "$(health kv_blocks_cached)" ]; }
-wait_for cached_gauge || fail "a late daemon: kv_cache_blocks_cached $(msum "$TMP/m2.txt" spantrace_kv_cache_blocks_cached "$P"), /health $(health kv_blocks_cached)"
-ok "a late daemon: spantrace_kv_cache_blocks_cached = /health's $(health kv_blocks_cached), from the state dump"
+assert_eq "the cache's blocks while idle" "$blocks" "$(health kv_blocks_cached)"
+cached_gauge() { metrics >"$TMP/m2.txt" && [ "$(msum "$TMP/m2.txt" spantrace_kv_cache_blocks_cached "$P")" = "$blocks" ]; }
+wait_for cached_gauge || fail "a late daemon: kv_cache_blocks_cached $(msum "$TMP/m2.txt" spantrace_kv_cache_blocks_cached "$P"), /health $blocks"
+ok "a late daemon: spantrace_kv_cache_blocks_cached = /health's $blocks, from the state dump"
 stop_daemon
 stop_engine

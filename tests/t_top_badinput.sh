@@ -47,22 +47,17 @@ expect_fail_quiet "--cmd-output is a planted symlink" "cannot create $TMP/link: 
 [ ! -e "$TMP/victim" ] || fail "the symlink's target was created"
 
 # Interactive on a terminal curses cannot drive: fails before starting anything.
-if command -v script >/dev/null; then
-	TERM=no-such-terminal-xyz script -qec "$SPANTRACE top -- $INFER $TMP/marker-model.bin" /dev/null \
-		>"$TMP/tty.out" 2>&1 </dev/null
-	rc=$?
-	[ $rc -ne 0 ] && [ $rc -lt 128 ] || fail "bad TERM: exit $rc"
-	grep -q "cannot use this terminal (TERM=no-such-terminal-xyz)" "$TMP/tty.out" ||
-		fail "bad TERM: $(head -c 300 "$TMP/tty.out")"
-	pgrep -f "$TMP/marker-model.bin" >/dev/null && fail "bad TERM: the command was started"
-	ok "bad TERM: exit $rc, one error, no command started"
-else
-	echo "note: script(1) missing, terminal case not run"
-fi
+# script(1): Debian's bsdutils, an essential package; capsh: libcap2-bin, which make deps installs
+command -v script >/dev/null || fail "script is missing (Debian bsdutils, an essential package)"
+TERM=no-such-terminal-xyz script -qec "$SPANTRACE top -- $INFER $TMP/marker-model.bin" /dev/null \
+	>"$TMP/tty.out" 2>&1 </dev/null
+rc=$?
+[ $rc -ne 0 ] && [ $rc -lt 128 ] || fail "bad TERM: exit $rc"
+grep -q "cannot use this terminal (TERM=no-such-terminal-xyz)" "$TMP/tty.out" ||
+	fail "bad TERM: $(head -c 300 "$TMP/tty.out")"
+pgrep -f "$TMP/marker-model.bin" >/dev/null && fail "bad TERM: the command was started"
+ok "bad TERM: exit $rc, one error, no command started"
 
-if command -v capsh >/dev/null; then
-	expect_fail_quiet "no privileges" "CAP_BPF and CAP_PERFMON" \
-		capsh --drop=cap_bpf,cap_perfmon,cap_sys_admin -- -c "exec $SPANTRACE top -b --binary $INFER"
-else
-	echo "note: capsh missing, privilege case not run"
-fi
+need_cmd capsh libcap2-bin
+expect_fail_quiet "no privileges" "CAP_BPF and CAP_PERFMON" \
+	capsh --drop=cap_bpf,cap_perfmon,cap_sys_admin -- -c "exec $SPANTRACE top -b --binary $INFER"

@@ -9,7 +9,7 @@
 source "$(dirname "$0")/lib.sh"
 need_bpf
 for b in "$INFER" "$SPANTRACE" "$MKMODEL"; do [ -x "$b" ] || fail "no $b (build first)"; done
-command -v jq >/dev/null || skip "jq not installed"
+need_cmd jq jq
 if [ ! -r "$DEMO_MODEL" ]; then
 	mkdir -p "$(dirname "$DEMO_MODEL")"
 	"$MKMODEL" "$DEMO_MODEL" --shape stories15M --seed 1 --tokenizer "$DEMO_TOK" >/dev/null ||

@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 need_bpf
 need_node
-command -v jq >/dev/null || skip "jq not installed"
+need_cmd jq jq
 [ -r "$DEMO_MODEL" ] || fail "no $DEMO_MODEL (make models)"
 N=8 MAXSEQS=4
 
@@ -22,7 +22,9 @@ wait_for grep -q "^spantrace top" "$TMP/frames" || fail "no frame: $(cat "$TMP/t
 # 60..130 tokens the faster cpu backend drained the first wave in ~0.1 s
 stream_spec $N 160 10 >"$TMP/spec.json"
 client "$TMP/spec.json" "$TMP/client.jsonl"
+assert_eq "client results with usage" $N "$(jq -s 'map(select(.usage)) | length' "$TMP/client.jsonl")"
 tokens=$(jq -s 'map(.usage.completion_tokens) | add' "$TMP/client.jsonl")
+assert_pos "tokens the client got" "$tokens"
 
 # last_frame: the newest complete frame (the one before the frame being written)
 last_frame() {

@@ -9,7 +9,7 @@
 # and -n end the view the same way.
 source "$(dirname "$0")/lib.sh"
 need_bpf
-command -v tmux >/dev/null || skip "tmux not installed"
+need_cmd tmux tmux
 for b in "$INFER" "$SPANTRACE" "$MKMODEL"; do [ -x "$b" ] || fail "no $b (build first)"; done
 if [ ! -r "$DEMO_MODEL" ]; then
 	mkdir -p "$(dirname "$DEMO_MODEL")"
