@@ -24,8 +24,15 @@ stop_daemon() {
 metrics() { curl -sf "http://127.0.0.1:$DPORT/metrics"; }
 
 # msum FILE NAME [LABEL=\"V\"...]: sum of NAME's samples having every label given.
+# NAME's family must be declared in FILE (a "# TYPE" line for NAME, or for
+# its base name for _bucket/_sum/_count): a failed scrape or an empty file is
+# not a sum of 0. A declared family with no matching series sums to 0.
 msum() {
-	local file=$1 name=$2; shift 2
+	local file=$1 name=$2 base; shift 2
+	base=$name
+	case $name in *_bucket | *_sum | *_count) base=${name%_*} ;; esac
+	grep -q -e "^# TYPE $name " -e "^# TYPE $base " "$file" 2>/dev/null ||
+		fail "msum: no metric family $name in $file ($(wc -c 2>/dev/null <"$file" || echo no) bytes)"
 	awk -v name="$name" -v want="$*" '
 		BEGIN { n = split(want, w, " ") }
 		index($0, name "{") == 1 || $1 == name {
@@ -49,8 +56,8 @@ stat_count() { jq -r ".spans.$2.count" "$1"; }
 
 need_daemon_build() {
 	[ -x "$SPANTRACE" ] && [ -x "$INFER" ] || fail "build $SPANTRACE and $INFER first"
-	command -v curl >/dev/null || skip "curl not installed"
-	command -v jq >/dev/null || skip "jq not installed"
+	need_cmd curl curl
+	need_cmd jq jq
 }
 
 # wait_long CMD...: like wait_for, for up to 30 s (Prometheus on a busy box).

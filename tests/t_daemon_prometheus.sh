@@ -10,8 +10,8 @@ source "$(dirname "$0")/daemon_lib.sh"
 need_bpf
 need_models
 need_daemon_build
-command -v prometheus >/dev/null || skip "prometheus not installed"
-command -v promtool >/dev/null || skip "promtool not installed"
+need_cmd prometheus prometheus
+need_cmd promtool prometheus
 
 start_daemon --level coarse
 
@@ -34,6 +34,7 @@ wait_long curl -sf "http://127.0.0.1:$PPORT/-/ready" -o /dev/null || fail "prome
 run_engine "$TMP/stats1.json"; pid1=$EPID
 run_engine "$TMP/stats2.json"; pid2=$EPID
 expect_tokens=$(jq -r .tokens "$TMP/stats2.json")
+assert_pos "engine tokens (run 2)" "$expect_tokens"
 has_tokens() { metrics > "$TMP/m.txt" && [ "$(msum "$TMP/m.txt" spantrace_tokens_total "pid=\"$pid2\"")" = "$expect_tokens" ]; }
 wait_for has_tokens || fail "daemon never showed pid $pid2's $expect_tokens tokens"
 
@@ -99,7 +100,7 @@ assert_eq "live weights reserve whole pages" $(( (size + page - 1) / page * page
 	"$(msum "$TMP/m.txt" spantrace_pool_reserved_bytes 'pool="weights"' "pid=\"$srv\"")"
 for pool in kv_cache activations; do
 	live=$(msum "$TMP/m.txt" spantrace_pool_live_bytes "pool=\"$pool\"" "pid=\"$srv\"")
-	[ "$live" -gt 0 ] || fail "no live $pool bytes for pid $srv"
+	assert_pos "$pool live bytes for pid $srv" "$live"
 	assert_le "$pool: live <= reserved" "$live" "$(msum "$TMP/m.txt" spantrace_pool_reserved_bytes "pool=\"$pool\"" "pid=\"$srv\"")"
 done
 exec {hold}>&-

@@ -65,20 +65,25 @@ start_daemon --level coarse --jsonl-dir "$TMP/j2" --slow-ms 0 --file-max 64 --to
 run_engine "$TMP/stats.json"
 wait_for settle_spans $EPID "$TMP/stats.json" || fail "spans not all accounted for"
 fired=$(msum "$TMP/m.txt" spantrace_events_fired_total 'event="span"')
+assert_pos "spans fired" "$fired"
 assert_eq "oversized lines dropped and counted" "$fired" "$(msum "$TMP/m.txt" spantrace_tail_spans_dropped_total)"
 assert_eq "nothing written" 0 "$(cat "$TMP/j2"/*.jsonl | wc -c)"
 stop_daemon
 
 # below_edge FILE SPAN PID T: PID's SPAN spans shorter than T ns, read off the
 # log2 histogram bucket whose upper bound is T-1 ns (T is a power of two).
+# No such bucket is 0 (the edge lies below the fastest span), but PID must
+# have SPAN buckets at all: else 0 would be read off nothing.
 below_edge() {
 	awk -v span="span=\"$2\"" -v pid="pid=\"$3\"" -v t="$4" '
 		index($0, "spantrace_span_duration_seconds_bucket{") == 1 &&
 		index($0, span) && index($0, pid) && match($0, /le="[^"+]*"/) {
+			seen = 1
 			le = substr($0, RSTART + 4, RLENGTH - 5) * 1e9
 			if (int(le + 0.5) == t - 1) s += $NF
 		}
-		END { printf "%d\n", s }' "$1"
+		END { if (!seen) exit 1; printf "%d\n", s }' "$1" ||
+		fail "no $2 buckets for pid $3 in $1"
 }
 threshold_ns() {
 	awk -v span="span=\"$2\"" 'index($0, "spantrace_tail_threshold_seconds{") == 1 &&
@@ -98,6 +103,7 @@ wait_for settle_spans $EPID "$TMP/stats.json" || fail "first run not accounted f
 thr=$(threshold_ns "$TMP/m.txt" layer)
 [ -n "$thr" ] || fail "no layer threshold after $(stat_count "$TMP/stats.json" layer) layer spans"
 total=$(stat_count "$TMP/stats.json" layer)
+assert_pos "layer spans of the run" "$total"
 rank=$(( (9 * total + 9) / 10 ))
 above=$(( total - $(below_edge "$TMP/m.txt" layer $EPID "$thr") ))
 above_half=$(( total - $(below_edge "$TMP/m.txt" layer $EPID $((thr / 2))) ))
@@ -115,6 +121,7 @@ run_engine "$TMP/stats.json" -n 256
 wait_for settle_spans $EPID "$TMP/stats.json" || fail "fixed-threshold run not accounted for"
 for span in forward layer; do
 	count=$(msum "$TMP/m.txt" spantrace_span_duration_seconds_count "span=\"$span\"" "pid=\"$EPID\"")
+	assert_pos "$span spans in the histogram" "$count"
 	slow=$(( count - $(below_edge "$TMP/m.txt" $span $EPID 32768) ))
 	written=$(cat "$TMP/j4"/*.jsonl | jq -c "select(.name == \"$span\" and .pid == $EPID) | .dur_ns" | wc -l)
 	assert_eq "$span spans written = $span spans >= 32768 ns in the histogram ($count in all)" "$slow" "$written"

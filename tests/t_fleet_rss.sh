@@ -29,7 +29,8 @@ r=$(jq ".rss[\"$SRV\"]" "$TMP/s.json")
 assert_eq "summary: pools + other = rss" "$(jq .rss_bytes <<<"$r")" "$(jq '.pools_bytes + .other_bytes' <<<"$r")"
 reserved=$(jq "[.pools[\"$SRV\"][] | .reserved_bytes] | add" "$TMP/s.json")
 assert_eq "summary: pools = the pools' reserved bytes (they fit in RSS)" "$reserved" "$(jq .pools_bytes <<<"$r")"
-assert_le "summary: rss within 10% of /proc now" "$(jq .rss_bytes <<<"$r")" "$(( $(rss_now) * 11 / 10 ))"
+rss=$(rss_now)
+assert_between "summary: rss within 10% of /proc now" $((rss * 9 / 10)) "$(jq .rss_bytes <<<"$r")" $((rss * 11 / 10))
 
 # Prometheus
 "$SPANTRACE" daemon -p $SRV --listen 127.0.0.1:0 --interval 0.2 >"$TMP/daemon.log" 2>&1 3>&- &
@@ -42,7 +43,8 @@ pools=$(msum "$TMP/m.txt" spantrace_process_resident_bytes "pid=\"$SRV\"" 'part=
 other=$(msum "$TMP/m.txt" spantrace_process_resident_bytes "pid=\"$SRV\"" 'part="other"')
 assert_eq "prometheus: part=pools = spantrace_pool_reserved_bytes" \
 	"$(msum "$TMP/m.txt" spantrace_pool_reserved_bytes "pid=\"$SRV\"")" "$pools"
-assert_le "prometheus: pools + other within 10% of /proc's RSS" "$((pools + other))" "$(( $(rss_now) * 11 / 10 ))"
+rss=$(rss_now)
+assert_between "prometheus: pools + other within 10% of /proc's RSS" $((rss * 9 / 10)) "$((pools + other))" $((rss * 11 / 10))
 stop_daemon
 exec 3>&-
 wait $SRV || fail "engine exited $?"

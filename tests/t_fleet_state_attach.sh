@@ -55,13 +55,18 @@ assert_eq "unknown frees" 0 "$(j '[.[] | select(.type == "free" and .unknown)] |
 assert_eq "tok_embeddings shape" "[32000,288]" "$(jq -c 'select(.type == "tensor" and .name == "tok_embeddings") | .shape' "$TMP/t.jsonl" | head -n1)"
 # live at attach: the weights and kv_cache pools never change after load,
 # so their live bytes at attach are the engine's peaks.
+# (The engine's figures must be there: two missing fields would agree.)
 for pool in weights kv_cache; do
-	assert_eq "$pool live at attach = engine's" "$(jq ".pools.$pool.peak_bytes" "$TMP/st.json")" \
+	peak=$(jq ".pools.$pool.peak_bytes" "$TMP/st.json")
+	assert_pos "engine's $pool peak bytes" "$peak"
+	assert_eq "$pool live at attach = engine's" "$peak" \
 		"$(j "[.[] | select(.type == \"alloc\" and .at_attach and .pool == \"$pool\")] | last | .live_bytes")"
 done
 for pool in weights kv_cache activations; do
 	for f in live_bytes peak_bytes; do
-		assert_eq "$pool $f at the end = engine's --stats" "$(jq ".pools.$pool.$f" "$TMP/st.json")" \
+		want=$(jq ".pools.$pool.$f" "$TMP/st.json")
+		need_num "engine's $pool $f" "$want"
+		assert_eq "$pool $f at the end = engine's --stats" "$want" \
 			"$(j "[.[] | select((.type == \"alloc\" or .type == \"free\") and .pool == \"$pool\")] | last | .$f")"
 	done
 done

@@ -6,7 +6,7 @@
 # (SPANTRACE_NO_UPROBE_MULTI=1), read with bpftool.
 source "$(dirname "$0")/lib.sh"
 need_bpf
-command -v bpftool >/dev/null || skip "no bpftool"
+need_cmd bpftool bpftool
 [ -r "$DEMO_MODEL" ] || fail "no $DEMO_MODEL (make models)"
 fifo_engine
 

@@ -3,14 +3,16 @@
 # (summary, exact nearest-rank), `top -b` (its window histogram) and the
 # daemon scraped by a real Prometheus (histogram_quantile over the kernel's
 # buckets). Their p50/p95/p99 of the same spans agree within the histogram's
-# stated bound (docs/histograms.md: 12.5%), and the kernel's, top's and PromQL's
-# estimates come from the same buckets. Also counts the daemon's series per
-# process, which must stay under the stated cap.
+# stated bound (docs/histograms.md: 12.5%), and top's and PromQL's estimates,
+# read off the same buckets (bpf/hist.h's; each session counts its own),
+# lie within one bucket of each other. Also counts the daemon's
+# series per process, which must stay under the stated cap (and above what
+# the forward and layer histograms alone take).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
 need_bpf
 need_daemon_build
-command -v prometheus >/dev/null || skip "prometheus not installed"
+need_cmd prometheus prometheus
 [ -x "$MKMODEL" ] || fail "no $MKMODEL (build first)"
 if [ ! -r "$DEMO_MODEL" ]; then
 	mkdir -p "$(dirname "$DEMO_MODEL")"
@@ -67,7 +69,7 @@ query() {
 count_q='sum(spantrace_span_duration_seconds_count{span="forward",pid="'$epid'"})'
 scraped() { [ "$(query "$count_q")" = "$forwards" ]; }
 wait_long scraped || fail "Prometheus never saw $forwards forward spans (has '$(query "$count_q")')"
-metrics > "$TMP/m.txt"
+metrics >"$TMP/m.txt" || fail "no /metrics from the daemon"
 
 # top's last frame: the row's P50/P95/P99 cells (columns 6..8 after the name).
 awk '/^spantrace top/ { n++ } { print > ("'"$TMP"'/frame." n) }' "$TMP/frames"
@@ -84,10 +86,26 @@ top_ns() {  # ROW COLUMN(1=P50,2=P95,3=P99) -> ns
 # within NAME EXACT_NS ESTIMATE_NS: |estimate - exact| <= BOUND * exact, plus
 # 1% for top's 3-digit cells and 2 us for the sessions' own clock reads.
 within() {
+	need_num "$1" "$2" "$3"
 	awk -v e="$2" -v x="$3" -v b="$BOUND" 'BEGIN { d = x - e; if (d < 0) d = -d
 		exit !(d <= b * e + 0.01 * e + 2000) }' ||
 		fail "$1: $3 ns is not within $BOUND of $2 ns"
 	ok "$1: $3 ns vs exact $2 ns ($(awk -v e="$2" -v x="$3" 'BEGIN { printf "%+.2f%%", (x - e) * 100 / e }'))"
+}
+# agree NAME PROMQL_NS TOP_NS: top and PromQL read their percentiles off the
+# same buckets, each session counting the same spans. Only a span within the
+# sessions' clock-read difference (~1 us) of an edge can land in the
+# neighbouring bucket in one of them, so their estimates lie at most one
+# bucket apart (PAIR_BOUND, 12.5%: where the exact value allows 25% between
+# them), plus 1% for top's 3-digit cells and 2 us for the clock reads.
+# Measured: 1.3% apart at most.
+PAIR_BOUND=${PAIR_BOUND:-0.125}
+agree() {
+	need_num "$1" "$2" "$3"
+	awk -v a="$2" -v x="$3" -v b="$PAIR_BOUND" 'BEGIN { d = x - a; if (d < 0) d = -d
+		exit !(d <= b * a + 0.01 * a + 2000) }' ||
+		fail "$1: top's $3 ns is not within $PAIR_BOUND of PromQL's $2 ns"
+	ok "$1: $3 ns vs $2 ns ($(awk -v e="$2" -v x="$3" 'BEGIN { printf "%+.2f%%", (x - e) * 100 / e }'))"
 }
 for span in forward layer; do
 	row=$span; [ $span = layer ] && row="layers ($(jq .model.n_layers "$TMP/stats.json"))"
@@ -103,10 +121,13 @@ for span in forward layer; do
 		[ -n "$tns" ] || fail "no $row row in top's last frame: $(cat "$last")"
 		within "$span p$q PromQL" "$exact" "$prom_ns"
 		within "$span p$q top -b" "$exact" "$tns"
+		agree "$span p$q top -b vs PromQL" "$prom_ns" "$tns"
 	done
 done
 
 series=$(grep -c "pid=\"$epid\"" "$TMP/m.txt")
 ok "daemon series for pid $epid: $series"
-assert_le "series per process (coarse)" "$series" "$SERIES_CAP"
+# at least the forward and per-layer duration histograms' +Inf, _sum and
+# _count lines: a count of nothing is not under the cap
+assert_between "series per process (coarse)" $((3 * (1 + $(jq .model.n_layers "$TMP/stats.json")))) "$series" "$SERIES_CAP"
 stop_daemon

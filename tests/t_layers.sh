@@ -7,7 +7,7 @@
 #   - user/'s stages depend downward only: core <- analysis <- output <-
 #     commands, and top on core and analysis.
 source "$(dirname "$0")/lib.sh"
-command -v python3 >/dev/null || skip "python3 not installed"
+need_cmd python3 python3
 cd "$ROOT" || fail "no $ROOT"
 
 python3 - <<'PY' || fail "a dependency goes the wrong way"

@@ -8,9 +8,13 @@
 # which renders with npm's vega-lite, vega and resvg).
 source "$(dirname "$0")/lib.sh"
 need_bpf
-[ -r "$DEMO_MODEL" ] || skip "no $DEMO_MODEL (make models)"
-/usr/bin/python3 -c 'import pandas, altair' 2>/dev/null || skip "no python3-pandas/python3-altair (make deps)"
-[ -d "$ROOT/tests/node/node_modules/vega-lite" ] || skip "no tests/node/node_modules (make deps)"
+[ -r "$DEMO_MODEL" ] || fail "no $DEMO_MODEL (make models)"
+/usr/bin/python3 -c 'import pandas, altair' 2>/dev/null ||
+	fail "no python3 pandas/altair: make deps installs them (Debian python3-pandas python3-altair)"
+need_cmd node nodejs
+for m in vega vega-lite @resvg/resvg-js; do
+	[ -d "$ROOT/tests/node/node_modules/$m" ] || fail "no npm $m in tests/node: make deps installs it"
+done
 
 mkdir -p "$TMP/run"
 "$SPANTRACE" record -q --level detail -o "$TMP/t.jsonl" --summary "$TMP/s.json" --metrics "$TMP/run/profile.jsonl" \
@@ -40,6 +44,7 @@ for r in recs:
         counts[r["labels"]["span"]] += r["value"]
 print("ok: %d records, every one in seed 002's schema, one per series per interval" % len(recs))
 want = {k: v["count"] for k, v in summ["spans"].items() if v["count"]}
+assert want, "the summary counts no spans"
 assert dict(counts) == want, ("span_count sums differ from the summary", dict(counts), want)
 print("ok: span_count adds up to the summary's counts for %d span kinds" % len(want))
 lat = [r for r in recs if r["metric"] == "latency_ms"]

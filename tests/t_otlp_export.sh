@@ -12,7 +12,8 @@ source "$(dirname "$0")/lib.sh"
 need_bpf
 need_models
 [ -r "$ROOT/tests/node/node_modules/@opentelemetry/otlp-transformer/build/src/generated/root.js" ] \
-	|| skip "no @opentelemetry/otlp-transformer in tests/node (make deps)"
+	|| fail "no @opentelemetry/otlp-transformer in tests/node: make deps installs it"
+need_cmd node nodejs
 BACKEND=cpu
 clinfo -l 2>/dev/null | grep -q Device && BACKEND=opencl
 
@@ -47,6 +48,7 @@ byid = {s["spanId"]: s for s in spans}
 assert len(byid) == len(spans), "span ids are not unique"
 names = collections.Counter(s["name"] for s in spans)
 want = {k: v["count"] for k, v in eng["spans"].items() if v["count"]}
+assert want and eng["tokens"] > 0, ("the engine's --stats count nothing", eng)
 got = {k: names[k] for k in want}
 assert got == want, ("span counts differ from --stats", got, want)
 assert names["token"] == eng["tokens"], (names["token"], eng["tokens"])
@@ -100,6 +102,7 @@ recs = [json.loads(l) for l in open(sys.argv[1])]
 summ = json.load(open(sys.argv[2]))["otlp"]
 assert sum(1 for r in recs if r.get("refused") == 503) == 2, recs[:3]
 spans = sum(len(r.get("spans", [])) for r in recs)
+assert spans > 0, recs[:3]
 assert summ["retries"] == 2 and summ["sent"] == summ["spans"] == spans and summ["dropped_failed"] == 0, (summ, spans)
 print("ok: two 503s retried; %d of %d spans arrived; %s" % (spans, summ["spans"], summ))
 PY
@@ -152,12 +155,14 @@ toks = [s for s in spans if s["name"] == "token"]
 steps = {s["spanId"]: s for s in spans if s["name"] == "step"}
 assert len(reqs) == len(client) == 3, (len(reqs), len(client))
 want_tokens = sum(c["usage"]["completion_tokens"] for c in client)
+assert want_tokens > 0, client
 assert len(toks) == want_tokens, (len(toks), want_tokens)
 for t in toks:
     p = byid[t["parentSpanId"]]
     assert p["name"] == "request" and p["traceId"] == t["traceId"], t
     assert len(t["links"]) == 1 and t["links"][0]["spanId"] in steps, t
     assert steps[t["links"][0]["spanId"]]["traceId"] == t["links"][0]["traceId"], t
+assert steps and any(s["name"] == "forward" for s in spans), "no step or forward span to check"
 for s in spans:
     if s["name"] in ("forward", "layer", "embed", "logits", "sample") or s["name"].startswith("opencl"):
         p = byid.get(s["parentSpanId"])

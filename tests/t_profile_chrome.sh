@@ -47,6 +47,7 @@ print("ok: %d spans on %d threads, %d badly nested" % (sum(map(len, by.values())
 sys.exit(1 if bad else 0)
 PY
 spans=$(jq '[.traceEvents[] | select(.ph == "X" and .cat == "span")] | length' "$T")
+assert_pos "span events" "$spans"
 assert_eq "span events = span records" "$(jq -s '[.[] | select(.type == "span")] | length' "$TMP/r.jsonl")" "$spans"
 if [ "$BACKEND" = opencl ]; then
 	kernels=$(jq '[.traceEvents[] | select(.ph == "X" and .cat == "opencl")] | length' "$T")

@@ -8,7 +8,7 @@
 source "$(dirname "$0")/lib.sh"
 need_bpf
 need_models
-command -v perf >/dev/null || skip "no perf binary (Debian package linux-perf)"
+need_cmd perf linux-perf
 [ -d /sys/kernel/tracing/events ] || skip "tracefs is not mounted at /sys/kernel/tracing (perf probe needs it)"
 [ -x "$SPANTRACE" ] || fail "no $SPANTRACE (build first)"
 

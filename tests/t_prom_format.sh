@@ -4,7 +4,7 @@
 # fast
 source "$(dirname "$0")/lib.sh"
 
-command -v promtool >/dev/null || skip "promtool not installed (Debian package prometheus)"
+need_cmd promtool prometheus
 [ -x "$BUILD/tests/test_prom" ] || fail "$BUILD/tests/test_prom not built"
 PROM_SAMPLE_OUT=$TMP/sample.prom "$BUILD/tests/test_prom" || fail "test_prom failed"
 [ -s "$TMP/sample.prom" ] || fail "test_prom wrote no sample"

@@ -3,15 +3,16 @@
 # from the CSV: the text report's per-operation counts equal the engine's own
 # --stats, on the host clock and (OpenCL, from the JSONL) on the device clock,
 # p50 <= p95 <= p99, the per-layer medians say their clock, utilization is
-# one figure, a fused forward gets no per-layer section but a line saying
-# why, the request section has TTFT and ITL (their
-# counts are the run's tokens), loss shows nothing dropped, and each of the
+# one figure over a wall above 0 (a percentage above 0 on OpenCL, on the CPU
+# a line saying there are no kernel records), a fused forward gets no
+# per-layer section but a line saying why, the request section has TTFT and
+# ITL (their counts are the run's tokens), loss shows nothing dropped, and each of the
 # five PNGs is a real picture (a PNG of sensible size with many colours).
 # Bad input: a clear error and a non-zero exit.
 source "$(dirname "$0")/lib.sh"
 need_bpf
-[ -r "$DEMO_MODEL" ] || skip "no $DEMO_MODEL (make models)"
-/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || skip "no python3-matplotlib (make deps)"
+[ -r "$DEMO_MODEL" ] || fail "no $DEMO_MODEL (make models)"
+/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || fail "no python3 matplotlib: make deps installs it (Debian python3-matplotlib)"
 BACKEND=cpu
 clinfo -l 2>/dev/null | grep -q Device && BACKEND=opencl
 
@@ -43,6 +44,7 @@ for d in ("rj", "rc"):
         assert clock in ("host", "device"), line
         rows[(name, clock)] = count
     want = {(k, "host"): v["count"] for k, v in eng["spans"].items() if v["count"]}
+    assert want, "the engine's --stats count no spans"
     assert {k: rows.get(k) for k in want} == want, (d, rows, want)
     layers = sections["Per-layer medians (ms)"]
     assert re.search(r"^5\s", layers, re.M), d
@@ -56,7 +58,16 @@ for d in ("rj", "rc"):
         assert layers.startswith("clock: device"), layers
     else:
         assert layers.startswith("clock: host"), layers
-    assert sections["Utilization"].count("utilization") <= 1, sections["Utilization"]
+    # one utilization line (a percentage, or why there is none) over a wall that ran
+    util = sections["Utilization"]
+    assert util.count("utilization") == 1, util
+    wall = re.search(r"^wall \(first engine span to last, host clock\): ([0-9.]+) s$", util, re.M)
+    assert wall and float(wall.group(1)) > 0, util
+    if backend == "opencl":
+        pct = re.search(r"device utilization \(kernel device time / wall\): ([0-9.]+)%", util)
+        assert pct and float(pct.group(1)) > 0, util
+    else:
+        assert "no kernel records" in util, util
     assert len(sections["Slowest operations"].strip().splitlines()) == 10, d
     if d == "rj":
         req = sections["Requests"]

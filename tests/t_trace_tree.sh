@@ -13,7 +13,7 @@ need_bpf
 need_models
 need_opencl
 [ -x "$SPANTRACE" ] || fail "no $SPANTRACE (build first)"
-command -v jq >/dev/null || skip "jq not installed"
+need_cmd jq jq
 
 tree() { # NAME BACKEND [INFER ARGS...]
 	local name=$1 b=$2

@@ -5,7 +5,7 @@
 source "$(dirname "$0")/lib.sh"
 need_bpf
 need_models
-command -v bpftrace >/dev/null || skip "bpftrace is not installed"
+need_cmd bpftrace bpftrace
 for b in "$INFER" "$SPANTRACE"; do [ -x "$b" ] || fail "no $b (build first)"; done
 
 lib=$(cd "$BUILD" && pwd)/libinfer.so
@@ -48,10 +48,12 @@ bt_one() { # MAP -> the traced pid's count
 for i in "${!kinds[@]}"; do
 	n=${kinds[$i]}
 	ours=$(jq ".spans.$n.count // 0" "$TMP/s.json")
+	assert_pos "span $n: spans recorded (the cpu engine runs every kind)" "$ours"
 	assert_eq "span $n: begins seen by bpftrace vs our spans" "$(bt_count b "$i")" "$ours"
 	assert_eq "span $n: ends seen by bpftrace vs our spans" "$(bt_count e "$i")" "$ours"
 done
-assert_eq "tokens (bpftrace vs ours)" "$(bt_one tok)" \
-	"$(jq .tokens_generated "$TMP/s.json")"
-assert_eq "requests (bpftrace vs ours)" "$(bt_one req)" \
-	"$(jq .requests "$TMP/s.json")"
+tokens=$(jq .tokens_generated "$TMP/s.json")
+assert_eq "tokens recorded (the run's -n)" 32 "$tokens"
+assert_eq "tokens (bpftrace vs ours)" "$(bt_one tok)" "$tokens"
+assert_eq "requests recorded" 1 "$(jq .requests "$TMP/s.json")"
+assert_eq "requests (bpftrace vs ours)" "$(bt_one req)" 1

@@ -12,7 +12,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
 need_bpf
 need_daemon_build
-command -v bpftrace >/dev/null || skip "bpftrace is not installed"
+need_cmd bpftrace bpftrace
 ex=$BUILD/spans_example
 [ -x "$ex" ] || fail "no $ex (build first)"
 libc=$(ldconfig -p | awk '/libc\.so\.6 .*x86-64/ { print $NF; exit }')
@@ -50,14 +50,17 @@ assert_eq "span errors" 0 "$(jq .span_errors "$TMP/s.json")"
 "$SPANTRACE" top -b -d 1 -w 100 "${spans[@]}" -- "$ex" $n >"$TMP/top.out" 2>"$TMP/top.err" ||
 	fail "top failed: $(tail -n 3 "$TMP/top.err")"
 row() { awk -v n="$1" '$1 == n { v = $2 } END { print v }' "$TMP/top.out"; }
-assert_eq "top: step row" $n "$(row step)"
-assert_eq "top: load row" 1 "$(row load)"
+# one row per span name given to top, each with the program's count
+for s in load step sample; do
+	assert_eq "top: $s row" "$(jq ".$s" "$TMP/ex.out")" "$(row $s)"
+done
+assert_eq "top: sleep row" $((2 * n + 1)) "$(row sleep)"
 
 "$SPANTRACE" daemon --binary "$ex" "${spans[@]:0:4}" --listen 127.0.0.1:0 --interval 0.2 >"$TMP/daemon.log" 2>&1 &
 DPID=$!
 wait_for grep -q 'metrics at http' "$TMP/daemon.log" || fail "daemon did not start: $(cat "$TMP/daemon.log")"
 DPORT=$(sed -n 's|.*metrics at http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$TMP/daemon.log")
-"$ex" $n 100 >/dev/null
+"$ex" $n 100 >/dev/null || fail "$ex under the daemon exited $?"
 caught_up() { metrics >"$TMP/m.txt" && [ "$(msum "$TMP/m.txt" spantrace_span_duration_seconds_count 'span="step"')" -ge $n ]; }
 wait_for caught_up || fail "daemon never showed the steps: $(grep -c span_duration "$TMP/m.txt") lines"
 stop_daemon
