@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # t_fault_target_exit.sh - the target dies under the tracer (SIGKILL), both
 # when attached with -p PID and when started with -- CMD: the tracer notices,
-# writes its summary, exits 0 and says "target exited" on stderr; the JSONL
+# writes its summary and says "target exited" on stderr, and exits 0 for
+# -p and the command's own status for -- CMD (137: killed); the JSONL
 # is whole (every line valid JSON, a summary line last) and its counts agree
 # with the summary and with the requests that were answered.
 source "$(dirname "$0")/lib.sh"
@@ -65,5 +66,23 @@ exec 3>&-
 wait_for eval '! kill -0 $rec 2>/dev/null' || fail "-- CMD: tracer still running 10 s after the target died"
 rc=0
 wait $rec || rc=$?
-assert_eq "-- CMD: tracer exit status" 0 "$rc"
+assert_eq "-- CMD: tracer exit status, the command's (128 + SIGKILL)" 137 "$rc"
+grep -q "the command killed by signal 9; what it did is written, and spantrace exits 137" "$d/rec.err" ||
+	fail "-- CMD: stderr does not say why it exits 137: $(tail -n 3 "$d/rec.err")"
 check_outputs "-- CMD" "$d" 3
+
+# 3. -- CMD that fails by itself (bad arguments: exit 2): record and profile
+# exit with its status, say so, and still write what they saw.
+"$SPANTRACE" record -o "$TMP/bad.jsonl" --summary "$TMP/bad.json" -- "$INFER" "$DEMO_MODEL" -n 4 -b cpu \
+	>/dev/null 2>"$TMP/bad.err"
+assert_eq "record -- a command exiting 2: record's exit status" 2 "$?"
+grep -q "the command exited with status 2; what it did is written, and spantrace exits 2" "$TMP/bad.err" ||
+	fail "record does not say why it exits 2: $(cat "$TMP/bad.err")"
+assert_eq "record -- a failing command: its summary's stop_reason" "target exited (status 2)" \
+	"$(jq -r .stop_reason "$TMP/bad.json")"
+"$SPANTRACE" profile -o "$TMP/prof" -- "$INFER" "$DEMO_MODEL" -n 4 -b cpu >/dev/null 2>"$TMP/prof.err"
+assert_eq "profile -- a command exiting 2: profile's exit status" 2 "$?"
+[ -s "$TMP/prof/summary.json" ] || fail "profile of a failing command wrote no summary.json: $(cat "$TMP/prof.err")"
+ok "profile of a failing command still wrote $(ls "$TMP/prof" | wc -l) files"
+"$SPANTRACE" record -o "$TMP/good.jsonl" -- "$INFER" "$DEMO_MODEL" -n 4 -b cpu --ids >/dev/null 2>"$TMP/good.err"
+assert_eq "record -- a command that succeeds: exit status" 0 "$?"

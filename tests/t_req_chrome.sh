@@ -4,7 +4,8 @@
 # the JSONL request (start, end to end) with queued/prefill/decode inside it;
 # one step slice per JSONL step, named with its batch; one flow arrow per
 # emitted token, from inside its request's slice to inside the step it came
-# out of, and per step as many arrows as the JSONL has emits from it.
+# out of, and per step as many arrows as the JSONL has emits from it. The
+# summary's tokens_generated is the client's tokens, counted from the emits.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 need_bpf
@@ -52,6 +53,12 @@ check(len(client) == n and want_tokens > 0, f"{len(client)} client results, {wan
 check(len(steps) > 0, "no step records")
 check(sum(r["generated_tokens"] for r in reqs) == want_tokens,
       f"generated tokens {sum(r['generated_tokens'] for r in reqs)}, the client's usage {want_tokens}")
+# the summary counts a serving engine's tokens from its emits, as top does
+summ = recs[-1]
+check(summ["type"] == "summary", "the last record is not the summary")
+check(summ.get("tokens_generated") == want_tokens and summ.get("tokens_from") == "emit",
+      f"summary: {summ.get('tokens_generated')} tokens from {summ.get('tokens_from')}, the client's usage {want_tokens}")
+check((summ.get("tokens_per_s") or 0) > 0, f"summary tokens_per_s {summ.get('tokens_per_s')}")
 slices = [e for e in ev if e.get("ph") == "X"]
 flows_s = [e for e in ev if e.get("ph") == "s"]
 flows_f = [e for e in ev if e.get("ph") == "f"]

@@ -503,6 +503,64 @@ static void check_launch_line(unsigned launch, unsigned count, const char *want)
 	topview_free(tv);
 }
 
+/* Leading spaces of the first line of text holding " NAME " (-1: none). */
+static int indent_of(const char *text, const char *name)
+{
+	char word[64];
+	snprintf(word, sizeof(word), " %s ", name);
+	const char *hit = strstr(text, word);
+	if (!hit)
+		return -1;
+	const char *line = hit;
+	while (line > text && line[-1] != '\n')
+		line--;
+	int n = 0;
+	while (line[n] == ' ' || line[n] == '-' || line[n] == '+')
+		n++;
+	return n;
+}
+
+/* Only a span's real children are drawn under it: sample runs between
+ * forwards (no parent span), sync inside them. */
+static void test_tree_parents(void)
+{
+	printf("tree: a kind that runs outside forward is drawn beside it, not under it\n");
+	struct topview *tv = topview_new(SEC, TOPVIEW_DEFAULT_SLOTS, T0);
+	if (!tv) {
+		CHECK(0, "topview_new");
+		return;
+	}
+	for (int i = 0; i < 20; i++) {
+		uint64_t t = T0 + (uint64_t)i * 10000000ull;
+		struct span_event fwd = span_event_of(t, 6000000, SPAN_FORWARD, LAYER_NONE, 0);
+		struct span_event sync = span_event_of(t + 1000000, 4000000, SPAN_SYNC, LAYER_NONE, 0);
+		struct span_event sample = span_event_of(t + 7000000, 2000000, SPAN_SAMPLE, LAYER_NONE, 0);
+		fwd.parent_kind = SPAN_KIND_COUNT;
+		sync.parent_kind = SPAN_FORWARD;
+		sample.parent_kind = SPAN_KIND_COUNT;
+		topview_on_span(tv, &sync);
+		topview_on_span(tv, &fwd);
+		topview_on_span(tv, &sample);
+	}
+	topview_refresh(tv, T0 + SEC);
+	char *text = render(tv, 100);
+	if (!text) {
+		CHECK(0, "open_memstream");
+		topview_free(tv);
+		return;
+	}
+	printf("%s", text);
+	int f = indent_of(text, "forward"), sy = indent_of(text, "sync"), sa = indent_of(text, "sample");
+	CHECK(f >= 0 && sy >= 0 && sa >= 0, "forward, sync and sample rows drawn (%d %d %d)", f, sy, sa);
+	CHECK(sy > f, "sync (inside forward) drawn under it: indent %d > %d", sy, f);
+	CHECK(sa == f, "sample (between forwards) drawn beside forward: indent %d == %d", sa, f);
+	const char *line = strstr(text, " sample ");
+	const char *end = line ? strchr(line, '\n') : NULL;
+	CHECK(line && end && !memchr(line, '%', (size_t)(end - line)), "sample's row has no %%FWD");
+	free(text);
+	topview_free(tv);
+}
+
 static void test_launch_line(void)
 {
 	printf("launch: the header line for each way a forward ran\n");
@@ -530,6 +588,7 @@ int main(void)
 	test_render(tv);
 	test_pause_reset_expiry(tv);
 	test_launch_line();
+	test_tree_parents();
 	topview_free(tv);
 	free(scratch);
 	if (failures) {

@@ -50,11 +50,28 @@ uint64_t runstats_spans(const struct runstats *r)
 	return n;
 }
 
+uint64_t runstats_tokens_generated(const struct runstats *r)
+{
+	return r->tokens.hist.count ? r->tokens.hist.count : r->emits;
+}
+
+const char *runstats_tokens_from(const struct runstats *r)
+{
+	return r->tokens.hist.count ? "token" : r->emits ? "emit" : "none";
+}
+
+/* Token spans: all of them over first begin .. last end. Emits are
+ * instants: the gaps after the first over first .. last (top's average). */
 double runstats_tokens_per_s(const struct runstats *r)
 {
 	uint64_t n = r->tokens.hist.count;
-	double secs = n ? (r->last_token_end_ns - r->first_token_ns) / 1e9 : 0;
+	double secs;
 
+	if (!n) {
+		secs = (r->last_emit_ns - r->first_emit_ns) / 1e9;
+		return r->emits > 1 && secs > 0 ? (r->emits - 1) / secs : 0;
+	}
+	secs = (r->last_token_end_ns - r->first_token_ns) / 1e9;
 	return secs > 0 ? n / secs : 0;
 }
 
@@ -125,8 +142,15 @@ static int on_request(void *ctx, const struct request_event *e)
 
 static int on_emit(void *ctx, const struct emit_event *e)
 {
+	struct runstats *r = ctx;
+
+	if (!r->emits || e->h.ts_ns < r->first_emit_ns)
+		r->first_emit_ns = e->h.ts_ns;
+	if (e->h.ts_ns > r->last_emit_ns)
+		r->last_emit_ns = e->h.ts_ns;
+	r->emits++;
 	if (!e->first)
-		dist_add(&((struct runstats *)ctx)->itl, e->gap_ns);
+		dist_add(&r->itl, e->gap_ns);
 	return 0;
 }
 

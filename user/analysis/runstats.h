@@ -34,6 +34,8 @@ struct runstats {
 	uint64_t last_span_end_ns;    /* .. last span end (device utilisation's wall) */
 	uint64_t first_token_ns;      /* begin of the first token */
 	uint64_t last_token_end_ns;
+	/* emitted tokens: a serving engine's (ours, llama.cpp) fire no token span */
+	uint64_t emits, first_emit_ns, last_emit_ns;
 };
 
 /* span, token, request, kernel, emit, step and probe; ctx is the struct runstats. */
@@ -43,7 +45,13 @@ int runstats_init(struct runstats *r, const struct slo *slo);   /* -1 on allocat
 void runstats_free(struct runstats *r);
 uint64_t runstats_spans(const struct runstats *r);
 /* Tokens over first token begin .. last token end: the engine's tok/s. */
+/* Generated tokens as top counts them: token spans where the engine fires
+ * them (a one-shot run), else emitted tokens (a serving engine); the rate
+ * over first token .. last. runstats_tokens_from says which: "token",
+ * "emit" or "none". */
+uint64_t runstats_tokens_generated(const struct runstats *r);
 double runstats_tokens_per_s(const struct runstats *r);
+const char *runstats_tokens_from(const struct runstats *r);
 /* The one definition: summed kernel device time over the host wall from the
  * first engine span's begin to the last one's end (0 without both). */
 double runstats_device_utilization(const struct runstats *r);

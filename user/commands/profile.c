@@ -478,6 +478,8 @@ out:
 	if (rc && err[0])
 		st_err("%s", err);
 	launch_end(&l);
+	if (!rc)
+		rc = launch_command_failure(&l);
 	if (session_ok)
 		session_close(&s);
 	profiler_free(&p);
@@ -511,6 +513,8 @@ static const char profile_doc[] =
 	"  spantrace profile -p 1234 --duration 10 --events task-clock,page-faults\n"
 	"  spantrace profile --binary build/infer --level coarse --duration 30\n"
 	"\n"
+	"Exit status: 0; 1 on an error of ours; 2 on bad options. With -- CMD, a command that\n"
+	"failed by itself gives its own status (128 + N for signal N); DIR is written all the same.\n"
 	"Needs CAP_BPF and CAP_PERFMON (or root).";
 
 enum { OPT_EVENTS = 2000 };

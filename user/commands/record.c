@@ -107,7 +107,9 @@ static enum stop_reason tick(void *ctx, uint64_t now)
 {
 	struct recorder *r = ctx;
 	double secs = (now - r->last_tick_ns) / 1e9;
-	uint64_t delivered = session_delivered_total(&r->s), tokens = r->s.delivered[EV_TOKEN];
+	/* tokens as the summary counts them: token spans, else emits (serving) */
+	uint64_t delivered = session_delivered_total(&r->s),
+		 tokens = r->s.delivered[EV_TOKEN] ? r->s.delivered[EV_TOKEN] : r->s.delivered[EV_EMIT];
 	uint64_t events = delivered - r->tick_delivered, dropped;
 	struct counters c;
 
@@ -115,7 +117,7 @@ static enum stop_reason tick(void *ctx, uint64_t now)
 	dropped = event_types_sum(c.dropped);
 	if (!r->o->common.quiet)
 		fprintf(stderr, "spantrace: %.0f events/s, %llu dropped, %.1f tok/s\n", secs > 0 ? events / secs : 0.0,
-			(unsigned long long)dropped, secs > 0 ? (tokens - r->tick_tokens) / secs : 0.0);
+			(unsigned long long)dropped, secs > 0 && tokens >= r->tick_tokens ? (tokens - r->tick_tokens) / secs : 0.0);
 	if (r->ms)
 		metrics_write(r->ms, &r->metrics, wall_ms(), secs, events, dropped);
 	if (r->otlp_spans)
@@ -156,6 +158,9 @@ static const char record_doc[] =
 	"cl_mem, cl_devtime.\n"
 	"Environment: SPANTRACE_OUTPUT, _CSV, _SUMMARY, _METRICS, _CHROME and _LEVEL mirror their\n"
 	"flags; a flag wins over its variable.\n"
+	"Exit status: 0; 1 on an error of ours; 2 on bad options. With -- CMD, a command that\n"
+	"failed by itself gives its own status (128 + N for signal N), as strace does; what it\n"
+	"did is recorded all the same.\n"
 	"Needs CAP_BPF and CAP_PERFMON (or root).";
 
 enum { OPT_CSV = 1000, OPT_SUMMARY, OPT_METRICS, OPT_RINGBUF, OPT_MIN_DUR, OPT_PERF, OPT_CHROME,
@@ -522,6 +527,8 @@ static int record_main(const struct record_opts *o)
 	rc = finish(&r, runloop_run(&rl), err, sizeof(err)) ? 1 : 0;
 	if (!rc && session_engine_check(&r.s, &r.l.target, o->target.probes_optional, err, sizeof(err)))
 		rc = 1;
+	if (!rc)
+		rc = launch_command_failure(&r.l);
 out:
 	if (rc && err[0])
 		st_err("%s", err);

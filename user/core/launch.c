@@ -376,6 +376,24 @@ void launch_end(struct launch *l)
 	}
 }
 
+int launch_command_failure(const struct launch *l)
+{
+	char how[96];
+	int code = 0;
+
+	if (l->mode != LAUNCH_COMMAND || !l->gone || l->stopped)
+		return 0;
+	if (WIFEXITED(l->status))
+		code = WEXITSTATUS(l->status);
+	else if (WIFSIGNALED(l->status))
+		code = 128 + WTERMSIG(l->status);
+	if (code) {
+		launch_describe_exit(l, how, sizeof(how));
+		st_err("the command %s; what it did is written, and spantrace exits %d", how, code);
+	}
+	return code;
+}
+
 void launch_describe_exit(const struct launch *l, char *buf, size_t size)
 {
 	const char *by_us = l->stopped ? "stopped with SIGTERM, " : "";

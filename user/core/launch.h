@@ -98,6 +98,11 @@ void launch_end(struct launch *l);
  * (prefixed "stopped with SIGTERM, " when launch_end stopped it), else
  * "exited" / "running"; "-" for a binary. */
 void launch_describe_exit(const struct launch *l, char *buf, size_t size);
+/* What a tracer that started a command exits with when the command failed
+ * by itself, as strace and time do: its exit status, or 128 + the signal
+ * that killed it, said on stderr. 0 when it succeeded, when we stopped it,
+ * or for -p and --binary, whose processes are not ours to answer for. */
+int launch_command_failure(const struct launch *l);
 
 /* The building block: forks a child that execvp()s argv only after a byte
  * arrives on *release_fd (EOF instead: it exits 127 without running

@@ -342,8 +342,9 @@ json_object *summary_json(struct runstats *r, const struct session *s, const str
 	json_object_object_add(j, "total_time_s", json_object_new_double(wall_s));
 	add_u64(j, "events", session_delivered_total(s));
 	add_u64(j, "dropped", event_types_sum(c->dropped));
-	add_u64(j, "tokens_generated", r->tokens.hist.count);
+	add_u64(j, "tokens_generated", runstats_tokens_generated(r));
 	json_object_object_add(j, "tokens_per_s", json_object_new_double(runstats_tokens_per_s(r)));
+	json_object_object_add(j, "tokens_from", json_object_new_string(runstats_tokens_from(r)));
 	add_u64(j, "requests", r->requests.hist.count);
 	add_u64(j, "total_operations", ops);
 	json_object_object_add(j, "spans", spans_json(r, s));

@@ -180,6 +180,10 @@ void topview_on_span(struct topview *tv, const struct span_event *ev)
 	struct tv_row *row;
 	if (ev->layer == LAYER_NONE) {
 		row = &tv->none[ev->kind];
+		if (ev->parent_kind < SPAN_KIND_COUNT)
+			tv->nested[ev->kind]++;
+		else
+			tv->rooted[ev->kind]++;
 	} else {
 		struct tv_layer *l = layer_at(tv, ev->layer);
 		if (!l) {
@@ -579,6 +583,13 @@ static void set_share(struct tv_row *r, uint64_t forward_sum)
 	r->st.share = forward_sum ? (double)r->wsum / (double)forward_sum : -1.0;
 }
 
+/* A kind outside any layer that runs outside forward (mostly with no parent
+ * span): its row goes at the root, beside forward, with no %FWD. */
+static int runs_outside_forward(const struct topview *tv, unsigned k)
+{
+	return k != SPAN_FORWARD && k < SPAN_KIND_COUNT && tv->rooted[k] > tv->nested[k];
+}
+
 static void compute_rows(struct topview *tv, uint64_t now)
 {
 	double secs = window_seconds(tv, now);
@@ -611,7 +622,7 @@ static void compute_rows(struct topview *tv, uint64_t now)
 
 	uint64_t fwd = tv->none[SPAN_FORWARD].wsum;
 	for (unsigned k = 0; k < SPAN_KINDS; k++) {
-		set_share(&tv->none[k], fwd);
+		set_share(&tv->none[k], runs_outside_forward(tv, k) ? 0 : fwd);
 		set_share(k == SPAN_LAYER ? &tv->layers_agg : &tv->phase_agg[k], fwd);
 		for (unsigned l = 0; l < tv->nlayers; l++)
 			set_share(&tv->layers[l].kind[k], fwd);
@@ -743,6 +754,9 @@ static size_t children_of(const struct topview *tv, const struct tv_node *parent
 				n = push_kid(kids, n, N_REQ_ROW, r, LAYER_NONE);
 		if (any_span(tv))
 			n = push_kid(kids, n, N_FORWARD, SPAN_FORWARD, LAYER_NONE);
+		for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)
+			if (tv->none[k].count && runs_outside_forward(tv, k))
+				n = push_kid(kids, n, N_SPAN, k, LAYER_NONE);
 		if (tv->kernels_agg.count)
 			n = push_kid(kids, n, N_KERNELS, 0, LAYER_NONE);
 		for (unsigned r = 0; r < TV_CL_ROWS; r++)
@@ -758,7 +772,7 @@ static size_t children_of(const struct topview *tv, const struct tv_node *parent
 		for (unsigned k = 0; k < SPAN_KIND_COUNT; k++) {
 			if (k == SPAN_LAYER && layers_with_data(tv))
 				n = push_kid(kids, n, N_LAYERS, SPAN_LAYER, LAYER_NONE);
-			if (k != SPAN_FORWARD && tv->none[k].count)
+			if (k != SPAN_FORWARD && tv->none[k].count && !runs_outside_forward(tv, k))
 				n = push_kid(kids, n, N_SPAN, k, LAYER_NONE);
 		}
 		break;

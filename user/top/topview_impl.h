@@ -86,6 +86,10 @@ struct topview {
 	unsigned nactive;
 	uint64_t active_untracked;
 	struct tv_row none[SPAN_KINDS];      /* spans outside any layer */
+	/* of those, how many had no parent span (sample, tokenize: they run
+	 * between forwards) and how many had one: a kind is drawn under
+	 * forward only when it mostly runs inside a span (runs_outside_forward) */
+	uint64_t rooted[SPAN_KINDS], nested[SPAN_KINDS];
 	struct tv_row kernel[KERNEL_COUNT];
 	struct tv_layer *layers;
 	unsigned nlayers;                          /* highest layer seen + 1 */
