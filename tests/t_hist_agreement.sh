@@ -83,30 +83,25 @@ top_ns() {  # ROW COLUMN(1=P50,2=P95,3=P99) -> ns
 		printf "%.0f\n", v * m; exit }' "$last"
 }
 
-# within NAME EXACT_NS ESTIMATE_NS: |estimate - exact| <= BOUND * exact, plus
-# 1% for top's 3-digit cells and 2 us for the sessions' own clock reads.
-within() {
+# close NAME REF_NS X_NS BOUND WHAT: |X - REF| <= BOUND * REF, plus 1% for
+# top's 3-digit cells and 2 us for the sessions' own clock reads.
+close() {
 	need_num "$1" "$2" "$3"
-	awk -v e="$2" -v x="$3" -v b="$BOUND" 'BEGIN { d = x - e; if (d < 0) d = -d
+	awk -v e="$2" -v x="$3" -v b="$4" 'BEGIN { d = x - e; if (d < 0) d = -d
 		exit !(d <= b * e + 0.01 * e + 2000) }' ||
-		fail "$1: $3 ns is not within $BOUND of $2 ns"
-	ok "$1: $3 ns vs exact $2 ns ($(awk -v e="$2" -v x="$3" 'BEGIN { printf "%+.2f%%", (x - e) * 100 / e }'))"
+		fail "$1: $3 ns is not within $4 of $5 $2 ns"
+	ok "$1: $3 ns vs $5 $2 ns ($(awk -v e="$2" -v x="$3" 'BEGIN { printf "%+.2f%%", (x - e) * 100 / e }'))"
 }
+# within NAME EXACT_NS ESTIMATE_NS: an estimate against the exact value.
+within() { close "$1" "$2" "$3" "$BOUND" exact; }
 # agree NAME PROMQL_NS TOP_NS: top and PromQL read their percentiles off the
 # same buckets, each session counting the same spans. Only a span within the
 # sessions' clock-read difference (~1 us) of an edge can land in the
 # neighbouring bucket in one of them, so their estimates lie at most one
 # bucket apart (PAIR_BOUND, 12.5%: where the exact value allows 25% between
-# them), plus 1% for top's 3-digit cells and 2 us for the clock reads.
-# Measured: 1.3% apart at most.
+# them). Measured: 1.3% apart at most.
 PAIR_BOUND=${PAIR_BOUND:-0.125}
-agree() {
-	need_num "$1" "$2" "$3"
-	awk -v a="$2" -v x="$3" -v b="$PAIR_BOUND" 'BEGIN { d = x - a; if (d < 0) d = -d
-		exit !(d <= b * a + 0.01 * a + 2000) }' ||
-		fail "$1: top's $3 ns is not within $PAIR_BOUND of PromQL's $2 ns"
-	ok "$1: $3 ns vs $2 ns ($(awk -v e="$2" -v x="$3" 'BEGIN { printf "%+.2f%%", (x - e) * 100 / e }'))"
-}
+agree() { close "$1" "$2" "$3" "$PAIR_BOUND" "PromQL's"; }
 for span in forward layer; do
 	row=$span; [ $span = layer ] && row="layers ($(jq .model.n_layers "$TMP/stats.json"))"
 	col=0
