@@ -22,6 +22,7 @@
 #include "core/userspans.h"
 #include "core/follow.h"
 #include "core/stapsdt.h"
+#include "core/uprobe_entry.h"
 #include "core/uprobe_multi.h"
 #include "spantrace.skel.h"
 
@@ -484,7 +485,9 @@ static int attach_hook(struct session *s, const struct engine_hook *h, struct bp
 		       pid_t pid, char *err, size_t errlen)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret != 0, .bpf_cookie = ENGINE_COOKIE(h->role, h->kind));
-	struct bpf_link *link = bpf_program__attach_uprobe_opts(prog, pid, h->path, (size_t)h->off, &uo);
+	/* past an endbr64 the kernel would single-step (core/uprobe_entry.h) */
+	uint64_t off = uprobe_entry_offset(h->path, h->off);
+	struct bpf_link *link = bpf_program__attach_uprobe_opts(prog, pid, h->path, (size_t)off, &uo);
 
 	if (!link) {
 		snprintf(err, errlen, "cannot attach %s%s in %s: %s", h->func, ret ? " (return)" : "", h->path,
@@ -496,7 +499,7 @@ static int attach_hook(struct session *s, const struct engine_hook *h, struct bp
 		return -1;
 	}
 	st_debug("%s: %s%s in %s at +%#llx", engine_name(ENGINE_LLAMACPP), h->func, ret ? " (return)" : "",
-		 h->path, (unsigned long long)h->off);
+		 h->path, (unsigned long long)off);
 	return 0;
 }
 
@@ -545,8 +548,13 @@ static struct bpf_link *attach_user_span(struct spantrace_bpf *sk, size_t i, int
 
 	if (u->type == US_UPROBE) {
 		LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = u->func, .retprobe = end != 0, .bpf_cookie = cookie);
+		/* offset into func: past an endbr64 (core/uprobe_entry.h) */
+		size_t skip = uprobe_entry_func_skip(u->path, u->func);
+
+		if (skip)
+			st_debug("--span %s: %s%s at +%zu", u->name, u->func, end ? " (return)" : "", skip);
 		return bpf_program__attach_uprobe_opts(end ? sk->progs.user_fn_return : sk->progs.user_fn_entry,
-						       pid, u->path, 0, &uo);
+						       pid, u->path, skip, &uo);
 	}
 	LIBBPF_OPTS(bpf_usdt_opts, so, .usdt_cookie = cookie);
 	return bpf_program__attach_usdt(end ? sk->progs.user_usdt_end : sk->progs.user_usdt_begin, pid, u->path,
