@@ -7,7 +7,8 @@
 #   make bench      deps, build, print the speed ratios (tools/bench.sh)
 #   make fuzz       libFuzzer targets for a fixed budget each
 #   make deps       install missing Debian packages (needs root)
-#   make install    binaries, libinfer.so, report.py and man pages under
+#   make install    binaries, libinfer.so, report.py, man pages, the docs (the
+#                   systemd unit's Documentation=) and the unit itself under
 #                   $(DESTDIR)$(PREFIX) (PREFIX defaults to /usr/local)
 #
 # Knobs: NO_PROBES=1 compiles the probes out; SANITIZE=1 builds with ASan+UBSan.
@@ -295,6 +296,10 @@ install: $(BUILD)/spantrace $(BUILD)/infer $(BUILD)/mkmodel $(BUILD)/libinfer.so
 	install -m 0755 $(BUILD)/libinfer.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 0644 user/report/report.py $(DESTDIR)$(PREFIX)/share/spantrace/
 	install -m 0644 man/spantrace.1 man/infer.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -d $(DESTDIR)$(PREFIX)/share/doc/spantrace/docs
+	install -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/spantrace/
+	install -m 0644 docs/*.md $(DESTDIR)$(PREFIX)/share/doc/spantrace/docs/
+	install -m 0644 tools/spantrace-daemon.service $(DESTDIR)$(PREFIX)/share/spantrace/
 
 clean:
 	rm -rf $(BUILD)

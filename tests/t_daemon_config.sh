@@ -30,12 +30,16 @@ need_bpf
 need_daemon_build
 expect_daemon_fail "unwritable JSONL directory" "cannot create a file" --binary "$INFER" --listen 127.0.0.1:0 \
 	--jsonl-dir /proc/self
-expect_daemon_fail "missing JSONL directory" "No such file or directory" --binary "$INFER" --listen 127.0.0.1:0 \
-	--jsonl-dir "$TMP/nope"
+: >"$TMP/plain"
+expect_daemon_fail "JSONL directory below a file" "cannot create it: Not a directory" --binary "$INFER" \
+	--listen 127.0.0.1:0 --jsonl-dir "$TMP/plain/logs"
 expect_daemon_fail "address not on this host" "Cannot assign requested address" --binary "$INFER" \
 	--listen 192.0.2.1:9464
 
-start_daemon
+# a missing --jsonl-dir is made, each level 0750 (as the systemd unit's LogsDirectoryMode)
+start_daemon --jsonl-dir "$TMP/made/logs"
+assert_eq "missing --jsonl-dir made, mode" 750 "$(stat -c %a "$TMP/made/logs")"
+assert_eq "its missing parent too, mode" 750 "$(stat -c %a "$TMP/made")"
 expect_daemon_fail "port in use" "Address already in use" --binary "$INFER" --listen "127.0.0.1:$DPORT"
 curl -sf "http://127.0.0.1:$DPORT/healthz" | grep -qx ok || fail "first daemon stopped answering"
 ok "first daemon still serves /healthz"

@@ -13,9 +13,15 @@ need_cmd groff groff-base
 D=$TMP/stage
 P=/opt/spantrace-test
 make -s -C "$ROOT" install BUILD="$BUILD" DESTDIR="$D" PREFIX="$P" >"$TMP/make.out" 2>&1 || fail "make install: $(tail -n 5 "$TMP/make.out")"
-want="$P/bin/infer $P/bin/mkmodel $P/bin/spantrace $P/lib/libinfer.so $P/share/man/man1/infer.1 $P/share/man/man1/spantrace.1 $P/share/spantrace/report.py"
+want="$P/bin/infer $P/bin/mkmodel $P/bin/spantrace $P/lib/libinfer.so $P/share/man/man1/infer.1 $P/share/man/man1/spantrace.1 $P/share/spantrace/report.py
+	$P/share/spantrace/spantrace-daemon.service $P/share/doc/spantrace/README.md
+	$(cd "$ROOT" && for f in docs/*.md; do echo "$P/share/doc/spantrace/$f"; done)"
 got=$(cd "$D" && find . -type f | sed 's|^\.||' | sort | tr '\n' ' ')
 assert_eq "files staged under DESTDIR/PREFIX" "$(echo $want | tr ' ' '\n' | sort | tr '\n' ' ')" "$got"
+# the systemd unit's Documentation= names an installed file
+doc=$(sed -n 's|^Documentation=file://||p' "$ROOT/tools/spantrace-daemon.service")
+assert_eq "the unit's Documentation= is installed" /usr/local/share/doc/spantrace/README.md "$doc"
+[ -f "$D$P/share/doc/spantrace/README.md" ] || fail "no README.md under share/doc/spantrace"
 [ -e "$P" ] && fail "install wrote outside DESTDIR ($P exists)"
 assert_eq "mode of bin/spantrace" 755 "$(stat -c %a "$D$P/bin/spantrace")"
 assert_eq "mode of the man page" 644 "$(stat -c %a "$D$P/share/man/man1/spantrace.1")"

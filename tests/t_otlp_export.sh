@@ -174,3 +174,11 @@ for s in spans:
 print("ok: serving: %d request traces, %d token spans (as the client's usage) linked to %d steps; "
       "every forward/layer/op under a step" % (len(reqs), len(toks), len(steps)))
 PY
+
+# No collector at the address: the run goes on, and the end says where it
+# could not connect and why, not only "last status -1".
+"$SPANTRACE" record -o /dev/null --otlp http://127.0.0.1:1 -- "$INFER" "$MODELS/stories260K.bin" -b cpu --ids -n 8 \
+	>/dev/null 2>"$TMP/refused.err" || fail "record with no collector failed: $(tail -n 3 "$TMP/refused.err")"
+grep -q "last status -1 (http://127.0.0.1:1/v1/traces: .*127.0.0.1 port 1.*connect" "$TMP/refused.err" ||
+	fail "no collector: the end does not name the address and the failure: $(grep otlp "$TMP/refused.err")"
+ok "no collector: $(grep -o 'last status -1 (.*)' "$TMP/refused.err")"

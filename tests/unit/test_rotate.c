@@ -181,16 +181,31 @@ static void test_write_failure(const char *dir)
 	rotate_close(r);
 }
 
+static void clean(const char *dir);
+
 static void test_bad_dirs(const char *dir)
 {
-	struct rotate_opts o = { "/nonexistent/spantrace", "spantrace", 100, 100, 1 };
-	CHECK(!rotate_open(&o, err, sizeof(err)) && strstr(err, "/nonexistent/spantrace"),
-	      "missing dir: %s", err);
-	char file[512];
+	char file[512], below[600], nested[600];
 	snprintf(file, sizeof(file), "%s/plainfile", dir);
 	FILE *f = fopen(file, "w");
 	if (f)
 		fclose(f);
+	/* a missing directory is made, each level 0750; one below a file cannot be */
+	snprintf(below, sizeof(below), "%s/sub", file);
+	struct rotate_opts o = { below, "spantrace", 100, 100, 1 };
+	CHECK(!rotate_open(&o, err, sizeof(err)) && strstr(err, "cannot create it: Not a directory"),
+	      "dir below a file: %s", err);
+	snprintf(nested, sizeof(nested), "%s/a/b", dir);
+	o.dir = nested;
+	struct rotator *r = rotate_open(&o, err, sizeof(err));
+	struct stat st;
+	CHECK(r && stat(nested, &st) == 0 && (st.st_mode & 0777) == 0750, "missing dirs made 0750: %s", err);
+	if (r)
+		rotate_close(r);
+	clean(nested);
+	rmdir(nested);
+	snprintf(nested, sizeof(nested), "%s/a", dir);
+	rmdir(nested);
 	o.dir = file;
 	CHECK(!rotate_open(&o, err, sizeof(err)) && strstr(err, "Not a directory"), "file as dir: %s", err);
 	o.dir = "/proc/self";  /* exists, but nothing can be created there */

@@ -509,7 +509,7 @@ static const char profile_doc[] =
 	"EXAMPLES:\n"
 	"  spantrace profile -- build/infer model.bin -z tokenizer.bin -n 64 -b cpu\n"
 	"  spantrace profile -F 999 -o prof -- build/infer model.bin --ids -n 32\n"
-	"        flamegraph.pl prof/folded.txt > prof.svg\n"
+	"        npx speedscope prof/folded.txt   (the flame graph, npm speedscope)\n"
 	"  spantrace profile -p 1234 --duration 10 --events task-clock,page-faults\n"
 	"  spantrace profile --binary build/infer --level coarse --duration 30\n"
 	"\n"

@@ -598,6 +598,9 @@ static int attach_opencl_lib(struct session *s, const char *lib, pid_t pid, char
 		size_t off = opencl_probe_offset(lib, p[i].func);
 		struct bpf_link *link;
 
+		/* a loader built with -fcf-protection: past its endbr64 (core/uprobe_entry.h) */
+		if (!off)
+			off = uprobe_entry_func_skip(lib, p[i].func);
 		st_debug("--opencl: %s%s at +%zu", p[i].func, p[i].ret ? " (return)" : "", off);
 		link = prog ? bpf_program__attach_uprobe_opts(prog, pid, lib, off, &uo) : NULL;
 		if (!link) {
@@ -658,7 +661,8 @@ int session_engine_check(const struct session *s, const struct target *t, int op
 {
 	if (!t->pending || s->engine || optional)
 		return 0;
-	snprintf(err, errlen, "%s: no 'infer' USDT probes, and it loaded no llama.cpp library (libllama)",
+	snprintf(err, errlen, "%s: no 'infer' USDT probes, and it loaded no llama.cpp library (libllama); "
+		 "to trace it anyway, name its functions with --span or its OpenCL calls with --opencl",
 		 t->shown);
 	return -1;
 }

@@ -108,7 +108,8 @@ int target_from_pid(pid_t pid, struct target *t, char *err, size_t errlen)
 		}
 	}
 	fclose(f);
-	snprintf(err, errlen, "process %d has no '%s' USDT probes (no mapped file carries them)",
+	snprintf(err, errlen, "process %d has no '%s' USDT probes (no mapped file carries them); "
+		 "to trace it anyway, name its functions with --span or its OpenCL calls with --opencl",
 		 (int)pid, INFER_PROVIDER);
 	return -1;
 }

@@ -42,6 +42,7 @@ struct response {
 	char buf[4096];
 	size_t len;
 	long retry_after_s;        /* -1: none */
+	char error[CURL_ERROR_SIZE]; /* curl's words when no status came back */
 };
 
 static size_t on_body(char *p, size_t size, size_t n, void *ctx)
@@ -98,7 +99,9 @@ static long post(struct otlp_exporter *x, const char *body, struct response *res
 	resp->len = 0;
 	resp->buf[0] = 0;
 	resp->retry_after_s = -1;
+	resp->error[0] = 0;
 	curl_easy_reset(x->curl);
+	curl_easy_setopt(x->curl, CURLOPT_ERRORBUFFER, resp->error);
 	curl_easy_setopt(x->curl, CURLOPT_URL, x->url);
 	curl_easy_setopt(x->curl, CURLOPT_HTTPHEADER, hdr);
 	curl_easy_setopt(x->curl, CURLOPT_POSTFIELDS, body);
@@ -108,8 +111,11 @@ static long post(struct otlp_exporter *x, const char *body, struct response *res
 	curl_easy_setopt(x->curl, CURLOPT_WRITEDATA, resp);
 	curl_easy_setopt(x->curl, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(x->curl, CURLOPT_HEADERDATA, resp);
-	if (hdr && curl_easy_perform(x->curl) == CURLE_OK)
+	CURLcode rc = hdr ? curl_easy_perform(x->curl) : CURLE_OUT_OF_MEMORY;
+	if (rc == CURLE_OK)
 		curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &status);
+	else if (!resp->error[0])
+		snprintf(resp->error, sizeof(resp->error), "%s", curl_easy_strerror(rc));
 	curl_slist_free_all(hdr);
 	return status;
 }
@@ -148,6 +154,16 @@ static int backoff_wait(struct otlp_exporter *x, long ms)
 	return rc;
 }
 
+/* The last failure in words, with the URL (under x->lock): "connection
+ * refused" says more than a status of -1. */
+static void note_error(struct otlp_exporter *x, long status, const struct response *r)
+{
+	if (status == -1)
+		snprintf(x->st.last_error, sizeof(x->st.last_error), "%s: %s", x->url, r->error);
+	else if (status < 200 || status >= 300)
+		snprintf(x->st.last_error, sizeof(x->st.last_error), "%s: HTTP %ld", x->url, status);
+}
+
 /* Sends one request with retries; updates the counters. */
 static void send_request(struct otlp_exporter *x, struct otlp_request *rq)
 {
@@ -165,6 +181,7 @@ static void send_request(struct otlp_exporter *x, struct otlp_request *rq)
 		pthread_mutex_lock(&x->lock);
 		x->st.retries++;
 		x->st.last_status = (int)status;
+		note_error(x, status, &resp);
 		pthread_mutex_unlock(&x->lock);
 		if (!backoff_wait(x, wait))
 			break;
@@ -172,6 +189,7 @@ static void send_request(struct otlp_exporter *x, struct otlp_request *rq)
 	uint64_t rejected = status >= 200 && status < 300 ? rejected_items(resp.buf) : 0;
 	pthread_mutex_lock(&x->lock);
 	x->st.last_status = (int)status;
+	note_error(x, status, &resp);
 	if (status >= 200 && status < 300) {
 		x->st.requests++;
 		x->st.items_rejected += rejected < rq->nitems ? rejected : rq->nitems;
@@ -320,6 +338,8 @@ void otlp_stats_text(const struct otlp_stats *s, const char *what, char *buf, si
 		 (unsigned long long)(s->dropped_queue_full + s->dropped_failed + s->dropped_shutdown),
 		 (unsigned long long)s->dropped_queue_full, (unsigned long long)s->dropped_failed,
 		 (unsigned long long)s->dropped_shutdown, s->last_status);
+	if (s->last_error[0] && (s->last_status < 200 || s->last_status >= 300))
+		snprintf(buf + strlen(buf), len - strlen(buf), " (%s)", s->last_error);
 }
 
 void otlp_json_add(int *failed, json_object *o, const char *key, json_object *v)

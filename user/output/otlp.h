@@ -25,6 +25,7 @@ struct otlp_stats {
 	uint64_t dropped_failed;     /* items dropped: final status, or retries ran out */
 	uint64_t dropped_shutdown;   /* items still queued when the flush time ran out */
 	int last_status;             /* the last HTTP status (0: none, -1: no connection) */
+	char last_error[256];        /* the last failure: the URL and curl's words, or its status */
 };
 
 struct otlp_exporter;

@@ -239,6 +239,30 @@ static int check_opts(const struct rotate_opts *o, char *err, size_t errlen)
 	return 0;
 }
 
+/* mkdir -p DIR, each missing level 0750 (as the systemd unit's
+ * LogsDirectoryMode): the daemon's --jsonl-dir need not exist beforehand. */
+static int make_dirs(const char *dir)
+{
+	char path[PATH_MAX];
+	size_t n = strlen(dir);
+
+	if (n == 0 || n >= sizeof(path)) {
+		errno = n ? ENAMETOOLONG : ENOENT;
+		return -1;
+	}
+	memcpy(path, dir, n + 1);
+	for (char *p = path + 1; ; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+		*p = '\0';
+		if (mkdir(path, 0750) < 0 && errno != EEXIST)
+			return -1;
+		if (!(*p = c))
+			return 0;
+	}
+}
+
 struct rotator *rotate_open(const struct rotate_opts *o, char *err, size_t errlen)
 {
 	if (check_opts(o, err, errlen) < 0)
@@ -255,6 +279,10 @@ struct rotator *rotate_open(const struct rotate_opts *o, char *err, size_t errle
 	r->retain = o->retain;
 	if (!(r->dir = strdup(o->dir)) || !(r->base = strdup(o->base))) {
 		snprintf(err, errlen, "jsonl: out of memory");
+		goto fail;
+	}
+	if (make_dirs(o->dir) < 0) {
+		snprintf(err, errlen, "jsonl directory %s: cannot create it: %s", o->dir, strerror(errno));
 		goto fail;
 	}
 	r->dirfd = open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
