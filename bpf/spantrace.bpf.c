@@ -30,6 +30,7 @@
 #include "requests.bpf.h"
 #include "opencl.bpf.h"
 #include "engines.bpf.h"
+#include "http.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -431,6 +432,7 @@ int handle_exit(void *ctx)
 		bpf_for_each_map_elem(&seqs, seq_end_of_pid, &tgid, 0);
 		bpf_for_each_map_elem(&requests, drop_pid_request, &tgid, 0);
 		bpf_for_each_map_elem(&cl_mems, cl_drop_pid_mem, &tgid, 0);
+		http_forget_pid(tgid);
 		if (perf_mode)
 			bpf_map_delete_elem(&proc_span, &tgid);
 	}

@@ -39,6 +39,7 @@ enum event_type {
 	EV_DL_CHANGE,   /* the target's dynamic linker mapped or unmapped a library;
 			 * it is stopped (SIGSTOP) until the session looks */
 	EV_PROBE,       /* a probe row handled by probe_generic: its id and arguments */
+	EV_HTTP,        /* --http: one HTTP request on a server's socket, at its end (bpf/http.bpf.c) */
 	EV_TYPE_COUNT
 };
 
@@ -190,6 +191,48 @@ struct tensor_event {
 
 /* Any row of spantrace/probes.def whose program is probe_generic: the
  * decoder names the probe and its arguments from the row. */
+/* --http: one request on an accepted TCP connection of a traced server,
+ * seen on its socket (bpf/http.bpf.c). Times are CLOCK_MONOTONIC (the host
+ * clock); start is when its first bytes reached the socket in the kernel
+ * (HTTP_F_ARRIVAL), else when the server read them. No body leaves the
+ * kernel: the method, the path up to any '?', lengths and counts. */
+#define HTTP_METHOD_LEN 8
+#define HTTP_PATH_LEN 64
+#define HTTP_F_ARRIVAL 1   /* start_ns is the socket's arrival, not the read */
+#define HTTP_F_SSE     2   /* Content-Type: text/event-stream */
+#define HTTP_F_CHUNKED 4   /* Transfer-Encoding: chunked */
+#define HTTP_F_LENGTH  8   /* Content-Length given */
+#define HTTP_F_PATH_CUT 16 /* the path was longer than HTTP_PATH_LEN - 1 */
+enum http_end {
+	HTTP_END_RESPONSE = 0, /* the response's last byte was written */
+	HTTP_END_CLOSE,        /* the server closed the connection first */
+	HTTP_END_RESET,        /* a write failed: the peer reset or went away */
+	HTTP_END_EXIT,         /* the server process exited */
+	HTTP_END_COUNT
+};
+struct http_event {
+	struct event_header h;
+	__u64 start_ns;       /* arrival on the socket (or the read) */
+	__u64 read_ns;        /* the server's first read of it */
+	__u64 resp_ns;        /* the response's first byte written */
+	__u64 first_event_ns; /* the first SSE data event written, 0 if none */
+	__u64 last_event_ns;
+	__u64 end_ns;         /* the response's end (or the close) */
+	__u64 gap_sum_ns;     /* between consecutive events */
+	__u64 gap_max_ns;
+	__u64 req_bytes;      /* read from the socket for this request */
+	__u64 resp_bytes;     /* written for its response, headers included */
+	__u64 sock;           /* the socket's kernel address: a connection id */
+	__u32 fd;
+	__u32 status;         /* the response's status code, 0 if none was written */
+	__u32 events;         /* SSE "data:" lines */
+	__u32 flags;          /* HTTP_F_* */
+	__u32 end;            /* enum http_end */
+	__u32 seq;            /* the request's number on its connection, from 1 */
+	char method[HTTP_METHOD_LEN];
+	char path[HTTP_PATH_LEN];
+};
+
 struct probe_event {
 	struct event_header h;
 	__u32 probe;        /* enum probe_id */
@@ -245,6 +288,11 @@ struct counters {
 	__u64 req_orphans;
 	/* --opencl calls not recorded: a per-thread or per-buffer table was full. */
 	__u64 cl_table_full;
+	/* --http: requests not timed (the connection table was full), and
+	 * connections whose first bytes were not HTTP/1.x (TLS among them) */
+	__u64 http_table_full;
+	__u64 http_unparsed;
+	__u64 http_tls;
 };
 
 

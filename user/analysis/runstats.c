@@ -6,7 +6,7 @@
 static struct dist *all_dists(struct runstats *r, size_t i)
 {
 	struct dist *named[] = { &r->tokens, &r->requests, &r->ttft, &r->itl, &r->queue, &r->prefill,
-				 &r->decode, &r->steps, &r->step_tokens };
+				 &r->decode, &r->steps, &r->step_tokens, &r->http_ttft, &r->http_e2e };
 
 	if (i < SPAN_KINDS)
 		return &r->spans[i];
@@ -154,6 +154,19 @@ static int on_emit(void *ctx, const struct emit_event *e)
 	return 0;
 }
 
+static int on_http(void *ctx, const struct http_event *e)
+{
+	struct runstats *r = ctx;
+	uint64_t first = e->first_event_ns ? e->first_event_ns : e->resp_ns;
+
+	dist_add(&r->http_e2e, e->end_ns - e->start_ns);
+	if (first)
+		dist_add(&r->http_ttft, first - e->start_ns);
+	r->http_events += e->events;
+	r->http_streams += !!(e->flags & HTTP_F_SSE);
+	return 0;
+}
+
 static int on_step(void *ctx, const struct step_event *e)
 {
 	struct runstats *r = ctx;
@@ -193,4 +206,5 @@ const struct event_handlers runstats_handlers = {
 	.emit = on_emit,
 	.step = on_step,
 	.probe = on_probe,
+	.http = on_http,
 };

@@ -24,6 +24,9 @@ struct runstats {
 	/* request level: from request, emit and step records */
 	struct dist ttft, itl, queue, prefill, decode;
 	struct dist steps, step_tokens;
+	/* --http: requests from the socket (arrival to first event or byte, to end) */
+	struct dist http_ttft, http_e2e;
+	uint64_t http_events, http_streams;
 	struct slo slo;
 	uint64_t slo_met;        /* requests that met every SLO set */
 	uint64_t preemptions;

@@ -42,6 +42,7 @@ struct record_opts {
 	int perf;                 /* --perf: span counter deltas */
 	struct slo slo;           /* --slo-ttft-ms, --slo-itl-ms: goodput */
 	int opencl;               /* --opencl: the OpenCL ICD loader's calls */
+	int http;                 /* --http: HTTP requests on the target's sockets */
 };
 
 struct recorder {
@@ -152,10 +153,12 @@ static const char record_doc[] =
 	"        a function of any program as a span (histogram, JSONL, summary)\n"
 	"  spantrace record --opencl -p 4321 -o cl.jsonl\n"
 	"        any running OpenCL program: kernels by name, waits, transfers, buffers\n"
+	"  spantrace record --http -p $(pidof llama-server) -o reqs.jsonl\n"
+	"        every HTTP request as its socket saw it: arrival, first event, end\n"
 	"\n"
 	"JSONL record types: session, span, token, request, emit, step, req_state, alloc, free, kv,\n"
 	"kernel, tensor, probe, drops, summary; with --opencl also cl_kernel, cl_wait, cl_transfer,\n"
-	"cl_build, cl_mem, cl_devtime.\n"
+	"cl_build, cl_mem, cl_devtime; with --http also http.\n"
 	"Environment: SPANTRACE_OUTPUT, _CSV, _SUMMARY, _METRICS, _CHROME and _LEVEL mirror their\n"
 	"flags; a flag wins over its variable.\n"
 	"Exit status: 0; 1 on an error of ours; 2 on bad options. With -- CMD, a command that\n"
@@ -164,7 +167,7 @@ static const char record_doc[] =
 	"Needs CAP_BPF and CAP_PERFMON (or root).";
 
 enum { OPT_CSV = 1000, OPT_SUMMARY, OPT_METRICS, OPT_RINGBUF, OPT_MIN_DUR, OPT_PERF, OPT_CHROME,
-       OPT_SLO_TTFT, OPT_SLO_ITL, OPT_OTLP, OPT_OPENCL, OPT_SPAN };
+       OPT_SLO_TTFT, OPT_SLO_ITL, OPT_OTLP, OPT_OPENCL, OPT_SPAN, OPT_HTTP };
 
 static const struct argp_option record_options[] = {
 	{ "output", 'o', "FILE", 0, "JSONL output (default: stdout; '-' = stdout)", 1 },
@@ -177,6 +180,9 @@ static const struct argp_option record_options[] = {
 	{ "opencl", OPT_OPENCL, NULL, 0,
 	  "Also trace the target's calls into the OpenCL ICD loader (libOpenCL.so.1): kernels, waits, "
 	  "transfers, buffers, builds; any OpenCL program, no restart", 1 },
+	{ "http", OPT_HTTP, NULL, 0,
+	  "Also every HTTP/1.x request on the target's sockets, any server: method, path, status, "
+	  "arrival, first event, end, SSE events (no body leaves the kernel; -p or -- CMD)", 1 },
 	{ "span", OPT_SPAN, "SPEC", 0,
 	  "Also a span of any program: uprobe:PATH:FUNCTION[:NAME] (entry to return) or "
 	  "usdt:PATH:PROVIDER:BEGIN,END[:NAME] (repeatable)", 1 },
@@ -213,6 +219,7 @@ static error_t record_parse(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_PERF: o->perf = 1; break;
 	case OPT_OPENCL: o->opencl = o->target.probes_optional = 1; break;
+	case OPT_HTTP: o->http = o->target.probes_optional = 1; break;
 	case OPT_SPAN: user_span_option(state, arg, &o->target); break;
 	case OPT_SLO_TTFT:
 	case OPT_SLO_ITL: {
@@ -340,6 +347,7 @@ static int start_session(struct recorder *r, char *err, size_t errlen)
 		.perf_ncpus = r->pc.ncpus,
 		.opencl = o->opencl,
 		.opencl_binary = r->o->target.binary,
+		.http = o->http,
 		.engines = t->engine == ENGINE_LLAMACPP || t->pending,
 	};
 

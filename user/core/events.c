@@ -108,6 +108,17 @@ static enum event_verdict check_probe(const void *rec)
 	return e->probe < PROBE_ID_COUNT && e->nargs <= PROBE_ARGS_MAX ? EVENT_OK : EVENT_BAD_FIELD;
 }
 
+/* Method and path are NUL-terminated inside their fields; times in order. */
+static enum event_verdict check_http(const void *rec)
+{
+	const struct http_event *e = rec;
+
+	if (!name_ok(e->method, sizeof(e->method)) || !name_ok(e->path, sizeof(e->path)) ||
+	    e->end >= HTTP_END_COUNT || e->end_ns < e->start_ns || e->read_ns < e->start_ns)
+		return EVENT_BAD_FIELD;
+	return EVENT_OK;
+}
+
 static enum event_verdict check_nothing(const void *rec)
 {
 	(void)rec;
@@ -140,6 +151,7 @@ static const struct {
 	[EV_CL_DEVTIME] = { "cl_devtime", sizeof(struct cl_devtime_event), check_cl_devtime },
 	[EV_TENSOR] = { "tensor", sizeof(struct tensor_event), check_tensor },
 	[EV_PROBE] = { "probe", sizeof(struct probe_event), check_probe },
+	[EV_HTTP] = { "http", sizeof(struct http_event), check_http },
 };
 
 const char *event_type_name(unsigned type)
@@ -199,6 +211,7 @@ static int handle(const struct event_sink *s, unsigned t, const void *rec)
 	case EV_CL_DEVTIME: return on->cl_devtime ? on->cl_devtime(s->ctx, rec) : 0;
 	case EV_TENSOR: return on->tensor ? on->tensor(s->ctx, rec) : 0;
 	case EV_PROBE: return on->probe ? on->probe(s->ctx, rec) : 0;
+	case EV_HTTP: return on->http ? on->http(s->ctx, rec) : 0;
 	default: return 0;
 	}
 }

@@ -38,6 +38,7 @@ struct event_handlers {
 	int (*cl_devtime)(void *ctx, const struct cl_devtime_event *e);
 	int (*tensor)(void *ctx, const struct tensor_event *e);
 	int (*probe)(void *ctx, const struct probe_event *e);   /* probe_generic rows */
+	int (*http)(void *ctx, const struct http_event *e);     /* --http: a request on a socket */
 };
 
 struct event_sink {

@@ -21,6 +21,7 @@
 #include "core/target.h"
 #include "core/userspans.h"
 #include "core/follow.h"
+#include "core/listen_ports.h"
 #include "core/stapsdt.h"
 #include "core/uprobe_entry.h"
 #include "core/uprobe_multi.h"
@@ -161,6 +162,23 @@ static int opencl_set_autoload(struct session *s, int on, const char *binary)
 	return 0;
 }
 
+/* --http's programs (bpf/http.bpf.c: http_*) are verified and loaded only
+ * when asked for; without them their maps shrink to one entry. */
+static int http_set_autoload(struct session *s, int on)
+{
+	struct bpf_map *maps[] = { s->skel->maps.http_conns, s->skel->maps.http_arrivals,
+				   s->skel->maps.http_calls, s->skel->maps.http_ports };
+	struct bpf_program *prog;
+
+	bpf_object__for_each_program(prog, s->skel->obj)
+		if (!strncmp(bpf_program__name(prog), "http_", 5))
+			bpf_program__set_autoload(prog, on);
+	for (size_t i = 0; !on && i < sizeof(maps) / sizeof(maps[0]); i++)
+		if (bpf_map__set_max_entries(maps[i], 1))
+			return -1;
+	return 0;
+}
+
 /* Engine profiles' programs (bpf/engines.bpf.h: engine_*, and dl_change)
  * are verified and loaded, and their maps sized, only for a session that
  * may meet another engine: they cost every other session its load time. */
@@ -232,6 +250,14 @@ static int size_profile_maps(struct session *s, const struct session_opts *o,
 			 o->opencl_binary ? o->opencl_binary : "map sizes");
 		return -1;
 	}
+	if (o->http && !o->pid_filter) {
+		snprintf(err, errlen, "--http needs one process: -p PID or -- CMD");
+		return -1;
+	}
+	if (http_set_autoload(s, o->http)) {
+		snprintf(err, errlen, "cannot set up --http (map sizes)");
+		return -1;
+	}
 	return engines_set_autoload(s, o->engines, err, errlen);
 }
 
@@ -269,6 +295,7 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
 	s->nsinks = nsinks;
 	s->level = o->level;
 	s->opencl = o->opencl;
+	s->http = o->http;
 	/* the detail level attaches cl_batch: device spans then expect kernels */
 	devjoin_init(&s->join, o->level == LEVEL_DETAIL, dispatch, s);
 	libbpf_set_print(libbpf_print);
@@ -434,6 +461,31 @@ static int attach_engine_probes(struct session *s, const char *elf, pid_t pid, c
 	return 0;
 }
 
+/* --http: the raw tracepoints, and the ports pid listens on, so that the
+ * first request on each new connection is timed from its arrival too. */
+static int attach_http(struct session *s, pid_t pid, char *err, size_t errlen)
+{
+	struct bpf_program *progs[] = { s->skel->progs.http_sys_enter, s->skel->progs.http_sys_exit,
+					s->skel->progs.http_tcp_probe, s->skel->progs.http_sock_state };
+	uint32_t ports[64], one = 1;
+	int n = http_listening_ports(pid, ports, 64);
+
+	for (int i = 0; i < n; i++)
+		bpf_map_update_elem(bpf_map__fd(s->skel->maps.http_ports), &ports[i], &one, BPF_ANY);
+	s->http_attached = 1;
+	st_debug("--http: %d listening port(s) of pid %d", n < 0 ? 0 : n, (int)pid);
+	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
+		struct bpf_link *link = bpf_program__attach(progs[i]);
+
+		if (!link || session_add_link(s, link)) {
+			snprintf(err, errlen, "--http: cannot attach %s: %s", bpf_program__name(progs[i]),
+				 strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int session_attach(struct session *s, const char *elf, pid_t pid, char *err, size_t errlen)
 {
 	uint64_t t0 = mono_now_ns();
@@ -447,6 +499,8 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 			return -1;
 		}
 	}
+	if (s->http && !s->http_attached && attach_http(s, pid, err, errlen))
+		return -1;
 	/* elf is empty when only --opencl or --span programs are traced */
 	if (elf[0] && attach_engine_probes(s, elf, pid, err, errlen))
 		return -1;

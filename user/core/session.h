@@ -40,6 +40,8 @@ struct session_opts {
 	const char *opencl_binary;    /* --opencl --binary: only this executable's processes */
 	int engines;                  /* load the engine profiles' programs (core/engines.h):
 				       * the target is llama.cpp, may load it, or host mode */
+	int http;                     /* --http: HTTP requests from the target's sockets
+				       * (bpf/http.bpf.c); needs pid_filter */
 };
 
 struct spantrace_bpf;
@@ -53,6 +55,8 @@ struct session {
 	struct ring_buffer *rb;
 	struct bpf_link **links;
 	size_t nlinks;
+	int http;                     /* --http's programs are loaded */
+	int http_attached;
 	struct umulti *um;            /* the USDT links, when uprobe_multi (core/uprobe_multi.h) */
 	struct follow *follow;        /* binary mode: the path's new inodes (core/follow.h) */
 	enum trace_level level;

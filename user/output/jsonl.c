@@ -1,6 +1,8 @@
 /* jsonl.c - fixed-schema JSONL lines for ring-buffer records (see jsonl.h). */
 #include "output/jsonl.h"
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 /* {"type":…,"ts_ns":…,"pid":…,"tid":…,"cpu":…  then the type's fields, then }.
  * A failed write is reported once (-1); the records after it are dropped
@@ -452,6 +454,63 @@ static void cl_devtime_fields(struct outbuf *ob, const void *rec)
 		    e->t[3] >= e->t[2], e->t[3] - e->t[2]);
 }
 
+/* A connection's id in the output: its socket's kernel address, which must
+ * not leave (it would undo KASLR), mixed with this process's random salt. */
+static uint64_t conn_id(uint64_t sock)
+{
+	static uint64_t salt;
+	uint64_t z;
+
+	if (!salt && getrandom(&salt, sizeof(salt), 0) != sizeof(salt))
+		salt = 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+	z = (sock ^ salt) + 0x9e3779b97f4a7c15ull;   /* splitmix64's finalizer */
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return (z ^ (z >> 31)) & 0xffffffffull;
+}
+
+/* --http: a request as its server's socket saw it; times on the host clock,
+ * ttft_ns and dur_ns from its arrival (start_ns). */
+static void http_fields(struct outbuf *ob, const void *rec)
+{
+	static const char *const ends[HTTP_END_COUNT] = { "response", "close", "reset", "exit" };
+	const struct http_event *e = rec;
+	uint64_t first = e->first_event_ns ? e->first_event_ns : e->resp_ns;
+
+	ob_key_name(ob, "from", "socket");
+	ob_key_name(ob, "clock", "host");
+	ob_key(ob, "method");
+	ob_jstr(ob, e->method, sizeof(e->method));
+	ob_key(ob, "path");
+	ob_jstr(ob, e->path, sizeof(e->path));
+	if (e->flags & HTTP_F_PATH_CUT)
+		ob_lit(ob, ",\"path_truncated\":true");
+	ob_key(ob, "status");
+	ob_u64(ob, e->status);
+	ob_lit(ob, e->flags & HTTP_F_SSE ? ",\"stream\":true" : ",\"stream\":false");
+	ob_key_name(ob, "start", e->flags & HTTP_F_ARRIVAL ? "arrival" : "read");
+	ob_key(ob, "start_ns");
+	ob_u64(ob, e->start_ns);
+	ob_key(ob, "read_wait_ns");
+	ob_u64(ob, e->read_ns - e->start_ns);
+	u64_or_null(ob, "ttft_ns", first != 0, first - e->start_ns);
+	ob_key(ob, "dur_ns");
+	ob_u64(ob, e->end_ns - e->start_ns);
+	ob_key(ob, "events");
+	ob_u64(ob, e->events);
+	u64_or_null(ob, "itl_mean_ns", e->events > 1, e->events > 1 ? e->gap_sum_ns / (e->events - 1) : 0);
+	u64_or_null(ob, "itl_max_ns", e->events > 1, e->gap_max_ns);
+	ob_key(ob, "req_bytes");
+	ob_u64(ob, e->req_bytes);
+	ob_key(ob, "resp_bytes");
+	ob_u64(ob, e->resp_bytes);
+	ob_key_name(ob, "end", ends[e->end < HTTP_END_COUNT ? e->end : 0]);
+	ob_key(ob, "conn");
+	ob_u64(ob, conn_id(e->sock));
+	ob_key(ob, "seq");
+	ob_u64(ob, e->seq);
+}
+
 static int on_span(void *ob, const struct span_event *e) { return line(ob, &e->h, span_fields, e); }
 static int on_token(void *ob, const struct token_event *e) { return line(ob, &e->h, token_fields, e); }
 static int on_request(void *ob, const struct request_event *e) { return line(ob, &e->h, request_fields, e); }
@@ -467,6 +526,7 @@ static int on_cl_mem(void *ob, const struct cl_mem_event *e) { return line(ob, &
 static int on_cl_devtime(void *ob, const struct cl_devtime_event *e) { return line(ob, &e->h, cl_devtime_fields, e); }
 static int on_tensor(void *ob, const struct tensor_event *e) { return line(ob, &e->h, tensor_fields, e); }
 static int on_probe(void *ob, const struct probe_event *e) { return line(ob, &e->h, probe_fields, e); }
+static int on_http(void *ob, const struct http_event *e) { return line(ob, &e->h, http_fields, e); }
 
 const struct event_handlers jsonl_handlers = {
 	.span = on_span,
@@ -485,6 +545,7 @@ const struct event_handlers jsonl_handlers = {
 	.cl_devtime = on_cl_devtime,
 	.tensor = on_tensor,
 	.probe = on_probe,
+	.http = on_http,
 };
 
 int jsonl_write_record(struct outbuf *ob, const void *data, size_t size)

@@ -352,6 +352,19 @@ json_object *summary_json(struct runstats *r, const struct session *s, const str
 	json_object_object_add(j, "token", dist_json(&r->tokens, NULL));
 	json_object_object_add(j, "request", dist_json(&r->requests, NULL));
 	requests_json(j, r);
+	if (r->http_e2e.hist.count) {   /* --http: the socket's view */
+		json_object *h = json_object_new_object();
+
+		add_u64(h, "requests", r->http_e2e.hist.count);
+		add_u64(h, "streams", r->http_streams);
+		add_u64(h, "events", r->http_events);
+		json_object_object_add(h, "ttft", dist_json(&r->http_ttft, NULL));
+		json_object_object_add(h, "e2e", dist_json(&r->http_e2e, NULL));
+		add_u64(h, "unparsed_connections", c->http_unparsed);
+		add_u64(h, "tls_connections", c->http_tls);
+		add_u64(h, "table_full", c->http_table_full);
+		json_object_object_add(j, "http", h);
+	}
 	add_u64(j, "device_busy_ns", r->device_busy_ns);
 	json_object_object_add(j, "device_utilization", json_object_new_double(runstats_device_utilization(r)));
 	add_u64(j, "device_utilization_wall_ns",
