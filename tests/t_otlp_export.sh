@@ -125,12 +125,14 @@ ok "stderr: $(grep -o 'otlp: .*' "$TMP/refuse.err")"
 expect_fail "record --otlp ftp://x" "not an http:// or https:// URL" "$SPANTRACE" record --otlp ftp://x -- "$INFER" "$MODELS/stories260K.bin" -n 4 --ids
 
 # The serving engine: each request a trace (request -> token spans, each
-# linked to its step), each step a trace (step -> forward -> layer ...).
+# linked to its step), each step a trace (step -> forward -> layer ...);
+# with --http each HTTP request also a SERVER span with OpenTelemetry's HTTP
+# attributes, valid against the official schema.
 source "$ROOT/tests/serve_lib.sh"
 need_node
 receiver serve
 start_engine "$MODELS/stories260K.bin" -b cpu --max-seqs 4
-"$SPANTRACE" record -q --level detail --otlp "http://127.0.0.1:$RPORT" -o "$TMP/serve.jsonl" --summary "$TMP/serve.sum" -p $EPID \
+"$SPANTRACE" record -q --level detail --http --otlp "http://127.0.0.1:$RPORT" -o "$TMP/serve.jsonl" --summary "$TMP/serve.sum" -p $EPID \
 	2>"$TMP/serve.err" &
 RPID=$!
 wait_for grep -q '"type":"session"' "$TMP/serve.jsonl" || fail "record -p never armed: $(cat "$TMP/serve.err")"
@@ -171,6 +173,14 @@ for s in spans:
         while chain.get("parentSpanId"):
             chain = byid[chain["parentSpanId"]]
         assert chain["name"] == "step" and chain["traceId"] == s["traceId"], (s, chain)
+server = [s for s in spans if s["attributes"].get("spantrace.from") == "socket"]
+assert len(server) == len(client), ("SERVER spans from the socket", len(server), len(client))
+for s in server:
+    a = s["attributes"]
+    assert s["name"] == "POST" and s["kind"] == 2 and not s.get("parentSpanId"), s
+    assert a["http.request.method"] == "POST" and a["url.path"] == "/v1/completions", a
+    assert int(a["http.response.status_code"]) == 200 and int(a["spantrace.ttft_ns"]) > 0, a
+print("ok: %d SERVER spans from the socket: POST /v1/completions, status 200" % len(server))
 print("ok: serving: %d request traces, %d token spans (as the client's usage) linked to %d steps; "
       "every forward/layer/op under a step" % (len(reqs), len(toks), len(steps)))
 PY

@@ -13,7 +13,7 @@
 // PATH defaults to /v1/completions; PROMPT_IDS=1 sends the prompt as token ids.
 // CLIENT_KEEPALIVE=0: a new connection per request, opened before its clock
 // starts (llama-server does not answer a second request on a connection
-// that streamed). SSE_WARMUP=1: one round first, not reported (the client's
+// that streamed). SSE_WARMUP=K: K rounds first, not reported (the client's
 // own code is compiled on first use: that is no part of the server's time).
 'use strict';
 const net = require('net');
@@ -73,7 +73,7 @@ const fresh = process.env.CLIENT_KEEPALIVE === '0';
 
 (async () => {
 	let socks = await Promise.all(Array.from({ length: n }, connect));
-	const warm = process.env.SSE_WARMUP === '1' ? 1 : 0;
+	const warm = Math.max(0, Math.min(8, Number(process.env.SSE_WARMUP) || 0));
 	for (let r = -warm; r < rounds; r++) {
 		if (fresh && r > -warm)
 			socks = await Promise.all(Array.from({ length: n }, connect));

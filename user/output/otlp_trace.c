@@ -10,7 +10,7 @@
 
 #define MAX_THREADS 1024
 
-enum id_role { ROLE_REQUEST = 1, ROLE_TOKEN, ROLE_SPAN, ROLE_STEP, ROLE_KERNEL, ROLE_EMIT, ROLE_TRACE };
+enum id_role { ROLE_REQUEST = 1, ROLE_TOKEN, ROLE_SPAN, ROLE_STEP, ROLE_KERNEL, ROLE_EMIT, ROLE_TRACE, ROLE_HTTP };
 
 /* Per engine thread: its outermost spans finished so far (the epoch that
  * tells repeated spans apart), and per process its last step. */
@@ -377,6 +377,38 @@ static int on_kernel(void *ctx, const struct kernel_event *e)
 	return 0;
 }
 
+/* --http: a request as the server's socket saw it, a SERVER span of a trace
+ * of its own, named by its method (OpenTelemetry's HTTP conventions: the
+ * route is not known here, and a path is no route), with their attributes. */
+static int on_http(void *ctx, const struct http_event *e)
+{
+	static const char *const ends[HTTP_END_COUNT] = { "response", "close", "reset", "exit" };
+	struct otlp_trace *t = ctx;
+	uint64_t first = e->first_event_ns ? e->first_event_ns : e->resp_ns;
+	char method[HTTP_METHOD_LEN + 1], path[HTTP_PATH_LEN + 1];
+	struct trace_id tr = { hash5(t, ROLE_HTTP, e->h.pid, e->sock, e->seq, 1),
+			       hash5(t, ROLE_HTTP, e->h.pid, e->sock, e->seq, 2) };
+	json_object *s, *attrs;
+
+	snprintf(method, sizeof(method), "%.*s", (int)sizeof(e->method), e->method);
+	snprintf(path, sizeof(path), "%.*s", (int)sizeof(e->path), e->path);
+	s = span_new(t, method, tr, hash5(t, ROLE_HTTP, e->h.pid, e->sock, e->seq, e->start_ns), 0,
+		     e->start_ns, e->end_ns - e->start_ns, &attrs);   /* a root: SERVER */
+	common_attrs(t, attrs, &e->h);
+	attr_str(t, attrs, "http.request.method", method);
+	attr_str(t, attrs, "url.path", path);
+	if (e->status)
+		attr_int(t, attrs, "http.response.status_code", e->status);
+	attr_str(t, attrs, "network.transport", "tcp");
+	attr_str(t, attrs, "spantrace.from", "socket");
+	if (first)
+		attr_int(t, attrs, "spantrace.ttft_ns", (int64_t)(first - e->start_ns));
+	attr_int(t, attrs, "spantrace.http.events", e->events);
+	attr_str(t, attrs, "spantrace.http.end", ends[e->end < HTTP_END_COUNT ? e->end : 0]);
+	span_add(t, s, attrs);
+	return 0;
+}
+
 const struct event_handlers otlp_trace_handlers = {
 	.span = on_span,
 	.token = on_token,
@@ -384,6 +416,7 @@ const struct event_handlers otlp_trace_handlers = {
 	.kernel = on_kernel,
 	.step = on_step,
 	.emit = on_emit,
+	.http = on_http,
 };
 
 /* ---- batches ---- */
