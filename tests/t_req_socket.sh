@@ -3,9 +3,9 @@
 # server's socket (issue 47, its first part). `infer --http` serves 8
 # concurrent streaming requests x 4 rounds from a lean client on node's own
 # sockets (tests/node/sse_client.js: one event loop, no SDK between the
-# socket and its clock; warm-up rounds first, unreported and unmatched: the
-# round after the first ran ~2.7 ms late on the client's side in one run). Each request's `http` record is matched with the
-# client's own by start time (wall clock), and:
+# socket and its clock; two warm-up rounds first, unreported and unmatched).
+# Each request's `http` record is matched with the client's own by start
+# time (wall clock), and:
 # - the tracer's TTFT (arrival on the socket .. the first SSE event written)
 #   tracks the client's (its send .. its first chunk): the median gap is at
 #   most 2 ms, e2e likewise. The 90th percentile is held to 8 ms, not the
