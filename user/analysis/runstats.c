@@ -157,7 +157,7 @@ static int on_emit(void *ctx, const struct emit_event *e)
 static int on_http(void *ctx, const struct http_event *e)
 {
 	struct runstats *r = ctx;
-	uint64_t first = e->first_event_ns ? e->first_event_ns : e->resp_ns;
+	uint64_t first = http_first_token_ns(e);
 
 	dist_add(&r->http_e2e, e->end_ns - e->start_ns);
 	if (first)

@@ -154,6 +154,20 @@ static const struct {
 	[EV_HTTP] = { "http", sizeof(struct http_event), check_http },
 };
 
+const char *http_end_name(unsigned end)
+{
+	static const char *const names[HTTP_END_COUNT] = {
+		[HTTP_END_RESPONSE] = "response", [HTTP_END_CLOSE] = "close",
+		[HTTP_END_RESET] = "reset", [HTTP_END_EXIT] = "exit",
+	};
+	return end < HTTP_END_COUNT ? names[end] : "unknown";
+}
+
+uint64_t http_first_token_ns(const struct http_event *e)
+{
+	return e->first_event_ns ? e->first_event_ns : e->resp_ns;
+}
+
 const char *event_type_name(unsigned type)
 {
 	return type < EV_TYPE_COUNT && types[type].name ? types[type].name : "unknown";

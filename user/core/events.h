@@ -65,6 +65,11 @@ int event_dispatch(const void *data, size_t size, const struct event_sink *sinks
 
 /* "span", "token", ... as in the JSONL "type" field; "unknown" otherwise. */
 const char *event_type_name(unsigned type);
+/* An http record's end (enum http_end) by name: "response", "close", ... */
+const char *http_end_name(unsigned end);
+/* When an http record's first token left: its first SSE event written, else
+ * (not streamed) its response's first byte; 0 if neither happened. */
+uint64_t http_first_token_ns(const struct http_event *e);
 /* "short", "unknown type", "bad field" ("ok" for EVENT_OK). */
 const char *event_verdict_name(enum event_verdict v);
 /* The size of a record of this type, 0 for an unknown type. */

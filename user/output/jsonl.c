@@ -473,9 +473,8 @@ static uint64_t conn_id(uint64_t sock)
  * ttft_ns and dur_ns from its arrival (start_ns). */
 static void http_fields(struct outbuf *ob, const void *rec)
 {
-	static const char *const ends[HTTP_END_COUNT] = { "response", "close", "reset", "exit" };
 	const struct http_event *e = rec;
-	uint64_t first = e->first_event_ns ? e->first_event_ns : e->resp_ns;
+	uint64_t first = http_first_token_ns(e);
 
 	ob_key_name(ob, "from", "socket");
 	ob_key_name(ob, "clock", "host");
@@ -504,7 +503,7 @@ static void http_fields(struct outbuf *ob, const void *rec)
 	ob_u64(ob, e->req_bytes);
 	ob_key(ob, "resp_bytes");
 	ob_u64(ob, e->resp_bytes);
-	ob_key_name(ob, "end", ends[e->end < HTTP_END_COUNT ? e->end : 0]);
+	ob_key_name(ob, "end", http_end_name(e->end));
 	ob_key(ob, "conn");
 	ob_u64(ob, conn_id(e->sock));
 	ob_key(ob, "seq");

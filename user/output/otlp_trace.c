@@ -382,9 +382,8 @@ static int on_kernel(void *ctx, const struct kernel_event *e)
  * route is not known here, and a path is no route), with their attributes. */
 static int on_http(void *ctx, const struct http_event *e)
 {
-	static const char *const ends[HTTP_END_COUNT] = { "response", "close", "reset", "exit" };
 	struct otlp_trace *t = ctx;
-	uint64_t first = e->first_event_ns ? e->first_event_ns : e->resp_ns;
+	uint64_t first = http_first_token_ns(e);
 	char method[HTTP_METHOD_LEN + 1], path[HTTP_PATH_LEN + 1];
 	struct trace_id tr = { hash5(t, ROLE_HTTP, e->h.pid, e->sock, e->seq, 1),
 			       hash5(t, ROLE_HTTP, e->h.pid, e->sock, e->seq, 2) };
@@ -404,7 +403,7 @@ static int on_http(void *ctx, const struct http_event *e)
 	if (first)
 		attr_int(t, attrs, "spantrace.ttft_ns", (int64_t)(first - e->start_ns));
 	attr_int(t, attrs, "spantrace.http.events", e->events);
-	attr_str(t, attrs, "spantrace.http.end", ends[e->end < HTTP_END_COUNT ? e->end : 0]);
+	attr_str(t, attrs, "spantrace.http.end", http_end_name(e->end));
 	span_add(t, s, attrs);
 	return 0;
 }
