@@ -236,24 +236,33 @@ static __always_inline void submit(void *e)
 	bpf_ringbuf_submit(e, avail > wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
-/* One duration into its histogram; CPUs share the entry. */
-static __always_inline void agg_add(__u32 pid, __u32 kind, __s32 layer, __u64 dur, int error)
+/* n observations of one duration (the first; any others 0) into their
+ * histogram; CPUs share the entry. */
+static __always_inline void agg_add_n(__u32 pid, __u32 kind, __s32 layer, __u64 dur, __u64 n, int error)
 {
 	struct agg_key key = { .pid = pid, .kind = kind, .layer = layer };
 	struct agg_val *v = lookup_or_init(&agg, &key, &zero_agg);
-	__u32 b = hist_bucket(dur);
+	__u32 b = hist_bucket(dur), b0 = hist_bucket(0);
 
 	if (!v) {
 		COUNT(agg_table_full);
 		return;
 	}
-	__sync_fetch_and_add(&v->count, 1);
+	__sync_fetch_and_add(&v->count, n);
 	__sync_fetch_and_add(&v->sum_ns, dur);
 	atomic_max(&v->max_ns, dur);
 	if (error)
 		__sync_fetch_and_add(&v->errors, 1);
 	if (b < HIST_BUCKETS)
 		__sync_fetch_and_add(&v->buckets[b], 1);
+	if (n > 1 && b0 < HIST_BUCKETS)
+		__sync_fetch_and_add(&v->buckets[b0], n - 1);
+}
+
+/* One duration into its histogram. */
+static __always_inline void agg_add(__u32 pid, __u32 kind, __s32 layer, __u64 dur, int error)
+{
+	agg_add_n(pid, kind, layer, dur, 1, error);
 }
 
 static __always_inline struct thread_state *thread_get(__u32 tid, int create)

@@ -3,7 +3,8 @@
  * (http.bpf.h says what is tracked). Raw tracepoints only: sys_enter and
  * sys_exit for the server's reads, writes and closes, tcp_probe for when a
  * request's bytes reached the socket, inet_sock_set_state to forget a
- * closed socket. Only the one process of -p or -- CMD (target_tgid). */
+ * closed socket. The one process of -p or -- CMD (target_tgid), else those
+ * in http_pids. */
 #include "core.bpf.h"
 #include <bpf/bpf_core_read.h>
 #include "http.bpf.h"
@@ -55,9 +56,19 @@ struct {
 	__type(value, struct scratch);
 } http_scratch SEC(".maps");
 
-static __always_inline int http_target(void)
+/* The calling process's tgid when its sockets are traced, else 0. */
+static __always_inline __u32 http_target(void)
 {
-	return target_tgid && (bpf_get_current_pid_tgid() >> 32) == target_tgid;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (target_tgid)
+		return tgid == target_tgid ? tgid : 0;
+	return bpf_map_lookup_elem(&http_pids, &tgid) ? tgid : 0;
+}
+
+static __always_inline __u32 current_tgid(void)
+{
+	return bpf_get_current_pid_tgid() >> 32;
 }
 
 static __always_inline __u64 reg_arg(struct pt_regs *regs, int n)
@@ -199,7 +210,7 @@ static __always_inline void start_request(struct http_conn *c, __u64 sk, __u32 p
 /* A global function: the verifier checks it once, on its own. */
 __noinline int http_on_read(__u32 fd, __u64 ubuf, __s64 n, __u64 now)
 {
-	struct http_conn_key key = { .tgid = target_tgid, .fd = fd };
+	struct http_conn_key key = { .tgid = current_tgid(), .fd = fd };
 	struct http_conn *c = bpf_map_lookup_elem(&http_conns, &key);
 	struct scratch *s;
 	__u32 zero = 0, port = 0, len = n < 96 ? n : 96, pre = 0, total;
@@ -420,8 +431,9 @@ static __always_inline int response_done(struct http_conn *c)
 	return (c->e.flags & HTTP_F_CHUNKED) && (c->tail & 0xffffffffffffull) == 0x0a300d0a0d0aull;
 }
 
-/* n bytes written from user memory at ubuf. */
-static __always_inline void on_written(struct http_conn *c, __u64 ubuf, __u64 n, __u64 now)
+/* n bytes written from user memory at ubuf. A global function, checked
+ * once, not once per iovec it is called for. */
+__noinline int http_written(struct http_conn *c, __u64 ubuf, __u64 n, __u64 now)
 {
 	__u32 zero = 0;
 	struct scratch *s = bpf_map_lookup_elem(&http_scratch, &zero);
@@ -429,12 +441,12 @@ static __always_inline void on_written(struct http_conn *c, __u64 ubuf, __u64 n,
 	__u8 last[16] = {};
 	__u32 k = n < 8 ? n : 8, len = n < SCAN_MASK ? n : SCAN_MASK;
 
-	if (!s || !len)
-		return;
+	if (!c || !s || !len)
+		return 0;
 	sc.n = len;
 	sc.buf = s->buf;
 	if (bpf_probe_read_user(s->buf, BOUNDED(len, SCAN_MASK), (void *)ubuf))
-		return;
+		return 0;
 	if (c->state == HC_REQUEST)
 		response_start(c, s->buf, now);
 	if (c->state == HC_HEADERS) {
@@ -443,8 +455,16 @@ static __always_inline void on_written(struct http_conn *c, __u64 ubuf, __u64 n,
 		bpf_loop(sc.nstarts, header_line, &sc, 0);
 	}
 	if (c->state == HC_BODY && sc.base <= n) {
+		__u32 before = c->e.events;
+		__u64 last = c->e.last_event_ns;
+
 		if ((c->e.flags & HTTP_F_SSE) && sc.base < sc.n)
 			bpf_loop(sc.n - sc.base, body_byte, &sc, 0);
+		/* the gaps to this write's events, into the histogram here and
+		 * not per byte (the verifier's cost): the first from the last
+		 * write's, the rest 0 */
+		if (before && c->e.events > before)
+			agg_add_n(current_tgid(), AGG_KIND_HTTP_ITL, LAYER_NONE, now - last, c->e.events - before, 0);
 		sc.body = n - sc.base;   /* past what was scanned: counted, not read */
 	}
 	c->e.resp_bytes += n;
@@ -457,18 +477,19 @@ static __always_inline void on_written(struct http_conn *c, __u64 ubuf, __u64 n,
 		c->state = HC_REQUEST;   /* an interim response: the real one follows */
 		c->no_body = 0;
 		c->e.flags &= ~(HTTP_F_SSE | HTTP_F_CHUNKED | HTTP_F_LENGTH);
-		return;
+		return 0;
 	}
 	if (response_done(c)) {
-		http_send(c, HTTP_END_RESPONSE, now);
+		http_send(current_tgid(), c, HTTP_END_RESPONSE, now);
 		c->state = HC_IDLE;
 	}
+	return 0;
 }
 
 /* A global function: the verifier checks it once, on its own. */
 __noinline int http_on_write(struct http_call *call, __s64 ret, __u64 now)
 {
-	struct http_conn_key key = { .tgid = target_tgid };
+	struct http_conn_key key = { .tgid = current_tgid() };
 	struct http_conn *c;
 	struct iovec iov[HTTP_IOV_MAX] = {};
 	__u64 left = ret, iovp, arg;
@@ -486,13 +507,13 @@ __noinline int http_on_write(struct http_call *call, __s64 ret, __u64 now)
 		return 0;
 	if (ret < 0) {
 		if (ret == -32 || ret == -104) {   /* EPIPE, ECONNRESET: the client went away */
-			http_send(c, HTTP_END_RESET, now);
+			http_send(key.tgid, c, HTTP_END_RESET, now);
 			c->state = HC_IDLE;
 		}
 		return 0;
 	}
 	if (kind == CALL_WRITE) {
-		on_written(c, arg, ret, now);
+		http_written(c, arg, ret, now);
 		return 0;
 	}
 	if (kind == CALL_SENDMSG) {
@@ -508,7 +529,7 @@ __noinline int http_on_write(struct http_call *call, __s64 ret, __u64 now)
 	for (int i = 0; i < HTTP_IOV_MAX && i < niov && left; i++) {
 		__u64 len = iov[i].iov_len < left ? iov[i].iov_len : left;
 
-		on_written(c, (__u64)iov[i].iov_base, len, now);
+		http_written(c, (__u64)iov[i].iov_base, len, now);
 		left -= len;
 		if (c->state == HC_IDLE)
 			return 0;
@@ -526,7 +547,7 @@ static __always_inline void on_close(__u32 tgid, __u32 fd, __u64 now)
 	if (!c)
 		return;
 	if (c->state == HC_REQUEST || c->state == HC_HEADERS || c->state == HC_BODY)
-		http_send(c, HTTP_END_CLOSE, now);
+		http_send(key.tgid, c, HTTP_END_CLOSE, now);
 	else if (c->state == HC_PREFIX)   /* closed before a whole request line came */
 		COUNT(http_unparsed);
 	bpf_map_delete_elem(&http_arrivals, &c->e.sock);
@@ -542,8 +563,9 @@ int http_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	long id = (long)ctx->args[1];
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct http_call call = {};
+	__u32 tgid = http_target();
 
-	if (!http_target() || detaching)
+	if (!tgid || detaching)
 		return 0;
 	switch (id) {
 	case NR_recvfrom:
@@ -565,7 +587,7 @@ int http_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		call.kind = CALL_SENDMSG;
 		break;
 	case NR_close:
-		on_close(target_tgid, reg_arg(regs, 1), bpf_ktime_get_ns());
+		on_close(tgid, reg_arg(regs, 1), bpf_ktime_get_ns());
 		return 0;
 	default:
 		return 0;

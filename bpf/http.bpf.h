@@ -71,10 +71,28 @@ struct {
 	__type(value, __u32);
 } http_ports __weak SEC(".maps");
 
-static __always_inline void http_send(struct http_conn *c, __u32 end, __u64 now)
-{
-	struct http_event *e = reserve(EV_HTTP, sizeof(*e));
+/* Processes whose sockets are traced when no single target is
+ * (target_tgid 0): the daemon's engines, added as it attaches to them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u32);
+} http_pids __weak SEC(".maps");
 
+/* A request's end: into the kernel's histograms (what the daemon reads,
+ * at once, however idle the server is then), and out as one record. */
+static __always_inline void http_send(__u32 tgid, struct http_conn *c, __u32 end, __u64 now)
+{
+	__u64 first = c->e.first_event_ns ? c->e.first_event_ns : c->e.resp_ns;
+	struct http_event *e;
+
+	agg_add(tgid, AGG_KIND_HTTP_REQUEST, (__s32)c->e.status, now - c->e.start_ns, end != HTTP_END_RESPONSE);
+	if (first)
+		agg_add(tgid, AGG_KIND_HTTP_TTFT, LAYER_NONE, first - c->e.start_ns, 0);
+	if (c->e.flags & HTTP_F_SSE)
+		agg_add(tgid, AGG_KIND_HTTP_EVENTS, LAYER_NONE, c->e.events, 0);
+	e = reserve(EV_HTTP, sizeof(*e));
 	if (!e)
 		return;
 	__builtin_memcpy(e, &c->e, sizeof(*e));
@@ -90,7 +108,7 @@ static long http_end_of_pid(struct bpf_map *map, struct http_conn_key *key, stru
 	if (key->tgid != *(__u32 *)data)
 		return 0;
 	if (c->state == HC_REQUEST || c->state == HC_HEADERS || c->state == HC_BODY)
-		http_send(c, HTTP_END_EXIT, bpf_ktime_get_ns());
+		http_send(key->tgid, c, HTTP_END_EXIT, bpf_ktime_get_ns());
 	bpf_map_delete_elem(map, key);
 	return 0;
 }

@@ -311,6 +311,11 @@ struct counters {
 #define AGG_KIND_DECODE  70          /* first token .. finished */
 #define AGG_KIND_STEP    71          /* an engine step */
 #define AGG_KIND_STEP_TOKENS 72      /* tokens in a step (a count, not ns) */
+/* HTTP requests from the socket (http.bpf.c), timed from their arrival */
+#define AGG_KIND_HTTP_REQUEST 73     /* arrival .. response end; layer = status (0: none written) */
+#define AGG_KIND_HTTP_TTFT    74     /* arrival .. first SSE event written (else first byte) */
+#define AGG_KIND_HTTP_ITL     75     /* each gap between a response's SSE events */
+#define AGG_KIND_HTTP_EVENTS  76     /* SSE events per request (a count, not ns) */
 #define AGG_KIND_KERNEL_BASE 128     /* + enum cl_kernel_id: device end-start */
 /* + enum span_kind: the device time of each span, its kernels' end-start
  * summed per span (cl_kernel_span_kind; layers: all their kernels) */

@@ -123,18 +123,13 @@ for s in "secret prompt" "token=abc" "$text" "Once upon a time"; do
 done
 ok "no prompt, completion text or query string in the JSONL"
 
-# llama-server (its engine profile attached, as -p finds it): a new
+# llama-server (its engine profile attached, as -p finds it; the sockets
+# by default, as it listens: no --http): a new
 # connection per request (it does not answer a second one on a connection
 # that streamed); 8 x 2 rounds with the prompt as text, 8 x 2 as token ids,
 # which llama-server never tokenizes.
-SERVER=$("$ROOT/tools/build_llama_server.sh" --check) || fail "no llama-server fixture (make llama-server)"
-"$MKMODEL" "$TMP/m.gguf" --gguf q8_0 --from "$DEMO_MODEL" --vocab "$DEMO_TOK" >/dev/null || fail "mkmodel gguf"
-lport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$SERVER" -m "$TMP/m.gguf" -c 2048 -np 8 -t 1 --host 127.0.0.1 --port "$lport" >"$TMP/llama.log" 2>&1 &
-lpid=$!
-lready() { curl -sf "http://127.0.0.1:$lport/health" >/dev/null; }
-WAIT_S=60 wait_for lready || fail "llama-server did not start: $(tail -n 3 "$TMP/llama.log")"
-"$SPANTRACE" record -q --http -p "$lpid" --level coarse -o "$TMP/l.jsonl" --summary "$TMP/ls.json" \
+start_llama_server
+"$SPANTRACE" record -q -p "$lpid" --level coarse -o "$TMP/l.jsonl" --summary "$TMP/ls.json" \
 	2>"$TMP/lrecord.err" &
 lrec=$!
 wait_for grep -qs '"type":"session"' "$TMP/l.jsonl" || fail "record did not attach: $(cat "$TMP/lrecord.err")"

@@ -112,6 +112,9 @@ static void test_errors(void)
 		{ { "--binary" }, NULL, "needs a value" },
 		{ { "--interval", "1" }, NULL, "need --binary" },
 		{ { "--binary", "b", "--level", "max" }, NULL, "--level must be coarse or detail" },
+		{ { "--binary", "b", "--engine", "vllm" }, NULL, "infer, llamacpp or none" },
+		{ { "--binary", "b", "--engine", "none" }, NULL, "needs -p PID" },
+		{ { "-p", "7", "--engine", "none", "--no-http" }, NULL, "no --no-http" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char *argv[8] = { "daemon" };
@@ -133,6 +136,11 @@ static void test_errors(void)
 	      "two env thresholds: %s", err);
 	char **help = ARGV("--help");
 	CHECK(parse(&c, help, NULL) == DAEMON_CONFIG_HELP, "--help");
+	char **none = ARGV("-p", "7", "--engine", "none");
+	CHECK(parse(&c, none, NULL) == DAEMON_CONFIG_OK && c.engine == ENGINE_NONE && !c.no_http,
+	      "--engine none -p PID: %s", err);
+	char **off = ARGV("--binary", "b", "--no-http");
+	CHECK(parse(&c, off, NULL) == DAEMON_CONFIG_OK && c.no_http, "--no-http: %s", err);
 }
 
 int main(void)

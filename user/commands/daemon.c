@@ -280,10 +280,15 @@ static struct proc_track *track(struct daemon *d, uint32_t pid)
 static void note_pid(struct daemon *d, uint32_t pid)
 {
 	size_t before = d->nprocs;
-	if (!track(d, pid))
+	char err[256];
+
+	if (!track(d, pid)) {
 		st_err("out of memory tracking pid %u", pid);
-	else if (d->nprocs > before)
+	} else if (d->nprocs > before) {
 		st_info("daemon: new process %u", pid);
+		if (session_http_watch(&d->s, (pid_t)pid, err, sizeof(err)))
+			st_err("daemon: %s", err);
+	}
 }
 
 static uint64_t tokens_of(const struct metrics_snapshot *s, uint32_t pid)
@@ -340,6 +345,8 @@ static void forget_pids(struct daemon *d, struct metrics_snapshot *s, const uint
 	if (!n)
 		return;
 	maps_forget_pids(&d->s, pids, n);
+	for (size_t i = 0; i < n; i++)
+		session_http_unwatch(&d->s, (pid_t)pids[i]);
 	for (size_t i = 0; i < s->naggs; i++) {
 		const struct metrics_agg *a = &s->aggs[i];
 		if (a->kind < SPAN_KIND_COUNT && pid_in(pids, n, a->pid))
@@ -511,7 +518,7 @@ static void tick(struct daemon *d, uint64_t now)
 
 	/* host mode labels each process (its meta); else the target's engine */
 	if (!d->cfg.all_engines && engine)
-		s.engine = engine_name(engine);
+		s.engine = engine == ENGINE_NONE ? "http" : engine_name(engine);
 	double dt = d->last_tick_ns ? (now - d->last_tick_ns) / 1e9 : 0;
 	d->last_tick_ns = now;
 
@@ -554,12 +561,42 @@ static void refresh_serving(struct daemon *d)
 	d->snap.nservings = fresh.nservings;
 }
 
+/* The socket requests' histograms are read at the scrape too: a request
+ * counts as soon as its response has ended, whatever the interval. Only
+ * those: the rest of the snapshot stays one tick's, whose figures tests
+ * and users add up against each other. */
+static int is_http_kind(uint32_t kind)
+{
+	return kind >= AGG_KIND_HTTP_REQUEST && kind <= AGG_KIND_HTTP_EVENTS;
+}
+
+static int http_agg_entry(void *ctx, const struct agg_key *k, const struct agg_val *v)
+{
+	return is_http_kind(k->kind) ? agg_entry(ctx, k, v) : 0;
+}
+
+static void refresh_http(struct daemon *d)
+{
+	struct metrics_snapshot *s = &d->snap;
+	struct map_read r = { d, s, s->naggs };
+	size_t w = 0;
+
+	for (size_t i = 0; i < s->naggs; i++)
+		if (!is_http_kind(s->aggs[i].kind))
+			s->aggs[w++] = s->aggs[i];
+	s->naggs = w;
+	if (maps_foreach_agg(&d->s, http_agg_entry, &r))
+		st_debug("daemon: reading the socket requests at a scrape failed; some are missing from it");
+}
+
 static int render_metrics(void *ctx, char **body, size_t *len)
 {
 	struct daemon *d = ctx;
 	pthread_mutex_lock(&d->lock);
-	if (d->session_open)
+	if (d->session_open) {
 		refresh_serving(d);
+		refresh_http(d);
+	}
 	int rc = prom_render(&d->snap, body, len);
 	pthread_mutex_unlock(&d->lock);
 	return rc;
@@ -645,6 +682,7 @@ static int start(struct daemon *d, char *err, size_t errlen)
 		.opencl = c->opencl,
 		.opencl_binary = c->pid > 0 ? NULL : c->binary,
 		.engines = c->all_engines || d->target.engine == ENGINE_LLAMACPP,
+		.http = !c->no_http,
 	};
 	struct event_sink tail = { &tail_handlers, d };
 	if (session_open(&d->s, &so, &tail, 1, err, errlen))

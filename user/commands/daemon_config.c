@@ -40,7 +40,7 @@ const char daemon_config_usage[] =
 	"                        [--slow-ms X | --slow-pct P] [--interval SEC]\n"
 	"                        [--file-max SIZE] [--total-max SIZE] [--retain N]\n"
 	"                        [--level coarse|detail] [--expire SEC] [--duration SEC] [--otlp URL] [--opencl]\n"
-	"                        [--span SPEC]... [--engine infer|llamacpp] [-q] [-v]\n"
+	"                        [--span SPEC]... [--engine infer|llamacpp|none] [--no-http] [-q] [-v]\n"
 	"Traces every current and future process of PATH (or only PID), or with --all-engines every\n"
 	"process on the host that maps a file with `infer` probes, whatever its path, mount namespace\n"
 	"or container (series get ns_pid and cgroup labels); serves Prometheus metrics on\n"
@@ -57,6 +57,9 @@ const char daemon_config_usage[] =
 	"--expire SEC (SPANTRACE_EXPIRE_SECS): an exited process's series leave /metrics, and its\n"
 	"entries the kernel maps, SEC seconds after it exits (default: 3 intervals, at least 30).\n"
 	"--duration stops it after SEC seconds; -q logs nothing but errors; -v more.\n"
+	"Each traced process's HTTP/1.x requests are timed from its sockets (spantrace_http_*:\n"
+	"arrival to first SSE event and to the response's end; --no-http: not); --engine none -p PID\n"
+	"traces only that, for a server spantrace knows no engine of.\n"
 	"--opencl also times the target's calls into the OpenCL ICD loader (libOpenCL.so.1; any\n"
 	"OpenCL program, no restart): spantrace_opencl_* histograms. --span uprobe:PATH:FUNCTION[:NAME]\n"
 	"or usdt:PATH:PROVIDER:BEGIN,END[:NAME] adds a span of any program (a span label).\n"
@@ -119,6 +122,10 @@ static int collect_flags(struct daemon_config *c, struct raw_value *raw, int arg
 		}
 		if (!strcmp(arg, "--opencl")) {
 			c->opencl = 1;
+			continue;
+		}
+		if (!strcmp(arg, "--no-http")) {
+			c->no_http = 1;
 			continue;
 		}
 		if (!strcmp(arg, "--span")) {   /* repeatable: straight into the table */
@@ -261,7 +268,12 @@ int daemon_config_parse(struct daemon_config *c, int argc, char **argv, char **e
 	if (raw[OPT_LEVEL].text && trace_level_parse(raw[OPT_LEVEL].text, &c->common.level))
 		return bad(err, errlen, OPT_LEVEL, &raw[OPT_LEVEL], "coarse or detail");
 	if (raw[OPT_ENGINE].text && (engine_parse(raw[OPT_ENGINE].text, &c->engine) || c->engine == ENGINE_AUTO))
-		return bad(err, errlen, OPT_ENGINE, &raw[OPT_ENGINE], "infer or llamacpp");
+		return bad(err, errlen, OPT_ENGINE, &raw[OPT_ENGINE], "infer, llamacpp or none");
+	if (c->engine == ENGINE_NONE && (c->no_http || !raw[OPT_PID].text)) {
+		snprintf(err, errlen, "daemon: --engine none traces only one process's sockets: it needs -p PID, "
+			 "and no --no-http");
+		return DAEMON_CONFIG_ERROR;
+	}
 	c->binary = raw[OPT_BINARY].text;
 	c->jsonl_dir = raw[OPT_JSONL_DIR].text;
 	c->otlp = raw[OPT_OTLP].text;

@@ -51,6 +51,7 @@ struct daemon_config {
 	struct common_opts common;  /* level, duration, quiet */
 	int verbose;             /* -v: debug log (twice: libbpf's too) */
 	int opencl;              /* --opencl: the OpenCL ICD loader's calls too */
+	int no_http;             /* --no-http: not the processes' sockets */
 	int spans;               /* --span specs given (core/userspans.h holds them) */
 };
 

@@ -103,6 +103,7 @@ static void on_engine(void *ctx, const struct fleet_proc *p)
 {
 	struct daemon_host *h = ctx;
 	struct host_meta *m = meta_find(h, (uint32_t)p->pid);
+	char err[256];
 
 	if (m && m->start_ticks != p->start_ticks) {
 		st_info("host mode: pid %d was reused by a new engine; the old one's series end", (int)p->pid);
@@ -124,6 +125,8 @@ static void on_engine(void *ctx, const struct fleet_proc *p)
 	snprintf(m->m.engine, sizeof(m->m.engine), "%s", engine_name(p->engine));
 	st_info("host mode: engine pid %d (ns pid %d, cgroup %s, %s)", (int)p->pid, (int)p->ns_pid,
 		p->cgroup[0] ? p->cgroup : "-", p->path);
+	if (session_http_watch(h->s, p->pid, err, sizeof(err)))
+		st_err("host mode: %s", err);
 	if (p->engine == ENGINE_INFER && state_request(p->pid) < 0)
 		st_err("host mode: cannot ask pid %d for its state: %s", (int)p->pid, strerror(errno));
 }

@@ -15,6 +15,7 @@
 #include "analysis/profile.h"
 #include "analysis/runstats.h"
 #include "core/launch.h"
+#include "core/listen_ports.h"
 #include "core/maps.h"
 #include "core/numparse.h"
 #include "core/options.h"
@@ -43,6 +44,7 @@ struct record_opts {
 	struct slo slo;           /* --slo-ttft-ms, --slo-itl-ms: goodput */
 	int opencl;               /* --opencl: the OpenCL ICD loader's calls */
 	int http;                 /* --http: HTTP requests on the target's sockets */
+	int no_http;              /* --no-http: not even for -p PID of a listening server */
 };
 
 struct recorder {
@@ -167,7 +169,7 @@ static const char record_doc[] =
 	"Needs CAP_BPF and CAP_PERFMON (or root).";
 
 enum { OPT_CSV = 1000, OPT_SUMMARY, OPT_METRICS, OPT_RINGBUF, OPT_MIN_DUR, OPT_PERF, OPT_CHROME,
-       OPT_SLO_TTFT, OPT_SLO_ITL, OPT_OTLP, OPT_OPENCL, OPT_SPAN, OPT_HTTP };
+       OPT_SLO_TTFT, OPT_SLO_ITL, OPT_OTLP, OPT_OPENCL, OPT_SPAN, OPT_HTTP, OPT_NO_HTTP };
 
 static const struct argp_option record_options[] = {
 	{ "output", 'o', "FILE", 0, "JSONL output (default: stdout; '-' = stdout)", 1 },
@@ -182,7 +184,9 @@ static const struct argp_option record_options[] = {
 	  "transfers, buffers, builds; any OpenCL program, no restart", 1 },
 	{ "http", OPT_HTTP, NULL, 0,
 	  "Also every HTTP/1.x request on the target's sockets, any server: method, path, status, "
-	  "arrival, first event, end, SSE events (no body leaves the kernel; -p or -- CMD)", 1 },
+	  "arrival, first event, end, SSE events (no body leaves the kernel; -p or -- CMD). On by default "
+	  "for -p PID of a process that listens on TCP", 1 },
+	{ "no-http", OPT_NO_HTTP, NULL, 0, "Not the HTTP requests, even for -p PID of a listening server", 1 },
 	{ "span", OPT_SPAN, "SPEC", 0,
 	  "Also a span of any program: uprobe:PATH:FUNCTION[:NAME] (entry to return) or "
 	  "usdt:PATH:PROVIDER:BEGIN,END[:NAME] (repeatable)", 1 },
@@ -220,6 +224,7 @@ static error_t record_parse(int key, char *arg, struct argp_state *state)
 	case OPT_PERF: o->perf = 1; break;
 	case OPT_OPENCL: o->opencl = o->target.probes_optional = 1; break;
 	case OPT_HTTP: o->http = o->target.probes_optional = 1; break;
+	case OPT_NO_HTTP: o->no_http = 1; break;
 	case OPT_SPAN: user_span_option(state, arg, &o->target); break;
 	case OPT_SLO_TTFT:
 	case OPT_SLO_ITL: {
@@ -332,11 +337,40 @@ static json_object *otlp_json(const struct otlp_stats *st, uint64_t built)
 	return j;
 }
 
+/* Whether this run times HTTP requests from the sockets: asked for, the
+ * only thing --engine none traces, or by default a server attached by pid
+ * (a process with a listening TCP socket); never across a binary's
+ * processes, whose pids are not known up front. */
+static int wants_http(const struct recorder *r, char *err, size_t errlen)
+{
+	const struct record_opts *o = r->o;
+	const struct target *t = &r->l.target;
+	uint32_t port;
+	int on = o->http || t->engine == ENGINE_NONE;
+
+	if (on && o->no_http) {
+		snprintf(err, errlen, "--no-http contradicts %s", o->http ? "--http" : "--engine none");
+		return -1;
+	}
+	if (on && r->l.mode == LAUNCH_BINARY) {
+		snprintf(err, errlen, "--http and --engine none trace one process's sockets: -p PID or -- CMD, "
+			 "not --binary");
+		return -1;
+	}
+	if (!on && !o->no_http && r->l.mode == LAUNCH_PID)
+		on = http_listening_ports(t->pid, &port, 1) > 0;
+	return on;
+}
+
 static int start_session(struct recorder *r, char *err, size_t errlen)
 {
 	const struct record_opts *o = r->o;
 	const struct target *t = &r->l.target;
 	struct event_sink sinks[SESSION_MAX_SINKS];
+	int http = wants_http(r, err, errlen);
+
+	if (http < 0)
+		return -1;
 	struct session_opts so = {
 		.pid_filter = t->pid > 0 ? (uint32_t)t->pid : 0,
 		.level = o->common.level,
@@ -347,7 +381,7 @@ static int start_session(struct recorder *r, char *err, size_t errlen)
 		.perf_ncpus = r->pc.ncpus,
 		.opencl = o->opencl,
 		.opencl_binary = r->o->target.binary,
-		.http = o->http,
+		.http = http,
 		.engines = t->engine == ENGINE_LLAMACPP || t->pending,
 	};
 

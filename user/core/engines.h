@@ -18,12 +18,13 @@ enum engine_id {
 	ENGINE_AUTO = 0,     /* not chosen: found from the target */
 	ENGINE_INFER,        /* ours: the `infer` USDT probes */
 	ENGINE_LLAMACPP,     /* llama.cpp: libllama + ggml, or one static executable */
+	ENGINE_NONE,         /* --engine none: no engine probes; the sockets only (--http) */
 	ENGINE_COUNT
 };
 
-static const char *const engine_names[ENGINE_COUNT] = { "auto", "infer", "llamacpp" };
+static const char *const engine_names[ENGINE_COUNT] = { "auto", "infer", "llamacpp", "none" };
 
-/* "auto", "infer", "llamacpp". */
+/* "auto", "infer", "llamacpp", "none". */
 static inline const char *engine_name(enum engine_id e)
 {
 	return (unsigned)e < ENGINE_COUNT ? engine_names[e] : "unknown";

@@ -25,8 +25,9 @@ static const struct argp_option launch_options[] = {
 	{ "pid", 'p', "PID", 0, "Trace this running process", 0 },
 	{ "binary", OPT_BINARY, "PATH", 0, "Trace every process of this binary (or library), now and later", 0 },
 	{ "engine", OPT_ENGINE, "NAME", 0,
-	  "infer (our probes) or llamacpp (llama.cpp's exported functions); default: whichever the target "
-	  "has, and for a command also a libllama it loads later", 0 },
+	  "infer (our probes), llamacpp (llama.cpp's exported functions) or none (only the HTTP requests on "
+	  "its sockets: --http); default: whichever the target has, and for a command also a libllama it "
+	  "loads later", 0 },
 	{ 0 },
 };
 
@@ -78,7 +79,7 @@ static error_t launch_parse(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_ENGINE:
 		if (engine_parse(arg, &o->engine) || o->engine == ENGINE_AUTO)
-			argp_error(state, "--engine: want infer or llamacpp, not '%s'", arg);
+			argp_error(state, "--engine: want infer, llamacpp or none, not '%s'", arg);
 		break;
 	case ARGP_KEY_ARG:
 		/* Everything from the first non-option on is the command. */
@@ -207,6 +208,14 @@ static int start_command(struct launch *l, const struct launch_opts *o, char *er
 int target_resolve_pid(pid_t pid, enum engine_id engine, int optional, struct target *t, char *err,
 		       size_t errlen)
 {
+	if (engine == ENGINE_NONE) {
+		if (target_pid_without_probes(pid, t)) {
+			snprintf(err, errlen, "no process %d", (int)pid);
+			return -1;
+		}
+		t->engine = ENGINE_NONE;
+		return 0;
+	}
 	if (engine != ENGINE_LLAMACPP && !target_from_pid(pid, t, err, errlen)) {
 		t->engine = ENGINE_INFER;
 		return 0;
@@ -239,6 +248,17 @@ int target_resolve_program(const char *prog, int is_command, enum engine_id engi
 {
 	char exe[PATH_MAX];
 
+	if (engine == ENGINE_NONE) {
+		if (is_command ? resolve_command(prog, exe, sizeof(exe)) : access(prog, R_OK)) {
+			snprintf(err, errlen, "%s: %s", prog, strerror(errno ? errno : ENOENT));
+			return -1;
+		}
+		memset(t, 0, sizeof(*t));
+		t->pid = -1;
+		t->engine = ENGINE_NONE;
+		snprintf(t->shown, sizeof(t->shown), "%s", prog);
+		return 0;
+	}
 	if (engine != ENGINE_LLAMACPP && !target_from_program(prog, is_command, t, err, errlen)) {
 		t->engine = ENGINE_INFER;
 		return 0;

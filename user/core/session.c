@@ -167,7 +167,7 @@ static int opencl_set_autoload(struct session *s, int on, const char *binary)
 static int http_set_autoload(struct session *s, int on)
 {
 	struct bpf_map *maps[] = { s->skel->maps.http_conns, s->skel->maps.http_arrivals,
-				   s->skel->maps.http_calls, s->skel->maps.http_ports };
+				   s->skel->maps.http_calls, s->skel->maps.http_ports, s->skel->maps.http_pids };
 	struct bpf_program *prog;
 
 	bpf_object__for_each_program(prog, s->skel->obj)
@@ -248,10 +248,6 @@ static int size_profile_maps(struct session *s, const struct session_opts *o,
 	if (opencl_set_autoload(s, o->opencl, o->opencl_binary)) {
 		snprintf(err, errlen, "cannot set up --opencl (%s)",
 			 o->opencl_binary ? o->opencl_binary : "map sizes");
-		return -1;
-	}
-	if (o->http && !o->pid_filter) {
-		snprintf(err, errlen, "--http needs one process: -p PID or -- CMD");
 		return -1;
 	}
 	if (http_set_autoload(s, o->http)) {
@@ -461,19 +457,12 @@ static int attach_engine_probes(struct session *s, const char *elf, pid_t pid, c
 	return 0;
 }
 
-/* --http: the raw tracepoints, and the ports pid listens on, so that the
- * first request on each new connection is timed from its arrival too. */
-static int attach_http(struct session *s, pid_t pid, char *err, size_t errlen)
+/* --http's raw tracepoints, once per session. */
+static int attach_http(struct session *s, char *err, size_t errlen)
 {
 	struct bpf_program *progs[] = { s->skel->progs.http_sys_enter, s->skel->progs.http_sys_exit,
 					s->skel->progs.http_tcp_probe, s->skel->progs.http_sock_state };
-	uint32_t ports[64], one = 1;
-	int n = http_listening_ports(pid, ports, 64);
 
-	for (int i = 0; i < n; i++)
-		bpf_map_update_elem(bpf_map__fd(s->skel->maps.http_ports), &ports[i], &one, BPF_ANY);
-	s->http_attached = 1;
-	st_debug("--http: %d listening port(s) of pid %d", n < 0 ? 0 : n, (int)pid);
 	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
 		struct bpf_link *link = bpf_program__attach(progs[i]);
 
@@ -483,7 +472,39 @@ static int attach_http(struct session *s, pid_t pid, char *err, size_t errlen)
 			return -1;
 		}
 	}
+	s->http_attached = 1;
 	return 0;
+}
+
+/* pid's sockets, and the ports it listens on, so that the first request
+ * on each new connection is timed from its arrival too. */
+int session_http_watch(struct session *s, pid_t pid, char *err, size_t errlen)
+{
+	uint32_t ports[64], one = 1, key = (uint32_t)pid;
+	int n;
+
+	if (!s->http || pid <= 0)
+		return 0;
+	if (!s->http_attached && attach_http(s, err, errlen))
+		return -1;
+	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.http_pids), &key, &one, BPF_ANY)) {
+		snprintf(err, errlen, "--http: cannot watch pid %d: %s", (int)pid, strerror(errno));
+		return -1;
+	}
+	n = http_listening_ports(pid, ports, 64);
+	for (int i = 0; i < n; i++)
+		bpf_map_update_elem(bpf_map__fd(s->skel->maps.http_ports), &ports[i], &one, BPF_ANY);
+	st_debug("--http: %d listening port(s) of pid %d", n < 0 ? 0 : n, (int)pid);
+	return 0;
+}
+
+/* A watched process is gone: its pid may come back as another program. */
+void session_http_unwatch(struct session *s, pid_t pid)
+{
+	uint32_t key = (uint32_t)pid;
+
+	if (s->http_attached)
+		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.http_pids), &key);
 }
 
 int session_attach(struct session *s, const char *elf, pid_t pid, char *err, size_t errlen)
@@ -499,7 +520,7 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
 			return -1;
 		}
 	}
-	if (s->http && !s->http_attached && attach_http(s, pid, err, errlen))
+	if (session_http_watch(s, pid, err, errlen))
 		return -1;
 	/* elf is empty when only --opencl or --span programs are traced */
 	if (elf[0] && attach_engine_probes(s, elf, pid, err, errlen))

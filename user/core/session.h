@@ -41,7 +41,8 @@ struct session_opts {
 	int engines;                  /* load the engine profiles' programs (core/engines.h):
 				       * the target is llama.cpp, may load it, or host mode */
 	int http;                     /* --http: HTTP requests from the target's sockets
-				       * (bpf/http.bpf.c); needs pid_filter */
+				       * (bpf/http.bpf.c): pid_filter's, else each
+				       * session_http_watch()ed process's */
 };
 
 struct spantrace_bpf;
@@ -93,6 +94,10 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
  * (an --opencl target without our probes) attaches only the exit cleanup.
  * The --span specs (core/userspans.h) are attached too, for pid. */
 int session_attach(struct session *s, const char *elf, pid_t pid, char *err, size_t errlen);
+/* --http: trace pid's sockets too (its listening ports, its requests);
+ * attaches the raw tracepoints the first time. A no-op without --http. */
+int session_http_watch(struct session *s, pid_t pid, char *err, size_t errlen);
+void session_http_unwatch(struct session *s, pid_t pid);
 struct target;
 /* session_attach for a target (core/target.h): our probes, llama.cpp's
  * profile (core/engines.h), or, for a command whose engine may be loaded

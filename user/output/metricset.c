@@ -76,7 +76,7 @@ static void label_str(struct metric_point *p, const char *name, const char *v)
 
 /* The process's labels: pid and binary (engine when known); in host mode
  * also which container, and the pid it knows itself by. */
-static void label_proc(struct metric_point *p, const struct metrics_snapshot *s, uint32_t pid)
+static const char *label_proc(struct metric_point *p, const struct metrics_snapshot *s, uint32_t pid)
 {
 	label(p, "pid", LABEL_INT, NULL, pid);
 	for (size_t i = 0; i < s->nmetas; i++)
@@ -86,11 +86,12 @@ static void label_proc(struct metric_point *p, const struct metrics_snapshot *s,
 			label_str(p, "binary", s->metas[i].binary);
 			if (s->metas[i].engine[0])
 				label_str(p, "engine", s->metas[i].engine);
-			return;
+			return s->metas[i].engine[0] ? s->metas[i].engine : NULL;
 		}
 	label_str(p, "binary", s->binary);
 	if (s->engine)
 		label_str(p, "engine", s->engine);
+	return s->engine;
 }
 
 static void value_u64(struct metric_point *p, uint64_t v)
@@ -218,7 +219,7 @@ static void view_make(struct metric_set *m, const struct metrics_snapshot *s, st
 /* What an agg row measures, for its labels: a span (kind, layer) on the
  * host's clock or the device's, a kernel (kernel, layer) or one value per
  * process. */
-enum agg_class { CLASS_SPAN, CLASS_SPAN_DEVICE, CLASS_KERNEL, CLASS_PROCESS };
+enum agg_class { CLASS_SPAN, CLASS_SPAN_DEVICE, CLASS_KERNEL, CLASS_HTTP, CLASS_PROCESS };
 
 static enum agg_class class_of(uint32_t kind)
 {
@@ -228,6 +229,8 @@ static enum agg_class class_of(uint32_t kind)
 		return CLASS_SPAN_DEVICE;
 	if (kind >= AGG_KIND_KERNEL_BASE && kind < AGG_KIND_KERNEL_BASE + KERNEL_COUNT)
 		return CLASS_KERNEL;
+	if (kind >= AGG_KIND_HTTP_REQUEST && kind <= AGG_KIND_HTTP_EVENTS)
+		return CLASS_HTTP;
 	return CLASS_PROCESS;
 }
 
@@ -265,6 +268,17 @@ static const struct histogram_family {
 	  AGG_KIND_STEP, AGG_KIND_STEP, 0 },
 	{ "spantrace_iteration_tokens", "Tokens (prefill + decode) per serving engine step.",
 	  AGG_KIND_STEP_TOKENS, AGG_KIND_STEP_TOKENS, 1 },
+	{ "spantrace_http_request_duration_seconds",
+	  "HTTP requests from their arrival on the server's socket to their response's last byte written, by status.",
+	  AGG_KIND_HTTP_REQUEST, AGG_KIND_HTTP_REQUEST, 0 },
+	{ "spantrace_http_time_to_first_token_seconds",
+	  "HTTP requests from their arrival on the socket to the first SSE data event written (else the first byte).",
+	  AGG_KIND_HTTP_TTFT, AGG_KIND_HTTP_TTFT, 0 },
+	{ "spantrace_http_inter_token_latency_seconds",
+	  "Gaps between consecutive SSE data events a response wrote to its socket.",
+	  AGG_KIND_HTTP_ITL, AGG_KIND_HTTP_ITL, 0 },
+	{ "spantrace_http_response_events", "SSE data events per event-stream response.",
+	  AGG_KIND_HTTP_EVENTS, AGG_KIND_HTTP_EVENTS, 1 },
 	{ "spantrace_opencl_enqueue_seconds", "Host time in clEnqueueNDRangeKernel (--opencl).",
 	  AGG_KIND_CL_ENQUEUE, AGG_KIND_CL_ENQUEUE, 0 },
 	{ "spantrace_opencl_wait_seconds",
@@ -297,6 +311,12 @@ static void label_agg(struct metric_point *p, const struct metrics_snapshot *s, 
 		label_str(p, "kernel", cl_kernel_name(a->kind - AGG_KIND_KERNEL_BASE));
 		label(p, "layer", LABEL_LAYER, NULL, a->layer);
 		break;
+	case CLASS_HTTP:
+		if (a->kind == AGG_KIND_HTTP_REQUEST)
+			label(p, "status", LABEL_INT, NULL, a->layer);
+		if (!label_proc(p, s, a->pid))
+			label_str(p, "engine", "http");   /* a server known by its sockets only */
+		return;
 	case CLASS_PROCESS:
 		break;
 	}
@@ -720,6 +740,8 @@ int metric_set_build(const struct metrics_snapshot *s, struct metric_set *m)
 	span_extras(m, &v);
 	kind_counter(m, &v, AGG_KIND_TOKEN, "spantrace_tokens_total", "{token}", "Tokens decoded.");
 	kind_counter(m, &v, AGG_KIND_REQUEST, "spantrace_requests_total", "{request}", "Requests completed.");
+	kind_counter(m, &v, AGG_KIND_HTTP_REQUEST, "spantrace_http_requests_total", "{request}",
+		     "HTTP requests whose response ended (or whose connection closed), by status: 0 when none was written.");
 	pools(m, &v);
 	clmem(m, &v);
 	kv(m, &v);
