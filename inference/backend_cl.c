@@ -41,6 +41,8 @@
  * The forward's span_end says which (trace_forward_launch). */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
+#include <limits.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -155,6 +157,34 @@ static size_t round_up(size_t v, size_t m)
 
 /* ---- device and program ---- */
 
+/* PoCL keeps its compiled kernels in POCL_CACHE_DIR, else
+ * $XDG_CACHE_HOME/pocl, else $HOME/.cache/pocl; when it cannot write
+ * there it offers no device, and the ICD loader says no more. Returns a
+ * sentence saying so, or "" when the directory (or the nearest one that
+ * exists above it) is writable. */
+static const char *pocl_cache_hint(void)
+{
+	static char hint[PATH_MAX + 160];
+	char dir[PATH_MAX], *slash;
+	const char *env = getenv("POCL_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+
+	if (env && *env)
+		snprintf(dir, sizeof(dir), "%s", env);
+	else if (xdg && *xdg)
+		snprintf(dir, sizeof(dir), "%s/pocl", xdg);
+	else if (home && *home)
+		snprintf(dir, sizeof(dir), "%s/.cache/pocl", home);
+	else
+		return "";
+	while (access(dir, F_OK) && (slash = strrchr(dir, '/')) && slash != dir)
+		*slash = '\0';
+	if (!access(dir, W_OK))
+		return "";
+	snprintf(hint, sizeof(hint), " (PoCL cannot write its kernel cache under %s: set POCL_CACHE_DIR "
+		 "to a writable directory)", dir);
+	return hint;
+}
+
 static int pick_platform(int want, cl_platform_id *out, InferError *err)
 {
 	cl_uint n = 0;
@@ -162,7 +192,7 @@ static int pick_platform(int want, cl_platform_id *out, InferError *err)
 	cl_int rc = clGetPlatformIDs(0, NULL, &n);
 
 	if (rc != CL_SUCCESS || n == 0) /* the ICD loader says -1001 then */
-		return infer_fail(err, "no OpenCL platform found");
+		return infer_fail(err, "no OpenCL platform found%s", pocl_cache_hint());
 	if (want >= (int)n)
 		return infer_fail(err, "OpenCL platform %d does not exist (%u found)", want, n);
 	all = calloc(n, sizeof(*all));
@@ -186,8 +216,8 @@ static int pick_platform(int want, cl_platform_id *out, InferError *err)
 		*out = all[found];
 	free(all);
 	if (found < 0)
-		return want >= 0 ? infer_fail(err, "OpenCL platform %d has no device", want)
-				 : infer_fail(err, "no OpenCL platform has a device");
+		return want >= 0 ? infer_fail(err, "OpenCL platform %d has no device%s", want, pocl_cache_hint())
+				 : infer_fail(err, "no OpenCL platform has a device%s", pocl_cache_hint());
 	return 0;
 }
 
