@@ -96,7 +96,7 @@ USER_SRCS     := $(wildcard user/*/*.c)
 USER_OBJS     := $(patsubst %.c,$(BUILD)/%.o,$(USER_SRCS))
 USER_MAIN_OBJ := $(BUILD)/user/commands/main.o
 USER_LIB_OBJS := $(filter-out $(USER_MAIN_OBJ),$(USER_OBJS))
-USER_LIBS     := -lbpf -lelf -lz -ljson-c -lncursesw -lmicrohttpd -lcurl -lm -lpthread
+USER_LIBS     := -lbpf -lelf -lz -ljson-c -lncursesw -lmicrohttpd -lcurl -lm -lpthread -lstdc++
 
 UNIT_SRCS     := $(wildcard tests/unit/*.c)
 UNIT_BINS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
@@ -194,8 +194,17 @@ $(BUILD)/libinfer.so: $(ENGINE_OBJS)
 # from ../lib (installed: PREFIX/bin and PREFIX/lib).
 LINK_ENGINE_PROGRAM = $(CC) $(ENGINE_CFLAGS) $(DEPFLAGS) -MF $@.d -o $@ $< -L$(BUILD) -linfer \
                       -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' $(LDFLAGS) -lm
-$(BUILD)/infer: inference/main.c $(BUILD)/libinfer.so
+$(BUILD)/infer: inference/main.c $(BUILD)/libinfer.so $(BUILD)/version.h
 	$(LINK_ENGINE_PROGRAM)
+
+# --version of both programs: VERSION and the commit built (rewritten only
+# when that changes, so nothing recompiles for nothing)
+$(BUILD)/version.h: FORCE
+	@mkdir -p $(@D)
+	@v="$$(cat VERSION) ($$(git describe --always --dirty --abbrev=12 2>/dev/null || echo 'not a git checkout'))"; \
+	 printf '#define SPANTRACE_VERSION "%s"\n' "$$v" >$@.tmp; cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+.PHONY: FORCE
+FORCE:
 $(BUILD)/mkmodel: inference/mkmodel.c $(BUILD)/libinfer.so
 	$(LINK_ENGINE_PROGRAM)
 
@@ -219,6 +228,7 @@ $(BUILD)/spantrace.skel.h: $(BPF_LINKED)
 $(BUILD)/user/%.o: user/%.c | $(BPF_SKELS)
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) $(DEPFLAGS) -c $< -o $@
+$(USER_MAIN_OBJ): $(BUILD)/version.h
 
 $(BUILD)/libspantrace.a: $(USER_LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^

@@ -12,6 +12,7 @@
 #include "http.h"
 #include "serve.h"
 #include "trace.h"
+#include "version.h"
 
 typedef struct {
 	EngineOptions eng;
@@ -36,7 +37,7 @@ static void on_signal(int sig)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: infer MODEL [options]\n"
+		"usage: infer MODEL [options]   (infer --version: the build)\n"
 		"  -z TOKENIZER    llama2.c tokenizer (needed for text prompts and text output)\n"
 		"  -n STEPS        positions per request, prompt included (default 256; 0 = seq_len)\n"
 		"  -t TEMP         temperature, 0 = greedy (default 1.0)\n"
@@ -250,7 +251,7 @@ static int parse_valued(Args *a, const char *opt, const char *val)
 	return 1;
 }
 
-/* 0 ok, 1 help shown, -1 bad arguments (message printed). */
+/* 0 ok, 1 help or version shown, -1 bad arguments (message printed). */
 static int parse_args(Args *a, int argc, char **argv)
 {
 	*a = (Args){ .eng = { .backend = "opencl", .temperature = 1.0f, .topp = 0.9f,
@@ -264,6 +265,10 @@ static int parse_args(Args *a, int argc, char **argv)
 
 		if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
 			usage(stdout);
+			return 1;
+		}
+		if (!strcmp(opt, "--version")) {
+			printf("infer %s\n", SPANTRACE_VERSION);
 			return 1;
 		}
 		if (!strcmp(opt, "--ids")) {

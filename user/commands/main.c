@@ -5,6 +5,7 @@
 #include "commands/commands.h"
 #include "core/options.h"
 #include "analysis/profile.h"
+#include "version.h"
 
 struct command {
 	const char *name;
@@ -23,7 +24,8 @@ static const struct command commands[] = {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: spantrace COMMAND [OPTIONS...]   (spantrace COMMAND --help for more)\n\ncommands:\n");
+	fprintf(f, "usage: spantrace COMMAND [OPTIONS...]   (spantrace COMMAND --help for more;\n"
+		   "       spantrace --version: the build)\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
 }
@@ -36,6 +38,10 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
 		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+		printf("spantrace %s\n", SPANTRACE_VERSION);
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
