@@ -162,13 +162,34 @@ int main(void)
 	expect_user(s, (uint64_t)(uintptr_t)&getpid + 1, "getpid", SYM_FOUND);
 	expect_user(s, 16, "[unknown]", SYM_FALLBACK);
 
-	/* Executable anonymous memory (a JIT's) has no file: region+offset. */
+	/* Executable anonymous memory (a JIT's) has no file: region+offset,
+	 * until the process writes /tmp/perf-PID.map naming it. */
 	void *anon = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(anon != MAP_FAILED, "mmap an executable page");
 	if (anon != MAP_FAILED) {
+		char perf_map[64];
+		FILE *fp;
+
 		sym_load_pid(s, getpid());
 		expect_user(s, (uint64_t)(uintptr_t)anon + 0x10, "[anon]+0x10", SYM_FALLBACK);
+		snprintf(perf_map, sizeof(perf_map), "/tmp/perf-%d.map", (int)getpid());
+		CHECK((fp = fopen(perf_map, "w")) != NULL, "write %s", perf_map);
+		if (fp) {
+			fprintf(fp, "not a map line\n%llx 20 LazyCompile:*work /app/x.js:3\n%llx 8 second\n",
+				(unsigned long long)(uintptr_t)anon, (unsigned long long)(uintptr_t)anon + 0x40);
+			fclose(fp);
+			expect_user(s, (uint64_t)(uintptr_t)anon + 0x10, "LazyCompile:*work /app/x.js:3", SYM_FOUND);
+			expect_user(s, (uint64_t)(uintptr_t)anon + 0x44, "second", SYM_FOUND);
+			expect_user(s, (uint64_t)(uintptr_t)anon + 0x30, "[anon]+0x30", SYM_FALLBACK);
+			unlink(perf_map);
+		}
 		munmap(anon, 4096);
 	}
+	/* C++ names come demangled (libstdc++'s own, mapped here) */
+	void *dtor = dlsym(RTLD_DEFAULT, "_ZNSt9exceptionD1Ev");
+	CHECK(dtor != NULL, "libstdc++'s std::exception::~exception() is linked in");
+	if (dtor)
+		expect_user(s, (uint64_t)(uintptr_t)dtor, "std::exception::~exception()", SYM_FOUND);
 	test_deleted_library(s, dir);
 	test_kernel(s);
 	sym_free(s);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,13 +52,26 @@ struct sym_map {
 	char *name;           /* path or [vdso] etc. */
 };
 
+/* A JIT's /tmp/perf-PID.map: "START SIZE NAME" lines, hex, appended as
+ * code is compiled (node --perf-basic-prof, python -X perf). */
+struct jit_map {
+	struct sym *syms;     /* sorted by addr; names into text */
+	size_t nsyms;
+	char *text;
+	off_t loaded_size;    /* the file's size when read: it only grows */
+};
+
 struct sym_proc {
 	pid_t pid;
 	struct sym_map *maps;
 	size_t nmaps;
 	uint64_t miss_reload_ns;  /* last re-read caused by a miss */
+	struct jit_map jit;
 	struct sym_proc *next;
 };
+
+/* The C++ ABI's demangler (libstdc++): a C function, though C++'s own. */
+char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *status);
 
 struct ksym {
 	uint64_t addr;
@@ -99,9 +113,17 @@ static void clear_maps(struct sym_proc *p)
 	p->nmaps = 0;
 }
 
+static void clear_jit(struct jit_map *j)
+{
+	free(j->syms);
+	free(j->text);
+	*j = (struct jit_map){ 0 };
+}
+
 static void free_proc(struct sym_proc *p)
 {
 	clear_maps(p);
+	clear_jit(&p->jit);
 	free(p);
 }
 
@@ -467,6 +489,74 @@ static const struct sym *find_sym(const struct sym_file *f, uint64_t vaddr)
 	return sym;
 }
 
+/* ---- JIT maps and C++ names ---- */
+
+static int jit_parse(struct jit_map *j)
+{
+	size_t cap = 0;
+
+	for (char *line = j->text, *next; line && *line; line = next) {
+		uint64_t start, size;
+		int name_at = 0;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		if (sscanf(line, "%" SCNx64 " %" SCNx64 " %n", &start, &size, &name_at) < 2 || !name_at)
+			continue;   /* not a map line: skipped, never guessed */
+		if (j->nsyms == cap) {
+			struct sym *g = realloc(j->syms, (cap = cap ? cap * 2 : 256) * sizeof(*g));
+			if (!g)
+				return -1;
+			j->syms = g;
+		}
+		j->syms[j->nsyms++] = (struct sym){ start, size, line + name_at, 0 };
+	}
+	qsort(j->syms, j->nsyms, sizeof(*j->syms), sym_by_addr);
+	return 0;
+}
+
+/* (Re)reads pid's perf map when it has grown: through its root, so a
+ * process in a container is found by the name it wrote. */
+static void jit_load(struct sym_proc *p)
+{
+	char path[96];
+	struct stat st;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "/proc/%d/root/tmp/perf-%d.map", (int)p->pid, (int)p->pid);
+	if (stat(path, &st) && (snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)p->pid), stat(path, &st)))
+		return;
+	if (st.st_size == p->jit.loaded_size || !(fp = fopen(path, "re")))
+		return;
+	clear_jit(&p->jit);
+	p->jit.text = calloc(1, (size_t)st.st_size + 1);
+	if (p->jit.text && fread(p->jit.text, 1, (size_t)st.st_size, fp) == (size_t)st.st_size &&
+	    !jit_parse(&p->jit))
+		p->jit.loaded_size = st.st_size;
+	else
+		clear_jit(&p->jit);
+	fclose(fp);
+}
+
+static const struct sym *jit_find(const struct jit_map *j, uint64_t addr)
+{
+	const struct sym_file f = { .syms = j->syms, .nsyms = j->nsyms };
+	const struct sym *sym = find_sym(&f, addr);
+
+	return sym && addr < sym->addr + sym->size ? sym : NULL;
+}
+
+/* name into buf, demangled when it is a C++ (Itanium ABI) name. */
+static void put_name(const char *name, char *buf, size_t len)
+{
+	int status = -1;
+	char *d = !strncmp(name, "_Z", 2) ? __cxa_demangle(name, NULL, NULL, &status) : NULL;
+
+	snprintf(buf, len, "%s", d && !status ? d : name);
+	free(d);
+}
+
 enum sym_result sym_user(struct symbolizer *s, pid_t pid, uint64_t addr, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s", UNKNOWN);
@@ -488,6 +578,16 @@ enum sym_result sym_user(struct symbolizer *s, pid_t pid, uint64_t addr, char *b
 		return SYM_FALLBACK;
 	uint64_t file_off = addr - m->start + m->pgoff;
 	if (!m->file) {
+		const struct sym *jit = jit_find(&p->jit, addr);
+
+		if (!jit) {
+			jit_load(p);
+			jit = jit_find(&p->jit, addr);
+		}
+		if (jit) {
+			snprintf(buf, len, "%s", jit->name);
+			return SYM_FOUND;
+		}
 		snprintf(buf, len, "%s+0x%" PRIx64, m->name, addr - m->start);
 		return SYM_FALLBACK;
 	}
@@ -497,7 +597,7 @@ enum sym_result sym_user(struct symbolizer *s, pid_t pid, uint64_t addr, char *b
 		snprintf(buf, len, "%s+0x%" PRIx64, m->file->base, vaddr);
 		return SYM_FALLBACK;
 	}
-	snprintf(buf, len, "%s", sym->name);
+	put_name(sym->name, buf, len);
 	return SYM_FOUND;
 }
 
