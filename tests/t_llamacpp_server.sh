@@ -39,7 +39,7 @@ EOF
 before_p=$(counter prompt_tokens_total) before_g=$(counter tokens_predicted_total) before_d=$(counter n_decode_total)
 need_num "llama-server's /metrics counters before" "$before_p" "$before_g" "$before_d"
 
-"$SPANTRACE" record -p $SPID -o "$TMP/r.jsonl" 2>"$TMP/rec.err" &
+"$SPANTRACE" record --capture-tokens -p $SPID -o "$TMP/r.jsonl" 2>"$TMP/rec.err" &
 RPID=$!
 wait_for grep -qs '"type":"session"' "$TMP/r.jsonl" || fail "record -p: $(cat "$TMP/rec.err")"
 assert_eq "session: engine" llamacpp "$(jq -r 'select(.type=="session") | .engine' "$TMP/r.jsonl")"

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "analysis/procs.h"
+#include "core/events.h"
 #include "output/csv.h"
 #include "output/jsonl.h"
 #include "output/outbuf.h"
@@ -146,10 +147,118 @@ static void test_others(char *path)
 	}
 	t.pos = 3;
 	t.token_out = 31999;
+	events_set_capture_tokens(0);   /* the default: no content */
+	j = render(&t, sizeof(t), path);
+	if (j) {
+		CHECK(!json_object_object_get_ex(j, "token_out", &v) && !json_object_object_get_ex(j, "token_in", &v),
+		      "a token id without --capture-tokens");
+		json_object_put(j);
+	}
+	events_set_capture_tokens(1);
 	j = render(&t, sizeof(t), path);
 	if (j) {
 		CHECK(get_u64(j, "token_out") == 31999, "token_out");
 		json_object_put(j);
+	}
+}
+
+/* ---- the reference: every field the writer emits is documented ---- */
+
+/* The lines of the docs that describe record type `type`: its schema row
+ * ("| `type`") or an example line ("\"type\":\"type\""). */
+static char *doc_lines_of(const char *const *docs, size_t ndocs, const char *type)
+{
+	char row[64], example[64], *out = calloc(1, 1);
+	size_t len = 0;
+
+	snprintf(row, sizeof(row), "| `%s`", type);
+	snprintf(example, sizeof(example), "\"type\":\"%s\"", type);
+	for (size_t d = 0; out && d < ndocs; d++) {
+		char *text = slurp(docs[d]), *line, *save = NULL;
+
+		CHECK(text != NULL, "cannot read %s (run from the repository root)", docs[d]);
+		for (line = text ? strtok_r(text, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save)) {
+			char *grown;
+
+			char *cell_end = strstr(line + 1, " |");   /* "| `alloc` / `free` |" */
+			int in_first_cell = !strncmp(line, "| ", 2) && cell_end &&
+					    strstr(line, row + 2) && strstr(line, row + 2) < cell_end;
+
+			if (!in_first_cell && !strstr(line, example))
+				continue;
+			if (!(grown = realloc(out, len + strlen(line) + 2)))
+				break;
+			out = grown;
+			len += (size_t)sprintf(out + len, "%s\n", line);
+		}
+		free(text);
+	}
+	return out;
+}
+
+/* key as a word of text: not inside a longer name */
+static int has_word(const char *text, const char *key)
+{
+	size_t n = strlen(key);
+
+	for (const char *p = text; (p = strstr(p, key)); p += n) {
+		int before = p > text && (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z'));
+		int after = p[n] == '_' || (p[n] >= 'a' && p[n] <= 'z');
+
+		if (!before && !after)
+			return 1;
+	}
+	return 0;
+}
+
+/* Each record type the JSONL writer knows, zeroed but for its type (and
+ * enough to show its optional fields), rendered: each field must be in its
+ * type's row or example in docs/record.md, opencl.md or requests.md. The
+ * header's fields (type, ts_ns, pid, tid, cpu) are documented once. */
+static void test_documented(char *path)
+{
+	static const char *const docs[] = { "docs/record.md", "docs/opencl.md", "docs/requests.md" };
+	static const char *const header[] = { "type", "ts_ns", "pid", "tid", "cpu" };
+	union { struct event_header h; char raw[1024]; } ev;
+
+	events_set_capture_tokens(1);
+	for (unsigned type = 1; type < EV_TYPE_COUNT; type++) {
+		size_t size = event_record_size(type);
+		json_object *j;
+
+		if (type == EV_SAMPLE || type == EV_DL_CHANGE || !size || size > sizeof(ev))
+			continue;   /* the profiler's and the session's own: not JSONL */
+		memset(&ev, 0, sizeof(ev));
+		ev.h.type = type;
+		/* what shows a type's optional fields */
+		if (type == EV_HTTP) {
+			((struct http_event *)&ev)->events = 3;
+			((struct http_event *)&ev)->flags = HTTP_F_PATH_CUT;
+		}
+		if (type == EV_ALLOC)
+			((struct alloc_event *)&ev)->unknown = 2;   /* at_attach */
+		if (type == EV_CL_WAIT)
+			((struct cl_call_event *)&ev)->op = CL_OP_WAIT_EVENTS;
+		if (type == EV_CL_TRANSFER)
+			((struct cl_call_event *)&ev)->op = CL_OP_READ;
+		if (type == EV_CL_BUILD)
+			((struct cl_call_event *)&ev)->op = CL_OP_BUILD;
+		if (!(j = render(&ev, size, path)))
+			continue;
+		char *doc = doc_lines_of(docs, sizeof(docs) / sizeof(docs[0]), event_type_name(type));
+		CHECK(doc && *doc, "record type %s is in no doc's schema", event_type_name(type));
+		json_object_object_foreach(j, key, val) {
+			int common = 0;
+
+			(void)val;
+			for (size_t h = 0; h < sizeof(header) / sizeof(header[0]); h++)
+				common |= !strcmp(key, header[h]);
+			CHECK(common || (doc && has_word(doc, key)), "%s.%s is written but not documented",
+			      event_type_name(type), key);
+		}
+		free(doc);
+		json_object_put(j);
+		unlink(path);
 	}
 }
 
@@ -283,6 +392,7 @@ int main(int argc, char **argv)
 	test_csv(path);
 	unlink(path);
 	test_enospc();
+	test_documented(path);
 	if (failures) {
 		printf("%d failures\n", failures);
 		return 1;

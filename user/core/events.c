@@ -2,6 +2,8 @@
 #include "core/events.h"
 
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 #include "core/userspans.h"
 
 static int layer_ok(__s32 layer)
@@ -166,6 +168,33 @@ const char *http_end_name(unsigned end)
 uint64_t http_first_token_ns(const struct http_event *e)
 {
 	return e->first_event_ns ? e->first_event_ns : e->resp_ns;
+}
+
+/* The socket's kernel address must not leave (it would undo KASLR): it is
+ * mixed with this process's random salt, the same for every output. */
+uint64_t http_conn_id(uint64_t sock)
+{
+	static uint64_t salt;
+	uint64_t z;
+
+	if (!salt && getrandom(&salt, sizeof(salt), 0) != sizeof(salt))
+		salt = 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+	z = (sock ^ salt) + 0x9e3779b97f4a7c15ull;   /* splitmix64's finalizer */
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return (z ^ (z >> 31)) & 0xffffffffull;
+}
+
+static int capture_tokens;
+
+void events_set_capture_tokens(int on)
+{
+	capture_tokens = on != 0;
+}
+
+int events_capture_tokens(void)
+{
+	return capture_tokens;
 }
 
 const char *event_type_name(unsigned type)

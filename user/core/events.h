@@ -70,6 +70,16 @@ const char *http_end_name(unsigned end);
 /* When an http record's first token left: its first SSE event written, else
  * (not streamed) its response's first byte; 0 if neither happened. */
 uint64_t http_first_token_ns(const struct http_event *e);
+/* An http record's connection as outputs name it: its socket, hashed with
+ * a per-run salt (32 bits), never the kernel address. */
+uint64_t http_conn_id(uint64_t sock);
+/* Content: token ids (token_in/token_out, emit token_id) are what users
+ * were told, and leave spantrace only when asked for (--capture-tokens,
+ * or SPANTRACE_CAPTURE_TOKENS=1); every writer asks this before writing
+ * one, and leaves the field out otherwise. Counts, lengths and times are
+ * not content. */
+void events_set_capture_tokens(int on);
+int events_capture_tokens(void);
 /* "short", "unknown type", "bad field" ("ok" for EVENT_OK). */
 const char *event_verdict_name(enum event_verdict v);
 /* The size of a record of this type, 0 for an unknown type. */

@@ -4,10 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/events.h"
 #include "core/log.h"
 #include "core/numparse.h"
 
-enum { KEY_LEVEL = 0x4c00, KEY_DURATION, KEY_MAX_EVENTS };
+enum { KEY_LEVEL = 0x4c00, KEY_DURATION, KEY_MAX_EVENTS, KEY_CAPTURE_TOKENS };
 
 #define COMMON_GROUP 20   /* after every command's own options in --help */
 
@@ -56,6 +57,17 @@ static error_t common_parse(int key, char *arg, struct argp_state *state)
 		break;
 	case 'q': o->quiet = st_quiet = 1; break;
 	case 'v': st_verbose++; break;
+	case KEY_CAPTURE_TOKENS: o->capture_tokens = 1; break;
+	case ARGP_KEY_END: {
+		const char *env = getenv("SPANTRACE_CAPTURE_TOKENS");
+
+		if (env && *env && strcmp(env, "0") && strcmp(env, "1"))
+			argp_error(state, "SPANTRACE_CAPTURE_TOKENS must be 0 or 1, not '%s'", env);
+		if (env && !strcmp(env, "1"))
+			o->capture_tokens = 1;
+		events_set_capture_tokens(o->capture_tokens);
+		break;
+	}
 	default:
 		return ARGP_ERR_UNKNOWN;
 	}
@@ -65,7 +77,7 @@ static error_t common_parse(int key, char *arg, struct argp_state *state)
 const struct argp *common_argp(unsigned mask, const struct common_opts *defaults)
 {
 	static char level_doc[384], max_doc[96];
-	static struct argp_option opts[6];
+	static struct argp_option opts[7];
 	static struct argp child = { opts, common_parse, NULL, NULL, NULL, NULL, NULL };
 	unsigned n = 0;
 
@@ -90,6 +102,9 @@ const struct argp *common_argp(unsigned mask, const struct common_opts *defaults
 	if (mask & COMMON_VERBOSE)
 		opts[n++] = (struct argp_option){ "verbose", 'v', NULL, 0, "More logging (twice: libbpf debug)",
 						  COMMON_GROUP };
+	opts[n++] = (struct argp_option){ "capture-tokens", KEY_CAPTURE_TOKENS, NULL, 0,
+					  "Write token ids (what users were told) into the outputs; without it "
+					  "no output holds one (SPANTRACE_CAPTURE_TOKENS=1 too)", COMMON_GROUP };
 	opts[n] = (struct argp_option){ 0 };
 	return &child;
 }

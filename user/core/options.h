@@ -30,6 +30,7 @@ struct common_opts {
 	double duration_s;       /* 0: until the target exits, or a signal */
 	int quiet;
 	uint64_t max_events;     /* 0: the command's default */
+	int capture_tokens;      /* --capture-tokens or SPANTRACE_CAPTURE_TOKENS=1 */
 };
 
 /* The argp child for the options in mask (enum common_option bits), whose

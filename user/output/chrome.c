@@ -372,9 +372,10 @@ int chrome_token(struct chrome_writer *cw, const struct token_event *ev)
 	fprintf(cw->f, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"token\",\"name\":\"token\",\"pid\":%u,\"tid\":%u,\"ts\":",
 		ev->h.pid, ev->h.tid);
 	put_us(cw->f, ev->h.ts_ns + ev->dur_ns);
-	fprintf(cw->f, ",\"args\":{\"req\":%llu,\"pos\":%u,\"token_in\":%u,\"token_out\":%u,\"dur_ns\":%llu}}",
-		(unsigned long long)ev->req, ev->pos, ev->token_in, ev->token_out,
-		(unsigned long long)ev->dur_ns);
+	fprintf(cw->f, ",\"args\":{\"req\":%llu,\"pos\":%u,", (unsigned long long)ev->req, ev->pos);
+	if (events_capture_tokens())
+		fprintf(cw->f, "\"token_in\":%u,\"token_out\":%u,", ev->token_in, ev->token_out);
+	fprintf(cw->f, "\"dur_ns\":%llu}}", (unsigned long long)ev->dur_ns);
 	return 0;
 }
 
@@ -527,6 +528,46 @@ int chrome_emit(struct chrome_writer *cw, const struct emit_event *ev)
 	return 0;
 }
 
+/* ---- HTTP requests from the socket (--http): a track per connection ---- */
+
+static __u32 http_tid(uint64_t conn)
+{
+	return CHROME_HTTP_TID_BASE + (__u32)(conn % CHROME_HTTP_TIDS);
+}
+
+static void http_phase(struct chrome_writer *cw, const struct http_event *ev, __u32 tid, const char *phase,
+		       uint64_t begin_ns, uint64_t end_ns)
+{
+	if (end_ns > begin_ns && open_slice(cw, "http", phase, ev->h.pid, tid, begin_ns, end_ns - begin_ns))
+		fputs(",\"args\":{}}", cw->f);
+}
+
+/* The request from its arrival to its response's end, with inside it:
+ * unread (arrival to the server's first read), to first token (arrival to
+ * the first SSE event or byte written) and events (first to last event). */
+int chrome_http(struct chrome_writer *cw, const struct http_event *ev)
+{
+	uint64_t conn = http_conn_id(ev->sock), first = http_first_token_ns(ev);
+	__u32 tid = http_tid(conn);
+	char name[HTTP_METHOD_LEN + HTTP_PATH_LEN + 2];
+
+	snprintf(name, sizeof(name), "http conn %llu", (unsigned long long)conn);
+	if (ensure_track(cw, ev->h.pid, tid, name))
+		return -1;
+	snprintf(name, sizeof(name), "%.*s %.*s", HTTP_METHOD_LEN, ev->method, HTTP_PATH_LEN, ev->path);
+	if (open_slice(cw, "http", name, ev->h.pid, tid, ev->start_ns, ev->end_ns - ev->start_ns))
+		fprintf(cw->f, ",\"args\":{\"status\":%u,\"stream\":%s,\"events\":%u,\"ttft_ns\":%llu,"
+			"\"end\":\"%s\",\"seq\":%u,\"clock\":\"host\"}}", ev->status,
+			ev->flags & HTTP_F_SSE ? "true" : "false", ev->events,
+			(unsigned long long)(first ? first - ev->start_ns : 0), http_end_name(ev->end), ev->seq);
+	http_phase(cw, ev, tid, "unread", ev->start_ns, ev->read_ns);
+	if (first)
+		http_phase(cw, ev, tid, "to first token", ev->start_ns, first);
+	if (ev->events > 1)
+		http_phase(cw, ev, tid, "events", ev->first_event_ns, ev->last_event_ns);
+	return 0;
+}
+
 /* The session's handlers: a record the writer cannot keep (out of memory)
  * is counted and reported at close; it does not stop the tracing. */
 static int keep(struct chrome_writer *cw, int rc)
@@ -544,6 +585,7 @@ static int on_alloc(void *cw, const struct alloc_event *e) { return keep(cw, chr
 static int on_step(void *cw, const struct step_event *e) { return keep(cw, chrome_step(cw, e)); }
 static int on_request(void *cw, const struct request_event *e) { return keep(cw, chrome_request(cw, e)); }
 static int on_emit(void *cw, const struct emit_event *e) { return keep(cw, chrome_emit(cw, e)); }
+static int on_http(void *cw, const struct http_event *e) { return keep(cw, chrome_http(cw, e)); }
 
 const struct event_handlers chrome_handlers = {
 	.span = on_span,
@@ -555,6 +597,7 @@ const struct event_handlers chrome_handlers = {
 	.step = on_step,
 	.request = on_request,
 	.emit = on_emit,
+	.http = on_http,
 };
 
 int chrome_write_record(struct chrome_writer *cw, const void *data, size_t size)

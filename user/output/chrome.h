@@ -26,6 +26,10 @@
  *    CHROME_REQUEST_TID_BASE + req mod CHROME_REQUEST_TIDS), the request
  *    with its queued, prefill and decode phases inside it; and a flow arrow
  *    (cat "ride") from the request to each step it got a token from.
+ *  - HTTP requests from the socket (--http): a track per connection (tid
+ *    CHROME_HTTP_TID_BASE + its id mod CHROME_HTTP_TIDS, "http conn ID"),
+ *    each request from its arrival to its response's end, with its unread,
+ *    to-first-token and events phases inside it (host clock).
  *
  * At most max_events events (process/thread name metadata excluded) are
  * written; the rest are counted, announced once on stderr, and the count is
@@ -44,6 +48,8 @@
 #define CHROME_STEP_TID (CHROME_QUEUE_TID_BASE - 1)
 #define CHROME_REQUEST_TID_BASE 2000000u
 #define CHROME_REQUEST_TIDS 1000000u
+#define CHROME_HTTP_TID_BASE 3000000u
+#define CHROME_HTTP_TIDS 1000000u
 
 struct chrome_writer;
 
@@ -76,6 +82,7 @@ int chrome_alloc(struct chrome_writer *cw, const struct alloc_event *ev);
 int chrome_step(struct chrome_writer *cw, const struct step_event *ev);
 int chrome_request(struct chrome_writer *cw, const struct request_event *ev);
 int chrome_emit(struct chrome_writer *cw, const struct emit_event *ev);
+int chrome_http(struct chrome_writer *cw, const struct http_event *ev);
 /* A generic counter track `name` with one series `series`. */
 int chrome_counter(struct chrome_writer *cw, __u32 pid, __u64 ts_ns, const char *name,
 		   const char *series, uint64_t value);

@@ -1,7 +1,6 @@
 /* jsonl.c - fixed-schema JSONL lines for ring-buffer records (see jsonl.h). */
 #include "output/jsonl.h"
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 /* {"type":…,"ts_ns":…,"pid":…,"tid":…,"cpu":…  then the type's fields, then }.
@@ -99,10 +98,12 @@ static void token_fields(struct outbuf *ob, const void *rec)
 	ob_u64(ob, e->req);
 	ob_key(ob, "pos");
 	ob_u64(ob, e->pos);
-	ob_key(ob, "token_in");
-	ob_u64(ob, e->token_in);
-	ob_key(ob, "token_out");
-	ob_u64(ob, e->token_out);
+	if (events_capture_tokens()) {
+		ob_key(ob, "token_in");
+		ob_u64(ob, e->token_in);
+		ob_key(ob, "token_out");
+		ob_u64(ob, e->token_out);
+	}
 }
 
 static void request_fields(struct outbuf *ob, const void *rec)
@@ -171,8 +172,10 @@ static void emit_fields(struct outbuf *ob, const void *rec)
 	ob_u64(ob, e->req);
 	ob_key(ob, "pos");
 	ob_u64(ob, e->pos);
-	ob_key(ob, "token_id");
-	ob_u64(ob, e->token_id);
+	if (events_capture_tokens()) {
+		ob_key(ob, "token_id");
+		ob_u64(ob, e->token_id);
+	}
 	ob_key(ob, "gap_ns");
 	ob_u64(ob, e->gap_ns);
 	ob_key(ob, "first");
@@ -454,21 +457,6 @@ static void cl_devtime_fields(struct outbuf *ob, const void *rec)
 		    e->t[3] >= e->t[2], e->t[3] - e->t[2]);
 }
 
-/* A connection's id in the output: its socket's kernel address, which must
- * not leave (it would undo KASLR), mixed with this process's random salt. */
-static uint64_t conn_id(uint64_t sock)
-{
-	static uint64_t salt;
-	uint64_t z;
-
-	if (!salt && getrandom(&salt, sizeof(salt), 0) != sizeof(salt))
-		salt = 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
-	z = (sock ^ salt) + 0x9e3779b97f4a7c15ull;   /* splitmix64's finalizer */
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return (z ^ (z >> 31)) & 0xffffffffull;
-}
-
 /* --http: a request as its server's socket saw it; times on the host clock,
  * ttft_ns and dur_ns from its arrival (start_ns). */
 static void http_fields(struct outbuf *ob, const void *rec)
@@ -505,7 +493,7 @@ static void http_fields(struct outbuf *ob, const void *rec)
 	ob_u64(ob, e->resp_bytes);
 	ob_key_name(ob, "end", http_end_name(e->end));
 	ob_key(ob, "conn");
-	ob_u64(ob, conn_id(e->sock));
+	ob_u64(ob, http_conn_id(e->sock));
 	ob_key(ob, "seq");
 	ob_u64(ob, e->seq);
 }

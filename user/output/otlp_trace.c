@@ -269,8 +269,10 @@ static int on_token(void *ctx, const struct token_event *e)
 	common_attrs(t, attrs, &e->h);
 	attr_int(t, attrs, "spantrace.request", (int64_t)e->req);
 	attr_int(t, attrs, "spantrace.position", e->pos);
-	attr_int(t, attrs, "spantrace.token_in", e->token_in);
-	attr_int(t, attrs, "spantrace.token_out", e->token_out);
+	if (events_capture_tokens()) {
+		attr_int(t, attrs, "spantrace.token_in", e->token_in);
+		attr_int(t, attrs, "spantrace.token_out", e->token_out);
+	}
 	span_add(t, s, attrs);
 	return 0;
 }
@@ -334,7 +336,8 @@ static int on_emit(void *ctx, const struct emit_event *e)
 	common_attrs(t, attrs, &e->h);
 	attr_int(t, attrs, "spantrace.request", (int64_t)e->req);
 	attr_int(t, attrs, "spantrace.position", e->pos);
-	attr_int(t, attrs, "spantrace.token_out", e->token_id);
+	if (events_capture_tokens())
+		attr_int(t, attrs, "spantrace.token_out", e->token_id);
 	attr_int(t, attrs, "spantrace.step", (int64_t)e->step);
 	if (e->step) {
 		links = json_object_new_array();

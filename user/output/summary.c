@@ -66,6 +66,8 @@ json_object *summary_session_json(const struct session_info *si, const struct se
 	if (si->command)
 		json_object_object_add(j, "command", strings_json(si->command));
 	json_object_object_add(j, "level", json_object_new_string(trace_level_name(si->level)));
+	/* whether token ids (content) are in this output (core/events.h) */
+	json_object_object_add(j, "capture_tokens", json_object_new_boolean(events_capture_tokens()));
 	add_u64(j, "start_wall_ns", si->start_wall_ns);
 	add_u64(j, "start_mono_ns", si->start_mono_ns);
 	add_u64(j, "ringbuf_bytes", s->ringbuf_bytes);
@@ -337,6 +339,7 @@ json_object *summary_json(struct runstats *r, const struct session *s, const str
 		ops += r->kernels[k].hist.count;
 	json_object_object_add(j, "type", json_object_new_string("summary"));
 	json_object_object_add(j, "stop_reason", json_object_new_string(stop_reason));
+	json_object_object_add(j, "capture_tokens", json_object_new_boolean(events_capture_tokens()));
 	if (s->engine)   /* also for a command that loaded it after the session record */
 		json_object_object_add(j, "engine", summary_engine_json(s));
 	json_object_object_add(j, "total_time_s", json_object_new_double(wall_s));
