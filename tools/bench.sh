@@ -20,7 +20,7 @@ export BUILD REPEAT=${REPEAT:-5}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 LOGDIR=$BUILD/bench
 mkdir -p "$LOGDIR" || exit 1
-ALL_SECTIONS="engine serve serveq8 tracer probes daemon reqtrace profile opencl opdetail gguf llamacpp servepeer"
+ALL_SECTIONS="engine serve serveq8 tracer probes daemon reqtrace alwayson profile opencl opdetail gguf llamacpp servepeer"
 SECTIONS=${*:-$ALL_SECTIONS}
 
 # section NAME -> "script time_limit_seconds"; limits keep the whole run
@@ -34,6 +34,7 @@ section_script() {
 	probes) echo "tools/bench_probes.sh 60" ;;
 	daemon) echo "tools/bench_daemon.sh 300" ;;
 	reqtrace) echo "tools/bench_reqtrace.sh 300" ;;
+	alwayson) echo "tools/bench_alwayson.sh 600" ;;
 	profile) echo "tools/bench_profile.sh 180" ;;
 	opencl) echo "tools/bench_opencl.sh 240" ;;
 	opdetail) echo "tools/bench_opdetail.sh 240" ;;

@@ -290,6 +290,7 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
 	memcpy(s->sinks, sinks, nsinks * sizeof(*sinks));
 	s->nsinks = nsinks;
 	s->level = o->level;
+	s->stream_mode = o->stream_mode;
 	s->opencl = o->opencl;
 	s->http = o->http;
 	/* the detail level attaches cl_batch: device spans then expect kernels */
@@ -578,6 +579,16 @@ static int attach_hook(struct session *s, const struct engine_hook *h, struct bp
 	return 0;
 }
 
+/* The hooks that fire per sampled token, and in llama-server per sampler
+ * of its chain (llama_sampler_accept, ~13 a token): the always-on daemon,
+ * which streams no token, leaves them out, so a step costs it its decode's
+ * two hooks. A token then counts as out at the end of the decode that
+ * computed it, not when it was sampled (bpf/engines.bpf.h). */
+static int per_sampler_call(const struct session *s, unsigned role)
+{
+	return s->stream_mode == STREAM_TAIL && (role == FN_LOGITS || role == FN_ACCEPT);
+}
+
 int session_attach_engine(struct session *s, const struct target *t, pid_t pid, char *err, size_t errlen)
 {
 	struct engine_plan plan;
@@ -592,7 +603,7 @@ int session_attach_engine(struct session *s, const struct target *t, pid_t pid, 
 		for (size_t i = 0; i < plan.n; i++) {
 			struct bpf_program *prog = engine_prog(s->skel, plan.hooks[i].role, ret);
 
-			if (!prog)
+			if (!prog || per_sampler_call(s, plan.hooks[i].role))
 				continue;
 			if (attach_hook(s, &plan.hooks[i], prog, ret, pid, err, errlen))
 				return -1;

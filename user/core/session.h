@@ -71,6 +71,7 @@ struct session {
 	struct devjoin join;                /* spans wait here for their kernels */
 	int detached;
 	int opencl;                         /* session_opts.opencl: attach the loader's probes */
+	enum stream_mode stream_mode;       /* session_opts.stream_mode */
 	/* Another engine's profile (core/engines.h), once attached: */
 	int engine;                         /* enum engine_id; 0: none */
 	unsigned engine_fns;                /* its functions attached */
