@@ -84,19 +84,41 @@ grep -q '^spantrace_requests_total{' "$TMP/m2.txt" && fail "--engine none: engin
 ok "--engine none: no engine series, only the sockets'"
 
 # record --engine none: the sockets only
-"$SPANTRACE" record -q --engine none -p "$lpid" -o "$TMP/none.jsonl" 2>"$TMP/none.err" &
+"$SPANTRACE" record -q --engine none -p "$lpid" -o "$TMP/none.jsonl" --chrome "$TMP/none.chrome.json" \
+	2>"$TMP/none.err" &
 nrec=$!
 wait_for grep -qs '"type":"session"' "$TMP/none.jsonl" || fail "record --engine none did not attach: $(cat "$TMP/none.err")"
 curl -sf "http://127.0.0.1:$lport/v1/completions" -H 'Content-Type: application/json' \
 	-d '{"prompt":"Once upon","max_tokens":4,"temperature":0}' >/dev/null || fail "completion failed"
+CLIENT_KEEPALIVE=0 node "$ROOT/tests/node/sse_client.js" "http://127.0.0.1:$lport" 2 1 8 >/dev/null 2>"$TMP/client.err" ||
+	fail "sse_client: $(cat "$TMP/client.err")"
 wait_for grep -qs '"type":"http"' "$TMP/none.jsonl" || fail "record --engine none wrote no http record"
 kill -INT "$nrec"
 wait "$nrec" || fail "record --engine none exited $?: $(cat "$TMP/none.err")"
 assert_eq "record --engine none: the session's engine" none "$(jq -r 'select(.type == "session") | .engine' "$TMP/none.jsonl")"
 assert_eq "record --engine none: engine records (all but session, http, drops, summary)" 0 \
 	"$(jq -r 'select(.type | IN("session", "http", "drops", "summary") | not) | .type' "$TMP/none.jsonl" | wc -l)"
-assert_eq "record --engine none: the request" "POST /v1/completions 200" \
-	"$(jq -r 'select(.type == "http") | "\(.method) \(.path) \(.status)"' "$TMP/none.jsonl")"
+assert_eq "record --engine none: the requests" "POST /v1/completions 200 3" \
+	"$(jq -rs 'map(select(.type == "http")) | "\(.[0].method) \(.[0].path) \(.[0].status) \(length)"' "$TMP/none.jsonl")"
+# Chrome: each http record is a slice on its connection's track, from its
+# arrival to its end, with its status and events
+python3 - "$TMP/none.jsonl" "$TMP/none.chrome.json" <<'PY' || fail "the Chrome trace's http slices do not match the JSONL"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"http"' in l]
+tr = json.load(open(sys.argv[2]))["traceEvents"]
+sl = [e for e in tr if e.get("cat") == "http" and e.get("ph") == "X" and "status" in e.get("args", {})]
+assert len(sl) == len(recs), f"{len(sl)} http slices, {len(recs)} http records"
+names = {e["tid"]: e["args"]["name"] for e in tr if e.get("ph") == "M" and e.get("name") == "thread_name"}
+left = sorted(sl, key=lambda e: e["ts"])
+for r in sorted(recs, key=lambda r: r["start_ns"]):
+    e = min(left, key=lambda e: abs(e["ts"] - r["start_ns"] / 1e3))
+    left.remove(e)
+    assert abs(e["ts"] - r["start_ns"] / 1e3) < 1 and abs(e["dur"] - r["dur_ns"] / 1e3) < 1, (e, r)
+    assert e["name"] == f'{r["method"]} {r["path"]}' and e["args"]["status"] == r["status"], (e, r)
+    assert e["args"]["events"] == r["events"] and names.get(e["tid"]) == f'http conn {r["conn"]}', (e, r)
+print(f"ok: {len(recs)} http slices in the Chrome trace, as the JSONL has them")
+PY
+
 kill "$lpid"
 wait "$lpid" 2>/dev/null
 for d in b c; do

@@ -3,8 +3,9 @@
 # concurrent streams (at most 4 running): the requests pane shows running and
 # waiting within the engine's limits while traffic flows; once it drains, it
 # shows 0 running and 0 waiting, one TTFT per request, tokens and ITL
-# counts that equal the client's usage, and prefix cache hits, cached
-# tokens and cache size that equal the engine's /stats.
+# counts that equal the client's usage, the socket's http ttft and e2e rows
+# one per request (on by default for a listening -p PID), and prefix cache
+# hits, cached tokens and cache size that equal the engine's /stats.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 need_bpf
@@ -32,7 +33,14 @@ last_frame() {
 		END { printf "%s", last }' "$TMP/frames" >"$TMP/last"
 }
 row_count() { awk -v want="$1" '$1 == want { print $2; f = 1; exit } END { if (!f) print 0 }' "$TMP/last"; }
-drained() { last_frame; grep -q "requests: running 0  waiting 0" "$TMP/last" && [ "$(row_count ttft)" = "$N" ]; }
+# http_count ROW: the count of row "http ROW" (the socket's view: top -p of
+# a listening server times its HTTP requests by default)
+http_count() { awk -v want="$1" '$1 == "http" && $2 == want { print $3; f = 1; exit } END { if (!f) print 0 }' "$TMP/last"; }
+drained() {
+	last_frame
+	grep -q "requests: running 0  waiting 0" "$TMP/last" && [ "$(row_count ttft)" = "$N" ] &&
+		[ "$(http_count e2e)" = "$N" ]
+}
 wait_for drained || { cat "$TMP/last"; fail "no drained frame with $N TTFTs"; }
 kill -TERM $top
 wait $top || fail "top exited $?: $(cat "$TMP/top.err")"
@@ -48,6 +56,8 @@ awk '$2 > 0' "$TMP/gauges" | grep -q . || fail "no frame showed a waiting reques
 ok "a frame showed waiting requests"
 
 assert_eq "itl count = tokens after each first" $((tokens - N)) "$(row_count itl)"
+assert_eq "http ttft count (from the socket) = the requests" "$N" "$(http_count ttft)"
+assert_eq "http e2e count (from the socket) = the requests" "$N" "$(http_count e2e)"
 assert_eq "header tokens = the client's usage" "$tokens" "$(grep -o 'tokens [0-9]*' "$TMP/last" | head -n1 | cut -d' ' -f2)"
 grep -q "oldest in flight: none" "$TMP/last" || fail "drained frame still lists requests in flight"
 ok "no request left in flight"

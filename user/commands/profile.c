@@ -543,6 +543,11 @@ static error_t profile_parse(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_EVENTS: o->events = arg; break;
 	case 'o': o->dir = arg; break;
+	case ARGP_KEY_SUCCESS:
+		/* a profile is stacks per span: no socket request would show in it */
+		if (o->target.http || o->target.engine == ENGINE_NONE)
+			argp_error(state, "--http and --engine none are for record, top and daemon, not profile");
+		break;
 	default:
 		return ARGP_ERR_UNKNOWN;
 	}

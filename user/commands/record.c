@@ -15,7 +15,6 @@
 #include "analysis/profile.h"
 #include "analysis/runstats.h"
 #include "core/launch.h"
-#include "core/listen_ports.h"
 #include "core/maps.h"
 #include "core/numparse.h"
 #include "core/options.h"
@@ -43,8 +42,6 @@ struct record_opts {
 	int perf;                 /* --perf: span counter deltas */
 	struct slo slo;           /* --slo-ttft-ms, --slo-itl-ms: goodput */
 	int opencl;               /* --opencl: the OpenCL ICD loader's calls */
-	int http;                 /* --http: HTTP requests on the target's sockets */
-	int no_http;              /* --no-http: not even for -p PID of a listening server */
 };
 
 struct recorder {
@@ -155,12 +152,15 @@ static const char record_doc[] =
 	"        a function of any program as a span (histogram, JSONL, summary)\n"
 	"  spantrace record --opencl -p 4321 -o cl.jsonl\n"
 	"        any running OpenCL program: kernels by name, waits, transfers, buffers\n"
-	"  spantrace record --http -p $(pidof llama-server) -o reqs.jsonl\n"
-	"        every HTTP request as its socket saw it: arrival, first event, end\n"
+	"  spantrace record -p $(pidof llama-server) -o reqs.jsonl\n"
+	"        llama.cpp's requests, and every HTTP request as its socket saw it (a listening\n"
+	"        server: --http by default): arrival, first event, end\n"
+	"  spantrace record --engine none -p $(pidof vllm) -o reqs.jsonl\n"
+	"        any HTTP server's requests from its sockets alone\n"
 	"\n"
 	"JSONL record types: session, span, token, request, emit, step, req_state, alloc, free, kv,\n"
 	"kernel, tensor, probe, drops, summary; with --opencl also cl_kernel, cl_wait, cl_transfer,\n"
-	"cl_build, cl_mem, cl_devtime; with --http also http.\n"
+	"cl_build, cl_mem, cl_devtime; with --http (by default for a listening -p PID) also http.\n"
 	"Environment: SPANTRACE_OUTPUT, _CSV, _SUMMARY, _METRICS, _CHROME and _LEVEL mirror their\n"
 	"flags; a flag wins over its variable.\n"
 	"Exit status: 0; 1 on an error of ours; 2 on bad options. With -- CMD, a command that\n"
@@ -169,7 +169,7 @@ static const char record_doc[] =
 	"Needs CAP_BPF and CAP_PERFMON (or root).";
 
 enum { OPT_CSV = 1000, OPT_SUMMARY, OPT_METRICS, OPT_RINGBUF, OPT_MIN_DUR, OPT_PERF, OPT_CHROME,
-       OPT_SLO_TTFT, OPT_SLO_ITL, OPT_OTLP, OPT_OPENCL, OPT_SPAN, OPT_HTTP, OPT_NO_HTTP };
+       OPT_SLO_TTFT, OPT_SLO_ITL, OPT_OTLP, OPT_OPENCL, OPT_SPAN };
 
 static const struct argp_option record_options[] = {
 	{ "output", 'o', "FILE", 0, "JSONL output (default: stdout; '-' = stdout)", 1 },
@@ -182,11 +182,6 @@ static const struct argp_option record_options[] = {
 	{ "opencl", OPT_OPENCL, NULL, 0,
 	  "Also trace the target's calls into the OpenCL ICD loader (libOpenCL.so.1): kernels, waits, "
 	  "transfers, buffers, builds; any OpenCL program, no restart", 1 },
-	{ "http", OPT_HTTP, NULL, 0,
-	  "Also every HTTP/1.x request on the target's sockets, any server: method, path, status, "
-	  "arrival, first event, end, SSE events (no body leaves the kernel; -p or -- CMD). On by default "
-	  "for -p PID of a process that listens on TCP", 1 },
-	{ "no-http", OPT_NO_HTTP, NULL, 0, "Not the HTTP requests, even for -p PID of a listening server", 1 },
 	{ "span", OPT_SPAN, "SPEC", 0,
 	  "Also a span of any program: uprobe:PATH:FUNCTION[:NAME] (entry to return) or "
 	  "usdt:PATH:PROVIDER:BEGIN,END[:NAME] (repeatable)", 1 },
@@ -223,8 +218,6 @@ static error_t record_parse(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_PERF: o->perf = 1; break;
 	case OPT_OPENCL: o->opencl = o->target.probes_optional = 1; break;
-	case OPT_HTTP: o->http = o->target.probes_optional = 1; break;
-	case OPT_NO_HTTP: o->no_http = 1; break;
 	case OPT_SPAN: user_span_option(state, arg, &o->target); break;
 	case OPT_SLO_TTFT:
 	case OPT_SLO_ITL: {
@@ -337,40 +330,11 @@ static json_object *otlp_json(const struct otlp_stats *st, uint64_t built)
 	return j;
 }
 
-/* Whether this run times HTTP requests from the sockets: asked for, the
- * only thing --engine none traces, or by default a server attached by pid
- * (a process with a listening TCP socket); never across a binary's
- * processes, whose pids are not known up front. */
-static int wants_http(const struct recorder *r, char *err, size_t errlen)
-{
-	const struct record_opts *o = r->o;
-	const struct target *t = &r->l.target;
-	uint32_t port;
-	int on = o->http || t->engine == ENGINE_NONE;
-
-	if (on && o->no_http) {
-		snprintf(err, errlen, "--no-http contradicts %s", o->http ? "--http" : "--engine none");
-		return -1;
-	}
-	if (on && r->l.mode == LAUNCH_BINARY) {
-		snprintf(err, errlen, "--http and --engine none trace one process's sockets: -p PID or -- CMD, "
-			 "not --binary");
-		return -1;
-	}
-	if (!on && !o->no_http && r->l.mode == LAUNCH_PID)
-		on = http_listening_ports(t->pid, &port, 1) > 0;
-	return on;
-}
-
 static int start_session(struct recorder *r, char *err, size_t errlen)
 {
 	const struct record_opts *o = r->o;
 	const struct target *t = &r->l.target;
 	struct event_sink sinks[SESSION_MAX_SINKS];
-	int http = wants_http(r, err, errlen);
-
-	if (http < 0)
-		return -1;
 	struct session_opts so = {
 		.pid_filter = t->pid > 0 ? (uint32_t)t->pid : 0,
 		.level = o->common.level,
@@ -381,7 +345,7 @@ static int start_session(struct recorder *r, char *err, size_t errlen)
 		.perf_ncpus = r->pc.ncpus,
 		.opencl = o->opencl,
 		.opencl_binary = r->o->target.binary,
-		.http = http,
+		.http = launch_wants_http(&o->target),
 		.engines = t->engine == ENGINE_LLAMACPP || t->pending,
 	};
 

@@ -230,6 +230,7 @@ static int start_tracing(struct top_run *r, char *err, size_t errlen)
 		.opencl = o->opencl,
 		.opencl_binary = o->target.binary,
 		.engines = t->engine == ENGINE_LLAMACPP || t->pending,
+		.http = launch_wants_http(&o->target),
 	};
 
 	r->tv = topview_new((uint64_t)(o->delay_s * 1e9), TOPVIEW_DEFAULT_SLOTS, mono_now_ns());

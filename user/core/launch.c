@@ -13,13 +13,14 @@
 #include <time.h>
 #include <unistd.h>
 #include "core/engines.h"
+#include "core/listen_ports.h"
 #include "core/log.h"
 #include "core/stapsdt.h"
 
 #define TERM_GRACE_MS 2000  /* a command gets this long after SIGTERM, then SIGKILL */
 
 /* ---- options ---- */
-enum { OPT_BINARY = 0x4c00, OPT_ENGINE };
+enum { OPT_BINARY = 0x4c00, OPT_ENGINE, OPT_HTTP, OPT_NO_HTTP };
 
 static const struct argp_option launch_options[] = {
 	{ "pid", 'p', "PID", 0, "Trace this running process", 0 },
@@ -28,6 +29,11 @@ static const struct argp_option launch_options[] = {
 	  "infer (our probes), llamacpp (llama.cpp's exported functions) or none (only the HTTP requests on "
 	  "its sockets: --http); default: whichever the target has, and for a command also a libllama it "
 	  "loads later", 0 },
+	{ "http", OPT_HTTP, NULL, 0,
+	  "Also every HTTP/1.x request on the target's sockets, any server: method, path, status, arrival, "
+	  "first event, end, SSE events (no body leaves the kernel; -p or -- CMD). On by default for -p PID "
+	  "of a process that listens on TCP", 0 },
+	{ "no-http", OPT_NO_HTTP, NULL, 0, "Not the HTTP requests, even for -p PID of a listening server", 0 },
 	{ 0 },
 };
 
@@ -61,7 +67,25 @@ int launch_opts_check(const struct launch_opts *o, char *err, size_t errlen)
 		snprintf(err, errlen, "the command's output can only be redirected for -- CMD");
 		return -1;
 	}
+	if (o->no_http && (o->http || o->engine == ENGINE_NONE)) {
+		snprintf(err, errlen, "--no-http contradicts %s", o->http ? "--http" : "--engine none");
+		return -1;
+	}
+	if ((o->http || o->engine == ENGINE_NONE) && o->binary) {
+		snprintf(err, errlen, "--http and --engine none trace one process's sockets: -p PID or -- CMD, "
+			 "not --binary");
+		return -1;
+	}
 	return 0;
+}
+
+int launch_wants_http(const struct launch_opts *o)
+{
+	uint32_t port;
+
+	if (o->http || o->engine == ENGINE_NONE)
+		return 1;
+	return !o->no_http && o->pid > 0 && http_listening_ports(o->pid, &port, 1) > 0;
 }
 
 static error_t launch_parse(int key, char *arg, struct argp_state *state)
@@ -76,6 +100,12 @@ static error_t launch_parse(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_BINARY:
 		o->binary = arg;
+		break;
+	case OPT_HTTP:
+		o->http = o->probes_optional = 1;
+		break;
+	case OPT_NO_HTTP:
+		o->no_http = 1;
 		break;
 	case OPT_ENGINE:
 		if (engine_parse(arg, &o->engine) || o->engine == ENGINE_AUTO)

@@ -45,6 +45,7 @@ struct launch_opts {
 	int cmd_stdin_null;      /* its stdin is /dev/null (e.g. we own the tty) */
 	int probes_optional;     /* --opencl, --span: a target without `infer` probes
 				  * is fine (target.elf is then empty) */
+	int http, no_http;       /* --http, --no-http */
 };
 
 enum launch_mode { LAUNCH_NONE = 0, LAUNCH_PID, LAUNCH_BINARY, LAUNCH_COMMAND };
@@ -70,6 +71,11 @@ void tracing_argp_children(struct argp_child kids[3], unsigned mask, const struc
 
 /* 0 if exactly one target is given, else -1 and a one-line reason. */
 int launch_opts_check(const struct launch_opts *o, char *err, size_t errlen);
+/* Whether the run times HTTP requests from the sockets: asked for (--http,
+ * --engine none), or by default for -p PID of a process listening on TCP
+ * unless --no-http; never across a binary's processes, whose pids are not
+ * known up front (launch_opts_check refuses that). */
+int launch_wants_http(const struct launch_opts *o);
 enum launch_mode launch_opts_mode(const struct launch_opts *o);
 /* "pid", "binary", "command" (as in record's session line). */
 const char *launch_mode_name(enum launch_mode m);

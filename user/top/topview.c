@@ -254,6 +254,16 @@ void topview_on_emit(struct topview *tv, const struct emit_event *ev)
 		r->tokens++;
 }
 
+void topview_on_http(struct topview *tv, const struct http_event *ev)
+{
+	uint64_t first = http_first_token_ns(ev);
+
+	note_pid(tv, &ev->h);
+	if (first)
+		row_add(tv, &tv->req_rows[RR_HTTP_TTFT], first, first - ev->start_ns);
+	row_add(tv, &tv->req_rows[RR_HTTP_E2E], ev->end_ns, ev->end_ns - ev->start_ns);
+}
+
 void topview_on_step(struct topview *tv, const struct step_event *ev)
 {
 	note_pid(tv, &ev->h);
@@ -371,6 +381,7 @@ static int on_cl_mem(void *ctx, const struct cl_mem_event *e)
 static int on_span(void *tv, const struct span_event *e) { topview_on_span(tv, e); return 0; }
 static int on_token(void *tv, const struct token_event *e) { topview_on_token(tv, e); return 0; }
 static int on_request(void *tv, const struct request_event *e) { topview_on_request(tv, e); return 0; }
+static int on_http(void *tv, const struct http_event *e) { topview_on_http(tv, e); return 0; }
 static int on_emit(void *tv, const struct emit_event *e) { topview_on_emit(tv, e); return 0; }
 static int on_step(void *tv, const struct step_event *e) { topview_on_step(tv, e); return 0; }
 static int on_req_state(void *tv, const struct req_state_event *e) { topview_on_req_state(tv, e); return 0; }
@@ -425,6 +436,7 @@ const struct event_handlers topview_handlers = {
 	.token = on_token,
 	.request = on_request,
 	.emit = on_emit,
+	.http = on_http,
 	.step = on_step,
 	.req_state = on_req_state,
 	.alloc = on_alloc,
@@ -652,8 +664,11 @@ void topview_refresh(struct topview *tv, uint64_t now_ns)
 /* ---- layout: the visible tree ---- */
 
 /* ttft: queued .. first token; itl: each gap after it; queue: queued ..
- * admitted; step: one serving engine step. */
-static const char *const req_row_names[TV_REQ_ROWS] = { "ttft", "itl", "queue", "step" };
+ * admitted; step: one serving engine step; http ttft and http e2e: from a
+ * request's arrival on the server's socket to its first event (or byte)
+ * written, and to its response's end. */
+static const char *const req_row_names[TV_REQ_ROWS] = { "ttft", "itl", "queue", "step", "http ttft",
+							"http e2e" };
 static const char *const cl_row_names[TV_CL_ROWS] = { "cl enqueue", "cl wait", "cl transfer", "cl build",
 						      "cl device" };
 

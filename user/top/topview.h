@@ -67,6 +67,7 @@ void topview_on_kv(struct topview *tv, const struct kv_event *ev);
  * (running/waiting, KV, the last step's batch, the oldest requests in flight). */
 void topview_on_emit(struct topview *tv, const struct emit_event *ev);
 void topview_on_step(struct topview *tv, const struct step_event *ev);
+void topview_on_http(struct topview *tv, const struct http_event *ev);
 void topview_on_req_state(struct topview *tv, const struct req_state_event *ev);
 /* The session's sink: every record type; ctx is the struct topview. */
 extern const struct event_handlers topview_handlers;

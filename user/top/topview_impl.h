@@ -25,7 +25,7 @@ struct tv_layer {
 };
 
 /* Request-level rows: their times are request phases, not spans. */
-enum tv_req_row { RR_TTFT, RR_ITL, RR_QUEUE, RR_STEP, TV_REQ_ROWS };
+enum tv_req_row { RR_TTFT, RR_ITL, RR_QUEUE, RR_STEP, RR_HTTP_TTFT, RR_HTTP_E2E, TV_REQ_ROWS };
 
 /* --opencl rows: host time in the loader's calls, and the device time of
  * kernels whose START and END the program read itself. */
