@@ -9,5 +9,6 @@ int cmd_top(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_daemon(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_check(int argc, char **argv);
 
 #endif

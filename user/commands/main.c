@@ -20,6 +20,7 @@ static const struct command commands[] = {
 	{ "profile", cmd_profile, "CPU samples and perf counters per span: flame graph input, counter totals, Chrome trace" },
 	{ "report", cmd_report, "text report and PNG plots of a recorded run (JSONL or CSV)" },
 	{ "daemon", cmd_daemon, "always-on: Prometheus metrics and slow-span JSONL for every process of a binary" },
+	{ "check", cmd_check, "which kernel features and privileges this machine has, and what each command needs" },
 };
 
 static void usage(FILE *f)

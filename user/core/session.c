@@ -22,6 +22,7 @@
 #include "core/userspans.h"
 #include "core/follow.h"
 #include "core/listen_ports.h"
+#include "core/features.h"
 #include "core/stapsdt.h"
 #include "core/uprobe_entry.h"
 #include "core/uprobe_multi.h"
@@ -51,24 +52,22 @@ static int libbpf_print(enum libbpf_print_level lvl, const char *fmt, va_list ap
 }
 
 /* ---- privileges ---- */
+/* The privileges, then the kernel features every tracing command needs
+ * (core/features.h): both before anything is started or created. */
 int session_check_caps(char *err, size_t errlen)
 {
-	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
-	struct __user_cap_data_struct data[2];
+	unsigned long long eff;
 	int bpf, perfmon, sysadmin;
 
-	memset(data, 0, sizeof(data));
-	if (syscall(SYS_capget, &hdr, data)) {
+	if (caps_effective(&eff)) {
 		snprintf(err, errlen, "cannot read capabilities: %s", strerror(errno));
 		return -1;
 	}
-#define HAS_CAP(c) ((data[(c) / 32].effective >> ((c) % 32)) & 1)
-	bpf = HAS_CAP(CAP_BPF);
-	perfmon = HAS_CAP(CAP_PERFMON);
-	sysadmin = HAS_CAP(CAP_SYS_ADMIN);
-#undef HAS_CAP
+	bpf = (eff >> CAP_BPF) & 1;
+	perfmon = (eff >> CAP_PERFMON) & 1;
+	sysadmin = (eff >> CAP_SYS_ADMIN) & 1;
 	if (sysadmin || (bpf && perfmon))
-		return 0;
+		return features_require(err, errlen);
 	snprintf(err, errlen, "insufficient privileges: need CAP_BPF and CAP_PERFMON (missing%s%s); run as root",
 		 bpf ? "" : " CAP_BPF", perfmon ? "" : " CAP_PERFMON");
 	return -1;
