@@ -196,6 +196,10 @@ static int line_file(pid_t pid, char *line, char *open_path, size_t olen, char *
 		snprintf(shown, slen, "%s", text);
 	else
 		shown[n] = 0;
+	/* opening map_files needs CAP_CHECKPOINT_RESTORE (or CAP_SYS_ADMIN), more
+	 * than a least-privilege agent holds: then through /proc/PID/root */
+	if (access(open_path, R_OK) && (size_t)snprintf(open_path, olen, "/proc/%d/root%s", (int)pid, text) >= olen)
+		return -1;
 	return 0;
 }
 
@@ -203,7 +207,7 @@ static int line_file(pid_t pid, char *line, char *open_path, size_t olen, char *
  * allocation failure. The callbacks run for a new inode and the engine. */
 static int scan_pid(struct fleet *f, pid_t pid, const struct fleet_callbacks *cb, void *ctx)
 {
-	char maps[64], line[PATH_MAX + 256], open_path[96], shown[PATH_MAX], last[PATH_MAX] = "";
+	char maps[64], line[PATH_MAX + 256], open_path[PATH_MAX + 32], shown[PATH_MAX], last[PATH_MAX] = "";
 	struct fleet_proc p;
 	int engine = 0, is_new, has;
 	struct stat st;

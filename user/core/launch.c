@@ -253,7 +253,7 @@ int target_resolve_pid(pid_t pid, enum engine_id engine, int optional, struct ta
 	if (engine == ENGINE_LLAMACPP)
 		snprintf(err, errlen, "process %d has no llama.cpp (no libllama mapped, no llama_decode in its "
 			 "executable)", (int)pid);
-	else if (strlen(err) + 40 < errlen)
+	else if (!strstr(err, "CAP_SYS_PTRACE") && strlen(err) + 40 < errlen)   /* unread: unknown */
 		strcat(err, " and no llama.cpp (libllama)");
 	if (engine != ENGINE_INFER) {
 		memset(t, 0, sizeof(*t));

@@ -66,7 +66,10 @@ static int mapped_file(pid_t pid, char *line, char *elf, size_t elflen, char *sh
 	n = readlink(elf, shown, shownlen - 1);
 	if (n > 0) {
 		shown[n] = 0;
-		return 0;
+		/* opening map_files needs CAP_CHECKPOINT_RESTORE (or CAP_SYS_ADMIN),
+		 * more than CAP_SYS_PTRACE: without it, the path through /proc/PID/root */
+		if (!access(elf, R_OK))
+			return 0;
 	}
 	/* The target may live in another mount namespace. */
 	if (deleted || (size_t)snprintf(elf, elflen, "/proc/%d/root%s", (int)pid, text) >= elflen)
@@ -78,6 +81,7 @@ static int mapped_file(pid_t pid, char *line, char *elf, size_t elflen, char *sh
 int target_from_pid(pid_t pid, struct target *t, char *err, size_t errlen)
 {
 	char maps[64], line[PATH_MAX + 256], last[PATH_MAX] = "";
+	unsigned denied = 0;
 	FILE *f;
 
 	memset(t, 0, sizeof(*t));
@@ -89,7 +93,8 @@ int target_from_pid(pid_t pid, struct target *t, char *err, size_t errlen)
 	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)pid);
 	f = fopen(maps, "re");
 	if (!f) {
-		snprintf(err, errlen, "cannot read %s: %s", maps, strerror(errno));
+		snprintf(err, errlen, "cannot read %s: %s%s", maps, strerror(errno),
+			 errno == EACCES || errno == EPERM ? " (another user's process: that needs CAP_SYS_PTRACE)" : "");
 		return -1;
 	}
 	while (fgets(line, sizeof(line), f)) {
@@ -99,6 +104,8 @@ int target_from_pid(pid_t pid, struct target *t, char *err, size_t errlen)
 		    !strcmp(shown, last))
 			continue;
 		snprintf(last, sizeof(last), "%s", shown);
+		if (access(elf, R_OK) && (errno == EACCES || errno == EPERM))
+			denied++;
 		if (sdt_count_provider(elf, INFER_PROVIDER)) {
 			memcpy(t->elf, elf, sizeof(t->elf));
 			memcpy(t->shown, shown, sizeof(t->shown));
@@ -108,9 +115,13 @@ int target_from_pid(pid_t pid, struct target *t, char *err, size_t errlen)
 		}
 	}
 	fclose(f);
-	snprintf(err, errlen, "process %d has no '%s' USDT probes (no mapped file carries them); "
-		 "to trace it anyway, name its functions with --span or its OpenCL calls with --opencl",
-		 (int)pid, INFER_PROVIDER);
+	if (denied)
+		snprintf(err, errlen, "cannot read the files process %d maps (%u denied): another user's process "
+			 "needs CAP_SYS_PTRACE", (int)pid, denied);
+	else
+		snprintf(err, errlen, "process %d has no '%s' USDT probes (no mapped file carries them); "
+			 "to trace it anyway, name its functions with --span or its OpenCL calls with --opencl",
+			 (int)pid, INFER_PROVIDER);
 	return -1;
 }
 
