@@ -5,9 +5,11 @@
 # untraced and under the daemon, in ABBA rounds (untraced, daemon, daemon,
 # untraced) repeated ABBA times, on llama-server (-np 8) and on `infer
 # --http` (8 seqs), with THREADS engine threads, both on the stories110M shape as
-# Q8_0 GGUF. The ratio is the median over the rounds of each daemon run's
+# Q8_0 GGUF. Each ratio is the median over the rounds of each daemon run's
 # figure over its neighbouring untraced run's (the machine drifts: runs of
-# one mode move by tens of percent between minutes on a shared 2-core VM).
+# one mode move by tens of percent between minutes on a shared 2-core VM):
+# events/s, and the server's CPU time per event (user + system: what the
+# traps and the syscall programs cost it, whatever the scheduler did).
 #
 #   tools/bench_alwayson.sh          (make llama-server first)
 #   ABBA=3 CLIENT_ROUNDS=2 TOKENS=64 tools/bench_alwayson.sh
@@ -59,15 +61,21 @@ stop_daemon() {
 	DPID=
 }
 
-# events_per_s: 8 streams x CLIENT_ROUNDS of TOKENS tokens; the client's SSE events
-# over the wall time the rounds took.
-events_per_s() {
-	local t0 t1
-	t0=$(date +%s%N)
+# cpu_ticks PID: its user + system time so far, in clock ticks (traps and
+# the BPF programs that run in its syscalls are charged to it)
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# one_run: 8 streams x CLIENT_ROUNDS of TOKENS tokens; prints the client's
+# SSE events over the wall time the rounds took, and the server's CPU
+# milliseconds per event (the cost the machine's noise does not swing).
+one_run() {
+	local t0 t1 c0 c1
+	c0=$(cpu_ticks "$SPID") t0=$(date +%s%N)
 	CLIENT_KEEPALIVE=0 node "$ROOT/tests/node/sse_client.js" "http://127.0.0.1:$PORT" 8 "$CLIENT_ROUNDS" "$TOKENS" \
 		>"$TMP/client.jsonl" 2>"$TMP/client.err" || die "client: $(cat "$TMP/client.err")"
-	t1=$(date +%s%N)
-	jq -s --argjson ns $((t1 - t0)) 'map(.events) | add / ($ns / 1e9)' "$TMP/client.jsonl"
+	t1=$(date +%s%N) c1=$(cpu_ticks "$SPID")
+	jq -rs --argjson ns $((t1 - t0)) --argjson ticks $((c1 - c0)) --argjson hz "$(getconf CLK_TCK)" \
+		'(map(.events) | add) as $e | "\($e / ($ns / 1e9)) \($ticks / $hz * 1000 / $e)"' "$TMP/client.jsonl"
 }
 
 make_s110m "$TMP/m" q8_0
@@ -77,19 +85,21 @@ for server in llama-server infer; do
 	name=${server/-/_}
 	start_server "$server" "$TMP/m_q8_0.gguf"
 	CLIENT_KEEPALIVE=0 node "$ROOT/tests/node/sse_client.js" "http://127.0.0.1:$PORT" 8 1 8 >/dev/null 2>&1 # warm
-	: >"$TMP/off" && : >"$TMP/on"
+	: >"$TMP/off" && : >"$TMP/on" && : >"$TMP/off.cpu" && : >"$TMP/on.cpu"
 	for ((r = 0; r < ABBA; r++)); do
 		for mode in off on on off; do
 			[ "$mode" = on ] && start_daemon
-			v=$(events_per_s)
+			read -r v cpu <<<"$(one_run)"
 			[ "$mode" = on ] && stop_daemon
 			echo "$v" >>"$TMP/$mode"
-			echo "  $server $mode: $v events/s"
+			echo "$cpu" >>"$TMP/$mode.cpu"
+			echo "  $server $mode: $v events/s, $cpu server CPU ms/event"
 		done
 	done
 	echo "$server: untraced $(tr '\n' ' ' <"$TMP/off")events/s; daemon $(tr '\n' ' ' <"$TMP/on")events/s;" \
-		"ratios $(paired_list "$TMP/on" "$TMP/off")"
+		"ratios $(paired_list "$TMP/on" "$TMP/off"); CPU/event ratios $(paired_list "$TMP/on.cpu" "$TMP/off.cpu")"
 	ratio "alwayson_${name}_events" "$(paired_ratio "$TMP/on" "$TMP/off")" ">=0.99"
+	ratio "alwayson_${name}_cpu_per_event" "$(paired_ratio "$TMP/on.cpu" "$TMP/off.cpu")" "<=1.01"
 	kill "$SPID"
 	wait "$SPID" 2>/dev/null
 	SPID=
