@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# t_profile_node.sh - readable profiles of node-llama-cpp (issue 44):
+# `spantrace profile -- node --perf-basic-prof generate.mjs` on the
+# stories15M shape as GGUF. Its folded stacks hold llama.cpp's C++ functions
+# demangled (llama_context::decode, as perf shows them) and no mangled _Z
+# name; and frames in node's JIT code are named from the /tmp/perf-PID.map
+# that --perf-basic-prof writes, each such name one the map holds.
+source "$(dirname "$0")/lib.sh"
+need_bpf
+need_cmd node nodejs
+[ -r "$DEMO_MODEL" ] || fail "no $DEMO_MODEL (make models)"
+LLAMA=$ROOT/tests/llama
+[ -d "$LLAMA/node_modules/node-llama-cpp" ] || fail "no node-llama-cpp (make deps)"
+"$MKMODEL" "$TMP/d15.gguf" --gguf f32 --from "$DEMO_MODEL" --vocab "$DEMO_TOK" >"$TMP/mk.err" 2>&1 ||
+	fail "mkmodel: $(cat "$TMP/mk.err")"
+
+(cd "$LLAMA" && timeout 120 "$SPANTRACE" profile -F 999 -o "$TMP/prof" -- \
+	node --perf-basic-prof generate.mjs "$TMP/d15.gguf" 256 8 31) >"$TMP/prog.out" 2>"$TMP/prof.err" ||
+	fail "profile: $(tail -n 5 "$TMP/prof.err")"
+F=$TMP/prof/folded.txt
+[ -s "$F" ] || fail "no folded stacks"
+
+grep -q "llama_context::decode" "$F" || fail "no demangled llama_context::decode in the stacks"
+mangled=$(tr ';' '\n' <"$F" | grep -c '^_Z' || true)
+assert_eq "frames left mangled (_Z...)" 0 "$mangled"
+ok "C++ frames demangled: $(tr ';' '\n' <"$F" | grep -m1 'llama_context::decode' | cut -c1-80)"
+
+map=$(ls -t /tmp/perf-*.map 2>/dev/null | head -n 1)
+[ -n "$map" ] || fail "node wrote no /tmp/perf-PID.map"
+# the JIT names in the stacks: frames that are entries of the map
+cut -d' ' -f3- "$map" | sort -u >"$TMP/jit_names"
+tr ';' '\n' <"$F" | sed 's/ [0-9]*$//' | sort -u >"$TMP/frames"
+jit=$(comm -12 "$TMP/jit_names" "$TMP/frames" | wc -l)
+assert_pos "frames named from node's perf map ($map)" "$jit"
+ok "e.g. $(comm -12 "$TMP/jit_names" "$TMP/frames" | head -n 2 | tr '\n' '|' | cut -c1-120)"
+rm -f "$map"
