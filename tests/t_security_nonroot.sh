@@ -5,7 +5,8 @@
 # capabilities), traces root's `infer --http` with `record -p`, `top -b -p`
 # and `daemon -p`, and each sees the requests served. Without
 # CAP_SYS_PTRACE, `record -p` of root's process refuses in one line that
-# names CAP_SYS_PTRACE.
+# names CAP_SYS_PTRACE; without CAP_KILL it traces, and says it cannot ask
+# the engine for its state, naming CAP_KILL.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 need_root
@@ -78,4 +79,10 @@ RC=0
 grep -q "CAP_SYS_PTRACE" "$TMP/err" || fail "the refusal does not name CAP_SYS_PTRACE: $(cat "$TMP/err")"
 assert_eq "the refusal: lines" 1 "$(grep -c . "$TMP/err")"
 ok "without CAP_SYS_PTRACE: exit $RC, $(cat "$TMP/err")"
+# without CAP_KILL: the trace runs, and the one thing it cannot do (ask the
+# engine for its state, a signal) is said, naming CAP_KILL
+(as +bpf,+perfmon,+sys_ptrace,+dac_read_search "$SPANTRACE" record -p "$EPID" -o "$OUT/k.jsonl" --duration 1) \
+	>/dev/null 2>"$TMP/kill.err" || fail "record -p without CAP_KILL exited $?: $(cat "$TMP/kill.err")"
+grep -q "CAP_KILL" "$TMP/kill.err" || fail "without CAP_KILL, nothing names it: $(cat "$TMP/kill.err")"
+ok "without CAP_KILL: $(grep CAP_KILL "$TMP/kill.err")"
 stop_engine

@@ -637,7 +637,7 @@ static int attach(struct daemon *d, char *err, size_t errlen)
 	if (d->target.engine != ENGINE_INFER)   /* only our engine dumps its state, or is followed */
 		return 0;
 	if (pid > 0 && state_request(pid) < 0)
-		st_err("cannot ask pid %d for its state: %s", (int)pid, strerror(errno));
+		st_err("cannot ask pid %d for its state: %s", (int)pid, state_request_error(errno));
 	if (pid < 0 && state_request_binary(d->target.elf) < 0)
 		st_err("cannot ask the running processes of %s for their state: %s", d->target.elf, strerror(errno));
 	return pid > 0 ? 0 : session_follow(&d->s, d->target.elf, err, errlen);

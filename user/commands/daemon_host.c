@@ -128,7 +128,7 @@ static void on_engine(void *ctx, const struct fleet_proc *p)
 	if (session_http_watch(h->s, p->pid, err, sizeof(err)))
 		st_err("host mode: %s", err);
 	if (p->engine == ENGINE_INFER && state_request(p->pid) < 0)
-		st_err("host mode: cannot ask pid %d for its state: %s", (int)p->pid, strerror(errno));
+		st_err("host mode: cannot ask pid %d for its state: %s", (int)p->pid, state_request_error(errno));
 }
 
 void daemon_host_scan(struct daemon_host *h)

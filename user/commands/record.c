@@ -357,7 +357,7 @@ static int start_session(struct recorder *r, char *err, size_t errlen)
 	if (session_attach_target(&r->s, t, t->pid > 0 ? t->pid : -1, r->l.mode == LAUNCH_PID, err, errlen))
 		return -1;
 	if (r->l.mode == LAUNCH_PID && t->engine == ENGINE_INFER && state_request(t->pid) < 0)
-		st_err("cannot ask pid %d for its state: %s", (int)t->pid, strerror(errno));
+		st_err("cannot ask pid %d for its state: %s", (int)t->pid, state_request_error(errno));
 	if (r->l.mode == LAUNCH_BINARY && t->engine == ENGINE_INFER && state_request_binary(t->elf) < 0)
 		st_err("cannot ask the running processes of %s for their state: %s", t->elf, strerror(errno));
 	return t->pid > 0 || t->engine != ENGINE_INFER ? 0 : session_follow(&r->s, t->elf, err, errlen);

@@ -247,7 +247,7 @@ static int start_tracing(struct top_run *r, char *err, size_t errlen)
 	    launch_release(&r->l, err, errlen))
 		return -1;
 	if (r->l.mode == LAUNCH_PID && t->engine == ENGINE_INFER && state_request(t->pid) < 0)
-		st_err("cannot ask pid %d for its state: %s", (int)t->pid, strerror(errno));
+		st_err("cannot ask pid %d for its state: %s", (int)t->pid, state_request_error(errno));
 	if (r->l.mode == LAUNCH_BINARY && t->engine == ENGINE_INFER && state_request_binary(t->elf) < 0)
 		st_err("cannot ask the running processes of %s for their state: %s", t->elf, strerror(errno));
 	st_debug("attached to %s (pid %d) in %.3f ms", t->elf, (int)t->pid, r->s.attach_ns / 1e6);

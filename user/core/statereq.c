@@ -1,6 +1,7 @@
 /* statereq.c - the state-dump request to a running engine (see statereq.h). */
 #include "core/statereq.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,15 @@ int state_request(pid_t pid)
 		return -1;
 	st_debug("asked pid %d for its state", (int)pid);
 	return 1;
+}
+
+const char *state_request_error(int err)
+{
+	static char buf[160];
+
+	snprintf(buf, sizeof(buf), "%s%s", strerror(err),
+		 err == EPERM ? " (another user's process: signalling it needs CAP_KILL)" : "");
+	return buf;
 }
 
 struct binary_req {

@@ -13,6 +13,9 @@
  * other process the signal would be fatal. 1 sent, 0 not an engine that
  * supports it, -1 error (errno). */
 int state_request(pid_t pid);
+/* Why a state_request failed (errno err), naming CAP_KILL when another
+ * user's process could not be signalled. */
+const char *state_request_error(int err);
 
 /* Binary mode: state_request() to every process that maps the inode of
  * elf (found as host mode finds engines, core/fleet.h). Returns how many
