@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # t_content_capture.sh - no user content by default (issue 44): `infer --http`
 # serves streamed requests to `record -p` writing JSONL, CSV, Chrome and a
-# summary. Without --capture-tokens no output has a token id key (token_in,
+# summary, and OTLP to a receiver; the daemon writes its tail capture.
+# Without --capture-tokens no output has a token id key (token_in,
 # token_out, token_id), the session and summary say capture_tokens false,
 # and the counts (emits = the client's tokens) are all there. With it (and
 # with SPANTRACE_CAPTURE_TOKENS=1), the emit records' ids are the client's
@@ -15,25 +16,32 @@ need_cmd jq jq
 
 start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b cpu --max-seqs 4
 
-# run NAME [RECORD FLAGS...]: record -p while 4 streams of 12 tokens run;
-# the client's results in $TMP/NAME.client
+# run NAME [RECORD FLAGS...]: record -p (with OTLP to a receiver) while 4
+# streams of 12 tokens run; the client's results in $TMP/NAME.client
 run() {
 	local name=$1; shift
+	node "$ROOT/tests/node/otlp_receiver.js" "$TMP/$name.otlp" >"$TMP/$name.port" 2>"$TMP/$name.rerr" &
+	local recv=$!
+	wait_for grep -q listening "$TMP/$name.port" || fail "OTLP receiver: $(cat "$TMP/$name.rerr")"
 	"$SPANTRACE" record -q -p "$EPID" -o "$TMP/$name.jsonl" --csv "$TMP/$name.csv" --chrome "$TMP/$name.chrome.json" \
-		--summary "$TMP/$name.summary.json" "$@" 2>"$TMP/$name.err" &
+		--summary "$TMP/$name.summary.json" --otlp "http://127.0.0.1:$(awk '{print $2}' "$TMP/$name.port")" \
+		"$@" 2>"$TMP/$name.err" &
 	local rec=$!
 	wait_for grep -qs '"type":"session"' "$TMP/$name.jsonl" || fail "$name: record did not attach: $(cat "$TMP/$name.err")"
 	stream_spec 4 12 0 >"$TMP/spec.json"
 	client "$TMP/spec.json" "$TMP/$name.client"
 	kill -INT "$rec"
 	wait "$rec" || fail "$name: record exited $?: $(cat "$TMP/$name.err")"
+	kill "$recv"
+	wait "$recv" 2>/dev/null
+	grep -q '"spans"' "$TMP/$name.otlp" || fail "$name: the OTLP receiver got no spans"
 }
 
-keys_in() { grep -Eo '"token_(in|out|id)"' "$@" | sort -u | tr '\n' ' '; }
+keys_in() { grep -Eo '"(spantrace\.)?token_(in|out|id)"' "$@" | sort -u | tr '\n' ' '; }
 
 run plain
-assert_empty "no token id key in the JSONL, CSV, Chrome trace or summary" \
-	"$(keys_in "$TMP/plain.jsonl" "$TMP/plain.csv" "$TMP/plain.chrome.json" "$TMP/plain.summary.json")"
+assert_empty "no token id key in the JSONL, CSV, Chrome trace, OTLP or summary" \
+	"$(keys_in "$TMP/plain.jsonl" "$TMP/plain.csv" "$TMP/plain.chrome.json" "$TMP/plain.otlp" "$TMP/plain.summary.json")"
 assert_eq "the session says so" false "$(jq -r 'select(.type == "session") | .capture_tokens' "$TMP/plain.jsonl")"
 assert_eq "the summary says so" false "$(jq -r .capture_tokens "$TMP/plain.summary.json")"
 tokens=$(jq -s 'map(.usage.completion_tokens) | add' "$TMP/plain.client")
@@ -61,8 +69,21 @@ PY
 run flag --capture-tokens
 assert_eq "--capture-tokens: the session says so" true "$(jq -r 'select(.type == "session") | .capture_tokens' "$TMP/flag.jsonl")"
 ids_match "$TMP/flag.jsonl" "$TMP/flag.client" || fail "--capture-tokens: the ids are not the client's"
+[ -n "$(keys_in "$TMP/flag.otlp")" ] || fail "--capture-tokens: no token id in the OTLP spans"
+ok "--capture-tokens: token ids in the OTLP spans: $(keys_in "$TMP/flag.otlp")"
 SPANTRACE_CAPTURE_TOKENS=1 run env
 ids_match "$TMP/env.jsonl" "$TMP/env.client" || fail "SPANTRACE_CAPTURE_TOKENS=1: the ids are not the client's"
+# the daemon's tail capture (every span: --slow-ms 0) holds none either
+mkdir -p "$TMP/tail"
+"$SPANTRACE" daemon -p "$EPID" --listen 127.0.0.1:0 --jsonl-dir "$TMP/tail" --slow-ms 0 --level detail \
+	>"$TMP/daemon.log" 2>&1 &
+dpid=$!
+WAIT_S=30 wait_for grep -q 'metrics at http' "$TMP/daemon.log" || fail "daemon: $(cat "$TMP/daemon.log")"
+client "$TMP/spec.json" "$TMP/d.client"
+kill -TERM "$dpid"
+wait "$dpid" || fail "daemon exited $?: $(tail -n 3 "$TMP/daemon.log")"
+[ -n "$(cat "$TMP"/tail/*.jsonl 2>/dev/null)" ] || fail "the daemon wrote no tail spans"
+assert_empty "no token id key in the daemon's tail files" "$(keys_in "$TMP"/tail/*.jsonl)"
 expect_fail "a bad SPANTRACE_CAPTURE_TOKENS" "SPANTRACE_CAPTURE_TOKENS must be 0 or 1" \
 	env SPANTRACE_CAPTURE_TOKENS=yes "$SPANTRACE" record -p "$EPID" -o /dev/null --duration 0.1
 stop_engine
