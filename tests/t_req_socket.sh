@@ -67,13 +67,27 @@ check(len(client) == want and all("ttft_ms" in c and c["status"] == 200 for c in
       f"the client finished {sum(1 for c in client if 'ttft_ms' in c)} of {len(client)} streams")
 check(len(streams) == want + warm, f"{len(streams)} streaming http records, want {want} + {warm} warm-up")
 cl = sorted(client, key=lambda c: c["sent_epoch_ms"])
-ttft_gap, e2e_gap, used = [], [], set()
-for c in cl:
-    free = [r for r in streams if id(r) not in used]
-    if not free:
-        break
-    r = min(free, key=lambda r: abs((r["start_ns"] + wall) / 1e6 - c["sent_epoch_ms"]))
-    used.add(id(r))
+# Pair in order: the client sends a round's requests 0.05 ms apart, less
+# than the wall clock's offset between the two processes, so nearest-start
+# pairing could rotate a round by one; arrivals keep the send order, so an
+# order-preserving alignment (least total start difference; the records
+# include the unreported warm-ups) pairs each request with its own.
+def gap(c, r):
+    return abs((r["start_ns"] + wall) / 1e6 - c["sent_epoch_ms"])
+n, m, INF = len(cl), len(streams), float("inf")
+dp = [[INF] * (m + 1) for _ in range(n + 1)]
+dp[0] = [0.0] * (m + 1)
+for i in range(1, n + 1):
+    for j in range(i, m + 1):
+        dp[i][j] = min(dp[i][j - 1], dp[i - 1][j - 1] + gap(cl[i - 1], streams[j - 1]))
+pairs, j = [], m
+for i in range(n, 0, -1):
+    while j > i and dp[i][j] == dp[i][j - 1]:
+        j -= 1
+    pairs.append((cl[i - 1], streams[j - 1]))
+    j -= 1
+ttft_gap, e2e_gap = [], []
+for c, r in reversed(pairs if n <= m else []):
     start_ms = (r["start_ns"] + wall) / 1e6
     check(abs(start_ms - c["sent_epoch_ms"]) < 50, f"request starts {start_ms - c['sent_epoch_ms']:.1f} ms from the client's send")
     check(r["events"] == c["events"], f"{r['events']} events, the client's {c['events']}")

@@ -2,7 +2,7 @@
  * The input is NUL-separated words: words that look like SPANTRACE_X=V go to
  * envp, the rest to argv (argv[0] first). Every word is also tried as a SIZE.
  * fuzz-cflags: -DSPANTRACE_USER_SPANS
- * fuzz-sources: user/commands/daemon_config.c user/core/userspans.c user/output/httpd.c user/core/numparse.c user/core/options.c user/core/log.c
+ * fuzz-sources: user/commands/daemon_config.c user/core/userspans.c user/output/httpd.c user/core/numparse.c user/core/options.c user/core/log.c user/core/events.c
  * fuzz-libs: -lmicrohttpd
  */
 #include "fuzz_common.h"

@@ -23,7 +23,8 @@ FUZZ_DIR=$ROOT/tests/fuzz
 OUT=$BUILD/fuzz
 FUZZ_FLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 # The engine's probes are irrelevant here; -DINFER_NO_PROBES keeps the harnesses plain.
-CFLAGS="-std=gnu11 -D_GNU_SOURCE -DINFER_NO_PROBES -Iinclude -Iinference -Iuser -Ibpf -I$FUZZ_DIR"
+# -I$BUILD: version.h, which make writes
+CFLAGS="-std=gnu11 -D_GNU_SOURCE -DINFER_NO_PROBES -Iinclude -Iinference -Iuser -Ibpf -I$FUZZ_DIR -I$BUILD"
 # UBSan reports fail the input; ASan leak checks stay on (a leak is a finding too).
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1}
