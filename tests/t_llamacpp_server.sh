@@ -5,7 +5,8 @@
 # it while the official OpenAI client runs 8 concurrent streaming requests.
 # Each request the tracer reconstructs from llama_decode's batches equals
 # the server's own `timings` (prompt_n, predicted_n), its /metrics counters
-# moved by the tracer's totals, and its TTFT is never above the client's.
+# moved by the tracer's totals, and its TTFT is never above the client's; the
+# socket's TTFT (record -p times a listening server's sockets) lies closer.
 source "$(dirname "$0")/lib.sh"
 need_bpf
 for c in jq:jq curl:curl python3:python3 node:nodejs; do need_cmd "${c%%:*}" "${c#*:}"; done
@@ -89,8 +90,20 @@ while read -r n client tracer; do
 	assert_le "request of $n tokens: tracer's TTFT (ms) <= the client's" "$tracer" "$client"
 done <"$TMP/ttft.txt"
 median=$(awk '{print $2 - $3}' "$TMP/ttft.txt" | sort -g | awk '{v[NR]=$1} END{print (v[4] + v[5]) / 2}')
-# The client's TTFT also holds its own send (the openai client's request
-# set-up and HTTP) before the server's first llama.cpp call for the request,
-# its prompt's tokenization, where the tracer's begins: 4-22 ms here, with
-# the server, the tracer and node on 2 vCPUs. 25 ms holds that.
-assert_le "median client - tracer TTFT (ms)" "$median" 25
+# The engine's TTFT starts at the server's first llama.cpp call for the
+# request (its prompt's tokenization), which a loaded server makes late:
+# 4-22 ms after the client's send on a quiet run, 37 ms once under the
+# suite (issue 47). The socket's view, on by default for -p of a listening
+# server, starts when the request reached the socket: its gap holds only
+# the openai client's own work (12-15 ms here, quiet; t_req_socket holds a
+# lean client to 2 ms) and must be the smaller one. Each http
+# record pairs with the client's result of the same length (max_tokens
+# 24..31: a stream's events are its tokens plus a constant).
+jq -s '[.[] | select(.type == "http" and .stream)] | sort_by(.events) | .[].ttft_ns / 1e6' "$TMP/r.jsonl" >"$TMP/sock.txt"
+jq -s 'sort_by(.timings.predicted_n) | .[].ttft_ms' "$TMP/client.out" >"$TMP/cl.txt"
+assert_eq "socket records of streamed requests" 8 "$(wc -l <"$TMP/sock.txt")"
+smedian=$(paste "$TMP/cl.txt" "$TMP/sock.txt" | awk '{print $1 - $2}' | sort -g | awk '{v[NR]=$1} END{print (v[4] + v[5]) / 2}')
+need_num "median client - socket TTFT (ms)" "$smedian"
+assert_le "median client - socket TTFT (ms)" "$smedian" 40
+assert_le "the socket's gap is the smaller: socket's median vs the engine's (ms)" "$smedian" "$median"
+assert_le "median client - engine TTFT (ms)" "$median" 100
