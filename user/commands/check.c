@@ -10,22 +10,15 @@
 #include <sys/utsname.h>
 #include "core/features.h"
 
-#ifndef CAP_PERFMON
-#define CAP_PERFMON 38
-#endif
-#ifndef CAP_BPF
-#define CAP_BPF 39
-#endif
-
 static const struct {
 	int cap;
 	const char *name, *why;
 } caps[] = {
 	{ CAP_BPF, "CAP_BPF", "load the programs and maps (every tracing command)" },
 	{ CAP_PERFMON, "CAP_PERFMON", "attach uprobes and perf events (every tracing command)" },
-	{ 21, "CAP_SYS_ADMIN", "grants both of the above, where a kernel predates them" },
-	{ 19, "CAP_SYS_PTRACE", "-p PID of another user's process: read its /proc/PID/maps and files" },
-	{ 5, "CAP_KILL", "ask another user's engine for its state, hold a command at a library load" },
+	{ CAP_SYS_ADMIN, "CAP_SYS_ADMIN", "grants both of the above, where a kernel predates them" },
+	{ CAP_SYS_PTRACE, "CAP_SYS_PTRACE", "-p PID of another user's process: read its /proc/PID/maps and files" },
+	{ CAP_KILL, "CAP_KILL", "ask another user's engine for its state, hold a command at a library load" },
 };
 
 static int read_paranoid(void)
@@ -59,7 +52,7 @@ static void print_features(int *blocked)
 
 static void print_caps(unsigned long long eff, int *blocked)
 {
-	int bpf = (eff >> CAP_BPF) & 1, perfmon = (eff >> CAP_PERFMON) & 1, admin = (eff >> 21) & 1;
+	int bpf = (eff >> CAP_BPF) & 1, perfmon = (eff >> CAP_PERFMON) & 1, admin = (eff >> CAP_SYS_ADMIN) & 1;
 
 	printf("capabilities (effective):\n");
 	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
@@ -72,7 +65,7 @@ static void print_caps(unsigned long long eff, int *blocked)
 
 static void print_paranoid(unsigned long long eff)
 {
-	int p = read_paranoid(), perfmon = ((eff >> CAP_PERFMON) & 1) || ((eff >> 21) & 1);
+	int p = read_paranoid(), perfmon = ((eff >> CAP_PERFMON) & 1) || ((eff >> CAP_SYS_ADMIN) & 1);
 
 	printf("perf_event_paranoid: %d: profile's system-wide CPU samples are %s\n", p,
 	       perfmon ? "allowed (CAP_PERFMON overrides it)"

@@ -10,6 +10,15 @@
 #define SPANTRACE_FEATURES_H
 
 #include <stddef.h>
+#include <linux/capability.h>
+
+/* Older headers lack the two capabilities of Linux 5.8. */
+#ifndef CAP_PERFMON
+#define CAP_PERFMON 38
+#endif
+#ifndef CAP_BPF
+#define CAP_BPF 39
+#endif
 
 enum feature {
 	FEAT_BTF,           /* /sys/kernel/btf/vmlinux: CO-RE */

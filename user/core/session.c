@@ -31,13 +31,6 @@
 static int prepare_engine_links(struct session *s);
 static int attach_user_spans(struct session *s, pid_t pid, char *err, size_t errlen);
 
-#ifndef CAP_PERFMON
-#define CAP_PERFMON 38
-#endif
-#ifndef CAP_BPF
-#define CAP_BPF 39
-#endif
-
 /* 2 MiB: ~0.4 s of detail-level events at 500 tok/s against a 50 ms poll.
  * The data pages are mapped twice (for wrap-around), so this is ~4 MB of RSS. */
 #define DEFAULT_RINGBUF_KB 2048
