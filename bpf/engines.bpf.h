@@ -67,11 +67,16 @@ struct prompt_key {
 	__u32 pad;
 };
 
+struct prompt_val {
+	__u64 ts;                /* its tokenization's begin */
+	struct http_link http;   /* the HTTP request the tokenizing thread read last */
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
 	__type(key, struct prompt_key);
-	__type(value, __u64);
+	__type(value, struct prompt_val);
 } prompts __weak SEC(".maps");
 
 struct {
@@ -165,16 +170,25 @@ static __always_inline void seq_start(__u32 pid, struct seq_state *st, __u64 now
 }
 
 /* At its first output: the request was queued when its prompt was
- * tokenized, if that tokenization is known (taken, so it is used once). */
+ * tokenized, if that tokenization is known (taken, so it is used once),
+ * and came in on the HTTP request its tokenizing thread had read. */
 static __always_inline void seq_queued_at_prompt(__u32 pid, struct seq_state *st, struct req_state *r)
 {
 	struct prompt_key key = { .pid = pid, .n_tokens = (__u32)st->prompt_pos + 1, .last = st->prompt_last };
-	__u64 *ts;
+	struct http_req_key hk = { .tgid = pid };
+	struct http_req_val hv = { .req = st->req };
+	struct prompt_val *pv;
 
-	if (st->prompt_pos < 0 || !(ts = bpf_map_lookup_elem(&prompts, &key)))
+	if (st->prompt_pos < 0 || !(pv = bpf_map_lookup_elem(&prompts, &key)))
 		return;
-	if (*ts < r->queued_ns)
-		r->queued_ns = *ts;
+	if (pv->ts < r->queued_ns)
+		r->queued_ns = pv->ts;
+	r->http = pv->http;
+	if (pv->http.sock) {   /* it ends with the response (seq_end_request) */
+		hk.sock = pv->http.sock;
+		hv.seq = pv->http.seq;
+		bpf_map_update_elem(&http_engine_reqs, &hk, &hv, BPF_ANY);
+	}
 	bpf_map_delete_elem(&prompts, &key);
 }
 
@@ -197,6 +211,38 @@ static inline long seq_end_cb(struct bpf_map *map, struct seq_key *key, struct s
 	if (sc->ready)
 		st->ready_ns = sc->now;
 	return 0;
+}
+
+struct seq_req_end {
+	__u32 pid;
+	__u64 req;
+	__u64 now;
+};
+
+static inline long seq_end_req_cb(struct bpf_map *map, struct seq_key *key, struct seq_state *st,
+				  struct seq_req_end *x)
+{
+	if (key->pid != x->pid || st->req != x->req)
+		return 0;
+	seq_end(key->pid, st, x->now);
+	return 1;
+}
+
+/* The HTTP request on sock (its seq-th) was answered: the engine request
+ * linked to it (seq_queued_at_prompt) has ended, and says so now rather
+ * than at its sequence's next event, however idle the server stays. */
+static __always_inline void seq_end_request(__u32 pid, __u64 sock, __u32 seq, __u64 now)
+{
+	struct http_req_key hk = { .tgid = pid, .sock = sock };
+	struct http_req_val *hv = bpf_map_lookup_elem(&http_engine_reqs, &hk);
+	struct seq_req_end x = { .pid = pid, .now = now };
+
+	if (!hv)
+		return;
+	x.req = hv->req;
+	if (hv->seq == seq)
+		bpf_for_each_map_elem(&seqs, seq_end_req_cb, &x, 0);
+	bpf_map_delete_elem(&http_engine_reqs, &hk);
 }
 
 /* handle_exit: a process's sequences end with it. */
@@ -526,12 +572,15 @@ static __always_inline void tokenize_end(struct pt_regs *ctx, __u32 pid, __u32 t
 	struct engine_call *c = bpf_map_lookup_elem(&engine_calls, &tid);
 	__s32 n = (__s32)PT_REGS_RC(ctx);
 	struct prompt_key key = { .pid = pid };
+	struct prompt_val val = {};
 
 	if (!c || !c->tokens || n <= 0 ||
 	    bpf_probe_read_user(&key.last, sizeof(key.last), (void *)(c->tokens + (__u64)(n - 1) * 4)))
 		return;
 	key.n_tokens = (__u32)n;
-	bpf_map_update_elem(&prompts, &key, &c->tokenize_ns, BPF_ANY);
+	val.ts = c->tokenize_ns;
+	http_link_of_thread(&val.http);
+	bpf_map_update_elem(&prompts, &key, &val, BPF_ANY);
 	c->tokens = 0;
 }
 

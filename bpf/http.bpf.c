@@ -7,6 +7,8 @@
  * in http_pids. */
 #include "core.bpf.h"
 #include <bpf/bpf_core_read.h>
+#include "requests.bpf.h"
+#include "engines.bpf.h"
 #include "http.bpf.h"
 
 #define SCAN_MASK (HTTP_SCAN_MAX - 1)
@@ -204,6 +206,17 @@ static __always_inline void start_request(struct http_conn *c, __u64 sk, __u32 p
 	c->state = HC_REQUEST;
 }
 
+/* This thread read (part of) c's request: what it hands the engine next
+ * came from there (reqlink.bpf.h). */
+static __always_inline void note_reading(struct http_conn *c)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct http_link l = { .sock = c->e.sock, .seq = c->e.seq };
+
+	if (c->state == HC_REQUEST)
+		bpf_map_update_elem(&http_reading, &tid, &l, BPF_ANY);
+}
+
 /* A read of n bytes at ubuf on fd: a request's start, or more of it. A
  * request line that comes in pieces (a slow client) is kept in c->pre
  * until it can be parsed, timed from its first piece. */
@@ -221,6 +234,7 @@ __noinline int http_on_read(__u32 fd, __u64 ubuf, __s64 n, __u64 now)
 		return 0;
 	if (c && c->state != HC_IDLE && c->state != HC_PREFIX) {   /* more of the request (a body) */
 		c->e.req_bytes += n;
+		note_reading(c);
 		return 0;
 	}
 	sk = tcp_sock_of(fd, &port);
@@ -266,6 +280,7 @@ __noinline int http_on_read(__u32 fd, __u64 ubuf, __s64 n, __u64 now)
 	parse_request_line(c, s->buf, mlen, total);
 	c->no_body = s->buf[0] == 'H';   /* HEAD */
 	c->state = HC_REQUEST;
+	note_reading(c);
 	return 0;
 }
 

@@ -14,6 +14,8 @@
 #ifndef SPANTRACE_HTTP_BPF_H
 #define SPANTRACE_HTTP_BPF_H
 
+#include "reqlink.bpf.h"
+
 #define HTTP_MAX_CONNS 16384
 #define HTTP_SCAN_MAX 4096   /* bytes of one write scanned (less one); the rest only counted */
 #define HTTP_IOV_MAX 4       /* iovecs of one writev/sendmsg looked at */
@@ -87,6 +89,9 @@ static __always_inline void http_send(__u32 tgid, struct http_conn *c, __u32 end
 	__u64 first = c->e.first_event_ns ? c->e.first_event_ns : c->e.resp_ns;
 	struct http_event *e;
 
+	/* a llama.cpp request linked to it ends first, so that its record
+	 * reaches the join (user/core/reqjoin.h) before this one */
+	seq_end_request(tgid, c->e.sock, c->e.seq, now);
 	agg_add(tgid, AGG_KIND_HTTP_REQUEST, (__s32)c->e.status, now - c->e.start_ns, end != HTTP_END_RESPONSE);
 	if (first)
 		agg_add(tgid, AGG_KIND_HTTP_TTFT, LAYER_NONE, first - c->e.start_ns, 0);
@@ -113,10 +118,12 @@ static long http_end_of_pid(struct bpf_map *map, struct http_conn_key *key, stru
 	return 0;
 }
 
-/* A process that exits ends its open requests; its connections go. */
+/* A process that exits ends its open requests; its connections go, and
+ * its pid is no longer watched (it may come back as another program). */
 static __always_inline void http_forget_pid(__u32 tgid)
 {
 	bpf_for_each_map_elem(&http_conns, http_end_of_pid, &tgid, 0);
+	bpf_map_delete_elem(&http_pids, &tgid);
 }
 
 #endif

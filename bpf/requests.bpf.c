@@ -35,11 +35,15 @@ int BPF_USDT(req_queued_prog, __u64 req, __u32 prompt_tokens, __u32 max_tokens, 
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u32 pid = traced_tgid();
+	struct req_state *st;
 
 	if (!pid)
 		return 0;
 	serving_gauges(pid, running, waiting);
 	req_begin(pid, req, now, prompt_tokens, 1);
+	st = req_lookup(pid, req);
+	if (st)   /* queued by the thread that read it (reqlink.bpf.h) */
+		http_link_of_thread(&st->http);
 	req_state_record(req, now, REQ_QUEUED, prompt_tokens, max_tokens, running, waiting);
 	return 0;
 }

@@ -13,6 +13,8 @@
 #ifndef SPANTRACE_REQUESTS_BPF_H
 #define SPANTRACE_REQUESTS_BPF_H
 
+#include "reqlink.bpf.h"
+
 struct req_key {
 	__u32 pid;
 	__u32 pad;
@@ -31,6 +33,7 @@ struct req_state {
 	__u32 preemptions;
 	__u32 itl_count;
 	__u32 served;                     /* from the serving probes */
+	struct http_link http;            /* the HTTP request it came in on (reqlink.bpf.h) */
 	__u32 itl[HIST_BUCKETS];          /* inter-token gaps, hist.h buckets */
 };
 
@@ -297,6 +300,12 @@ static __always_inline void request_record(__u32 pid, __u64 req, const struct re
 	s = bpf_map_lookup_elem(&serving, &e->h.pid);
 	e->running = s ? s->v.running : 0;
 	e->waiting = s ? s->v.waiting : 0;
+	e->http_sock = st->http.sock;
+	e->http_seq = st->http.seq;
+	/* the join's fields (reqjoin.h): not BPF's to fill */
+	e->from = REQ_FROM_ENGINE;
+	e->engine_ts_ns = e->engine_ttft_ns = e->engine_dur_ns = 0;
+	e->http_status = e->http_events = 0;
 	submit(e);
 }
 

@@ -421,6 +421,7 @@ int handle_exit(void *ctx)
 
 	bpf_map_delete_elem(&threads, &tid);
 	bpf_map_delete_elem(&engine_calls, &tid);
+	bpf_map_delete_elem(&http_reading, &tid);   /* a reused tid read nothing yet */
 	cl_forget_thread(tid);
 	if (perf_ncounters)
 		bpf_map_delete_elem(&thread_counters, &tid);

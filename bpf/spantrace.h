@@ -125,9 +125,25 @@ struct request_event {
 	__u32 finish_reason;      /* enum finish_reason; FINISH_REASON_COUNT: not told (CLI) */
 	__u32 flags;              /* REQ_F_* */
 	__u32 running, waiting;   /* served: the engine's gauges once it finished */
+	/* appended: the HTTP request it came in on (http.bpf.h's thread link),
+	 * sock 0: none seen. The rest is written by the tracer's join
+	 * (user/core/reqjoin.h), never by BPF: with from REQ_FROM_SOCKET,
+	 * ts_ns, ttft_ns and dur_ns count from the request's arrival on the
+	 * socket, and the engine's own are kept beside them. */
+	__u64 http_sock;
+	__u32 http_seq;
+	__u32 from;               /* enum req_from */
+	__u64 engine_ts_ns;       /* the engine's queued time */
+	__u64 engine_ttft_ns, engine_dur_ns;
+	__u32 http_status, http_events;
 };
 
 #define REQ_F_SERVED 1        /* from the serving engine's req_* probes */
+
+enum req_from {
+	REQ_FROM_ENGINE = 0,      /* the engine's probes alone */
+	REQ_FROM_SOCKET,          /* joined with its HTTP request: times from the socket */
+};
 
 /* One engine step (step_begin .. step_end) and its batch. */
 struct step_event {
@@ -231,6 +247,10 @@ struct http_event {
 	__u32 seq;            /* the request's number on its connection, from 1 */
 	char method[HTTP_METHOD_LEN];
 	char path[HTTP_PATH_LEN];
+	/* written by the tracer's join (user/core/reqjoin.h), 0 from BPF: the
+	 * engine's request this one became, and its token counts */
+	__u64 req;
+	__u32 prompt_tokens, generated_tokens;
 };
 
 struct probe_event {

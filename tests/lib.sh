@@ -8,8 +8,8 @@ SPANTRACE=$BUILD/spantrace
 MKMODEL=$BUILD/mkmodel
 DEMO_MODEL=$BUILD/models/demo15M.bin
 DEMO_TOK=$BUILD/models/demo_tokenizer.bin
-TMP=$(mktemp -d /tmp/spantrace-test.XXXXXX)
-trap 'rm -rf "$TMP"; jobs -p | xargs -r kill 2>/dev/null' EXIT
+TMP=$(mktemp -d /tmp/spantrace-test.XXXXXX)   # KEEP_TMP=1: left behind, to look at after a run
+trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"; jobs -p | xargs -r kill 2>/dev/null' EXIT
 
 # A verdict ends the test wherever it is given. `exit` in a subshell -
 # $(...), a pipeline, ( ... ) & - only leaves that subshell, and the test

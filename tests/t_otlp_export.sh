@@ -173,14 +173,24 @@ for s in spans:
         while chain.get("parentSpanId"):
             chain = byid[chain["parentSpanId"]]
         assert chain["name"] == "step" and chain["traceId"] == s["traceId"], (s, chain)
-server = [s for s in spans if s["attributes"].get("spantrace.from") == "socket"]
+server = [s for s in spans if "http.request.method" in s["attributes"]]
 assert len(server) == len(client), ("SERVER spans from the socket", len(server), len(client))
 for s in server:
     a = s["attributes"]
     assert s["name"] == "POST" and s["kind"] == 2 and not s.get("parentSpanId"), s
+    assert a["spantrace.from"] == "socket", a
     assert a["http.request.method"] == "POST" and a["url.path"] == "/v1/completions", a
     assert int(a["http.response.status_code"]) == 200 and int(a["spantrace.ttft_ns"]) > 0, a
-print("ok: %d SERVER spans from the socket: POST /v1/completions, status 200" % len(server))
+    assert int(a["gen_ai.usage.output_tokens"]) > 0 and int(a["gen_ai.usage.input_tokens"]) > 0, a
+# one request from both sides: the engine's request inside its SERVER span,
+# in one trace, timed from the socket
+for r in reqs:
+    p = byid.get(r.get("parentSpanId"))
+    assert p in server and p["traceId"] == r["traceId"] and r["kind"] == 1, (r, p)
+    assert r["attributes"]["spantrace.from"] == "socket" and r["start"] == p["start"], r
+    assert int(r["attributes"]["gen_ai.usage.output_tokens"]) == int(p["attributes"]["gen_ai.usage.output_tokens"])
+print("ok: %d SERVER spans from the socket: POST /v1/completions, status 200, each the parent of "
+      "its engine request" % len(server))
 print("ok: serving: %d request traces, %d token spans (as the client's usage) linked to %d steps; "
       "every forward/layer/op under a step" % (len(reqs), len(toks), len(steps)))
 PY

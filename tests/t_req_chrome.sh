@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # t_req_chrome.sh - `record --chrome` on the HTTP engine under concurrent
 # streams with preemption: one track per request whose request slice equals
-# the JSONL request (start, end to end) with queued/prefill/decode inside it;
+# the JSONL request (start, end to end: from the socket, as it is joined with
+# its HTTP request) with server/queued/prefill/decode/respond inside it;
 # one step slice per JSONL step, named with its batch; one flow arrow per
 # emitted token, from inside its request's slice to inside the step it came
 # out of, and per step as many arrows as the JSONL has emits from it. The
@@ -77,8 +78,19 @@ for r in reqs:
         p = mine.get(ph)
         check(p is not None, f"request {r['req']} has no {ph} phase")
         if p: check(top["ts"] - 0.002 <= p["ts"] and p["ts"] + p["dur"] <= end + 0.002, f"{ph} outside request {r['req']}")
+    # joined with its socket's request (from "socket"): the engine's part
+    # lies inside, between the server's wait and the response's last bytes
+    joined = r.get("from") == "socket"
+    check(joined, f"request {r['req']} not joined with its HTTP request: {r}")
+    engine_end = us(r["engine_ts_ns"] + r["engine_dur_ns"]) if joined else end
     if "decode" in mine:
-        check(abs(mine["decode"]["ts"] + mine["decode"]["dur"] - end) < 0.002, f"decode of {r['req']} does not end it")
+        check(abs(mine["decode"]["ts"] + mine["decode"]["dur"] - engine_end) < 0.002,
+              f"decode of {r['req']} does not end at the engine's end")
+    if joined:
+        for ph, t0, t1 in (("server", us(r["ts_ns"]), us(r["engine_ts_ns"])), ("respond", engine_end, end)):
+            p = mine.get(ph)
+            check(p is None and t1 - t0 < 0.002 or p is not None and abs(p["ts"] - t0) < 0.002 and
+                  abs(p["ts"] + p["dur"] - t1) < 0.002, f"request {r['req']}: {ph} phase {p} != [{t0}, {t1}]")
     # every arrow from this track starts inside the request
     for s in flows_s:
         if s["tid"] == tid:

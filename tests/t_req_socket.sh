@@ -46,10 +46,11 @@ wait_for grep -qs '"path":"/no/such/path"' "$TMP/run.jsonl"
 stop_engine
 wait "$rec" || fail "record exited $?: $(cat "$TMP/record.err")"
 
-# compare RUN.jsonl CLIENT.jsonl N WARM OTHERS: the N reported streams against
-# the client's results, each matched to the record that started nearest its
-# send; WARM more streams were the client's unreported warm-up; OTHERS=1:
-# also the plain, query, 404 and keep-alive requests above
+# compare RUN.jsonl CLIENT.jsonl N WARM OTHERS JOINED: the N reported streams
+# against the client's results, each matched to the record that started
+# nearest its send; WARM more streams were the client's unreported warm-up;
+# OTHERS=1: also the plain, query, 404 and keep-alive requests above; at
+# least JOINED engine requests joined with their socket's
 compare() {
 	python3 - "$@" <<'PY' || fail "socket requests do not match the client's ($1)"
 import json, statistics, sys
@@ -105,6 +106,30 @@ for name, g in (("ttft", ttft_gap), ("e2e", e2e_gap)):
     print(f"ok: {name}: client - tracer gap median {med:.2f} ms, p90 {p90:.2f} ms, min {min(g):.2f}, max {max(g):.2f} (n={len(g)})")
     check(-1 <= med <= 2, f"{name} median gap {med:.2f} ms, not within [-1, 2]")
     check(p90 <= 8, f"{name} p90 gap {p90:.2f} ms > 8")
+# one request from both sides (core/reqjoin.h): each stream the engine
+# served is one request record, timed from the socket; JOIN_MIN of them
+# must be joined (llama-server never tokenizes a prompt of token ids, the
+# only link it gives)
+reqs = {r["req"]: r for r in recs if r["type"] == "request"}
+joined = [r for r in reqs.values() if r.get("from") == "socket"]
+for h in streams:
+    if "req" not in h:
+        continue
+    r = reqs.get(h["req"])
+    check(r is not None and r["from"] == "socket", f"http record names request {h['req']}, which is {r}")
+    if r is None:
+        continue
+    check(r["ts_ns"] == h["start_ns"] and r["dur_ns"] == h["dur_ns"] and r["ttft_ns"] == h["ttft_ns"] and
+          r["events"] == h["events"] and r["status"] == h["status"] and r["conn"] == h["conn"],
+          f"request {r['req']} does not carry its socket's times: {r} / {h}")
+    check(r["engine_ts_ns"] >= r["ts_ns"] and r["before_engine_ns"] == r["engine_ts_ns"] - r["ts_ns"] and
+          0 < r["engine_ttft_ns"] <= r["ttft_ns"], f"request {r['req']}: engine times outside the socket's: {r}")
+    check(r["generated_tokens"] > 0 and r["prompt_tokens"] > 0, f"request {r['req']}: no tokens {r}")
+join_min = int(sys.argv[6]) if len(sys.argv) > 6 else 0
+check(len(joined) >= join_min and len(joined) == sum(1 for h in http if "req" in h),
+      f"{len(joined)} requests joined with their socket's, want >= {join_min}, http records naming one: "
+      f"{sum(1 for h in http if 'req' in h)}")
+print(f"ok: {len(joined)} engine requests joined with their socket's")
 others = [r for r in http if r not in streams]
 if not others_too:
     check(not others, f"{len(others)} other requests: {others[:2]}")
@@ -128,7 +153,7 @@ if bad:
 print(f"ok: {len(streams)} streams and {len(others)} other requests, each as the client saw it")
 PY
 }
-compare "$TMP/run.jsonl" "$TMP/client.jsonl" 32 16 1
+compare "$TMP/run.jsonl" "$TMP/client.jsonl" 32 16 1 49
 # content stays in the kernel: no prompt, completion text or query string
 text=$(jq -r .choices[0].text "$TMP/plain.json")
 [ -n "$text" ] || fail "the plain completion had no text"
@@ -136,6 +161,30 @@ for s in "secret prompt" "token=abc" "$text" "Once upon a time"; do
 	grep -qF -- "$s" "$TMP/run.jsonl" && fail "the JSONL holds request or response content: '$s'"
 done
 ok "no prompt, completion text or query string in the JSONL"
+
+# record --binary --http: every process of the binary, one already running
+# and one started after the attach, has its requests timed from its socket
+# and joined with its engine's
+start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b cpu --threads 1 --max-seqs 2
+first_pid=$EPID first_base=$BASE
+"$SPANTRACE" record -q --binary "$INFER" --http --level coarse -o "$TMP/bin.jsonl" 2>"$TMP/bin.err" &
+brec=$!
+wait_for grep -qs '"type":"session"' "$TMP/bin.jsonl" || fail "record --binary did not attach: $(cat "$TMP/bin.err")"
+mv "$TMP/engine.err" "$TMP/engine1.err"
+start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b cpu --threads 1 --max-seqs 2
+sleep 1.5   # the next scan (every second) finds it
+for base in "$first_base" "$BASE"; do
+	CLIENT_KEEPALIVE=0 node "$ROOT/tests/node/sse_client.js" "$base" 2 1 8 >/dev/null 2>"$TMP/client.err" ||
+		fail "sse_client ($base): $(cat "$TMP/client.err")"
+done
+stop_engine
+EPID=$first_pid stop_engine
+kill -INT "$brec"
+wait "$brec" || fail "record --binary exited $?: $(cat "$TMP/bin.err")"
+for pid in "$first_pid" "$EPID"; do
+	assert_eq "record --binary --http: pid $pid's streamed requests, joined" "2 2" \
+		"$(jq -rs --argjson p "$pid" '[.[] | select(.pid == $p)] | "\(map(select(.type == "http" and .stream)) | length) \(map(select(.type == "request" and .from == "socket")) | length)"' "$TMP/bin.jsonl")"
+done
 
 # llama-server (its engine profile attached, as -p finds it; the sockets
 # by default, as it listens: no --http): a new
@@ -155,4 +204,4 @@ kill -INT "$lrec"
 wait "$lrec" || fail "record on llama-server exited $?: $(cat "$TMP/lrecord.err")"
 kill "$lpid"
 wait "$lpid" 2>/dev/null
-compare "$TMP/l.jsonl" "$TMP/lc.jsonl" 32 16 0
+compare "$TMP/l.jsonl" "$TMP/lc.jsonl" 32 16 0 24

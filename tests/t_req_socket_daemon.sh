@@ -10,7 +10,9 @@
 # (tests/node/sse_client.js). Within 1 s of the client's last response, with
 # the daemons' interval at 5 s, /metrics says: requests = the client's, by
 # status 200; TTFT observations = requests; SSE events = the client's
-# "data:" lines; inter-event gaps = events - requests.
+# "data:" lines; inter-event gaps = events - requests. The engines' own
+# series count all 16 at the next tick, llama.cpp's too (its requests end
+# with their HTTP responses, not at their slot's next event).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
@@ -82,6 +84,17 @@ daemon_on c --engine none -p "$lpid"
 CLIENT_KEEPALIVE=0 serve_and_check "$b_port" "http://127.0.0.1:$lport" llamacpp "$c_port" http
 grep -q '^spantrace_requests_total{' "$TMP/m2.txt" && fail "--engine none: engine request series on /metrics"
 ok "--engine none: no engine series, only the sockets'"
+# llama.cpp's own requests (sequences, which end at a later event on their
+# slot) end with their linked HTTP response: all 16 counted at the next
+# tick, with TTFT observations, on a server that stays idle
+llama_done() {
+	metrics_of "$b_port" >"$TMP/m.txt" &&
+		[ "$(msum "$TMP/m.txt" spantrace_requests_total 'engine="llamacpp"')" = 16 ] &&
+		[ "$(msum "$TMP/m.txt" spantrace_time_to_first_token_seconds_count 'engine="llamacpp"')" = 16 ]
+}
+WAIT_S=8 wait_for llama_done ||
+	fail "llama.cpp's requests_total on an idle server: $(grep -E '^spantrace_(requests_total|time_to_first_token_seconds_count)' "$TMP/m.txt")"
+ok "llama.cpp's own requests_total and TTFT observations, idle, at the next tick: 16"
 
 # record --engine none: the sockets only
 "$SPANTRACE" record -q --engine none -p "$lpid" -o "$TMP/none.jsonl" --chrome "$TMP/none.chrome.json" \

@@ -234,7 +234,10 @@ static void test_documented(char *path)
 		if (type == EV_HTTP) {
 			((struct http_event *)&ev)->events = 3;
 			((struct http_event *)&ev)->flags = HTTP_F_PATH_CUT;
+			((struct http_event *)&ev)->req = 7;   /* joined (core/reqjoin.h) */
 		}
+		if (type == EV_REQUEST)
+			((struct request_event *)&ev)->from = REQ_FROM_SOCKET;
 		if (type == EV_ALLOC)
 			((struct alloc_event *)&ev)->unknown = 2;   /* at_attach */
 		if (type == EV_CL_WAIT)

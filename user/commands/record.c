@@ -112,7 +112,10 @@ static enum stop_reason tick(void *ctx, uint64_t now)
 		 tokens = r->s.delivered[EV_TOKEN] ? r->s.delivered[EV_TOKEN] : r->s.delivered[EV_EMIT];
 	uint64_t events = delivered - r->tick_delivered, dropped;
 	struct counters c;
+	char err[512];
 
+	if (r->l.mode == LAUNCH_BINARY && session_http_watch_binary(&r->s, r->l.target.elf, err, sizeof(err)))
+		st_err("%s", err);   /* the processes found so far stay watched */
 	maps_read_counters(&r->s, &c);
 	dropped = event_types_sum(c.dropped);
 	if (!r->o->common.quiet)
@@ -360,6 +363,8 @@ static int start_session(struct recorder *r, char *err, size_t errlen)
 		st_err("cannot ask pid %d for its state: %s", (int)t->pid, state_request_error(errno));
 	if (r->l.mode == LAUNCH_BINARY && t->engine == ENGINE_INFER && state_request_binary(t->elf) < 0)
 		st_err("cannot ask the running processes of %s for their state: %s", t->elf, strerror(errno));
+	if (r->l.mode == LAUNCH_BINARY && session_http_watch_binary(&r->s, t->elf, err, errlen))
+		return -1;
 	return t->pid > 0 || t->engine != ENGINE_INFER ? 0 : session_follow(&r->s, t->elf, err, errlen);
 }
 

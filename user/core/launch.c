@@ -71,9 +71,8 @@ int launch_opts_check(const struct launch_opts *o, char *err, size_t errlen)
 		snprintf(err, errlen, "--no-http contradicts %s", o->http ? "--http" : "--engine none");
 		return -1;
 	}
-	if ((o->http || o->engine == ENGINE_NONE) && o->binary) {
-		snprintf(err, errlen, "--http and --engine none trace one process's sockets: -p PID or -- CMD, "
-			 "not --binary");
+	if (o->engine == ENGINE_NONE && o->binary) {   /* a binary's processes are found by its probes */
+		snprintf(err, errlen, "--engine none traces one process's sockets: -p PID or -- CMD, not --binary");
 		return -1;
 	}
 	return 0;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "core/opencl_attach.h"
 #include "core/target.h"
 #include "core/userspans.h"
+#include "core/fleet.h"
 #include "core/follow.h"
 #include "core/listen_ports.h"
 #include "core/features.h"
@@ -111,6 +113,14 @@ static void dl_changed(struct session *s, pid_t pid)
 	kill(pid, SIGCONT);
 }
 
+/* From the device-time join to the request join (core/reqjoin.h), then the decoder. */
+static int to_reqjoin(void *ctx, const void *data, size_t size)
+{
+	struct session *s = ctx;
+
+	return reqjoin_feed(&s->reqjoin, data, size);
+}
+
 /* Records reach the decoder through the device-time join (core/devjoin.h). */
 static int ring_cb(void *ctx, void *data, size_t size)
 {
@@ -159,7 +169,8 @@ static int opencl_set_autoload(struct session *s, int on, const char *binary)
 static int http_set_autoload(struct session *s, int on)
 {
 	struct bpf_map *maps[] = { s->skel->maps.http_conns, s->skel->maps.http_arrivals,
-				   s->skel->maps.http_calls, s->skel->maps.http_ports, s->skel->maps.http_pids };
+				   s->skel->maps.http_calls, s->skel->maps.http_ports, s->skel->maps.http_pids,
+				   s->skel->maps.http_reading, s->skel->maps.http_engine_reqs };
 	struct bpf_program *prog;
 
 	bpf_object__for_each_program(prog, s->skel->obj)
@@ -286,7 +297,8 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
 	s->opencl = o->opencl;
 	s->http = o->http;
 	/* the detail level attaches cl_batch: device spans then expect kernels */
-	devjoin_init(&s->join, o->level == LEVEL_DETAIL, dispatch, s);
+	devjoin_init(&s->join, o->level == LEVEL_DETAIL, to_reqjoin, s);
+	reqjoin_init(&s->reqjoin, dispatch, s);
 	libbpf_set_print(libbpf_print);
 	s->skel = spantrace_bpf__open();
 	if (!s->skel) {
@@ -489,6 +501,46 @@ int session_http_watch(struct session *s, pid_t pid, char *err, size_t errlen)
 		bpf_map_update_elem(bpf_map__fd(s->skel->maps.http_ports), &ports[i], &one, BPF_ANY);
 	st_debug("--http: %d listening port(s) of pid %d", n < 0 ? 0 : n, (int)pid);
 	return 0;
+}
+
+struct binary_watch {
+	struct session *s;
+	struct stat st;     /* the binary's inode */
+	int failed;
+	char *err;
+	size_t errlen;
+};
+
+static void watch_if_binary(void *ctx, const struct fleet_proc *p)
+{
+	struct binary_watch *w = ctx;
+
+	if (p->dev == w->st.st_dev && p->ino == w->st.st_ino && !w->failed &&
+	    session_http_watch(w->s, p->pid, w->err, w->errlen))
+		w->failed = 1;
+}
+
+int session_http_watch_binary(struct session *s, const char *elf, char *err, size_t errlen)
+{
+	static const struct fleet_callbacks cb = { NULL, watch_if_binary };
+	struct binary_watch w = { .s = s, .err = err, .errlen = errlen };
+
+	if (!s->http || !elf[0])
+		return 0;
+	if (stat(elf, &w.st)) {
+		snprintf(err, errlen, "--http: %s: %s", elf, strerror(errno));
+		return -1;
+	}
+	/* new processes only: each is watched once, as the fleet first sees it */
+	if (!s->http_fleet && !(s->http_fleet = fleet_new(INFER_PROVIDER))) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (fleet_scan(s->http_fleet, &cb, &w, 0)) {
+		snprintf(err, errlen, "--http: scanning /proc: %s", strerror(errno));
+		return -1;
+	}
+	return w.failed ? -1 : 0;
 }
 
 /* A watched process is gone: its pid may come back as another program. */
@@ -804,8 +856,10 @@ int session_consume(struct session *s)
 	int n = ring_buffer__consume(s->rb);
 
 	/* once detached nothing more can come: spans waiting for a forward go on */
-	if (n >= 0 && s->detached)
+	if (n >= 0 && s->detached) {
 		devjoin_flush(&s->join);
+		reqjoin_flush(&s->reqjoin);
+	}
 	if (s->cb_error)
 		return s->cb_error;
 	return n;
@@ -815,8 +869,10 @@ int session_drain(struct session *s)
 {
 	int n = ring_buffer__consume(s->rb);
 
-	if (n >= 0)
+	if (n >= 0) {
 		devjoin_flush(&s->join);
+		reqjoin_flush(&s->reqjoin);
+	}
 	if (s->cb_error)
 		return s->cb_error;
 	return n;
@@ -858,10 +914,12 @@ void session_close(struct session *s)
 	umulti_free(s->um);
 	s->um = NULL;
 	follow_free(s->follow);
+	fleet_free(s->http_fleet);
 	s->follow = NULL;
 	ring_buffer__free(s->rb);
 	s->rb = NULL;
 	devjoin_free(&s->join);
+	reqjoin_free(&s->reqjoin);
 	spantrace_bpf__destroy(s->skel);
 	s->skel = NULL;
 }

@@ -21,6 +21,7 @@
 #include <sys/types.h>
 #include "core/clock.h"
 #include "core/devjoin.h"
+#include "core/reqjoin.h"
 #include "core/events.h"
 #include "core/log.h"
 #include "spantrace.h"
@@ -60,6 +61,7 @@ struct session {
 	int http_attached;
 	struct umulti *um;            /* the USDT links, when uprobe_multi (core/uprobe_multi.h) */
 	struct follow *follow;        /* binary mode: the path's new inodes (core/follow.h) */
+	struct fleet *http_fleet;     /* binary mode with --http: its processes (core/fleet.h) */
 	enum trace_level level;
 	unsigned ringbuf_bytes;
 	struct event_sink sinks[SESSION_MAX_SINKS];
@@ -69,6 +71,7 @@ struct session {
 	uint64_t invalid[EVENT_VERDICT_COUNT]; /* records the decoder rejected */
 	uint64_t attach_ns;                 /* how long the last attach took */
 	struct devjoin join;                /* spans wait here for their kernels */
+	struct reqjoin reqjoin;             /* then requests for their HTTP requests */
 	int detached;
 	int opencl;                         /* session_opts.opencl: attach the loader's probes */
 	enum stream_mode stream_mode;       /* session_opts.stream_mode */
@@ -99,6 +102,10 @@ int session_attach(struct session *s, const char *elf, pid_t pid, char *err, siz
  * attaches the raw tracepoints the first time. A no-op without --http. */
 int session_http_watch(struct session *s, pid_t pid, char *err, size_t errlen);
 void session_http_unwatch(struct session *s, pid_t pid);
+/* --http in binary mode: session_http_watch() every process that maps
+ * elf (the file its probes are on), as each call finds them; call it once
+ * attached, then every tick. A no-op without --http. 0 or -1. */
+int session_http_watch_binary(struct session *s, const char *elf, char *err, size_t errlen);
 struct target;
 /* session_attach for a target (core/target.h): our probes, llama.cpp's
  * profile (core/engines.h), or, for a command whose engine may be loaded

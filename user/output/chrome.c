@@ -474,10 +474,14 @@ static void request_phase(struct chrome_writer *cw, const struct request_event *
 
 /* The request, then its phases inside it: queued (to its first admission),
  * prefill (its last admission before the first token, to that token) and
- * decode (the first token to the finish). */
+ * decode (the first token to the finish). Joined with its HTTP request
+ * (core/reqjoin.h), it runs from the arrival on the socket to the
+ * response's end: `server` before the engine had it, `respond` after. */
 int chrome_request(struct chrome_writer *cw, const struct request_event *ev)
 {
-	uint64_t t0 = ev->h.ts_ns, first = t0 + ev->ttft_ns;
+	int joined = ev->from == REQ_FROM_SOCKET;   /* t0: its arrival on the socket */
+	uint64_t t0 = ev->h.ts_ns, engine_t0 = joined ? ev->engine_ts_ns : t0;
+	uint64_t engine_ttft = joined ? ev->engine_ttft_ns : ev->ttft_ns, first = engine_t0 + engine_ttft;
 	char name[48];
 
 	if (ensure_request_track(cw, ev->h.pid, ev->req))
@@ -485,15 +489,21 @@ int chrome_request(struct chrome_writer *cw, const struct request_event *ev)
 	snprintf(name, sizeof(name), "request %llu", (unsigned long long)ev->req);
 	if (open_slice(cw, "request", name, ev->h.pid, request_tid(ev->req), t0, ev->dur_ns))
 		fprintf(cw->f, ",\"args\":{\"req\":%llu,\"prompt_tokens\":%u,\"generated_tokens\":%u,"
-			"\"finish_reason\":\"%s\",\"preemptions\":%u,\"ttft_ns\":%llu,\"queue_ns\":%llu}}",
+			"\"finish_reason\":\"%s\",\"preemptions\":%u,\"ttft_ns\":%llu,\"queue_ns\":%llu,"
+			"\"from\":\"%s\"}}",
 			(unsigned long long)ev->req, ev->prompt_tokens, ev->generated_tokens,
 			finish_reason_name(ev->finish_reason), ev->preemptions,
-			(unsigned long long)ev->ttft_ns, (unsigned long long)ev->queue_ns);
-	request_phase(cw, ev, "queued", t0, ev->queue_ns);
-	if (ev->ttft_ns) {
+			(unsigned long long)ev->ttft_ns, (unsigned long long)ev->queue_ns, joined ? "socket" : "engine");
+	if (joined)   /* arrived, not yet the engine's: the server's own time */
+		request_phase(cw, ev, "server", t0, engine_t0 - t0);
+	request_phase(cw, ev, "queued", engine_t0, ev->queue_ns);
+	if (engine_ttft) {
 		request_phase(cw, ev, "prefill", first - ev->prefill_ns, ev->prefill_ns);
 		request_phase(cw, ev, "decode", first, ev->decode_ns);
 	}
+	if (joined && t0 + ev->dur_ns > engine_t0 + ev->engine_dur_ns)   /* the response's last bytes */
+		request_phase(cw, ev, "respond", engine_t0 + ev->engine_dur_ns,
+			      t0 + ev->dur_ns - (engine_t0 + ev->engine_dur_ns));
 	return 0;
 }
 

@@ -144,6 +144,27 @@ static void request_fields(struct outbuf *ob, const void *rec)
 	}
 	ob_key(ob, "served");
 	ob_lit(ob, e->flags & REQ_F_SERVED ? "true" : "false");
+	ob_key_name(ob, "clock", "host");
+	ob_key_name(ob, "from", e->from == REQ_FROM_SOCKET ? "socket" : "engine");
+	if (e->from != REQ_FROM_SOCKET)
+		return;
+	/* joined with its HTTP request (core/reqjoin.h): ts, ttft and dur are the socket's */
+	ob_key(ob, "engine_ts_ns");
+	ob_u64(ob, e->engine_ts_ns);
+	ob_key(ob, "engine_ttft_ns");
+	ob_u64(ob, e->engine_ttft_ns);
+	ob_key(ob, "engine_dur_ns");
+	ob_u64(ob, e->engine_dur_ns);
+	ob_key(ob, "before_engine_ns");
+	ob_u64(ob, e->engine_ts_ns - e->h.ts_ns);
+	ob_key(ob, "status");
+	ob_u64(ob, e->http_status);
+	ob_key(ob, "events");
+	ob_u64(ob, e->http_events);
+	ob_key(ob, "conn");
+	ob_u64(ob, http_conn_id(e->http_sock));
+	ob_key(ob, "http_seq");
+	ob_u64(ob, e->http_seq);
 }
 
 static void step_fields(struct outbuf *ob, const void *rec)
@@ -496,6 +517,10 @@ static void http_fields(struct outbuf *ob, const void *rec)
 	ob_u64(ob, http_conn_id(e->sock));
 	ob_key(ob, "seq");
 	ob_u64(ob, e->seq);
+	if (e->req) {   /* the engine's request it became (core/reqjoin.h) */
+		ob_key(ob, "req");
+		ob_u64(ob, e->req);
+	}
 }
 
 static int on_span(void *ob, const struct span_event *e) { return line(ob, &e->h, span_fields, e); }

@@ -277,14 +277,29 @@ static int on_token(void *ctx, const struct token_event *e)
 	return 0;
 }
 
+/* An HTTP request's SERVER span: its id, from what both its http record
+ * and its joined request record know (the arrival is the request's ts). */
+static uint64_t http_span_id(struct otlp_trace *t, uint32_t pid, uint64_t sock, uint32_t seq, uint64_t start_ns)
+{
+	return hash5(t, ROLE_HTTP, pid, sock, seq, start_ns);
+}
+
 static int on_request(void *ctx, const struct request_event *e)
 {
 	struct otlp_trace *t = ctx;
 	json_object *s, *attrs;
+	/* joined (core/reqjoin.h): inside its HTTP request's SERVER span */
+	uint64_t parent = e->from == REQ_FROM_SOCKET ?
+		http_span_id(t, e->h.pid, e->http_sock, e->http_seq, e->h.ts_ns) : 0;
 
-	s = span_new(t, "request", trace_of(t, e->h.pid, e->req, 0), request_id(t, e->h.pid, e->req), 0,
+	s = span_new(t, "request", trace_of(t, e->h.pid, e->req, 0), request_id(t, e->h.pid, e->req), parent,
 		     e->h.ts_ns, e->dur_ns, &attrs);
 	common_attrs(t, attrs, &e->h);
+	attr_str(t, attrs, "spantrace.from", e->from == REQ_FROM_SOCKET ? "socket" : "engine");
+	if (e->from == REQ_FROM_SOCKET) {
+		attr_int(t, attrs, "spantrace.engine.ttft_ns", (int64_t)e->engine_ttft_ns);
+		attr_int(t, attrs, "spantrace.engine.duration_ns", (int64_t)e->engine_dur_ns);
+	}
 	attr_int(t, attrs, "spantrace.request", (int64_t)e->req);
 	attr_int(t, attrs, "gen_ai.usage.input_tokens", e->prompt_tokens);
 	attr_int(t, attrs, "gen_ai.usage.output_tokens", e->generated_tokens);
@@ -392,9 +407,11 @@ static int on_http(void *ctx, const struct http_event *e)
 			       hash5(t, ROLE_HTTP, e->h.pid, e->sock, e->seq, 2) };
 	json_object *s, *attrs;
 
+	if (e->req)   /* the engine's request it became: one trace (core/reqjoin.h) */
+		tr = trace_of(t, e->h.pid, e->req, 0);
 	snprintf(method, sizeof(method), "%.*s", (int)sizeof(e->method), e->method);
 	snprintf(path, sizeof(path), "%.*s", (int)sizeof(e->path), e->path);
-	s = span_new(t, method, tr, hash5(t, ROLE_HTTP, e->h.pid, e->sock, e->seq, e->start_ns), 0,
+	s = span_new(t, method, tr, http_span_id(t, e->h.pid, e->sock, e->seq, e->start_ns), 0,
 		     e->start_ns, e->end_ns - e->start_ns, &attrs);   /* a root: SERVER */
 	common_attrs(t, attrs, &e->h);
 	attr_str(t, attrs, "http.request.method", method);
@@ -407,6 +424,10 @@ static int on_http(void *ctx, const struct http_event *e)
 		attr_int(t, attrs, "spantrace.ttft_ns", (int64_t)(first - e->start_ns));
 	attr_int(t, attrs, "spantrace.http.events", e->events);
 	attr_str(t, attrs, "spantrace.http.end", http_end_name(e->end));
+	if (e->req) {
+		attr_int(t, attrs, "gen_ai.usage.input_tokens", e->prompt_tokens);
+		attr_int(t, attrs, "gen_ai.usage.output_tokens", e->generated_tokens);
+	}
 	span_add(t, s, attrs);
 	return 0;
 }

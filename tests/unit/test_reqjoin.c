@@ -1,0 +1,155 @@
+/* test_reqjoin.c - the join of engine requests and HTTP requests: a linked
+ * request waits for its http record and then carries the socket's times
+ * (the http record first, naming it); an http record that came first joins
+ * a later request; an unlinked request passes straight on; one whose link
+ * cannot be right (the socket's request began after the engine had it)
+ * stays the engine's; a request whose http record never comes goes on at
+ * the flush, or before a record from 30 s past its end. */
+#include <string.h>
+#include "check.h"
+#include "core/reqjoin.h"
+
+struct out {
+	unsigned types[16];
+	struct request_event req[16];
+	struct http_event http[16];
+	size_t n, nreq, nhttp;
+};
+
+static int deliver(void *ctx, const void *data, size_t size)
+{
+	struct out *o = ctx;
+	const struct event_header *h = data;
+
+	if (o->n < 16)
+		o->types[o->n++] = h->type;
+	if (h->type == EV_REQUEST && o->nreq < 16)
+		memcpy(&o->req[o->nreq++], data, sizeof(struct request_event));
+	if (h->type == EV_HTTP && o->nhttp < 16)
+		memcpy(&o->http[o->nhttp++], data, sizeof(struct http_event));
+	return 0;
+}
+
+static struct request_event request(uint64_t req, uint64_t ts, uint64_t sock, uint32_t seq)
+{
+	struct request_event r;
+
+	memset(&r, 0, sizeof(r));
+	r.h.type = EV_REQUEST;
+	r.h.pid = 10;
+	r.h.ts_ns = ts;
+	r.req = req;
+	r.dur_ns = 500;
+	r.ttft_ns = 100;
+	r.prompt_tokens = 5;
+	r.generated_tokens = 9;
+	r.http_sock = sock;
+	r.http_seq = seq;
+	return r;
+}
+
+static struct http_event http(uint64_t start, uint64_t sock, uint32_t seq)
+{
+	struct http_event h;
+
+	memset(&h, 0, sizeof(h));
+	h.h.type = EV_HTTP;
+	h.h.pid = 10;
+	h.h.ts_ns = start;
+	h.start_ns = start;
+	h.resp_ns = start + 50;
+	h.first_event_ns = start + 150;
+	h.end_ns = start + 700;
+	h.status = 200;
+	h.events = 11;
+	h.sock = sock;
+	h.seq = seq;
+	return h;
+}
+
+static void test_request_first(void)
+{
+	struct out o = { 0 };
+	struct reqjoin j;
+	struct request_event r = request(1, 1000, 0xabc, 2);
+	struct http_event h = http(900, 0xabc, 2);
+
+	reqjoin_init(&j, deliver, &o);
+	CHECK(reqjoin_feed(&j, &r, sizeof(r)) == 0 && o.n == 0, "a linked request waits for its http record");
+	CHECK(reqjoin_feed(&j, &h, sizeof(h)) == 0 && o.n == 2, "then both go on");
+	CHECK(o.types[0] == EV_HTTP && o.types[1] == EV_REQUEST, "the http record first");
+	CHECK(o.http[0].req == 1 && o.http[0].prompt_tokens == 5 && o.http[0].generated_tokens == 9,
+	      "the http record names its engine request");
+	CHECK(o.req[0].from == REQ_FROM_SOCKET && o.req[0].h.ts_ns == 900 && o.req[0].ttft_ns == 150 &&
+	      o.req[0].dur_ns == 700, "the request carries the socket's times");
+	CHECK(o.req[0].engine_ts_ns == 1000 && o.req[0].engine_ttft_ns == 100 && o.req[0].engine_dur_ns == 500,
+	      "and the engine's own beside them");
+	CHECK(o.req[0].http_status == 200 && o.req[0].http_events == 11, "status and events");
+	CHECK(j.joined == 1 && j.unjoined == 0 && j.nheld == 0, "counted as joined");
+	reqjoin_free(&j);
+}
+
+static void test_http_first(void)
+{
+	struct out o = { 0 };
+	struct reqjoin j;
+	struct http_event h = http(900, 0xdef, 1), other = http(950, 0xdef, 2);
+	struct request_event r = request(4, 1000, 0xdef, 1);
+
+	reqjoin_init(&j, deliver, &o);
+	reqjoin_feed(&j, &h, sizeof(h));
+	reqjoin_feed(&j, &other, sizeof(other));
+	CHECK(o.n == 2, "http records go on at once");
+	reqjoin_feed(&j, &r, sizeof(r));
+	CHECK(o.n == 3 && o.req[0].from == REQ_FROM_SOCKET && o.req[0].h.ts_ns == 900,
+	      "a request after its http record joins it (seq 1, not 2)");
+	reqjoin_feed(&j, &r, sizeof(r));
+	CHECK(o.n == 3 && j.nheld == 1, "an http record joins one request only");
+	reqjoin_flush(&j);
+	CHECK(o.n == 4 && o.req[1].from == REQ_FROM_ENGINE && j.unjoined == 1, "the flush hands it on unjoined");
+	reqjoin_free(&j);
+}
+
+static void test_unlinked_and_bad(void)
+{
+	struct out o = { 0 };
+	struct reqjoin j;
+	struct request_event plain = request(2, 1000, 0, 0), late = request(3, 1000, 0x11, 1);
+	struct http_event h = http(1200, 0x11, 1);   /* began after the engine had it */
+
+	reqjoin_init(&j, deliver, &o);
+	reqjoin_feed(&j, &plain, sizeof(plain));
+	CHECK(o.n == 1 && o.req[0].from == REQ_FROM_ENGINE && o.req[0].h.ts_ns == 1000, "unlinked: straight on");
+	reqjoin_feed(&j, &late, sizeof(late));
+	reqjoin_feed(&j, &h, sizeof(h));
+	CHECK(o.n == 3 && o.req[1].from == REQ_FROM_ENGINE && o.req[1].h.ts_ns == 1000 && o.http[0].req == 0,
+	      "a link the times contradict is not joined");
+	reqjoin_free(&j);
+}
+
+static void test_stale(void)
+{
+	struct out o = { 0 };
+	struct reqjoin j;
+	struct request_event r = request(5, 1000, 0x22, 1), later = request(6, 40000000000ull, 0, 0);
+
+	reqjoin_init(&j, deliver, &o);
+	reqjoin_feed(&j, &r, sizeof(r));
+	CHECK(o.n == 0, "held");
+	reqjoin_feed(&j, &later, sizeof(later));
+	reqjoin_feed(&j, &later, sizeof(later));
+	CHECK(j.nheld == 0 && o.nreq == 3 && o.req[0].req == 5 && o.req[0].from == REQ_FROM_ENGINE,
+	      "the stale request goes on before the later record");
+	CHECK(j.unjoined == 1, "a request 30 s past its end without its http record goes on unjoined");
+	reqjoin_free(&j);
+}
+
+int main(void)
+{
+	test_request_first();
+	test_http_first();
+	test_unlinked_and_bad();
+	test_stale();
+	printf("reqjoin: %d failures\n", failures);
+	return check_report();
+}

@@ -1,0 +1,176 @@
+/* reqjoin.c - see reqjoin.h. */
+#include <stdlib.h>
+#include <string.h>
+#include "reqjoin.h"
+#include "events.h"
+#include "grow.h"
+
+/* A request held this long past the newest record's time without its http
+ * record gets none: its response was never seen (--no-http, or lost). */
+#define HOLD_MAX_NS (30ull * 1000000000ull)
+#define HOLD_MAX 4096
+
+void reqjoin_init(struct reqjoin *j, reqjoin_deliver_fn deliver, void *ctx)
+{
+	memset(j, 0, sizeof(*j));
+	j->deliver = deliver;
+	j->ctx = ctx;
+	j->recent = calloc(REQJOIN_RECENT, sizeof(*j->recent));   /* none: requests wait for theirs */
+}
+
+static int same_request(const struct request_event *r, const struct http_event *h)
+{
+	return r->h.pid == h->h.pid && r->http_sock == h->sock && r->http_seq == h->seq;
+}
+
+int reqjoin_apply(struct request_event *r, struct http_event *h)
+{
+	uint64_t first = http_first_token_ns(h);
+
+	/* the socket's request began before the engine had it, and ended after */
+	if (h->start_ns > r->h.ts_ns || h->end_ns < h->start_ns)
+		return -1;
+	r->from = REQ_FROM_SOCKET;
+	r->engine_ts_ns = r->h.ts_ns;
+	r->engine_ttft_ns = r->ttft_ns;
+	r->engine_dur_ns = r->dur_ns;
+	r->h.ts_ns = h->start_ns;
+	r->ttft_ns = first > h->start_ns ? first - h->start_ns : 0;
+	r->dur_ns = h->end_ns - h->start_ns;
+	r->http_status = h->status;
+	r->http_events = h->events;
+	h->req = r->req;
+	h->prompt_tokens = r->prompt_tokens;
+	h->generated_tokens = r->generated_tokens;
+	return 0;
+}
+
+static int deliver_request(struct reqjoin *j, struct request_event *r, int joined)
+{
+	if (joined)
+		j->joined++;
+	else
+		j->unjoined++;
+	return j->deliver(j->ctx, r, sizeof(*r));
+}
+
+/* Hands on held[i] unjoined and drops it from the list. */
+static int release(struct reqjoin *j, size_t i)
+{
+	struct request_event r = j->held[i];
+
+	memmove(j->held + i, j->held + i + 1, (j->nheld - i - 1) * sizeof(*j->held));
+	j->nheld--;
+	return deliver_request(j, &r, 0);
+}
+
+/* Requests whose http record should have come long ago go on without it. */
+static int release_stale(struct reqjoin *j)
+{
+	int rc = 0;
+
+	while (!rc && j->nheld &&
+	       (j->nheld >= HOLD_MAX || j->held[0].h.ts_ns + j->held[0].dur_ns + HOLD_MAX_NS < j->newest_ns))
+		rc = release(j, 0);
+	return rc;
+}
+
+static int on_request(struct reqjoin *j, const struct request_event *in)
+{
+	struct request_event r = *in;
+
+	for (size_t n = 0; n < j->nrecent; n++) {   /* its http record came first */
+		struct http_event *h = &j->recent[n];
+
+		if (same_request(&r, h)) {
+			int joined = reqjoin_apply(&r, h) == 0;
+
+			h->sock = 0;   /* used */
+			return deliver_request(j, &r, joined);
+		}
+	}
+	if (ARRAY_GROW(j->held, j->cap_held, j->nheld))
+		return deliver_request(j, &r, 0);
+	j->held[j->nheld++] = r;
+	return release_stale(j);
+}
+
+static int on_http(struct reqjoin *j, const struct http_event *in)
+{
+	struct http_event h = *in;
+	int rc;
+
+	for (size_t i = 0; i < j->nheld; i++) {
+		struct request_event r;
+
+		if (!same_request(&j->held[i], &h))
+			continue;
+		r = j->held[i];
+		memmove(j->held + i, j->held + i + 1, (j->nheld - i - 1) * sizeof(*j->held));
+		j->nheld--;
+		if (reqjoin_apply(&r, &h)) {
+			rc = j->deliver(j->ctx, &h, sizeof(h));
+			return rc ? rc : deliver_request(j, &r, 0);
+		}
+		/* the socket's record first: OTLP parents the request under it */
+		rc = j->deliver(j->ctx, &h, sizeof(h));
+		return rc ? rc : deliver_request(j, &r, 1);
+	}
+	if (!j->recent)
+		return j->deliver(j->ctx, &h, sizeof(h));
+	j->recent[j->next_recent] = h;
+	j->next_recent = (j->next_recent + 1) % REQJOIN_RECENT;
+	if (j->nrecent < REQJOIN_RECENT)
+		j->nrecent++;
+	return j->deliver(j->ctx, &h, sizeof(h));
+}
+
+/* The latest time a record says has passed: its begin, or a request's or
+ * an http record's end. */
+static void note_time(struct reqjoin *j, const struct event_header *h, size_t size)
+{
+	uint64_t t = h->ts_ns;
+
+	if (h->type == EV_REQUEST && size >= sizeof(struct request_event))
+		t += ((const struct request_event *)h)->dur_ns;
+	else if (h->type == EV_HTTP && size >= sizeof(struct http_event))
+		t = ((const struct http_event *)h)->end_ns;
+	if (t > j->newest_ns)
+		j->newest_ns = t;
+}
+
+int reqjoin_feed(struct reqjoin *j, const void *data, size_t size)
+{
+	const struct event_header *h = data;
+	int rc;
+
+	if (size < sizeof(*h))
+		return j->deliver(j->ctx, data, size);
+	note_time(j, h, size);
+	if ((rc = release_stale(j)))
+		return rc;
+	if (h->type == EV_REQUEST && size >= sizeof(struct request_event) &&
+	    ((const struct request_event *)data)->http_sock)
+		return on_request(j, data);
+	if (h->type == EV_HTTP && size >= sizeof(struct http_event))
+		return on_http(j, data);
+	return j->deliver(j->ctx, data, size);
+}
+
+int reqjoin_flush(struct reqjoin *j)
+{
+	int rc = 0;
+
+	while (!rc && j->nheld)
+		rc = release(j, 0);
+	return rc;
+}
+
+void reqjoin_free(struct reqjoin *j)
+{
+	free(j->held);
+	free(j->recent);
+	j->held = NULL;
+	j->recent = NULL;
+	j->nheld = j->cap_held = 0;
+}

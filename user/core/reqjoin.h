@@ -1,0 +1,50 @@
+/* reqjoin.h - the one join of an engine's requests and the HTTP requests
+ * they came in on.
+ *
+ * The BPF side links an engine's request to the HTTP request its server
+ * thread read last (bpf/reqlink.bpf.h: request_event http_sock/http_seq).
+ * This stage sits between the device-time join and the consumers. An
+ * engine request that names an HTTP request is held until that request's
+ * http record arrives (the engine finishes before the response's last
+ * byte is written, and llama.cpp's are ended just before it), then both
+ * go on as one request: the request record's ts_ns, ttft_ns and dur_ns
+ * count from the arrival on the socket (from REQ_FROM_SOCKET), with the
+ * engine's own beside them, and the http record names the engine's
+ * request and its token counts. Held requests are bounded; one whose http
+ * record never comes goes on unjoined, at the session's end at the latest. */
+#ifndef SPANTRACE_REQJOIN_H
+#define SPANTRACE_REQJOIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "spantrace.h"
+
+typedef int (*reqjoin_deliver_fn)(void *ctx, const void *data, size_t size);
+
+#define REQJOIN_RECENT 1024   /* http records remembered for requests that end after them */
+
+struct reqjoin {
+	reqjoin_deliver_fn deliver;
+	void *ctx;
+	struct request_event *held;   /* in arrival order */
+	size_t nheld, cap_held;
+	struct http_event *recent;    /* a ring of the last REQJOIN_RECENT http records */
+	size_t nrecent, next_recent;
+	uint64_t newest_ns;           /* the latest end seen: how long a request has waited */
+	uint64_t joined;              /* requests given their socket's times */
+	uint64_t unjoined;            /* linked requests handed on without them */
+};
+
+void reqjoin_init(struct reqjoin *j, reqjoin_deliver_fn deliver, void *ctx);
+/* One record: handed on now, or (a linked request) held for its http
+ * record. Returns the first non-zero deliver return. */
+int reqjoin_feed(struct reqjoin *j, const void *data, size_t size);
+/* Hands on every held request, unjoined (the session's end). */
+int reqjoin_flush(struct reqjoin *j);
+void reqjoin_free(struct reqjoin *j);
+
+/* Joins r with the http record h of its request, in place (the fields
+ * above); 0, or -1 when h cannot be r's (it arrived after r was queued). */
+int reqjoin_apply(struct request_event *r, struct http_event *h);
+
+#endif
