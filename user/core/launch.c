@@ -31,8 +31,9 @@ static const struct argp_option launch_options[] = {
 	  "loads later", 0 },
 	{ "http", OPT_HTTP, NULL, 0,
 	  "Also every HTTP/1.x request on the target's sockets, any server: method, path, status, arrival, "
-	  "first event, end, SSE events (no body leaves the kernel; -p or -- CMD). On by default for -p PID "
-	  "of a process that listens on TCP", 0 },
+	  "first event, end, SSE events (no body leaves the kernel; with --binary, each of its processes). "
+	  "Joined with the engine's request where it is known. On by default for -p PID of a process that "
+	  "listens on TCP", 0 },
 	{ "no-http", OPT_NO_HTTP, NULL, 0, "Not the HTTP requests, even for -p PID of a listening server", 0 },
 	{ 0 },
 };
