@@ -23,6 +23,7 @@ const volatile __u32 perf_mode __weak = 0;             /* 1 = CPU sampling (prof
 const volatile __u32 perf_ncounters __weak = 0;        /* span counters, 0 = off */
 const volatile __u32 stream_mode __weak = STREAM_ALL;  /* enum stream_mode */
 const volatile __u64 wakeup_bytes __weak = 64 * 1024;  /* force a wakeup past this */
+const volatile __u32 loaded __weak = LOADED_ALL;       /* LOADED_* families */
 /* Set by userspace once every probe is attached, cleared before detaching. */
 __u32 armed __weak = 0;
 /* Set by userspace before the links go: their removal takes a grace period

@@ -234,10 +234,10 @@ static inline long seq_end_req_cb(struct bpf_map *map, struct seq_key *key, stru
 static __always_inline void seq_end_request(__u32 pid, __u64 sock, __u32 seq, __u64 now)
 {
 	struct http_req_key hk = { .tgid = pid, .sock = sock };
-	struct http_req_val *hv = bpf_map_lookup_elem(&http_engine_reqs, &hk);
 	struct seq_req_end x = { .pid = pid, .now = now };
+	struct http_req_val *hv;
 
-	if (!hv)
+	if (!(loaded & LOADED_ENGINES) || !(hv = bpf_map_lookup_elem(&http_engine_reqs, &hk)))
 		return;
 	x.req = hv->req;
 	if (hv->seq == seq)

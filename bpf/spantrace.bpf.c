@@ -428,12 +428,17 @@ int handle_exit(void *ctx)
 	/* When the whole process goes, so do its outstanding allocations. The
 	 * pools/kv/agg entries stay for the reader, which removes dead pids. */
 	if (tid == tgid && (!target_tgid || tgid == target_tgid)) {
-		bpf_for_each_map_elem(&allocs, drop_pid_alloc, &tgid, 0);
+		if (loaded & (LOADED_PROBES | LOADED_ENGINES))
+			bpf_for_each_map_elem(&allocs, drop_pid_alloc, &tgid, 0);
 		/* another engine's open requests end with it, before the rest go */
-		bpf_for_each_map_elem(&seqs, seq_end_of_pid, &tgid, 0);
-		bpf_for_each_map_elem(&requests, drop_pid_request, &tgid, 0);
-		bpf_for_each_map_elem(&cl_mems, cl_drop_pid_mem, &tgid, 0);
-		http_forget_pid(tgid);
+		if (loaded & LOADED_ENGINES)
+			bpf_for_each_map_elem(&seqs, seq_end_of_pid, &tgid, 0);
+		if (loaded & (LOADED_PROBES | LOADED_ENGINES))
+			bpf_for_each_map_elem(&requests, drop_pid_request, &tgid, 0);
+		if (loaded & LOADED_OPENCL)
+			bpf_for_each_map_elem(&cl_mems, cl_drop_pid_mem, &tgid, 0);
+		if (loaded & LOADED_HTTP)
+			http_forget_pid(tgid);
 		if (perf_mode)
 			bpf_map_delete_elem(&proc_span, &tgid);
 	}

@@ -410,6 +410,16 @@ enum stream_mode {
 	STREAM_TAIL = 1, /* daemon: only slow spans */
 };
 
+/* Knob `loaded` (const volatile): which families of programs the session
+ * loads. Code that only a family's maps feed (the exit handler's scans, the
+ * http programs' end of a llama.cpp request) is left to the verifier only
+ * when that family is loaded: it prunes a branch on a known constant. */
+#define LOADED_PROBES  1u   /* the `infer` USDT probes' */
+#define LOADED_ENGINES 2u   /* the engine profiles' (bpf/engines.bpf.h) */
+#define LOADED_OPENCL  4u   /* --opencl's */
+#define LOADED_HTTP    8u   /* --http's */
+#define LOADED_ALL     15u
+
 /* Knob `level` (const volatile): coarse attaches only request/token/span
  * (forward, layer), alloc/free and kv_usage; detail also op_* and cl_batch. */
 enum trace_level {

@@ -2,7 +2,7 @@
 # tools/bench.sh - `make bench`: every benchmark section in one run, then one
 # table of all ratios against their targets.
 #
-#   tools/bench.sh [SECTION...]     sections: engine serve serveq8 tracer probes daemon reqtrace profile opencl
+#   tools/bench.sh [SECTION...]     sections: engine serve serveq8 tracer probes attach daemon reqtrace alwayson profile opencl
 #                                   opdetail gguf llamacpp servepeer
 #   REPEAT=5 BUILD=build tools/bench.sh
 #
@@ -20,7 +20,7 @@ export BUILD REPEAT=${REPEAT:-5}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 LOGDIR=$BUILD/bench
 mkdir -p "$LOGDIR" || exit 1
-ALL_SECTIONS="engine serve serveq8 tracer probes daemon reqtrace alwayson profile opencl opdetail gguf llamacpp servepeer"
+ALL_SECTIONS="engine serve serveq8 tracer probes attach daemon reqtrace alwayson profile opencl opdetail gguf llamacpp servepeer"
 SECTIONS=${*:-$ALL_SECTIONS}
 
 # section NAME -> "script time_limit_seconds"; limits keep the whole run
@@ -32,6 +32,7 @@ section_script() {
 	serveq8) echo "tools/bench_serve_q8.sh 300" ;;
 	tracer) echo "tools/bench_tracer.sh 150" ;;
 	probes) echo "tools/bench_probes.sh 60" ;;
+	attach) echo "tools/bench_attach.sh 120" ;;
 	daemon) echo "tools/bench_daemon.sh 300" ;;
 	reqtrace) echo "tools/bench_reqtrace.sh 300" ;;
 	alwayson) echo "tools/bench_alwayson.sh 600" ;;

@@ -395,6 +395,7 @@ static int start(const struct profile_opts *o, struct session *s, struct launch 
 		.perf_ncounters = pc->ncounters,
 		.perf_ncpus = pc->ncpus,
 		.ringbuf_kb = 16384, /* samples arrive in bursts from every CPU */
+		.no_probes = l->target.engine != ENGINE_INFER,
 		.engines = l->target.engine == ENGINE_LLAMACPP || l->target.pending,
 	};
 

@@ -349,6 +349,7 @@ static int start_session(struct recorder *r, char *err, size_t errlen)
 		.opencl = o->opencl,
 		.opencl_binary = r->o->target.binary,
 		.http = launch_wants_http(&o->target),
+		.no_probes = t->engine != ENGINE_INFER,
 		.engines = t->engine == ENGINE_LLAMACPP || t->pending,
 	};
 

@@ -229,6 +229,7 @@ static int start_tracing(struct top_run *r, char *err, size_t errlen)
 		.stream_mode = STREAM_ALL,
 		.opencl = o->opencl,
 		.opencl_binary = o->target.binary,
+		.no_probes = t->engine != ENGINE_INFER,
 		.engines = t->engine == ENGINE_LLAMACPP || t->pending,
 		.http = launch_wants_http(&o->target),
 	};

@@ -16,6 +16,7 @@
 #include "core/listen_ports.h"
 #include "core/log.h"
 #include "core/stapsdt.h"
+#include "core/userspans.h"
 
 #define TERM_GRACE_MS 2000  /* a command gets this long after SIGTERM, then SIGKILL */
 
@@ -316,6 +317,17 @@ int target_resolve_program(const char *prog, int is_command, enum engine_id engi
 	return target_or_opencl(prog, is_command, optional, t, err, errlen);
 }
 
+/* Does a --span name a function of a llama.cpp library? */
+static int spans_in_llamacpp(void)
+{
+	struct target t;
+
+	for (size_t i = 0; i < user_span_count(); i++)
+		if (user_span_get(i)->type == US_UPROBE && !engine_llamacpp_in_file(user_span_get(i)->path, &t))
+			return 1;
+	return 0;
+}
+
 int launch_start(struct launch *l, const struct launch_opts *o, char *err, size_t errlen)
 {
 	int rc;
@@ -339,6 +351,13 @@ int launch_start(struct launch *l, const struct launch_opts *o, char *err, size_
 	case LAUNCH_COMMAND:
 		if ((rc = target_resolve_program(o->cmd[0], 1, o->engine, o->probes_optional, &l->target, err,
 						 errlen)))
+			return rc;
+		/* --opencl or --span named what to trace: a libllama the command
+		 * may load later is watched for only when asked (--engine
+		 * llamacpp, --http, or a --span in llama.cpp itself), as the
+		 * profile's programs cost seconds of verification */
+		if (l->target.pending && o->engine == ENGINE_AUTO && o->probes_optional && !o->http &&
+		    !spans_in_llamacpp() && (rc = target_or_opencl(o->cmd[0], 1, 1, &l->target, err, errlen)))
 			return rc;
 		return start_command(l, o, err, errlen);
 	default:

@@ -31,6 +31,7 @@
 #include "spantrace.skel.h"
 
 static int prepare_engine_links(struct session *s);
+static int prepare_func_links(struct session *s);
 static int attach_user_spans(struct session *s, pid_t pid, char *err, size_t errlen);
 
 /* 2 MiB: ~0.4 s of detail-level events at 500 tok/s against a 50 ms poll.
@@ -219,7 +220,7 @@ static void set_level_autoload(struct session *s, const struct session_opts *o)
 
 	for (unsigned id = 0; id < PROBE_ID_COUNT; id++)
 		bpf_program__set_autoload(probe_program(sk, id), false);
-	for (unsigned id = 0; id < PROBE_ID_COUNT; id++)
+	for (unsigned id = 0; id < PROBE_ID_COUNT && !o->no_probes; id++)
 		if (probe_rows[id].level != PROBE_LEVEL_DETAIL || o->level == LEVEL_DETAIL)
 			bpf_program__set_autoload(probe_program(sk, id), true);
 	bpf_program__set_autoload(sk->progs.user_fn_entry, spans);
@@ -269,6 +270,8 @@ static int set_knobs(struct session *s, const struct session_opts *o, char *err,
 	s->skel->rodata->perf_mode = o->perf_mode;
 	s->skel->rodata->perf_ncounters = o->perf_ncounters;
 	s->skel->rodata->stream_mode = o->stream_mode;
+	s->skel->rodata->loaded = (o->no_probes ? 0 : LOADED_PROBES) | (o->engines ? LOADED_ENGINES : 0) |
+				  (o->opencl ? LOADED_OPENCL : 0) | (o->http ? LOADED_HTTP : 0);
 	s->ringbuf_bytes = ringbuf_size(o->ringbuf_kb);
 	/* Wake the reader once a quarter of the buffer is waiting. */
 	s->skel->rodata->wakeup_bytes = s->ringbuf_bytes / 4;
@@ -313,7 +316,7 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
 	bpf_object__for_each_program(prog, s->skel->obj)
 		bpf_program__set_autoattach(prog, false);
 	s->um = umulti_new();
-	if (!s->um || (umulti_enabled(s->um) && prepare_engine_links(s))) {
+	if (!s->um || (umulti_enabled(s->um) && (prepare_engine_links(s) || prepare_func_links(s)))) {
 		snprintf(err, errlen, "cannot set up the USDT links");
 		goto fail;
 	}
@@ -446,6 +449,57 @@ static int prepare_engine_links(struct session *s)
 			progs[nprogs++] = table[i].prog;
 	}
 	return umulti_prepare(progs, nprogs);
+}
+
+/* Every program that probes a function (an engine profile's, --span's,
+ * --opencl's) goes through uprobe_multi links too: libbpf's per-probe
+ * links close one after another, ~100 ms each here, where the multi
+ * links' closes overlap (core/uprobe_multi.h). dl_change stays libbpf's. */
+static int prepare_func_links(struct session *s)
+{
+	struct bpf_program *progs[64], *prog;
+	size_t n = 0, ncl;
+	const struct cl_probe *cl = opencl_probes(&ncl);
+
+	bpf_object__for_each_program(prog, s->skel->obj) {
+		const char *name = bpf_program__name(prog);
+		int cl_prog = 0;
+
+		for (size_t i = 0; i < ncl; i++)
+			cl_prog |= !strcmp(name, cl[i].prog);
+		if (n < sizeof(progs) / sizeof(progs[0]) &&
+		    (cl_prog || prog == s->skel->progs.user_fn_entry || prog == s->skel->progs.user_fn_return ||
+		     (!strncmp(name, "engine_", 7) && prog != s->skel->progs.engine_flush)))
+			progs[n++] = prog;
+	}
+	if (umulti_prepare(progs, n))
+		return -1;
+	s->func_multi = 1;
+	return 0;
+}
+
+/* A function probe at file offset off of path (its return when ret), the
+ * cookie what bpf_get_attach_cookie() reads: a uprobe_multi link when the
+ * programs were prepared so, else libbpf's. 0, or -1 with errno set. */
+static int attach_func(struct session *s, struct bpf_program *prog, const char *path, pid_t pid, uint64_t off,
+		       int ret, uint64_t cookie)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret != 0, .bpf_cookie = cookie);
+	struct bpf_link *link;
+	int rc;
+
+	if (s->func_multi) {
+		rc = umulti_attach_func(s->um, bpf_program__fd(prog), path, pid, off, ret, cookie);
+		errno = -rc;
+		return rc ? -1 : 0;
+	}
+	if (!(link = bpf_program__attach_uprobe_opts(prog, pid, path, (size_t)off, &uo)))
+		return -1;
+	if (session_add_link(s, link)) {
+		errno = ENOMEM;
+		return -1;
+	}
+	return 0;
 }
 
 /* The engine's probes of elf, in the order the table gives. */
@@ -604,18 +658,12 @@ static struct bpf_program *engine_prog(struct spantrace_bpf *sk, unsigned role, 
 static int attach_hook(struct session *s, const struct engine_hook *h, struct bpf_program *prog, int ret,
 		       pid_t pid, char *err, size_t errlen)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret != 0, .bpf_cookie = ENGINE_COOKIE(h->role, h->kind));
 	/* past an endbr64 the kernel would single-step (core/uprobe_entry.h) */
 	uint64_t off = uprobe_entry_offset(h->path, h->off);
-	struct bpf_link *link = bpf_program__attach_uprobe_opts(prog, pid, h->path, (size_t)off, &uo);
 
-	if (!link) {
+	if (attach_func(s, prog, h->path, pid, off, ret, ENGINE_COOKIE(h->role, h->kind))) {
 		snprintf(err, errlen, "cannot attach %s%s in %s: %s", h->func, ret ? " (return)" : "", h->path,
 			 strerror(errno));
-		return -1;
-	}
-	if (session_add_link(s, link)) {
-		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
 	st_debug("%s: %s%s in %s at +%#llx", engine_name(ENGINE_LLAMACPP), h->func, ret ? " (return)" : "",
@@ -670,25 +718,40 @@ int session_attach_engine(struct session *s, const struct target *t, pid_t pid, 
 
 /* ---- --span (core/userspans.h) ---- */
 
-/* One end (end != 0) or begin of span i, its kind in the cookie. */
-static struct bpf_link *attach_user_span(struct spantrace_bpf *sk, size_t i, int end, pid_t pid)
+/* One end (end != 0) or begin of span i, its kind in the cookie. 0, or -1
+ * with errno set. */
+static int attach_user_span(struct session *s, size_t i, int end, pid_t pid)
 {
 	const struct user_span *u = user_span_get(i);
+	struct spantrace_bpf *sk = s->skel;
 	__u64 cookie = user_span_kind(i);
+	struct bpf_link *link;
 
 	if (u->type == US_UPROBE) {
-		LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = u->func, .retprobe = end != 0, .bpf_cookie = cookie);
-		/* offset into func: past an endbr64 (core/uprobe_entry.h) */
-		size_t skip = uprobe_entry_func_skip(u->path, u->func);
+		uint64_t func = uprobe_func_offset(u->path, u->func);
+		/* past an endbr64 the kernel would single-step (core/uprobe_entry.h) */
+		uint64_t off = uprobe_entry_offset(u->path, func);
 
-		if (skip)
-			st_debug("--span %s: %s%s at +%zu", u->name, u->func, end ? " (return)" : "", skip);
-		return bpf_program__attach_uprobe_opts(end ? sk->progs.user_fn_return : sk->progs.user_fn_entry,
-						       pid, u->path, skip, &uo);
+		if (!func) {
+			errno = ENOENT;   /* no such function (or an ifunc, or several) */
+			return -1;
+		}
+		if (off != func)
+			st_debug("--span %s: %s%s at +%llu", u->name, u->func, end ? " (return)" : "",
+				 (unsigned long long)(off - func));
+		return attach_func(s, end ? sk->progs.user_fn_return : sk->progs.user_fn_entry, u->path, pid, off,
+				   end, cookie);
 	}
 	LIBBPF_OPTS(bpf_usdt_opts, so, .usdt_cookie = cookie);
-	return bpf_program__attach_usdt(end ? sk->progs.user_usdt_end : sk->progs.user_usdt_begin, pid, u->path,
+	link = bpf_program__attach_usdt(end ? sk->progs.user_usdt_end : sk->progs.user_usdt_begin, pid, u->path,
 					u->func, end ? u->end : u->begin, &so);
+	if (!link)
+		return -1;
+	if (session_add_link(s, link)) {
+		errno = ENOMEM;
+		return -1;
+	}
+	return 0;
 }
 
 /* Every spec, for pid (-1: every process); ends before begins, like the
@@ -697,17 +760,11 @@ static int attach_user_spans(struct session *s, pid_t pid, char *err, size_t err
 {
 	for (int end = 1; end >= 0; end--) {
 		for (size_t i = 0; i < user_span_count(); i++) {
-			struct bpf_link *link = attach_user_span(s->skel, i, end, pid);
-
-			if (!link) {
+			if (attach_user_span(s, i, end, pid)) {
 				const struct user_span *u = user_span_get(i);
 				snprintf(err, errlen, "--span %s: cannot attach %s in %s: %s", u->name,
 					 u->type == US_UPROBE ? u->func : (end ? u->end : u->begin), u->path,
 					 strerror(errno));
-				return -1;
-			}
-			if (session_add_link(s, link)) {
-				snprintf(err, errlen, "out of memory");
 				return -1;
 			}
 		}
@@ -723,23 +780,18 @@ static int attach_opencl_lib(struct session *s, const char *lib, pid_t pid, char
 	const struct cl_probe *p = opencl_probes(&n);
 
 	for (size_t i = 0; i < n; i++) {
-		LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = p[i].func, .retprobe = p[i].ret != 0);
 		struct bpf_program *prog = bpf_object__find_program_by_name(s->skel->obj, p[i].prog);
-		size_t off = opencl_probe_offset(lib, p[i].func);
-		struct bpf_link *link;
-
+		uint64_t func = uprobe_func_offset(lib, p[i].func);
+		size_t into = opencl_probe_offset(lib, p[i].func);
 		/* a loader built with -fcf-protection: past its endbr64 (core/uprobe_entry.h) */
-		if (!off)
-			off = uprobe_entry_func_skip(lib, p[i].func);
-		st_debug("--opencl: %s%s at +%zu", p[i].func, p[i].ret ? " (return)" : "", off);
-		link = prog ? bpf_program__attach_uprobe_opts(prog, pid, lib, off, &uo) : NULL;
-		if (!link) {
+		uint64_t off = into ? func + into : uprobe_entry_offset(lib, func);
+
+		st_debug("--opencl: %s%s at +%llu", p[i].func, p[i].ret ? " (return)" : "",
+			 (unsigned long long)(off - func));
+		if (!prog || !func || attach_func(s, prog, lib, pid, off, p[i].ret, 0)) {
 			snprintf(err, errlen, "--opencl: cannot attach %s%s in %s: %s", p[i].func,
-				 p[i].ret ? " (return)" : "", lib, prog ? strerror(errno) : "no program");
-			return -1;
-		}
-		if (session_add_link(s, link)) {
-			snprintf(err, errlen, "out of memory");
+				 p[i].ret ? " (return)" : "", lib,
+				 !prog ? "no program" : !func ? "no such function" : strerror(errno));
 			return -1;
 		}
 	}

@@ -39,6 +39,8 @@ struct session_opts {
 	unsigned perf_ncpus;          /* possible CPUs the counter map spans */
 	int opencl;                   /* load the --opencl programs (core/opencl_attach.h) */
 	const char *opencl_binary;    /* --opencl --binary: only this executable's processes */
+	int no_probes;                /* the target has no `infer` probes: their programs are
+				       * not loaded (seconds of verification saved) */
 	int engines;                  /* load the engine profiles' programs (core/engines.h):
 				       * the target is llama.cpp, may load it, or host mode */
 	int http;                     /* --http: HTTP requests from the target's sockets
@@ -60,6 +62,7 @@ struct session {
 	int http;                     /* --http's programs are loaded */
 	int http_attached;
 	struct umulti *um;            /* the USDT links, when uprobe_multi (core/uprobe_multi.h) */
+	int func_multi;               /* function probes through um too (its prepare_func_links) */
 	struct follow *follow;        /* binary mode: the path's new inodes (core/follow.h) */
 	struct fleet *http_fleet;     /* binary mode with --http: its processes (core/fleet.h) */
 	enum trace_level level;

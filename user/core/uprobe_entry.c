@@ -120,6 +120,24 @@ static uint64_t func_vaddr(Elf *elf, const char *func)
 	return found;
 }
 
+uint64_t uprobe_func_offset(const char *path, const char *func)
+{
+	uint64_t vaddr, off = 0;
+	Elf *elf;
+	int fd;
+
+	if (!path || !func || !*func || elf_version(EV_CURRENT) == EV_NONE ||
+	    (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (elf && elf_kind(elf) == ELF_K_ELF && (vaddr = func_vaddr(elf, func)) && vaddr != UINT64_MAX)
+		off = vaddr_to_offset(elf, vaddr);
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return off;
+}
+
 size_t uprobe_entry_func_skip(const char *path, const char *func)
 {
 	uint8_t b[ENDBR64_LEN + 2];

@@ -35,4 +35,8 @@ uint64_t uprobe_entry_offset(const char *path, uint64_t func_off);
  * .func_name. */
 size_t uprobe_entry_func_skip(const char *path, const char *func);
 
+/* func's file offset in path (the rule above): 0 when there is no such
+ * function, it is an ifunc, or its definitions disagree. */
+uint64_t uprobe_func_offset(const char *path, const char *func);
+
 #endif

@@ -20,6 +20,7 @@
 /* From the kernel's UAPI (6.6+); Debian 12's linux/bpf.h predates them. */
 #define UM_ATTACH_TYPE 48 /* BPF_TRACE_UPROBE_MULTI */
 #define UM_MAX_ARGS 12    /* BPF_USDT_MAX_ARG_CNT in usdt.bpf.h */
+#define UM_F_RETURN 1     /* BPF_F_UPROBE_MULTI_RETURN */
 
 enum { UM_ARG_CONST, UM_ARG_REG, UM_ARG_REG_DEREF }; /* enum __bpf_usdt_arg_type */
 
@@ -313,13 +314,14 @@ static int collect_sites(struct umulti *um, const struct sdt_list *l, const char
 	return s->n ? 0 : -ENOENT;
 }
 
-static int link_sites(struct umulti *um, int prog_fd, const char *elf, pid_t pid, const struct um_sites *s)
+static int link_sites(struct umulti *um, int prog_fd, const char *elf, pid_t pid, const struct um_sites *s,
+		      uint32_t flags)
 {
 	struct um_link_attr la = {
 		.prog_fd = (uint32_t)prog_fd, .attach_type = UM_ATTACH_TYPE,
 		.path = (uintptr_t)elf, .offsets = (uintptr_t)s->offs,
 		.ref_ctr_offsets = (uintptr_t)s->refs, .cookies = (uintptr_t)s->cookies,
-		.cnt = s->n, .pid = pid > 0 ? (uint32_t)pid : 0,
+		.cnt = s->n, .um_flags = flags, .pid = pid > 0 ? (uint32_t)pid : 0,
 	};
 	int fd = sys_link_create(&la), rc;
 
@@ -344,13 +346,22 @@ int umulti_attach(struct umulti *um, int prog_fd, const char *elf, pid_t pid, co
 	rc = collect_sites(um, &l, provider, probe, usdt_cookie, &s, err, errlen);
 	if (rc == -ENOMEM)
 		snprintf(err, errlen, "out of memory");
-	if (!rc && (rc = link_sites(um, prog_fd, elf, pid, &s)))
+	if (!rc && (rc = link_sites(um, prog_fd, elf, pid, &s, 0)))
 		snprintf(err, errlen, "cannot attach %s:%s in %s: %s", provider, probe, elf, strerror(-rc));
 	free(s.offs);
 	free(s.refs);
 	free(s.cookies);
 	sdt_free(&l);
 	return rc;
+}
+
+int umulti_attach_func(struct umulti *um, int prog_fd, const char *path, pid_t pid, uint64_t off, int retprobe,
+		       uint64_t cookie)
+{
+	uint64_t ref = 0;
+	struct um_sites s = { .offs = &off, .refs = &ref, .cookies = &cookie, .n = 1 };
+
+	return link_sites(um, prog_fd, path, pid, &s, retprobe ? UM_F_RETURN : 0);
 }
 
 size_t umulti_nlinks(const struct umulti *um)

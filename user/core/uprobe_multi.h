@@ -1,5 +1,5 @@
-/* uprobe_multi.h - USDT attachment through the kernel's uprobe_multi links
- * (Linux 6.6+), which Debian's libbpf 1.1 has no API for.
+/* uprobe_multi.h - USDT and function probes through the kernel's
+ * uprobe_multi links (Linux 6.6+), which Debian's libbpf 1.1 has no API for.
  *
  * Why: a classic uprobe link (libbpf's bpf_program__attach_usdt) costs
  * ~80-100 ms to close here, and the closes are serialized: ~1-2 s to end a
@@ -52,6 +52,11 @@ int umulti_set_specs_map(struct umulti *um, struct bpf_object *obj, char *err, s
  * message in err. */
 int umulti_attach(struct umulti *um, int prog_fd, const char *elf, pid_t pid, const char *provider,
 		  const char *probe, uint64_t usdt_cookie, char *err, size_t errlen);
+/* A function probe: prog_fd (prepared) at file offset off of path, at its
+ * return when retprobe; cookie is what bpf_get_attach_cookie() returns.
+ * One link, closed with the others by umulti_detach. 0 or -errno. */
+int umulti_attach_func(struct umulti *um, int prog_fd, const char *path, pid_t pid, uint64_t off, int retprobe,
+		       uint64_t cookie);
 /* Number of links held. */
 size_t umulti_nlinks(const struct umulti *um);
 /* Closes every link, in parallel threads (the grace periods overlap). */
