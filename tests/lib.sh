@@ -93,6 +93,13 @@ need_bpf() {
 	[ -z "$why" ] || skip "$why"
 }
 need_models() { [ -r "$MODELS/stories260K.bin" ] || skip "no ../shared/models/stories260K.bin beside the project"; }
+# perf probe and perf's sdt events need tracefs, which a fresh machine may
+# not have mounted: mount it (root), and skip only when that cannot be done.
+need_tracefs() {
+	[ -d /sys/kernel/tracing/events ] && return 0
+	mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
+	[ -d /sys/kernel/tracing/events ] || skip "tracefs is not mounted at /sys/kernel/tracing and cannot be (perf probe needs it)"
+}
 need_opencl() { need_cmd clinfo clinfo; clinfo -l 2>/dev/null | grep -q Device || skip "no OpenCL device (clinfo lists none)"; }
 
 # wait_for CMD... : retries for up to 10 s ($WAIT_S s where set)

@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib.sh"
 need_bpf
 need_models
 need_cmd perf linux-perf
-[ -d /sys/kernel/tracing/events ] || skip "tracefs is not mounted at /sys/kernel/tracing (perf probe needs it)"
+need_tracefs
 [ -x "$SPANTRACE" ] || fail "no $SPANTRACE (build first)"
 
 LIB=$BUILD/libinfer.so

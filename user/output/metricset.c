@@ -515,13 +515,16 @@ static void kv(struct metric_set *m, const struct view *v)
  * attach) the gauges are unknown, and a series that is absent says so. */
 static void serving_gauges(struct metric_set *m, const struct view *v)
 {
-	static const char *const names[2] = { "spantrace_requests_running", "spantrace_requests_waiting" };
-	static const char *const helps[2] = { "Requests in the engine's running set.",
-					      "Requests queued, waiting for KV blocks." };
+	static const struct {
+		const char *name, *help;
+	} gauges[2] = {
+		{ "spantrace_requests_running", "Requests in the engine's running set." },
+		{ "spantrace_requests_waiting", "Requests queued, waiting for KV blocks." },
+	};
 	struct metric_point *p;
 
 	for (int g = 0; g < 2; g++) {
-		FAMILY(m, names[g], METRIC_GAUGE, "{request}", helps[g]);
+		FAMILY(m, gauges[g].name, METRIC_GAUGE, "{request}", gauges[g].help);
 		for (size_t i = 0; i < v->s->nservings; i++) {
 			const struct serving_val *sv = &v->servings[i]->v;
 
