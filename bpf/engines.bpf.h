@@ -67,6 +67,8 @@ struct prompt_key {
 	__u32 pad;
 };
 
+#define PROMPT_AMBIGUOUS_NS (10ull * 1000000000ull)   /* an older twin: taken, or gone */
+
 struct prompt_val {
 	__u64 ts;                /* its tokenization's begin */
 	struct http_link http;   /* the HTTP request the tokenizing thread read last */
@@ -572,7 +574,7 @@ static __always_inline void tokenize_end(struct pt_regs *ctx, __u32 pid, __u32 t
 	struct engine_call *c = bpf_map_lookup_elem(&engine_calls, &tid);
 	__s32 n = (__s32)PT_REGS_RC(ctx);
 	struct prompt_key key = { .pid = pid };
-	struct prompt_val val = {};
+	struct prompt_val val = {}, *old;
 
 	if (!c || !c->tokens || n <= 0 ||
 	    bpf_probe_read_user(&key.last, sizeof(key.last), (void *)(c->tokens + (__u64)(n - 1) * 4)))
@@ -580,6 +582,13 @@ static __always_inline void tokenize_end(struct pt_regs *ctx, __u32 pid, __u32 t
 	key.n_tokens = (__u32)n;
 	val.ts = c->tokenize_ns;
 	http_link_of_thread(&val.http);
+	/* Another prompt of this length and last token, still waiting for its
+	 * sequence, from another HTTP request: which sequence is whose cannot
+	 * be told, so neither is linked (a wrong link would end the other's). */
+	old = bpf_map_lookup_elem(&prompts, &key);
+	if (old && old->ts + PROMPT_AMBIGUOUS_NS > val.ts &&
+	    (old->http.sock != val.http.sock || old->http.seq != val.http.seq))
+		__builtin_memset(&val.http, 0, sizeof(val.http));
 	bpf_map_update_elem(&prompts, &key, &val, BPF_ANY);
 	c->tokens = 0;
 }

@@ -90,8 +90,10 @@ static __always_inline void http_send(__u32 tgid, struct http_conn *c, __u32 end
 	struct http_event *e;
 
 	/* a llama.cpp request linked to it ends first, so that its record
-	 * reaches the join (user/core/reqjoin.h) before this one */
-	seq_end_request(tgid, c->e.sock, c->e.seq, now);
+	 * reaches the join (user/core/reqjoin.h) before this one; only on a
+	 * response that ended (a client gone may leave the engine a step yet) */
+	if (end == HTTP_END_RESPONSE)
+		seq_end_request(tgid, c->e.sock, c->e.seq, now);
 	agg_add(tgid, AGG_KIND_HTTP_REQUEST, (__s32)c->e.status, now - c->e.start_ns, end != HTTP_END_RESPONSE);
 	if (first)
 		agg_add(tgid, AGG_KIND_HTTP_TTFT, LAYER_NONE, first - c->e.start_ns, 0);

@@ -139,6 +139,7 @@ struct request_event {
 };
 
 #define REQ_F_SERVED 1        /* from the serving engine's req_* probes */
+#define REQ_F_HTTP_FIRST 2    /* joined with an http record that went out before it (reqjoin.h) */
 
 enum req_from {
 	REQ_FROM_ENGINE = 0,      /* the engine's probes alone */

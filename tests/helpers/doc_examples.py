@@ -172,6 +172,7 @@ def run_tty(c, secs):
     """A live view on a terminal of its own: Ctrl-C after secs; its status."""
     pid, fd = pty.fork()
     if pid == 0:
+        os.chdir(WORK)
         os.execvpe("bash", ["bash", "-c", "exec " + c], ENV)
     end = time.time() + secs
     while time.time() < end:

@@ -1,9 +1,9 @@
 /* test_reqjoin.c - the join of engine requests and HTTP requests: a linked
  * request waits for its http record and then carries the socket's times
  * (the http record first, naming it); an http record that came first joins
- * a later request; an unlinked request passes straight on; one whose link
- * cannot be right (the socket's request began after the engine had it)
- * stays the engine's; a request whose http record never comes goes on at
+ * the later requests of its link, the newest such record first; an unlinked
+ * request passes straight on; one whose link cannot be right (the socket's
+ * request began after the engine had it, or had ended) stays the engine's; a request whose http record never comes goes on at
  * the flush, or before a record from 30 s past its end. */
 #include <string.h>
 #include "check.h"
@@ -103,10 +103,29 @@ static void test_http_first(void)
 	reqjoin_feed(&j, &r, sizeof(r));
 	CHECK(o.n == 3 && o.req[0].from == REQ_FROM_SOCKET && o.req[0].h.ts_ns == 900,
 	      "a request after its http record joins it (seq 1, not 2)");
+	CHECK(o.req[0].flags & REQ_F_HTTP_FIRST, "and says its http record went out first");
+	r.req = 5;
 	reqjoin_feed(&j, &r, sizeof(r));
-	CHECK(o.n == 3 && j.nheld == 1, "an http record joins one request only");
-	reqjoin_flush(&j);
-	CHECK(o.n == 4 && o.req[1].from == REQ_FROM_ENGINE && j.unjoined == 1, "the flush hands it on unjoined");
+	CHECK(o.n == 4 && o.req[1].from == REQ_FROM_SOCKET && j.nheld == 0,
+	      "a second engine request of the same HTTP request (a prompt array) joins it too");
+	reqjoin_free(&j);
+}
+
+static void test_stale_link(void)
+{
+	struct out o = { 0 };
+	struct reqjoin j;
+	struct http_event old = http(900, 0x33, 1), newer = http(3000, 0x33, 1);
+	struct request_event r = request(8, 3500, 0x33, 1), late = request(9, 5000, 0x33, 1);
+
+	reqjoin_init(&j, deliver, &o);
+	reqjoin_feed(&j, &old, sizeof(old));     /* a socket address and seq reused: */
+	reqjoin_feed(&j, &newer, sizeof(newer));
+	reqjoin_feed(&j, &r, sizeof(r));
+	CHECK(o.nreq == 1 && o.req[0].from == REQ_FROM_SOCKET && o.req[0].h.ts_ns == 3000,
+	      "the newest http record of a link is the one joined");
+	reqjoin_feed(&j, &late, sizeof(late));   /* queued after that request had ended */
+	CHECK(o.nreq == 2 && o.req[1].from == REQ_FROM_ENGINE, "an http record that had ended is not joined");
 	reqjoin_free(&j);
 }
 
@@ -149,6 +168,7 @@ int main(void)
 	test_request_first();
 	test_http_first();
 	test_unlinked_and_bad();
+	test_stale_link();
 	test_stale();
 	printf("reqjoin: %d failures\n", failures);
 	return check_report();

@@ -167,7 +167,11 @@ static int frame(struct top_run *r, uint64_t now)
 static enum stop_reason on_tick(void *ctx, uint64_t now)
 {
 	struct top_run *r = ctx;
+	char err[512];
 
+	/* --http with --binary: the binary's new processes' sockets too */
+	if (r->l.mode == LAUNCH_BINARY && session_http_watch_binary(&r->s, r->l.target.elf, err, sizeof(err)))
+		st_err("%s", err);
 	if (frame(r, now))
 		return STOP_OUTPUT_ERROR;
 	r->frames++;
@@ -245,6 +249,7 @@ static int start_tracing(struct top_run *r, char *err, size_t errlen)
 	r->session_ok = 1;
 	if (session_attach_target(&r->s, t, t->pid > 0 ? t->pid : -1, r->l.mode == LAUNCH_PID, err, errlen) ||
 	    (t->pid <= 0 && t->engine == ENGINE_INFER && session_follow(&r->s, t->elf, err, errlen)) ||
+	    (r->l.mode == LAUNCH_BINARY && session_http_watch_binary(&r->s, t->elf, err, errlen)) ||
 	    launch_release(&r->l, err, errlen))
 		return -1;
 	if (r->l.mode == LAUNCH_PID && t->engine == ENGINE_INFER && state_request(t->pid) < 0)

@@ -16,7 +16,6 @@
 #include "core/listen_ports.h"
 #include "core/log.h"
 #include "core/stapsdt.h"
-#include "core/userspans.h"
 
 #define TERM_GRACE_MS 2000  /* a command gets this long after SIGTERM, then SIGKILL */
 
@@ -318,12 +317,12 @@ int target_resolve_program(const char *prog, int is_command, enum engine_id engi
 }
 
 /* Does a --span name a function of a llama.cpp library? */
-static int spans_in_llamacpp(void)
+static int span_in_llamacpp(const struct launch_opts *o)
 {
 	struct target t;
 
-	for (size_t i = 0; i < user_span_count(); i++)
-		if (user_span_get(i)->type == US_UPROBE && !engine_llamacpp_in_file(user_span_get(i)->path, &t))
+	for (unsigned i = 0; i < o->nspan_files; i++)
+		if (!engine_llamacpp_in_file(o->span_files[i], &t))
 			return 1;
 	return 0;
 }
@@ -357,7 +356,7 @@ int launch_start(struct launch *l, const struct launch_opts *o, char *err, size_
 		 * llamacpp, --http, or a --span in llama.cpp itself), as the
 		 * profile's programs cost seconds of verification */
 		if (l->target.pending && o->engine == ENGINE_AUTO && o->probes_optional && !o->http &&
-		    !spans_in_llamacpp() && (rc = target_or_opencl(o->cmd[0], 1, 1, &l->target, err, errlen)))
+		    !span_in_llamacpp(o) && (rc = target_or_opencl(o->cmd[0], 1, 1, &l->target, err, errlen)))
 			return rc;
 		return start_command(l, o, err, errlen);
 	default:

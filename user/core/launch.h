@@ -45,6 +45,8 @@ struct launch_opts {
 	int cmd_stdin_null;      /* its stdin is /dev/null (e.g. we own the tty) */
 	int probes_optional;     /* --opencl, --span: a target without `infer` probes
 				  * is fine (target.elf is then empty) */
+	const char *span_files[USER_SPAN_MAX];  /* --span uprobe files: one in llama.cpp */
+	unsigned nspan_files;    /* is a reason to watch a command for its libllama */
 	int http, no_http;       /* --http, --no-http */
 };
 

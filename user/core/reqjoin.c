@@ -27,15 +27,17 @@ int reqjoin_apply(struct request_event *r, struct http_event *h)
 {
 	uint64_t first = http_first_token_ns(h);
 
-	/* the socket's request began before the engine had it, and ended after */
-	if (h->start_ns > r->h.ts_ns || h->end_ns < h->start_ns)
+	/* the socket's request began before the engine had it, and was still
+	 * open then: else the link is stale (a socket address reused) */
+	if (h->start_ns > r->h.ts_ns || h->end_ns < r->h.ts_ns)
 		return -1;
 	r->from = REQ_FROM_SOCKET;
 	r->engine_ts_ns = r->h.ts_ns;
 	r->engine_ttft_ns = r->ttft_ns;
 	r->engine_dur_ns = r->dur_ns;
 	r->h.ts_ns = h->start_ns;
-	r->ttft_ns = first > h->start_ns ? first - h->start_ns : 0;
+	/* no token from the engine, no first token on the socket either */
+	r->ttft_ns = r->engine_ttft_ns && first > h->start_ns ? first - h->start_ns : 0;
 	r->dur_ns = h->end_ns - h->start_ns;
 	r->http_status = h->status;
 	r->http_events = h->events;
@@ -79,13 +81,16 @@ static int on_request(struct reqjoin *j, const struct request_event *in)
 {
 	struct request_event r = *in;
 
-	for (size_t n = 0; n < j->nrecent; n++) {   /* its http record came first */
-		struct http_event *h = &j->recent[n];
+	/* its http record came first (a client gone before the engine was
+	 * done): the newest of that link; it may serve more than one request */
+	for (size_t n = 1; n <= j->nrecent; n++) {
+		struct http_event h = j->recent[(j->next_recent + REQJOIN_RECENT - n) % REQJOIN_RECENT];
 
-		if (same_request(&r, h)) {
-			int joined = reqjoin_apply(&r, h) == 0;
+		if (same_request(&r, &h)) {
+			int joined = reqjoin_apply(&r, &h) == 0;
 
-			h->sock = 0;   /* used */
+			if (joined)
+				r.flags |= REQ_F_HTTP_FIRST;
 			return deliver_request(j, &r, joined);
 		}
 	}
@@ -95,34 +100,44 @@ static int on_request(struct reqjoin *j, const struct request_event *in)
 	return release_stale(j);
 }
 
+/* Takes every held request of h's link out of the list, into out (at most
+ * max; the rest stay held); the count. */
+static size_t take_held(struct reqjoin *j, const struct http_event *h, struct request_event *out, size_t max)
+{
+	size_t n = 0, i = 0;
+
+	while (i < j->nheld && n < max) {
+		if (!same_request(&j->held[i], h)) {
+			i++;
+			continue;
+		}
+		out[n++] = j->held[i];
+		memmove(j->held + i, j->held + i + 1, (j->nheld - i - 1) * sizeof(*j->held));
+		j->nheld--;
+	}
+	return n;
+}
+
 static int on_http(struct reqjoin *j, const struct http_event *in)
 {
 	struct http_event h = *in;
-	int rc;
+	struct request_event taken[8];   /* one HTTP request, several engine requests (a prompt array) */
+	int ok[8], rc;
+	size_t n = take_held(j, &h, taken, 8);
 
-	for (size_t i = 0; i < j->nheld; i++) {
-		struct request_event r;
-
-		if (!same_request(&j->held[i], &h))
-			continue;
-		r = j->held[i];
-		memmove(j->held + i, j->held + i + 1, (j->nheld - i - 1) * sizeof(*j->held));
-		j->nheld--;
-		if (reqjoin_apply(&r, &h)) {
-			rc = j->deliver(j->ctx, &h, sizeof(h));
-			return rc ? rc : deliver_request(j, &r, 0);
-		}
-		/* the socket's record first: OTLP parents the request under it */
-		rc = j->deliver(j->ctx, &h, sizeof(h));
-		return rc ? rc : deliver_request(j, &r, 1);
+	for (size_t i = 0; i < n; i++)
+		ok[i] = reqjoin_apply(&taken[i], &h) == 0;
+	if (j->recent) {   /* for the engine's requests that end after it */
+		j->recent[j->next_recent] = h;
+		j->next_recent = (j->next_recent + 1) % REQJOIN_RECENT;
+		if (j->nrecent < REQJOIN_RECENT)
+			j->nrecent++;
 	}
-	if (!j->recent)
-		return j->deliver(j->ctx, &h, sizeof(h));
-	j->recent[j->next_recent] = h;
-	j->next_recent = (j->next_recent + 1) % REQJOIN_RECENT;
-	if (j->nrecent < REQJOIN_RECENT)
-		j->nrecent++;
-	return j->deliver(j->ctx, &h, sizeof(h));
+	/* the socket's record first: OTLP parents the requests under it */
+	rc = j->deliver(j->ctx, &h, sizeof(h));
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = deliver_request(j, &taken[i], ok[i]);
+	return rc;
 }
 
 /* The latest time a record says has passed: its begin, or a request's or

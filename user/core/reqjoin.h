@@ -10,8 +10,11 @@
  * go on as one request: the request record's ts_ns, ttft_ns and dur_ns
  * count from the arrival on the socket (from REQ_FROM_SOCKET), with the
  * engine's own beside them, and the http record names the engine's
- * request and its token counts. Held requests are bounded; one whose http
- * record never comes goes on unjoined, at the session's end at the latest. */
+ * request and its token counts. A request whose http record went out
+ * before it (the client left first) is joined from the recent ones, newest
+ * first, and says so (REQ_F_HTTP_FIRST). Held requests are bounded; one
+ * whose http record never comes goes on unjoined, at the session's end or
+ * 30 s after its own at the latest. */
 #ifndef SPANTRACE_REQJOIN_H
 #define SPANTRACE_REQJOIN_H
 
@@ -44,7 +47,8 @@ int reqjoin_flush(struct reqjoin *j);
 void reqjoin_free(struct reqjoin *j);
 
 /* Joins r with the http record h of its request, in place (the fields
- * above); 0, or -1 when h cannot be r's (it arrived after r was queued). */
+ * above); 0, or -1 when h cannot be r's (it began after r was queued, or
+ * had ended by then). */
 int reqjoin_apply(struct request_event *r, struct http_event *h);
 
 #endif

@@ -338,6 +338,7 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
 	}
 	return 0;
 fail:
+	reqjoin_free(&s->reqjoin);
 	umulti_free(s->um);
 	s->um = NULL;
 	spantrace_bpf__destroy(s->skel);
@@ -432,7 +433,7 @@ static size_t engine_probes(const struct spantrace_bpf *sk, struct engine_probe 
 }
 
 /* Every engine probe program goes through uprobe_multi links (when the
- * kernel has them); --opencl's and --span's attach per site. */
+ * kernel has them), as the function probes do (prepare_func_links). */
 static int prepare_engine_links(struct session *s)
 {
 	struct engine_probe table[PROBE_ID_COUNT];
@@ -569,8 +570,9 @@ static void watch_if_binary(void *ctx, const struct fleet_proc *p)
 {
 	struct binary_watch *w = ctx;
 
-	if (p->dev == w->st.st_dev && p->ino == w->st.st_ino && !w->failed &&
-	    session_http_watch(w->s, p->pid, w->err, w->errlen))
+	/* one failure is told; the pass goes on for the others */
+	if (p->dev == w->st.st_dev && p->ino == w->st.st_ino &&
+	    session_http_watch(w->s, p->pid, w->failed ? NULL : w->err, w->failed ? 0 : w->errlen))
 		w->failed = 1;
 }
 
@@ -590,7 +592,9 @@ int session_http_watch_binary(struct session *s, const char *elf, char *err, siz
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (fleet_scan(s->http_fleet, &cb, &w, 0)) {
+	/* every 30th pass looks at every process again: one that maps the
+	 * binary late (dlopen) is found then */
+	if (fleet_scan(s->http_fleet, &cb, &w, 30)) {
 		snprintf(err, errlen, "--http: scanning /proc: %s", strerror(errno));
 		return -1;
 	}
@@ -762,9 +766,12 @@ static int attach_user_spans(struct session *s, pid_t pid, char *err, size_t err
 		for (size_t i = 0; i < user_span_count(); i++) {
 			if (attach_user_span(s, i, end, pid)) {
 				const struct user_span *u = user_span_get(i);
+				int unfound = u->type == US_UPROBE && !uprobe_func_offset(u->path, u->func);
+
 				snprintf(err, errlen, "--span %s: cannot attach %s in %s: %s", u->name,
 					 u->type == US_UPROBE ? u->func : (end ? u->end : u->begin), u->path,
-					 strerror(errno));
+					 unfound ? "no such function defined there (or an ifunc, or several addresses)"
+						 : strerror(errno));
 				return -1;
 			}
 		}
@@ -967,6 +974,7 @@ void session_close(struct session *s)
 	s->um = NULL;
 	follow_free(s->follow);
 	fleet_free(s->http_fleet);
+	s->http_fleet = NULL;
 	s->follow = NULL;
 	ring_buffer__free(s->rb);
 	s->rb = NULL;

@@ -109,6 +109,9 @@ void user_span_option(struct argp_state *state, const char *spec, struct launch_
 	if (user_span_add(spec, err, sizeof(err)))
 		argp_error(state, "%s", err);
 	target->probes_optional = 1;
+	/* one in llama.cpp: a command is watched for the libllama it may load (launch.c) */
+	if (spans[nspans - 1].type == US_UPROBE && target->nspan_files < USER_SPAN_MAX)
+		target->span_files[target->nspan_files++] = spans[nspans - 1].path;
 }
 
 const struct user_span *user_span_get(size_t i)

@@ -288,8 +288,9 @@ static int on_request(void *ctx, const struct request_event *e)
 {
 	struct otlp_trace *t = ctx;
 	json_object *s, *attrs;
-	/* joined (core/reqjoin.h): inside its HTTP request's SERVER span */
-	uint64_t parent = e->from == REQ_FROM_SOCKET ?
+	/* joined (core/reqjoin.h): inside its HTTP request's SERVER span, when
+	 * that span went out after it knew the request (not REQ_F_HTTP_FIRST) */
+	uint64_t parent = e->from == REQ_FROM_SOCKET && !(e->flags & REQ_F_HTTP_FIRST) ?
 		http_span_id(t, e->h.pid, e->http_sock, e->http_seq, e->h.ts_ns) : 0;
 
 	s = span_new(t, "request", trace_of(t, e->h.pid, e->req, 0), request_id(t, e->h.pid, e->req), parent,
