@@ -1,9 +1,9 @@
 /* test_reqjoin.c - the join of engine requests and HTTP requests: a linked
  * request waits for its http record and then carries the socket's times
  * (the http record first, naming it); an http record that came first joins
- * the later requests of its link, the newest such record first; an unlinked
- * request passes straight on; one whose link cannot be right (the socket's
- * request began after the engine had it, or had ended) stays the engine's; a request whose http record never comes goes on at
+ * the later requests of its link, the one open when the engine had each; an
+ * unlinked request passes straight on; one whose link's records cannot be
+ * its own (they began after the engine had it, or had ended) waits; a request whose http record never comes goes on at
  * the flush, or before a record from 30 s past its end. */
 #include <string.h>
 #include "check.h"
@@ -123,9 +123,11 @@ static void test_stale_link(void)
 	reqjoin_feed(&j, &newer, sizeof(newer));
 	reqjoin_feed(&j, &r, sizeof(r));
 	CHECK(o.nreq == 1 && o.req[0].from == REQ_FROM_SOCKET && o.req[0].h.ts_ns == 3000,
-	      "the newest http record of a link is the one joined");
+	      "of a link's http records, the one open when the engine had it is joined");
 	reqjoin_feed(&j, &late, sizeof(late));   /* queued after that request had ended */
-	CHECK(o.nreq == 2 && o.req[1].from == REQ_FROM_ENGINE, "an http record that had ended is not joined");
+	CHECK(o.nreq == 1 && j.nheld == 1, "an http record that had ended is not joined: it waits for its own");
+	reqjoin_flush(&j);
+	CHECK(o.nreq == 2 && o.req[1].from == REQ_FROM_ENGINE, "and goes on unjoined at the flush");
 	reqjoin_free(&j);
 }
 
@@ -141,8 +143,10 @@ static void test_unlinked_and_bad(void)
 	CHECK(o.n == 1 && o.req[0].from == REQ_FROM_ENGINE && o.req[0].h.ts_ns == 1000, "unlinked: straight on");
 	reqjoin_feed(&j, &late, sizeof(late));
 	reqjoin_feed(&j, &h, sizeof(h));
-	CHECK(o.n == 3 && o.req[1].from == REQ_FROM_ENGINE && o.req[1].h.ts_ns == 1000 && o.http[0].req == 0,
-	      "a link the times contradict is not joined");
+	CHECK(o.n == 2 && o.http[0].req == 0 && j.nheld == 1,
+	      "a link the times contradict is not joined: the request waits for its own");
+	reqjoin_flush(&j);
+	CHECK(o.n == 3 && o.req[1].from == REQ_FROM_ENGINE && o.req[1].h.ts_ns == 1000, "unjoined at the flush");
 	reqjoin_free(&j);
 }
 

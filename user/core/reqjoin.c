@@ -81,17 +81,16 @@ static int on_request(struct reqjoin *j, const struct request_event *in)
 {
 	struct request_event r = *in;
 
-	/* its http record came first (a client gone before the engine was
-	 * done): the newest of that link; it may serve more than one request */
+	/* its http record came first (the engine's end was seen late, or the
+	 * client left first): of that link's records (a socket address and
+	 * its seq are reused by later connections), the one open when the
+	 * engine had the request; one record may serve several requests */
 	for (size_t n = 1; n <= j->nrecent; n++) {
 		struct http_event h = j->recent[(j->next_recent + REQJOIN_RECENT - n) % REQJOIN_RECENT];
 
-		if (same_request(&r, &h)) {
-			int joined = reqjoin_apply(&r, &h) == 0;
-
-			if (joined)
-				r.flags |= REQ_F_HTTP_FIRST;
-			return deliver_request(j, &r, joined);
+		if (same_request(&r, &h) && reqjoin_apply(&r, &h) == 0) {
+			r.flags |= REQ_F_HTTP_FIRST;
+			return deliver_request(j, &r, 1);
 		}
 	}
 	if (ARRAY_GROW(j->held, j->cap_held, j->nheld))
@@ -100,14 +99,16 @@ static int on_request(struct reqjoin *j, const struct request_event *in)
 	return release_stale(j);
 }
 
-/* Takes every held request of h's link out of the list, into out (at most
- * max; the rest stay held); the count. */
+/* Takes the held requests of h's link that h was open for (a later
+ * connection may reuse the link) out of the list, into out (at most max;
+ * the rest stay held); the count. */
 static size_t take_held(struct reqjoin *j, const struct http_event *h, struct request_event *out, size_t max)
 {
 	size_t n = 0, i = 0;
 
 	while (i < j->nheld && n < max) {
-		if (!same_request(&j->held[i], h)) {
+		if (!same_request(&j->held[i], h) || h->start_ns > j->held[i].h.ts_ns ||
+		    h->end_ns < j->held[i].h.ts_ns) {
 			i++;
 			continue;
 		}

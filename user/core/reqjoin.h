@@ -10,9 +10,11 @@
  * go on as one request: the request record's ts_ns, ttft_ns and dur_ns
  * count from the arrival on the socket (from REQ_FROM_SOCKET), with the
  * engine's own beside them, and the http record names the engine's
- * request and its token counts. A request whose http record went out
- * before it (the client left first) is joined from the recent ones, newest
- * first, and says so (REQ_F_HTTP_FIRST). Held requests are bounded; one
+ * request and its token counts. A link (a socket address and the request's
+ * number on it) is reused by later connections, so a request joins the
+ * record of its link that was open when the engine had it. A request whose
+ * http record went out before it is joined from the recent ones and says so
+ * (REQ_F_HTTP_FIRST). Held requests are bounded; one
  * whose http record never comes goes on unjoined, at the session's end or
  * 30 s after its own at the latest. */
 #ifndef SPANTRACE_REQJOIN_H
