@@ -93,9 +93,9 @@ for cmd in record top profile; do
 		while read -r o; do printf '%s\t%s\t%s\n' "$cmd" "$o" "$("$SPANTRACE" $cmd "$o" x 2>&1 | head -n 1)"; done
 done >"$TMP/range_errs"
 "$SPANTRACE" daemon --help 2>&1 | grep -oE -- '--[a-z0-9-]+ [A-Z]+' | cut -d' ' -f1 | sort -u |
-	while read -r o; do   # a value it takes starts a daemon: one that ends at once, on a free port
-		printf 'daemon\t%s\t%s\n' "$o" "$(timeout 20 "$SPANTRACE" daemon --all-engines --listen 127.0.0.1:0 \
-			--duration 0.1 "$o" x 2>&1 | head -n 1)"
+	while read -r o; do   # a value it takes starts a daemon: one that ends at once, on a free port, in TMP
+		printf 'daemon\t%s\t%s\n' "$o" "$(cd "$TMP" && timeout 20 "$SPANTRACE" daemon --all-engines \
+			--listen 127.0.0.1:0 --duration 0.1 "$o" x 2>&1 | head -n 1)"
 	done \
 	>>"$TMP/range_errs"
 python3 - "$TMP/range_errs" man/spantrace.1 README.md docs/*.md <<'PY' || fail "option ranges in the docs differ from the code's"
