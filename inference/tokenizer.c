@@ -145,6 +145,8 @@ static int tokenizer_parse(Tokenizer *t, const unsigned char *d, size_t size, co
 	return 0;
 }
 
+static int llama2c_specials(Tokenizer *t, InferError *err);
+
 int tokenizer_load(Tokenizer *t, const char *path, InferError *err)
 {
 	unsigned char *d;
@@ -156,7 +158,92 @@ int tokenizer_load(Tokenizer *t, const char *path, InferError *err)
 		return -1;
 	rc = tokenizer_parse(t, d, size, path, err);
 	free(d);
+	if (rc == 0 && llama2c_specials(t, err) < 0) {
+		tokenizer_free(t);
+		return -1;
+	}
 	return rc;
+}
+
+/* ---- special tokens ---- */
+
+/* A token tokenizer_encode_special matches in text. */
+typedef struct {
+	int id;
+	const char *text;  /* as the vocabulary spells it; len bytes */
+	size_t len;
+	int control;
+} SpecialToken;
+
+/* The texts that end a chat turn: llama.cpp's end-of-generation names of
+ * the families chat.h knows (it takes them as control tokens whatever the
+ * file says, and so does this). */
+static const char *const TURN_END[] = { "<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>",
+					"<|endoftext|>", "<|eom_id|>", "<|end_of_text|>" };
+
+static int is_turn_end(const char *s, size_t len)
+{
+	for (size_t i = 0; i < sizeof(TURN_END) / sizeof(*TURN_END); i++)
+		if (strlen(TURN_END[i]) == len && !memcmp(TURN_END[i], s, len))
+			return 1;
+	return 0;
+}
+
+/* Longest first (llama.cpp's order), then by id for a fixed order. */
+static int cmp_special(const void *a, const void *b)
+{
+	const SpecialToken *x = a, *y = b;
+
+	if (x->len != y->len)
+		return x->len < y->len ? 1 : -1;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Keeps the n special tokens in sp (sorted here) in one block of t's. */
+static int set_specials(Tokenizer *t, SpecialToken *sp, int n, InferError *err)
+{
+	size_t text = 0, bytes;
+	char *p;
+
+	qsort(sp, (size_t)n, sizeof(*sp), cmp_special);
+	for (int i = 0; i < n; i++)
+		text += sp[i].len + 1;
+	bytes = (size_t)n * (sizeof(char *) + sizeof(int)) + (size_t)t->vocab_size + text;
+	t->special_block = calloc(1, bytes ? bytes : 1);
+	if (!t->special_block)
+		return infer_fail(err, "out of memory for the special tokens");
+	p = t->special_block;
+	t->special_text = (char **)p;     p += (size_t)n * sizeof(char *);
+	t->special = (int *)p;            p += (size_t)n * sizeof(int);
+	t->control = (unsigned char *)p;  p += t->vocab_size;
+	for (int i = 0; i < n; i++) {
+		memcpy(p, sp[i].text, sp[i].len);
+		p[sp[i].len] = '\0';
+		t->special_text[i] = p;
+		t->special[i] = sp[i].id;
+		t->control[sp[i].id] = (unsigned char)sp[i].control;
+		if (sp[i].control && sp[i].id != TOKEN_EOS && is_turn_end(p, sp[i].len) &&
+		    t->n_turn_end < TOKENIZER_MAX_TURN_ENDS)
+			t->turn_end[t->n_turn_end++] = sp[i].id;
+		p += sp[i].len + 1;
+	}
+	t->n_special = n;
+	return 0;
+}
+
+/* A llama2.c file has no token types: its specials are <unk>, and <s> and
+ * </s> spelled "\n<s>\n", "\n</s>\n". */
+static int llama2c_specials(Tokenizer *t, InferError *err)
+{
+	static const char *const piece[3] = { "<unk>", "\n<s>\n", "\n</s>\n" };
+	static const char *const text[3] = { "<unk>", "<s>", "</s>" };
+	SpecialToken sp[3];
+	int n = 0;
+
+	for (int id = 0; id < 3 && id < t->vocab_size; id++)
+		if (!strcmp(t->vocab[id], piece[id]))
+			sp[n++] = (SpecialToken){ id, text[id], strlen(text[id]), id > 0 };
+	return set_specials(t, sp, n, err);
 }
 
 /* ---- from a GGUF file's tokenizer.ggml.* metadata ---- */
@@ -260,6 +347,44 @@ static int check_byte_tokens(const struct gguf_kv *tokens, InferError *err)
 	return 0;
 }
 
+/* Token types 2 (unknown), 3 (control) and 4 (user-defined) are matched in
+ * text; a turn's end by name is a control token whatever its type. */
+static int gguf_specials(Tokenizer *t, const struct gguf_kv *tokens, const struct gguf_kv *types,
+			 InferError *err)
+{
+	const uint8_t *cur = tokens->value;
+	SpecialToken *sp = NULL;
+	int n = 0, cap = 0, rc;
+
+	for (uint64_t i = 0; i < tokens->count; i++) {
+		const char *s;
+		uint32_t len;
+		int32_t type;
+		int end;
+
+		gguf_next_str(&cur, &s, &len);
+		memcpy(&type, types->value + 4 * i, 4);
+		end = is_turn_end(s, len);
+		if (type != 2 && type != 3 && type != 4 && !end)
+			continue;
+		if (len == 0)
+			continue; /* an empty text would match everywhere */
+		if (n == cap) {
+			SpecialToken *g = realloc(sp, (size_t)(cap = cap ? 2 * cap : 64) * sizeof(*sp));
+
+			if (!g) {
+				free(sp);
+				return infer_fail(err, "out of memory for the special tokens");
+			}
+			sp = g;
+		}
+		sp[n++] = (SpecialToken){ (int)i, s, len, type == 3 || end };
+	}
+	rc = set_specials(t, sp, n, err);
+	free(sp);
+	return rc;
+}
+
 int tokenizer_from_gguf(Tokenizer *t, const struct gguf *g, InferError *err)
 {
 	const struct gguf_kv *tokens, *scores, *types;
@@ -316,11 +441,16 @@ int tokenizer_from_gguf(Tokenizer *t, const struct gguf *g, InferError *err)
 	}
 	rc = tokenizer_parse(t, d, bytes, "gguf tokenizer", err);
 	free(d);
+	if (rc == 0 && gguf_specials(t, tokens, types, err) < 0) {
+		tokenizer_free(t);
+		return -1;
+	}
 	return rc;
 }
 
 void tokenizer_free(Tokenizer *t)
 {
+	free(t->special_block);
 	pool_free(POOL_WEIGHTS, t->block, t->block_bytes);
 	memset(t, 0, sizeof(*t));
 }
@@ -426,6 +556,84 @@ int tokenizer_encode(const Tokenizer *t, const char *text, int bos,
 		;
 	*n_tokens = n;
 	return 0;
+}
+
+const char *tokenizer_special_text(const Tokenizer *t, int id)
+{
+	for (int i = 0; i < t->n_special; i++)
+		if (t->special[i] == id)
+			return t->special_text[i];
+	return NULL;
+}
+
+/* A stretch of text: plain (id -1) or one special token's. */
+typedef struct {
+	size_t off, len;
+	int id;
+} Fragment;
+
+/* Splits every plain fragment at each occurrence of special token k. */
+static int split_at_special(const Tokenizer *t, int k, const char *text, Fragment *f, int n)
+{
+	const char *st = t->special_text[k];
+	size_t sl = strlen(st);
+
+	for (int i = 0; i < n; i++) {
+		Fragment left, right;
+		const char *hit;
+		int add;
+
+		if (f[i].id >= 0 || !(hit = memmem(text + f[i].off, f[i].len, st, sl)))
+			continue;
+		left = (Fragment){ f[i].off, (size_t)(hit - text) - f[i].off, -1 };
+		right = (Fragment){ left.off + left.len + sl, f[i].len - left.len - sl, -1 };
+		add = (left.len > 0) + (right.len > 0);
+		memmove(f + i + 1 + add, f + i + 1, (size_t)(n - i - 1) * sizeof(*f));
+		n += add;
+		if (left.len)
+			f[i++] = left;
+		f[i] = (Fragment){ left.off + left.len, sl, t->special[k] };
+		if (right.len)
+			f[i + 1] = right; /* searched next, for the next occurrence */
+	}
+	return n;
+}
+
+int tokenizer_encode_special(const Tokenizer *t, const char *text, int bos, int *tokens,
+			     int *n_tokens, InferError *err)
+{
+	size_t len = strlen(text);
+	/* each split adds at most two fragments and takes at least one byte */
+	Fragment *f = malloc((2 * len + 1) * sizeof(*f));
+	char *buf = malloc(len + 1);
+	int nf = len > 0, n = 0, rc = 0;
+
+	if (!f || !buf) {
+		free(f);
+		free(buf);
+		return infer_fail(err, "out of memory for the prompt");
+	}
+	f[0] = (Fragment){ 0, len, -1 };
+	for (int k = 0; k < t->n_special; k++)
+		nf = split_at_special(t, k, text, f, nf);
+	if (bos)
+		tokens[n++] = TOKEN_BOS;
+	for (int i = 0; i < nf && rc == 0; i++) {
+		int got = 0;
+
+		if (f[i].id >= 0) {
+			tokens[n++] = f[i].id;
+			continue;
+		}
+		memcpy(buf, text + f[i].off, f[i].len);
+		buf[f[i].len] = '\0';
+		rc = tokenizer_encode(t, buf, 0, tokens + n, &got, err);
+		n += got;
+	}
+	free(f);
+	free(buf);
+	*n_tokens = n;
+	return rc;
 }
 
 const char *tokenizer_decode(const Tokenizer *t, int prev, int token)

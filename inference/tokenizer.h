@@ -6,6 +6,8 @@
 #include "error.h"
 
 #define TOKEN_BOS 1
+#define TOKEN_EOS 2
+#define TOKENIZER_MAX_TURN_ENDS 8
 
 typedef struct {
 	char **vocab;          /* NUL-terminated pieces */
@@ -16,6 +18,15 @@ typedef struct {
 	void *block;           /* one allocation holding all of the above */
 	size_t block_bytes;
 	char *merge_buf;       /* room for two pieces concatenated */
+	/* Special tokens (unknown, control, user-defined), which
+	 * tokenizer_encode_special finds in text, as llama.cpp does: */
+	int *special;          /* (n_special) ids, longest text first */
+	char **special_text;   /* (n_special) their texts as the vocabulary spells them */
+	int n_special;
+	unsigned char *control; /* (vocab_size) 1: a control token, which has no text */
+	int turn_end[TOKENIZER_MAX_TURN_ENDS]; /* control tokens that end a chat turn, */
+	int n_turn_end;                        /* "<|im_end|>" and the like: not EOS */
+	void *special_block;   /* one allocation holding the special arrays */
 } Tokenizer;
 
 /* Reads every token in path (the file has no count: it runs to EOF). */
@@ -34,6 +45,16 @@ int tokenizer_lookup(const Tokenizer *t, const char *piece);
  * then greedy merges by score. tokens must hold strlen(text) + 3 ids. */
 int tokenizer_encode(const Tokenizer *t, const char *text, int bos,
 		     int *tokens, int *n_tokens, InferError *err);
+
+/* tokenizer_encode, but each special token's text in text is that token,
+ * as llama.cpp's tokenizer with parse_special: the text between them is
+ * encoded piece by piece, each with its dummy-prefix space. tokens must
+ * hold 2 * strlen(text) + 3 ids. */
+int tokenizer_encode_special(const Tokenizer *t, const char *text, int bos, int *tokens,
+			     int *n_tokens, InferError *err);
+
+/* The vocabulary's text of special token id ("<s>"), or NULL. */
+const char *tokenizer_special_text(const Tokenizer *t, int id);
 
 /* The text of token after prev: a leading space is dropped after BOS and
  * "<0xNN>" pieces become that byte. Points into t (or static storage). */

@@ -72,6 +72,48 @@ static void test_decode(const Tokenizer *t)
 	expect_round_trip(t, "hi \xF0\x9F\x98\x80 there \xE9\xBE\x98!");
 }
 
+/* tokenizer_encode_special: <unk>, <s> and </s> in text are their ids, and
+ * the text between them is encoded piece by piece, each with the dummy
+ * prefix (llama.cpp's tokenizer with parse_special). */
+static void test_special(const Tokenizer *t)
+{
+	int ids[256], n = 0, a[64], na = 0, b[64], nb = 0;
+	char got[2048], want[2048];
+	InferError err;
+
+	CHECK(t->n_special == 3, "%d special tokens", t->n_special);
+	CHECK(!strcmp(tokenizer_special_text(t, 1), "<s>") && !strcmp(tokenizer_special_text(t, 2), "</s>"),
+	      "special texts");
+	CHECK(t->control[1] && t->control[2] && !t->control[0] && !t->control[100], "control flags");
+	CHECK(t->n_turn_end == 0, "no turn-end tokens in llama2.c's vocabulary");
+	CHECK(tokenizer_encode_special(t, "Hi there</s><s>again <unk>", 1, ids, &n, &err) == 0, "%s", err.msg);
+	tokenizer_encode(t, "Hi there", 0, a, &na, &err);
+	tokenizer_encode(t, "again ", 0, b, &nb, &err);
+	ids_to_str(ids, n, got, sizeof(got));
+	{
+		int w[128], nw = 0;
+
+		w[nw++] = 1;
+		for (int i = 0; i < na; i++)
+			w[nw++] = a[i];
+		w[nw++] = 2;
+		w[nw++] = 1;
+		for (int i = 0; i < nb; i++)
+			w[nw++] = b[i];
+		w[nw++] = 0;
+		ids_to_str(w, nw, want, sizeof(want));
+	}
+	CHECK(!strcmp(got, want), "special: want [%s] got [%s]", want, got);
+	/* without special texts it is tokenizer_encode; "<s" alone is text */
+	CHECK(tokenizer_encode_special(t, "Once upon a <s time", 1, ids, &n, &err) == 0, "%s", err.msg);
+	ids_to_str(ids, n, got, sizeof(got));
+	tokenizer_encode(t, "Once upon a <s time", 1, a, &na, &err);
+	ids_to_str(a, na, want, sizeof(want));
+	CHECK(!strcmp(got, want), "no specials: want [%s] got [%s]", want, got);
+	CHECK(tokenizer_encode_special(t, "<s><s>", 0, ids, &n, &err) == 0 && n == 2 && ids[0] == 1 &&
+	      ids[1] == 1, "two specials back to back: %d ids", n);
+}
+
 /* Writes bytes to a file and expects tokenizer_load to refuse it. */
 static void expect_bad_file(const char *dir, const void *bytes, size_t len, const char *what)
 {
@@ -127,6 +169,7 @@ int main(void)
 	CHECK(t.vocab_size == 32000, "vocab %d", t.vocab_size);
 	test_vectors(&t);
 	test_decode(&t);
+	test_special(&t);
 	tokenizer_free(&t);
 	printf("%s\n", failures ? "tokenizer: FAILED" : "tokenizer: ok");
 	return failures ? 1 : 0;
