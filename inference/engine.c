@@ -1,5 +1,6 @@
 /* engine.c - the generation loop: prefill, decode, sample, and the request
  * and token probes around them. */
+#include <stdio.h>
 #include <string.h>
 #include "engine.h"
 #include "gguf.h"
@@ -50,6 +51,36 @@ static enum kv_type resolve_kv_type(const Model *m, enum kv_type asked)
 	return model_layers_have(m, WEIGHT_F32) ? KV_F32 : KV_F16;
 }
 
+/* --chat-template NAME, else the family of the file's tokenizer.chat_template.
+ * No usable template is no error: only a chat request needs one, and it
+ * gets chat_missing as the reason. */
+static int resolve_chat(Engine *e, const char *name, InferError *err)
+{
+	const struct gguf *g = e->model.gguf;
+	const char *tmpl;
+	uint32_t len;
+
+	e->chat = (ChatFormat){ CHAT_NONE, 0 };
+	if (name) {
+		e->chat.family = chat_family_by_name(name);
+		if (e->chat.family == CHAT_NONE)
+			return infer_fail(err, "--chat-template '%s': not a template this engine "
+					  "knows (%s)", name, chat_family_list());
+		return 0;
+	}
+	if (!g || !gguf_find(g, "tokenizer.chat_template")) {
+		snprintf(e->chat_missing, sizeof(e->chat_missing), "the model has no chat template");
+		return 0;
+	}
+	if (gguf_get_str(g, "tokenizer.chat_template", &tmpl, &len, err) < 0)
+		return -1;
+	e->chat = chat_detect(tmpl, len);
+	if (e->chat.family == CHAT_NONE)
+		snprintf(e->chat_missing, sizeof(e->chat_missing),
+			 "the model's chat template is not one of the families this engine knows");
+	return 0;
+}
+
 static int open_backend(Engine *e, const EngineOptions *opt, InferError *err)
 {
 	BackendOptions bopt = opt->backend_opt;
@@ -82,6 +113,7 @@ int engine_open(Engine *e, const EngineOptions *opt, InferError *err)
 	c = &e->model.config;
 	e->steps = opt->steps <= 0 || opt->steps > c->seq_len ? c->seq_len : opt->steps;
 	if (open_tokenizer(e, opt->tokenizer_path, opt->model_path, err) < 0 ||
+	    resolve_chat(e, opt->chat_template, err) < 0 ||
 	    sampler_init(&e->sampler, c->vocab_size, opt->temperature, opt->topp,
 			 opt->seed, err) < 0)
 		goto fail;
@@ -138,10 +170,11 @@ int engine_encode(Engine *e, const char *text, EnginePrompt *p, InferError *err)
 	memset(p, 0, sizeof(*p));
 	if (!e->have_tokenizer)
 		return infer_fail(err, "a text prompt needs a tokenizer (-z)");
-	/* BOS + dummy prefix + at most one id per byte */
-	if (prompt_alloc(p, strlen(text) + 3, err) < 0)
+	/* BOS, and per piece between special tokens a dummy prefix and at most
+	 * one id per byte */
+	if (prompt_alloc(p, 2 * strlen(text) + 3, err) < 0)
 		return -1;
-	if (tokenizer_encode(&e->tokenizer, text, 1, p->ids, &p->n, err) < 0)
+	if (tokenizer_encode_special(&e->tokenizer, text, 1, p->ids, &p->n, err) < 0)
 		goto fail;
 	for (int i = 0; i < p->n; i++)
 		if (p->ids[i] >= vocab) {

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 #include "backend.h"
+#include "chat.h"
 #include "error.h"
 #include "model.h"
 #include "sampler.h"
@@ -19,6 +20,7 @@ typedef struct {
 	float topp;
 	uint64_t seed;
 	int steps;                  /* positions per request; 0 or > seq_len: seq_len */
+	const char *chat_template;  /* a family name (chat.h): overrides the file's template */
 } EngineOptions;
 
 typedef struct {
@@ -32,6 +34,8 @@ typedef struct {
 	int steps;
 	enum kv_type kv_type;       /* the cache's, --kv-type auto resolved */
 	uint64_t kv_bytes_per_pos;  /* all layers, keys and values */
+	ChatFormat chat;            /* the chat prompt's format; family CHAT_NONE: none */
+	char chat_missing[160];     /* when none: why, for the API's 400 */
 } Engine;
 
 /* A prompt's token ids, allocated from the activations pool. */
@@ -48,8 +52,9 @@ typedef int (*EngineTokenFn)(void *ctx, int prev, int token);
 int engine_open(Engine *e, const EngineOptions *opt, InferError *err);
 void engine_close(Engine *e);
 
-/* BOS followed by the encoded text; needs the tokenizer, and every id must
- * be inside the model's vocabulary. */
+/* BOS followed by the encoded text, its special tokens' texts as their ids
+ * (tokenizer_encode_special); needs the tokenizer, and every id must be
+ * inside the model's vocabulary. */
 int engine_encode(Engine *e, const char *text, EnginePrompt *p, InferError *err);
 /* Just BOS: generation from nothing, no tokenizer needed. */
 int engine_prompt_bos(EnginePrompt *p, InferError *err);

@@ -92,22 +92,35 @@ static void put_piece(struct out *o, const char *piece, int id)
 		put(o, *p == ' ' ? space : p, *p == ' ' ? 3 : 1);
 }
 
-static void put_tokenizer(struct out *o, const Tokenizer *t, int vocab)
+/* The vocabulary: tok's first vocab - n_added pieces, then the chat's
+ * added tokens, each a control token with score 0. */
+static void put_tokenizer(struct out *o, const Tokenizer *t, const GgufChat *chat, int vocab)
 {
+	int n_added = chat ? chat->n_added : 0, own = vocab - n_added;
+	float zero = 0;
+
 	kv_str(o, "tokenizer.ggml.model", "llama");
 	kv_array(o, "tokenizer.ggml.tokens", GGUF_STRING, (uint64_t)vocab);
-	for (int i = 0; i < vocab; i++)
+	for (int i = 0; i < own; i++)
 		put_piece(o, t->vocab[i], i);
+	for (int i = 0; i < n_added; i++)
+		put_str(o, chat->added[i], strlen(chat->added[i]));
 	kv_array(o, "tokenizer.ggml.scores", GGUF_F32, (uint64_t)vocab);
-	put(o, t->scores, (size_t)vocab * sizeof(float));
+	put(o, t->scores, (size_t)own * sizeof(float));
+	for (int i = 0; i < n_added; i++)
+		put(o, &zero, sizeof(zero));
 	kv_array(o, "tokenizer.ggml.token_type", GGUF_I32, (uint64_t)vocab);
-	for (int i = 0; i < vocab; i++)
+	for (int i = 0; i < own; i++)
 		put_u32(o, (uint32_t)token_type(t->vocab[i], i));
+	for (int i = 0; i < n_added; i++)
+		put_u32(o, TOKEN_CONTROL);
 	kv_u32(o, "tokenizer.ggml.bos_token_id", 1);
 	kv_u32(o, "tokenizer.ggml.eos_token_id", 2);
 	kv_u32(o, "tokenizer.ggml.unknown_token_id", 0);
 	kv_bool(o, "tokenizer.ggml.add_bos_token", 1);
 	kv_bool(o, "tokenizer.ggml.add_eos_token", 0);
+	if (chat && chat->chat_template)
+		kv_str(o, "tokenizer.chat_template", chat->chat_template);
 }
 
 /* ---- tensors ---- */
@@ -368,7 +381,8 @@ static void put_tensor_info(struct out *o, const struct wtensor *t)
 	put_u64(o, t->offset);
 }
 
-static void put_metadata(struct out *o, const Model *m, const Tokenizer *tok, uint32_t type)
+static void put_metadata(struct out *o, const Model *m, const Tokenizer *tok, const GgufChat *chat,
+			 uint32_t type)
 {
 	const Config *c = &m->config;
 	/* general.file_type: llama.cpp's LLAMA_FTYPE numbers */
@@ -389,17 +403,19 @@ static void put_metadata(struct out *o, const Model *m, const Tokenizer *tok, ui
 	kv_f32(o, "llama.rope.freq_base", 10000.0f);
 	kv_u32(o, "llama.vocab_size", (uint32_t)c->vocab_size);
 	if (tok)
-		put_tokenizer(o, tok, c->vocab_size);
+		put_tokenizer(o, tok, chat, c->vocab_size);
 }
 
 /* Metadata keys put_metadata writes (the header counts them first). */
-static uint64_t metadata_count(const Tokenizer *tok)
+static uint64_t metadata_count(const Tokenizer *tok, const GgufChat *chat)
 {
-	return 14 + (tok ? 9 : 0);
+	return 14 + (tok ? 9 + (chat && chat->chat_template) : 0);
 }
 
-int gguf_write_model(FILE *f, const Model *m, const Tokenizer *tok, WeightType type, InferError *err)
+int gguf_write_model(FILE *f, const Model *m, const Tokenizer *tok, const GgufChat *chat,
+		     WeightType type, InferError *err)
 {
+	int n_added = chat ? chat->n_added : 0;
 	struct out o = { .f = f };
 	size_t n, cap = 3 + 9 * (size_t)m->config.n_layers;
 	struct wtensor *t;
@@ -412,9 +428,12 @@ int gguf_write_model(FILE *f, const Model *m, const Tokenizer *tok, WeightType t
 		return infer_fail(err, "gguf: cannot write weights of type %d", (int)type);
 	if (model_require_f32(m, "gguf writer (source)", err))
 		return -1;
-	if (tok && tok->vocab_size < m->config.vocab_size)
-		return infer_fail(err, "gguf: the tokenizer has %d tokens, the model %d", tok->vocab_size,
-				  m->config.vocab_size);
+	if (tok && tok->vocab_size + n_added < m->config.vocab_size)
+		return infer_fail(err, "gguf: the tokenizer has %d tokens (and %d added), the model %d",
+				  tok->vocab_size, n_added, m->config.vocab_size);
+	if (n_added > m->config.vocab_size - 3)
+		return infer_fail(err, "gguf: %d added tokens leave too few rows of the model's %d",
+				  n_added, m->config.vocab_size);
 	if (type != WEIGHT_F32 && type != WEIGHT_F16 && (m->config.dim % block || m->config.hidden_dim % block))
 		return infer_fail(err, "gguf: %s needs dim and hidden_dim divisible by %d (%d, %d)",
 				  weight_type_name(type), block, m->config.dim, m->config.hidden_dim);
@@ -427,8 +446,8 @@ int gguf_write_model(FILE *f, const Model *m, const Tokenizer *tok, WeightType t
 	put(&o, "GGUF", 4);
 	put_u32(&o, 3);
 	put_u64(&o, n);
-	put_u64(&o, metadata_count(tok));
-	put_metadata(&o, m, tok, (uint32_t)type);
+	put_u64(&o, metadata_count(tok, chat));
+	put_metadata(&o, m, tok, chat, (uint32_t)type);
 	for (size_t i = 0; i < n; i++)
 		put_tensor_info(&o, &t[i]);
 	for (long pos = ftell(f); pos >= 0 && pos % ALIGNMENT; pos++)

@@ -69,6 +69,9 @@ static void usage(FILE *f)
 		"  --block-size N  positions per KV block (default 16)\n"
 		"  --prefix-cache N  finished requests whose KV a later prompt with the same\n"
 		"                  start reuses (default: max-seqs; 0: off)\n"
+		"  --chat-template NAME  the chat prompt's template family, over the one the GGUF\n"
+		"                  file's tokenizer.chat_template names: llama2, chatml, llama3,\n"
+		"                  mistral, zephyr, gemma or phi3 (/v1/chat/completions)\n"
 		"  --max-conns N   connections served at once, more get 503 (default 64)\n"
 		"  --max-body N    largest request body in bytes, larger get 413 (default 1048576)\n"
 		"  -h              this help\n");
@@ -170,6 +173,14 @@ static int parse_serving(Args *a, const char *opt, const char *val)
 		rc = parse_int(opt, val, 0, 64, &a->serve_opt.prefix_entries);
 	else if (!strcmp(opt, "--max-conns"))
 		rc = parse_int(opt, val, 1, 4096, &a->http_opt.max_conns);
+	else if (!strcmp(opt, "--chat-template")) {
+		char why[160];
+
+		snprintf(why, sizeof(why), "not a template family this engine knows (%s)",
+			 chat_family_list());
+		a->eng.chat_template = val;
+		rc = chat_family_by_name(val) == CHAT_NONE ? bad_arg(opt, val, why) : 0;
+	}
 	else if (!strcmp(opt, "--max-body")) {
 		rc = parse_int(opt, val, 64, 1 << 30, &body);
 		a->http_opt.max_body = (size_t)body;
@@ -462,9 +473,10 @@ static int run_http(Args *a)
 		server_close(&srv);
 		return 1;
 	}
-	fprintf(stderr, "infer: listening on http://%s:%d (%s backend, %d seqs, %d KV blocks of %d, %s)\n",
-		a->http_opt.addr, port, srv.engine.ops->name, srv.opt.max_seqs, srv.opt.kv_blocks,
-		srv.opt.block_size, backend_kv_type_name(srv.engine.kv_type));
+	fprintf(stderr, "infer: listening on http://%s:%d (%s backend, %d seqs, %d KV blocks of %d, %s, "
+		"chat template %s)\n", a->http_opt.addr, port, srv.engine.ops->name, srv.opt.max_seqs,
+		srv.opt.kv_blocks, srv.opt.block_size, backend_kv_type_name(srv.engine.kv_type),
+		chat_family_name(srv.engine.chat.family));
 	sigwait(&set, &sig);
 	server_stop(&srv);  /* wakes every waiting response so it can end */
 	http_stop(http);

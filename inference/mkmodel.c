@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "chat.h"
 #include "gguf_write.h"
 #include "model.h"
 #include "tokenizer.h"
@@ -33,6 +34,7 @@ typedef struct {
 	const char *vocab;       /* --vocab: the llama2.c tokenizer to put in the GGUF file */
 	int gguf;                /* --gguf given */
 	WeightType gguf_type;
+	ChatFamily chat;         /* --chat-template: the family's template, its tokens added */
 	Config c;
 	uint64_t seed;
 } MkArgs;
@@ -95,11 +97,25 @@ found:
 	return 0;
 }
 
+/* The template's special tokens become the generated model's last rows;
+ * a --from checkpoint has no rows for them. */
+static int add_chat_rows(MkArgs *a)
+{
+	int n;
+
+	chat_special_tokens(a->chat, &n);
+	if (n && a->from)
+		return die("--chat-template %s adds %d special tokens, and --from's checkpoint has "
+			   "no embedding rows for them", chat_family_name(a->chat), n);
+	a->c.vocab_size += n;
+	return 0;
+}
+
 static int parse_args(MkArgs *a, int argc, char **argv)
 {
 	InferError err;
 
-	*a = (MkArgs){ .seed = 1 };
+	*a = (MkArgs){ .seed = 1, .chat = CHAT_NONE };
 	parse_shape("stories15M", &a->c);
 	for (int i = 1; i < argc; i++) {
 		const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -145,6 +161,9 @@ static int parse_args(MkArgs *a, int argc, char **argv)
 			a->from = val;
 		} else if (!strcmp(opt, "--vocab")) {
 			a->vocab = val;
+		} else if (!strcmp(opt, "--chat-template")) {
+			if ((a->chat = chat_family_by_name(val)) == CHAT_NONE)
+				return die("--chat-template '%s': want one of %s", val, chat_family_list());
 		} else {
 			return die("unknown option '%s'", opt);
 		}
@@ -152,9 +171,11 @@ static int parse_args(MkArgs *a, int argc, char **argv)
 	if (!a->out)
 		return die("usage: mkmodel OUT [--shape stories15M|stories260K|D,H,L,NH,NKV,V,S] "
 			   "[--seed N] [--tokenizer OUT_TOK.bin] [--gguf f32|f16|q8_0|q4_0|q4_k|q6_k [--from CKPT.bin] "
-			   "[--vocab TOK.bin]]");
-	if ((a->from || a->vocab) && !a->gguf)
-		return die("--from and --vocab go with --gguf");
+			   "[--vocab TOK.bin] [--chat-template NAME]]");
+	if ((a->from || a->vocab || a->chat != CHAT_NONE) && !a->gguf)
+		return die("--from, --vocab and --chat-template go with --gguf");
+	if (a->chat != CHAT_NONE && add_chat_rows(a) < 0)
+		return -1;
 	if (config_validate(&a->c, &err) < 0)
 		return die("--shape: %s", err.msg);
 	/* xorshift has a fixed point at 0 */
@@ -402,6 +423,7 @@ static int make_tokenizer(const MkArgs *a)
 typedef struct {
 	const Model *m;
 	const Tokenizer *tok;
+	const GgufChat *chat;
 	WeightType type;
 } GgufJob;
 
@@ -410,7 +432,7 @@ static int gguf_body(FILE *f, const void *arg)
 	const GgufJob *j = arg;
 	InferError err;
 
-	if (gguf_write_model(f, j->m, j->tok, j->type, &err) < 0)
+	if (gguf_write_model(f, j->m, j->tok, j->chat, j->type, &err) < 0)
 		return die("%s", err.msg);
 	return 0;
 }
@@ -424,8 +446,10 @@ static int make_gguf(const MkArgs *a)
 	Model m;
 	Tokenizer tok;
 	InferError err;
+	GgufChat chat = { chat_template_source(a->chat), NULL, 0 };
 	int rc = -1, have_tok = 0;
 
+	chat.added = chat_special_tokens(a->chat, &chat.n_added);
 	if (a->from) {
 		snprintf(src, sizeof(src), "%s", a->from);
 	} else {
@@ -442,6 +466,7 @@ static int make_gguf(const MkArgs *a)
 		MkArgs sized = *a;
 
 		sized.c = m.config;
+		sized.c.vocab_size -= chat.n_added;
 		if (make_tokenizer(&sized) < 0) {
 			model_free(&m);
 			goto out;
@@ -452,7 +477,8 @@ static int make_gguf(const MkArgs *a)
 	else
 		have_tok = tok_path != NULL, rc = 0;
 	if (rc == 0) {
-		GgufJob job = { &m, have_tok ? &tok : NULL, a->gguf_type };
+		GgufJob job = { &m, have_tok ? &tok : NULL, a->chat == CHAT_NONE ? NULL : &chat,
+				a->gguf_type };
 		rc = write_file(a->out, gguf_body, &job);
 	}
 	if (have_tok)

@@ -241,7 +241,7 @@ static int make_gguf(const char *from, const char *path, WeightType type)
 		return -1;
 	}
 	f = fopen(path, "wb");
-	rc = !f || gguf_write_model(f, &m, NULL, type, &err) < 0;
+	rc = !f || gguf_write_model(f, &m, NULL, NULL, type, &err) < 0;
 	if (f && fclose(f))
 		rc = 1;
 	if (rc)
