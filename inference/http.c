@@ -16,6 +16,7 @@
 #include <time.h>
 #include "http.h"
 #include "reqparse.h"
+#include "tokenizer.h"
 #include "trace.h"
 
 struct HttpServer {
@@ -27,6 +28,10 @@ struct HttpServer {
 	time_t created;
 };
 
+typedef enum {
+	EP_NONE, EP_COMPLETIONS, EP_CHAT, EP_APPLY_TEMPLATE, EP_TOKENIZE
+} Endpoint;
+
 /* One request on a connection. */
 typedef struct {
 	HttpServer *h;
@@ -36,6 +41,9 @@ typedef struct {
 	int too_large;
 	ServeRequest *req;
 	int stream;
+	int chat;              /* /v1/chat/completions: chat's shapes */
+	int include_usage;     /* a chat stream's last chunk carries usage */
+	int role_sent;         /* a chat stream's first chunk is out */
 	int suspended;         /* under the server lock */
 	size_t text_sent;      /* bytes of req->text already sent */
 	int ids_sent;          /* generated ids already sent */
@@ -205,26 +213,114 @@ static json_object *completion(const Call *k, json_object *ch, int with_usage)
 	return o;
 }
 
-/* Replaces k->out with the JSON of o, framed as an SSE event or not. */
-static int set_out(Call *k, json_object *o, int sse, int done)
+/* Appends the JSON of o (consumed) to k->out, framed as an SSE event or not. */
+static int out_json(Call *k, json_object *o, int sse)
 {
 	size_t len = 0;
 	const char *s = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN |
 							   JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-	size_t cap = len + 32;
+	size_t need = k->out_len + len + 16;
+	char *b = s ? realloc(k->out, need) : NULL;
 
-	free(k->out);
-	k->out = malloc(cap);
-	if (!k->out || !s) {
+	if (!b) {
 		json_object_put(o);
 		return -1;
 	}
-	k->out_len = sse ? (size_t)snprintf(k->out, cap, "data: %s\n\n%s", s,
-					   done ? "data: [DONE]\n\n" : "")
-			 : (size_t)snprintf(k->out, cap, "%s", s);
-	k->out_off = 0;
+	k->out = b;
+	k->out_len += (size_t)snprintf(b + k->out_len, need - k->out_len, sse ? "data: %s\n\n" : "%s", s);
 	json_object_put(o);
 	return 0;
+}
+
+static int out_done(Call *k)
+{
+	static const char done[] = "data: [DONE]\n\n";
+	char *b = realloc(k->out, k->out_len + sizeof(done));
+
+	if (!b)
+		return -1;
+	k->out = b;
+	memcpy(b + k->out_len, done, sizeof(done));
+	k->out_len += sizeof(done) - 1;
+	return 0;
+}
+
+/* ---- chat completions' shapes ---- */
+
+static json_object *chat_object(const Call *k, const char *object, json_object *choice)
+{
+	json_object *o = json_object_new_object(), *choices = json_object_new_array();
+
+	if (choice)
+		json_object_array_add(choices, choice);
+	json_object_object_add(o, "id", json_object_new_string(k->id));
+	json_object_object_add(o, "object", json_object_new_string(object));
+	json_object_object_add(o, "created", json_object_new_int64((int64_t)k->created));
+	json_object_object_add(o, "model", json_object_new_string(k->h->opt.model_name));
+	json_object_object_add(o, "choices", choices);
+	return o;
+}
+
+/* message (whole) or delta (streamed): role on the first, content if any. */
+static json_object *chat_choice(const char *key, int role, const char *text, size_t len,
+				const char *finish)
+{
+	json_object *ch = json_object_new_object(), *m = json_object_new_object();
+
+	if (role)
+		json_object_object_add(m, "role", json_object_new_string("assistant"));
+	if (text)
+		json_object_object_add(m, "content", json_object_new_string_len(text, (int)len));
+	json_object_object_add(ch, "index", json_object_new_int(0));
+	json_object_object_add(ch, key, m);
+	json_object_object_add(ch, "logprobs", NULL);
+	json_object_object_add(ch, "finish_reason", finish ? json_object_new_string(finish) : NULL);
+	return ch;
+}
+
+/* A chat stream: the new text as a delta (the first with the role), then
+ * at the end a chunk with the finish reason, one with usage if asked, and
+ * [DONE], as OpenAI's API streams. */
+static int chat_stream_chunk(Call *k, size_t upto, const char *finish)
+{
+	ServeRequest *r = k->req;
+	int rc = 0;
+
+	if (!k->role_sent || upto > k->text_sent) {
+		json_object *ch = chat_choice("delta", !k->role_sent, r->text + k->text_sent,
+					      upto - k->text_sent, NULL);
+
+		rc |= out_json(k, chat_object(k, "chat.completion.chunk", ch), 1);
+		k->role_sent = 1;
+		k->text_sent = upto;
+	}
+	if (finish) {
+		json_object *u;
+
+		rc |= out_json(k, chat_object(k, "chat.completion.chunk",
+					      chat_choice("delta", 0, NULL, 0, finish)), 1);
+		if (k->include_usage) {
+			u = chat_object(k, "chat.completion.chunk", NULL);
+			json_object_object_add(u, "usage", usage(&r->seq));
+			rc |= out_json(k, u, 1);
+		}
+		rc |= out_done(k);
+		k->finished = 1;
+	}
+	return rc;
+}
+
+static int chat_chunk(Call *k, size_t upto, const char *finish)
+{
+	ServeRequest *r = k->req;
+	json_object *o;
+
+	if (k->stream)
+		return chat_stream_chunk(k, upto, finish);
+	o = chat_object(k, "chat.completion", chat_choice("message", 1, r->text, r->text_len, finish));
+	json_object_object_add(o, "usage", usage(&r->seq));
+	k->finished = 1;
+	return out_json(k, o, 0);
 }
 
 /* Under the server lock: what the engine added since the last chunk.
@@ -237,22 +333,29 @@ static int next_chunk(Call *k)
 	const char *finish = r->done ? finish_reason_name(r->seq.reason) : NULL;
 	json_object *ch;
 
-	if (!k->stream) {
-		if (!r->done)
-			return 0;
-		ch = choice(k, r->text, r->text_len, 0, gen, finish);
-		k->finished = 1;
-		return set_out(k, completion(k, ch, 1), 0, 0) < 0 ? -1 : 1;
-	}
-	if (upto <= k->text_sent && gen <= k->ids_sent && !r->done)
+	k->out_len = k->out_off = 0;
+	if (!k->stream && !r->done)
+		return 0;
+	/* a chat's first chunk (the role) waits for the first text too, so
+	 * its arrival times the first token, as llama-server's does */
+	if (k->stream && !r->done && upto <= k->text_sent && (k->chat || gen <= k->ids_sent))
 		return 0;
 	if (upto < k->text_sent)
 		upto = k->text_sent;
+	if (k->chat)
+		return chat_chunk(k, upto, finish) < 0 ? -1 : 1;
+	if (!k->stream) {
+		ch = choice(k, r->text, r->text_len, 0, gen, finish);
+		k->finished = 1;
+		return out_json(k, completion(k, ch, 1), 0) < 0 ? -1 : 1;
+	}
 	ch = choice(k, r->text + k->text_sent, upto - k->text_sent, k->ids_sent, gen, finish);
 	k->text_sent = upto;
 	k->ids_sent = gen;
 	k->finished = r->done;
-	return set_out(k, completion(k, ch, r->done), 1, r->done) < 0 ? -1 : 1;
+	if (out_json(k, completion(k, ch, r->done), 1) < 0 || (r->done && out_done(k) < 0))
+		return -1;
+	return 1;
 }
 
 /* Called under the server lock by the engine thread. */
@@ -341,30 +444,131 @@ static enum MHD_Result start_response(Call *k)
 	return rc;
 }
 
-static enum MHD_Result submit(Call *k)
+/* A chat request's prompt, rendered from the model's template. */
+static int chat_prompt(const Engine *e, CompletionRequest *cr, char *msg, size_t msglen)
 {
+	const char *bos, *eos;
+
+	if (!e->have_tokenizer) {
+		snprintf(msg, msglen, "a chat needs a tokenizer: start infer with -z TOKENIZER, "
+			 "or with a GGUF model that carries one");
+		return -1;
+	}
+	if (e->chat.family == CHAT_NONE) {
+		snprintf(msg, msglen, "%s: start infer with --chat-template NAME (one of %s), "
+			 "or send the prompt itself to /v1/completions", e->chat_missing,
+			 chat_family_list());
+		return -1;
+	}
+	bos = tokenizer_special_text(&e->tokenizer, TOKEN_BOS);
+	eos = tokenizer_special_text(&e->tokenizer, TOKEN_EOS);
+	cr->prompt_text = chat_render(e->chat, cr->messages, cr->n_messages, bos ? bos : "<s>",
+				      eos ? eos : "</s>", msg, msglen);
+	return cr->prompt_text ? 0 : -1;
+}
+
+static enum MHD_Result submit(Call *k, Endpoint ep)
+{
+	const Engine *e = &k->h->srv->engine;
 	CompletionRequest cr;
 	ServeParams p;
 	InferError err;
 	char msg[512];
 	int status = 400, rc;
 
-	if (k->too_large) {
-		snprintf(msg, sizeof(msg), "the request body is larger than %zu bytes",
-			 k->h->opt.max_body);
-		return send_error(k->conn, 413, msg);
-	}
-	if (completion_request_parse(k->body ? k->body : "", k->len, &cr, msg, sizeof(msg)) < 0)
+	k->chat = ep == EP_CHAT;
+	if ((k->chat ? chat_request_parse : completion_request_parse)(k->body ? k->body : "", k->len,
+								      &cr, msg, sizeof(msg)) < 0)
 		return send_error(k->conn, 400, msg);
+	if (k->chat && chat_prompt(e, &cr, msg, sizeof(msg)) < 0) {
+		completion_request_free(&cr);
+		return send_error(k->conn, 400, msg);
+	}
 	completion_request_params(&cr, &p);
 	k->stream = cr.stream;
+	k->include_usage = cr.include_usage;
 	rc = server_submit(k->h->srv, &p, wake, k, client_fd(k->conn), &k->req, &status, &err);
 	completion_request_free(&cr);
 	if (rc < 0)
 		return send_error(k->conn, (unsigned)status, err.msg);
-	snprintf(k->id, sizeof(k->id), "cmpl-%llu", (unsigned long long)k->req->seq.id);
+	snprintf(k->id, sizeof(k->id), "%s-%llu", k->chat ? "chatcmpl" : "cmpl",
+		 (unsigned long long)k->req->seq.id);
 	k->created = time(NULL);
 	return start_response(k);
+}
+
+/* ---- llama-server's prompt tools: /apply-template, /tokenize ---- */
+
+static enum MHD_Result apply_template(Call *k)
+{
+	CompletionRequest cr;
+	char msg[512];
+	json_object *o;
+
+	if (chat_request_parse(k->body ? k->body : "", k->len, &cr, msg, sizeof(msg)) < 0)
+		return send_error(k->conn, 400, msg);
+	if (chat_prompt(&k->h->srv->engine, &cr, msg, sizeof(msg)) < 0) {
+		completion_request_free(&cr);
+		return send_error(k->conn, 400, msg);
+	}
+	o = json_object_new_object();
+	json_object_object_add(o, "prompt", json_object_new_string(cr.prompt_text));
+	completion_request_free(&cr);
+	return send_json(k->conn, 200, o);
+}
+
+static enum MHD_Result tokenize(Call *k)
+{
+	Server *srv = k->h->srv;
+	TokenizeRequest tr;
+	InferError err;
+	char msg[512];
+	int *ids, n = 0, rc;
+	json_object *o, *list;
+
+	if (tokenize_request_parse(k->body ? k->body : "", k->len, &tr, msg, sizeof(msg)) < 0)
+		return send_error(k->conn, 400, msg);
+	if (!srv->engine.have_tokenizer) {
+		free(tr.content);
+		return send_error(k->conn, 400, "the model has no tokenizer");
+	}
+	ids = malloc((2 * strlen(tr.content) + 3) * sizeof(int));
+	if (!ids) {
+		free(tr.content);
+		return send_error(k->conn, 500, "out of memory");
+	}
+	server_lock(srv); /* the tokenizer's merge buffer is shared */
+	rc = (tr.parse_special ? tokenizer_encode_special : tokenizer_encode)(
+		&srv->engine.tokenizer, tr.content, tr.add_special, ids, &n, &err);
+	server_unlock(srv);
+	free(tr.content);
+	if (rc < 0) {
+		free(ids);
+		return send_error(k->conn, 400, err.msg);
+	}
+	o = json_object_new_object();
+	list = json_object_new_array();
+	for (int i = 0; i < n; i++)
+		json_object_array_add(list, json_object_new_int(ids[i]));
+	json_object_object_add(o, "tokens", list);
+	free(ids);
+	return send_json(k->conn, 200, o);
+}
+
+static enum MHD_Result post(Call *k, Endpoint ep)
+{
+	if (k->too_large) {
+		char msg[128];
+
+		snprintf(msg, sizeof(msg), "the request body is larger than %zu bytes",
+			 k->h->opt.max_body);
+		return send_error(k->conn, 413, msg);
+	}
+	switch (ep) {
+	case EP_APPLY_TEMPLATE: return apply_template(k);
+	case EP_TOKENIZE: return tokenize(k);
+	default: return submit(k, ep);
+	}
 }
 
 static enum MHD_Result first_call(HttpServer *h, Call *k, int is_post)
@@ -390,17 +594,35 @@ static enum MHD_Result route_get(HttpServer *h, struct MHD_Connection *c, const 
 {
 	if (!strcmp(url, "/health"))
 		return get_health(h, c);
-	if (!strcmp(url, "/v1/models"))
+	if (!strcmp(url, "/v1/models") || !strcmp(url, "/models"))
 		return get_models(h, c);
 	if (!strcmp(url, "/stats"))
 		return get_stats(h, c);
 	return send_error(c, 404, "no such endpoint");
 }
 
+/* The POST endpoints, llama-server's paths without /v1 included. */
+static Endpoint post_endpoint(const char *url)
+{
+	static const struct {
+		const char *path;
+		Endpoint ep;
+	} paths[] = {
+		{ "/v1/completions", EP_COMPLETIONS }, { "/completions", EP_COMPLETIONS },
+		{ "/v1/chat/completions", EP_CHAT },   { "/chat/completions", EP_CHAT },
+		{ "/apply-template", EP_APPLY_TEMPLATE }, { "/tokenize", EP_TOKENIZE },
+	};
+
+	for (size_t i = 0; i < sizeof(paths) / sizeof(*paths); i++)
+		if (!strcmp(url, paths[i].path))
+			return paths[i].ep;
+	return EP_NONE;
+}
+
 static int known_path(const char *url)
 {
-	return !strcmp(url, "/health") || !strcmp(url, "/v1/models") || !strcmp(url, "/stats") ||
-	       !strcmp(url, "/v1/completions");
+	return !strcmp(url, "/health") || !strcmp(url, "/v1/models") || !strcmp(url, "/models") ||
+	       !strcmp(url, "/stats") || post_endpoint(url) != EP_NONE;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
@@ -409,7 +631,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 {
 	HttpServer *h = cls;
 	Call *k = *con_cls;
-	int is_post = !strcmp(method, "POST") && !strcmp(url, "/v1/completions");
+	Endpoint ep = !strcmp(method, "POST") ? post_endpoint(url) : EP_NONE;
+	int is_post = ep != EP_NONE;
 
 	(void)version;
 	if (!k) {
@@ -434,7 +657,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		*data_size = 0;
 		return rc < 0 ? MHD_NO : MHD_YES;
 	}
-	return submit(k);
+	return post(k, ep);
 }
 
 /* The request is over, well or not: a sequence still running is cancelled. */

@@ -1,7 +1,10 @@
 /* http.h - the OpenAI-compatible HTTP front end of the serving engine
- * (libmicrohttpd, json-c):
+ * (libmicrohttpd, json-c), a drop-in for llama-server's:
  *   POST /v1/completions   completions, streamed as Server-Sent Events with "stream"
- *   GET  /v1/models        the one model
+ *   POST /v1/chat/completions  chat, the prompt from the model's template (chat.h)
+ *   POST /apply-template   that prompt, not run: {"prompt": "..."}
+ *   POST /tokenize         {"content", "add_special", "parse_special"} -> {"tokens": [...]}
+ *   GET  /v1/models        the one model (also without /v1, as the POST paths)
  *   GET  /health           status and the engine's gauges (running, waiting, KV blocks)
  *   GET  /stats            the engine's --stats JSON, live
  * Errors are OpenAI-shaped JSON: {"error":{"message","type","param","code"}}. */

@@ -168,21 +168,38 @@ static void finish(Server *s, ServeRequest *r, enum finish_reason reason)
 	request_unref(r);
 }
 
+/* Whether token ends the request: BOS (llama2.c's stories end so), a chat
+ * turn's end token ("<|im_end|>"...), and in a chat EOS too. */
+static int ends_turn(const Server *s, const ServeRequest *r, int token)
+{
+	const Tokenizer *t = &s->engine.tokenizer;
+
+	if (token == TOKEN_BOS || (r->chat && token == TOKEN_EOS))
+		return 1;
+	if (!s->engine.have_tokenizer)
+		return 0;
+	for (int i = 0; i < t->n_turn_end; i++)
+		if (token == t->turn_end[i])
+			return 1;
+	return 0;
+}
+
 /* A sampled token: text, then the stop rules in OpenAI's order. */
 static void take_token(Server *s, ServeRequest *r, int token)
 {
 	Seq *q = &r->seq;
 	int prev = q->tokens[q->n_tokens - 1];
 	size_t start = r->text_len;
+	const Tokenizer *t = &s->engine.tokenizer;
 
 	trace_token_emit(q->id, (uint32_t)q->n_tokens, (uint32_t)token);
 	sched_append(q, token);
-	if (token == TOKEN_BOS) {
+	if (ends_turn(s, r, token)) {
 		finish(s, r, FINISH_STOP);
 		return;
 	}
-	if (s->engine.have_tokenizer)
-		append_piece(r, tokenizer_decode(&s->engine.tokenizer, prev, token));
+	if (s->engine.have_tokenizer && !(r->chat && t->control && t->control[token]))
+		append_piece(r, tokenizer_decode(t, prev, token));
 	if (r->n_stop && cut_at_stop(r, start)) {
 		finish(s, r, FINISH_STOP);
 		return;
@@ -604,6 +621,7 @@ static int build_request(Server *s, const ServeParams *p, const EnginePrompt *ep
 
 	r->client_fd = -1;
 	r->max_tokens = p->max_tokens;
+	r->chat = p->chat;
 	if (seq_init(&r->seq, id, ep->ids, ep->n, p->max_tokens, s->sched.kv.block_size, err) ||
 	    request_strings(r, p, piece, err) ||
 	    request_sampler(r, p, vocab, id, err))
@@ -612,9 +630,24 @@ static int build_request(Server *s, const ServeParams *p, const EnginePrompt *ep
 	return 0;
 }
 
-static int submit_locked(Server *s, const ServeParams *p, ServeRequest **out, int *status,
+/* max_tokens 0 (a chat's default): what the context leaves after the prompt. */
+static int resolve_max_tokens(Server *s, int n_prompt, int *max_tokens, InferError *err)
+{
+	int seq_len = s->engine.model.config.seq_len;
+
+	if (*max_tokens > 0)
+		return 0;
+	if (n_prompt >= seq_len)
+		return infer_fail(err, "This model's maximum context length is %d tokens, but the "
+				  "prompt has %d: no room is left for the reply", seq_len, n_prompt);
+	*max_tokens = seq_len - n_prompt;
+	return 0;
+}
+
+static int submit_locked(Server *s, const ServeParams *asked, ServeRequest **out, int *status,
 			 InferError *err)
 {
+	ServeParams params = *asked, *p = &params;
 	EnginePrompt ep;
 	ServeRequest *r;
 
@@ -624,7 +657,8 @@ static int submit_locked(Server *s, const ServeParams *p, ServeRequest **out, in
 	}
 	if (prompt_ids(s, p, &ep, status, err) < 0)
 		return -1;
-	if (check_fits(s, ep.n, p->max_tokens, err) < 0) {
+	if (resolve_max_tokens(s, ep.n, &p->max_tokens, err) < 0 ||
+	    check_fits(s, ep.n, p->max_tokens, err) < 0) {
 		engine_prompt_free(&ep);
 		return -1;
 	}
@@ -656,7 +690,7 @@ int server_submit(Server *s, const ServeParams *p, ServeWakeFn wake, void *ctx,
 	r->client_fd = client_fd;
 	r->refs = 2; /* the front end and the engine */
 	live_add(s, r);
-	sched_enqueue(&s->sched, &r->seq, p->max_tokens);
+	sched_enqueue(&s->sched, &r->seq, r->max_tokens);
 	pthread_cond_signal(&s->work);
 	pthread_mutex_unlock(&s->lock);
 	*out = r;

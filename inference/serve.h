@@ -33,13 +33,15 @@ typedef struct {
 	const char *prompt_text;   /* or, when NULL: */
 	const int *prompt_ids;
 	int n_prompt_ids;
-	int max_tokens;
+	int max_tokens;            /* 0: the rest of the context */
 	float temperature, top_p;
 	uint64_t seed;
 	int has_seed;
 	const char *stop[SERVE_MAX_STOP];
 	int n_stop;
 	int no_prefix_cache;       /* llama-server's cache_prompt false */
+	int chat;                  /* a chat turn: EOS ends it too, and control
+				    * tokens add no text */
 } ServeParams;
 
 /* Called under the server lock when a request has new output or is done. */
@@ -49,6 +51,7 @@ typedef struct ServeRequest {
 	Seq seq;
 	Sampler sampler;
 	int max_tokens;
+	int chat;               /* ServeParams' */
 	char *stop[SERVE_MAX_STOP];
 	int n_stop;
 	char *text;             /* (text_cap) completion text so far, NUL-terminated */

@@ -9,7 +9,9 @@
 // SPEC: {"concurrent": bool, "stagger_ms": MS, "warmup": N, "requests": [{...params..., "abort_after": N}]}
 // (warmup: N short requests of warmup_prompt, or the first prompt, first; not reported).
 // Each request takes OpenAI's fields (prompt, max_tokens, temperature, top_p, seed, stop,
-// stream); "abort_after" (streaming only) closes the stream after N chunks, as a client
+// stream); a request with "messages" is a chat: client.chat.completions.create, its
+// result with role, object, the text as .text, and chunk_objects (each chunk's object);
+// "abort_after" (streaming only) closes the stream after N chunks, as a client
 // that goes away. A result: {index, text, token_ids, finish_reason, usage, chunks,
 // done (the stream ended with [DONE]), ttft_ms, gaps_ms, total_ms, sent_epoch_ms,
 // first_chunk_epoch_ms (wall clock, to line up with a tracer)} or {index, status, error}.
@@ -59,6 +61,36 @@ async function streamed(params, abortAfter, t0) {
 	return out;
 }
 
+// A chat stream: the deltas' content joined, the first delta's role, the
+// finish reason, and usage from its own last chunk (stream_options.include_usage).
+async function streamedChat(params, t0) {
+	const stream = await client.chat.completions.create({ ...params, stream: true });
+	const out = { text: '', role: null, finish_reason: null, usage: null, chunks: 0, chunk_objects: [] };
+	for await (const chunk of stream) {
+		const now = performance.now();
+		if (out.chunks === 0) out.ttft_ms = now - t0;
+		out.chunks++;
+		out.chunk_objects.push(chunk.object);
+		out.id = chunk.id;
+		if (chunk.usage) out.usage = chunk.usage;
+		const c = chunk.choices[0];
+		if (!c) continue;
+		if (c.delta.role && !out.role) out.role = c.delta.role;
+		if (c.delta.content) out.text += c.delta.content;
+		if (c.finish_reason) out.finish_reason = c.finish_reason;
+	}
+	out.done = true;
+	return out;
+}
+
+async function chat(params, t0) {
+	if (params.stream) return streamedChat(params, t0);
+	const r = await client.chat.completions.create(params);
+	const c = r.choices[0];
+	return { text: c.message.content, role: c.message.role, finish_reason: c.finish_reason,
+		usage: r.usage, object: r.object, id: r.id, choices: r.choices.length };
+}
+
 async function one(req, index) {
 	const { abort_after: abortAfter, ...params } = req;
 	params.model = params.model || 'model';
@@ -66,7 +98,9 @@ async function one(req, index) {
 	const sent_epoch_ms = performance.timeOrigin + t0;
 	try {
 		let out;
-		if (params.stream) {
+		if (params.messages) {
+			out = await chat(params, t0);
+		} else if (params.stream) {
 			out = await streamed(params, abortAfter, t0);
 		} else {
 			const r = await client.completions.create(params);
