@@ -25,6 +25,7 @@ static int open_tokenizer(Engine *e, const char *path, const char *model_path, I
 		return 0;
 	}
 	e->have_tokenizer = 1;
+	e->gguf_vocab = own;
 	/* a file's own tokens are its embedding's rows (llama.cpp refuses
 	 * others too); -z may bring a larger vocabulary, checked per prompt */
 	if (own && e->tokenizer.vocab_size != e->model.config.vocab_size)

@@ -34,6 +34,9 @@ typedef struct {
 	int steps;
 	enum kv_type kv_type;       /* the cache's, --kv-type auto resolved */
 	uint64_t kv_bytes_per_pos;  /* all layers, keys and values */
+	int gguf_vocab;             /* the tokenizer is the GGUF file's: a served request
+				     * ends as llama.cpp's do, at EOS (llama2.c's stories
+				     * end at BOS), and control tokens add no text */
 	ChatFormat chat;            /* the chat prompt's format; family CHAT_NONE: none */
 	char chat_missing[160];     /* when none: why, for the API's 400 */
 } Engine;

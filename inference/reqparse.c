@@ -1,4 +1,5 @@
 /* reqparse.c - parsing completion requests with json-c (see reqparse.h). */
+#include <errno.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdarg.h>
@@ -190,6 +191,46 @@ static int check_defaults(json_object *o, char *err, size_t errlen)
 	return 0;
 }
 
+/* logit_bias: {"ID": BIAS, ...}, ids as decimal strings, biases in
+ * -100..100 (OpenAI's range; -100 all but bans a token). */
+static int parse_bias(json_object *o, CompletionRequest *r, char *err, size_t errlen)
+{
+	json_object *v;
+	size_t n;
+	int i = 0;
+
+	if (!json_object_object_get_ex(o, "logit_bias", &v) || !v)
+		return 0;
+	if (!json_object_is_type(v, json_type_object))
+		return bad(err, errlen, "'logit_bias' must be an object of token ids and biases");
+	n = (size_t)json_object_object_length(v);
+	if (n > SERVE_MAX_BIAS)
+		return bad(err, errlen, "'logit_bias' has %zu entries (at most %d)", n, SERVE_MAX_BIAS);
+	r->bias_ids = malloc((n ? n : 1) * sizeof(int));
+	r->bias = malloc((n ? n : 1) * sizeof(float));
+	if (!r->bias_ids || !r->bias)
+		return bad(err, errlen, "out of memory");
+	json_object_object_foreach(v, key, val) {
+		char *end;
+		long id;
+		double b;
+
+		errno = 0;
+		id = strtol(key, &end, 10);
+		if (errno || end == key || *end || id < 0 || id > INT32_MAX)
+			return bad(err, errlen, "'logit_bias': '%.40s' is not a token id", key);
+		if (!json_object_is_type(val, json_type_int) && !json_object_is_type(val, json_type_double))
+			return bad(err, errlen, "'logit_bias': the bias of %ld must be a number", id);
+		b = json_object_get_double(val);
+		if (!isfinite(b) || b < -100 || b > 100)
+			return bad(err, errlen, "'logit_bias': the bias of %ld must be between -100 and 100", id);
+		r->bias_ids[i] = (int)id;
+		r->bias[i++] = (float)b;
+	}
+	r->n_bias = i;
+	return 0;
+}
+
 /* What completions and chat share: sampling, limits, stop, streaming. */
 static int parse_common(json_object *o, CompletionRequest *r, int64_t *max_tokens, char *err,
 			size_t errlen)
@@ -202,6 +243,7 @@ static int parse_common(json_object *o, CompletionRequest *r, int64_t *max_token
 	    get_number(o, "top_p", 0, 1, &r->top_p, err, errlen) < 0 ||
 	    get_int(o, "seed", INT64_MIN, INT64_MAX, &seed, &r->has_seed, err, errlen) < 0 ||
 	    parse_stop(o, r, err, errlen) < 0 ||
+	    parse_bias(o, r, err, errlen) < 0 ||
 	    get_bool(o, "stream", &r->stream, err, errlen) < 0 ||
 	    get_bool(o, "cache_prompt", &r->cache_prompt, err, errlen) < 0)
 		return -1;
@@ -509,6 +551,8 @@ void completion_request_free(CompletionRequest *r)
 	free(r->prompt_ids);
 	for (int i = 0; i < r->n_stop; i++)
 		free(r->stop[i]);
+	free(r->bias_ids);
+	free(r->bias);
 	for (int i = 0; i < r->n_messages; i++)
 		free((char *)r->messages[i].content);
 	free(r->messages);
@@ -531,4 +575,7 @@ void completion_request_params(const CompletionRequest *r, ServeParams *p)
 	p->n_stop = r->n_stop;
 	p->no_prefix_cache = !r->cache_prompt;
 	p->chat = r->messages != NULL;
+	p->bias_ids = r->bias_ids;
+	p->bias = r->bias;
+	p->n_bias = r->n_bias;
 }

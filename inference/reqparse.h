@@ -3,7 +3,7 @@
  *
  * OpenAI's fields: prompt (a string, one string in a list, or a list of
  * token ids), max_tokens, temperature, top_p, seed, stop (a string or up to
- * 4), stream; llama-server's cache_prompt (default true: a prefix of the
+ * 4), stream, logit_bias ({"token id": -100..100}); llama-server's cache_prompt (default true: a prefix of the
  * prompt may come from the prefix cache); model is accepted and ignored; n, best_of, echo, logprobs and
  * suffix are accepted only at their defaults. Unknown fields are ignored.
  * Anything malformed or of the wrong type fails with a message that names
@@ -40,6 +40,9 @@ typedef struct {
 	int n_stop;
 	int stream;
 	int cache_prompt;
+	int *bias_ids;      /* owned, (n_bias): logit_bias's token ids and */
+	float *bias;        /* owned, (n_bias) their biases, -100..100 */
+	int n_bias;
 	ChatMessage *messages; /* owned, (n_messages) with their contents; NULL: not chat */
 	int n_messages;
 	int include_usage;  /* stream_options.include_usage: a last chunk with usage */

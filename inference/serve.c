@@ -46,22 +46,29 @@ static void request_unref(ServeRequest *r)
 		request_free(r);
 }
 
-/* The text buffer (every token's longest piece) and the stop strings, in
- * one pool block. */
+/* The logit biases, the text buffer (every token's longest piece) and the
+ * stop strings, in one pool block. */
 static int request_strings(ServeRequest *r, const ServeParams *p, int max_piece,
 			   InferError *err)
 {
-	size_t stop_bytes = 0;
+	size_t stop_bytes = 0, bias_bytes = (size_t)p->n_bias * (sizeof(int) + sizeof(float));
 	char *m;
 
 	for (int i = 0; i < p->n_stop; i++)
 		stop_bytes += strlen(p->stop[i]) + 1;
 	r->text_cap = (size_t)p->max_tokens * ((size_t)max_piece + 1) + 1;
-	r->mem_bytes = r->text_cap + stop_bytes;
+	r->mem_bytes = bias_bytes + r->text_cap + stop_bytes;
 	r->mem = pool_alloc(POOL_ACTIVATIONS, r->mem_bytes);
 	if (!r->mem)
 		return infer_fail(err, "out of memory for a request's text");
 	m = r->mem;
+	r->bias_ids = (int *)m;
+	m += (size_t)p->n_bias * sizeof(int);
+	r->bias = (float *)m;
+	m += (size_t)p->n_bias * sizeof(float);
+	r->n_bias = p->n_bias;
+	memcpy(r->bias_ids, p->bias_ids, (size_t)p->n_bias * sizeof(int));
+	memcpy(r->bias, p->bias, (size_t)p->n_bias * sizeof(float));
 	r->text = m;
 	m += r->text_cap;
 	for (int i = 0; i < p->n_stop; i++) {
@@ -168,13 +175,16 @@ static void finish(Server *s, ServeRequest *r, enum finish_reason reason)
 	request_unref(r);
 }
 
-/* Whether token ends the request: BOS (llama2.c's stories end so), a chat
- * turn's end token ("<|im_end|>"...), and in a chat EOS too. */
+/* Whether token ends the request. With a GGUF file's vocabulary, as
+ * llama.cpp's requests end: EOS, or a chat turn's end token ("<|im_end|>"...).
+ * Else as llama2.c's stories: BOS, and a chat's EOS too. */
 static int ends_turn(const Server *s, const ServeRequest *r, int token)
 {
 	const Tokenizer *t = &s->engine.tokenizer;
 
-	if (token == TOKEN_BOS || (r->chat && token == TOKEN_EOS))
+	if (token == TOKEN_EOS && (r->chat || s->engine.gguf_vocab))
+		return 1;
+	if (token == TOKEN_BOS && !s->engine.gguf_vocab)
 		return 1;
 	if (!s->engine.have_tokenizer)
 		return 0;
@@ -198,7 +208,9 @@ static void take_token(Server *s, ServeRequest *r, int token)
 		finish(s, r, FINISH_STOP);
 		return;
 	}
-	if (s->engine.have_tokenizer && !(r->chat && t->control && t->control[token]))
+	/* llama-server's replies have no control token's text; run.c prints them */
+	if (s->engine.have_tokenizer &&
+	    !((r->chat || s->engine.gguf_vocab) && t->control && t->control[token]))
 		append_piece(r, tokenizer_decode(t, prev, token));
 	if (r->n_stop && cut_at_stop(r, start)) {
 		finish(s, r, FINISH_STOP);
@@ -222,7 +234,10 @@ static ServeRequest *owner(Seq *q)
 static void sample_one(void *ctx, int i)
 {
 	SampleJob *j = &((Server *)ctx)->samples[i];
+	const ServeRequest *r = j->r;
 
+	for (int k = 0; k < r->n_bias; k++)
+		j->logits[r->bias_ids[k]] += r->bias[k];
 	j->token = sampler_sample(&j->r->sampler, j->logits);
 }
 
@@ -595,6 +610,17 @@ static int prompt_ids(Server *s, const ServeParams *p, EnginePrompt *ep, int *st
 	return 0;
 }
 
+static int check_bias(Server *s, const ServeParams *p, InferError *err)
+{
+	int vocab = s->engine.model.config.vocab_size;
+
+	for (int i = 0; i < p->n_bias; i++)
+		if (p->bias_ids[i] >= vocab)
+			return infer_fail(err, "logit_bias: token id %d is outside the vocabulary "
+					  "(0..%d)", p->bias_ids[i], vocab - 1);
+	return 0;
+}
+
 static int check_fits(Server *s, int n_prompt, int max_tokens, InferError *err)
 {
 	int seq_len = s->engine.model.config.seq_len;
@@ -655,7 +681,7 @@ static int submit_locked(Server *s, const ServeParams *asked, ServeRequest **out
 		*status = 500;
 		return infer_fail(err, "the engine failed: %s", s->thread_err.msg);
 	}
-	if (prompt_ids(s, p, &ep, status, err) < 0)
+	if (check_bias(s, p, err) < 0 || prompt_ids(s, p, &ep, status, err) < 0)
 		return -1;
 	if (resolve_max_tokens(s, ep.n, &p->max_tokens, err) < 0 ||
 	    check_fits(s, ep.n, p->max_tokens, err) < 0) {

@@ -18,6 +18,7 @@
 #include "workers.h"
 
 #define SERVE_MAX_STOP 4     /* stop strings per request, as OpenAI allows */
+#define SERVE_MAX_BIAS 1024  /* logit_bias entries per request */
 
 typedef struct {
 	int max_seqs;          /* sequences running at once */
@@ -40,6 +41,9 @@ typedef struct {
 	const char *stop[SERVE_MAX_STOP];
 	int n_stop;
 	int no_prefix_cache;       /* llama-server's cache_prompt false */
+	const int *bias_ids;       /* OpenAI's logit_bias: bias[i] is added to the */
+	const float *bias;         /* logit of token bias_ids[i] before sampling */
+	int n_bias;
 	int chat;                  /* a chat turn: EOS ends it too, and control
 				    * tokens add no text */
 } ServeParams;
@@ -52,6 +56,9 @@ typedef struct ServeRequest {
 	Sampler sampler;
 	int max_tokens;
 	int chat;               /* ServeParams' */
+	int *bias_ids;          /* (n_bias) ServeParams', in mem */
+	float *bias;            /* (n_bias) */
+	int n_bias;
 	char *stop[SERVE_MAX_STOP];
 	int n_stop;
 	char *text;             /* (text_cap) completion text so far, NUL-terminated */
@@ -64,7 +71,7 @@ typedef struct ServeRequest {
 	int client_fd;          /* polled for a vanished client; -1: none */
 	ServeWakeFn wake;
 	void *wake_ctx;
-	void *mem;              /* one pool block for the strings above */
+	void *mem;              /* one pool block for the strings and biases above */
 	size_t mem_bytes;
 	struct ServeRequest *live_prev, *live_next;
 } ServeRequest;

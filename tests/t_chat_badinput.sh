@@ -72,6 +72,10 @@ chat "a trailing assistant message" "assistant" \
 	"{\"messages\":[$U,{\"role\":\"assistant\",\"content\":\"Hi\"}]}"
 chat "roles out of turn (llama2's template)" "alternate" "{\"messages\":[$U,$U]}"
 chat "malformed JSON" "JSON" '{"messages": ['
+chat "logit_bias a list" "'logit_bias'" "{\"messages\":[$U],\"logit_bias\":[1]}"
+chat "logit_bias of a word" "'logit_bias'" "{\"messages\":[$U],\"logit_bias\":{\"hello\":1}}"
+chat "logit_bias past 100" "'logit_bias'" "{\"messages\":[$U],\"logit_bias\":{\"5\":101}}"
+chat "logit_bias outside the vocabulary" "logit_bias" "{\"messages\":[$U],\"logit_bias\":{\"99999\":1}}"
 expect_status 400 "/apply-template, no messages" "'messages'" /apply-template '{}'
 expect_status 400 "/tokenize, no content" "'content'" /tokenize '{"text":"x"}'
 # still serving, and the reply carries the shapes the clients read

@@ -19,6 +19,8 @@
 #     server streams what it answers whole;
 #   - a stop string ends the text just before its first occurrence, in the
 #     chat and the completions API, streamed or not, on both servers;
+#   - generation pushed (logit_bias) onto <|im_end|>, EOS or BOS ends, or not,
+#     with the same text, finish_reason and token count on both servers;
 #   - a traced chat (record -p) is a request like any other: its prompt
 #     tokens are the template's, joined with its socket.
 source "$(dirname "$0")/lib.sh"
@@ -114,6 +116,28 @@ check_stop() {
 	done
 }
 
+# Where generation ends, pushed there by logit_bias, both APIs: the
+# template's end of turn and EOS end it, with no text; BOS does not (a GGUF
+# vocabulary's requests end as llama.cpp's). Both servers must agree.
+check_ends() {
+	local api bias body a b end=$(($(jq -r '.tokens[0]' <(curl -s "$BASE/tokenize" -d '{"content":"<|im_end|>"}'))))
+	[ "$end" -ge 32000 ] || fail "<|im_end|> is not one added token: $end"
+	for api in chat/completions completions; do
+		for bias in "$end" 2 1; do
+			if [ $api = chat/completions ]; then body='{"messages":[{"role":"user","content":"Hi"}]'
+			else body='{"prompt":"Hi"'; fi
+			body="$body,\"max_tokens\":6,\"temperature\":0,\"logit_bias\":{\"$bias\":100}}"
+			a=$(curl -s "$BASE/v1/$api" -d "$body" | jq -c '[.choices[0].message.content // .choices[0].text, .choices[0].finish_reason, .usage.completion_tokens]')
+			b=$(curl -s "$LBASE/v1/$api" -d "$body" | jq -c '[.choices[0].message.content // .choices[0].text, .choices[0].finish_reason, .usage.completion_tokens]')
+			[[ $a == '["",'* ]] || fail "$api, token $bias forced: no reply: $a"
+			assert_eq "$api, token $bias forced: ours = llama-server's" "$b" "$a"
+		done
+	done
+	assert_eq "chat at <|im_end|>: stopped at once, no text" '["","stop",1]' \
+		"$(curl -s "$BASE/v1/chat/completions" -d "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":6,\"logit_bias\":{\"$end\":100}}" |
+			jq -c '[.choices[0].message.content, .choices[0].finish_reason, .usage.completion_tokens]')"
+}
+
 # record -p on our engine while it serves a chat: a request like any other.
 check_traced() {
 	"$SPANTRACE" record -q -p "$EPID" --level coarse -o "$TMP/run.jsonl" 2>"$TMP/record.err" &
@@ -139,7 +163,7 @@ for f in llama2 chatml llama3 mistral zephyr gemma phi3; do
 		fail "$f: $(tail -n 4 "$TMP/cmp.$f")"
 	ok "$f: $(tail -n 1 "$TMP/cmp.$f")"
 	case $f in chatml | llama3) check_clients "$f" ;; esac
-	[ $f = chatml ] && check_stop
+	[ $f = chatml ] && check_stop && check_ends
 	[ $f = llama3 ] && check_traced
 	stop_engine
 	stop_llama
