@@ -519,7 +519,7 @@ static enum MHD_Result apply_template(Call *k)
 
 static enum MHD_Result tokenize(Call *k)
 {
-	Server *srv = k->h->srv;
+	const Server *srv = k->h->srv;
 	TokenizeRequest tr;
 	InferError err;
 	char msg[512];
@@ -537,10 +537,9 @@ static enum MHD_Result tokenize(Call *k)
 		free(tr.content);
 		return send_error(k->conn, 500, "out of memory");
 	}
-	server_lock(srv); /* the tokenizer's merge buffer is shared */
+	/* the tokenizer is read-only once loaded: no lock */
 	rc = (tr.parse_special ? tokenizer_encode_special : tokenizer_encode)(
 		&srv->engine.tokenizer, tr.content, tr.add_special, ids, &n, &err);
-	server_unlock(srv);
 	free(tr.content);
 	if (rc < 0) {
 		free(ids);

@@ -579,7 +579,7 @@ void server_unlock(Server *s)
 }
 
 /* The prompt as ids (BOS + text, or the ids given), checked against the
- * model and the pool. Under the lock: the tokenizer has scratch state. */
+ * model and the pool. */
 static int prompt_ids(Server *s, const ServeParams *p, EnginePrompt *ep, int *status,
 		      InferError *err)
 {
@@ -588,6 +588,16 @@ static int prompt_ids(Server *s, const ServeParams *p, EnginePrompt *ep, int *st
 
 	*status = 400;
 	memset(ep, 0, sizeof(*ep));
+	if (p->prompt_text && s->engine.have_tokenizer) {
+		/* no token covers more bytes than the longest piece: a text that
+		 * cannot fit is refused before the merges, whose time grows with
+		 * the square of its length, and which hold the server's lock */
+		size_t least = strlen(p->prompt_text) / (size_t)(s->engine.tokenizer.max_token_length + 1);
+
+		if (least + 1 > (size_t)c->seq_len)
+			return infer_fail(err, "This model's maximum context length is %d tokens, but "
+					  "the prompt has at least %zu", c->seq_len, least + 1);
+	}
 	if (p->prompt_text)
 		return engine_encode(&s->engine, p->prompt_text, ep, err);
 	if (p->n_prompt_ids < 1)

@@ -128,8 +128,7 @@ static int tokenizer_parse(Tokenizer *t, const unsigned char *d, size_t size, co
 		return -1;
 	t->vocab_size = count;
 	t->max_token_length = longest;
-	t->block_bytes = (size_t)count * (sizeof(char *) + sizeof(float) + sizeof(int)) +
-			 text_bytes + 2 * (size_t)longest + 1;
+	t->block_bytes = (size_t)count * (sizeof(char *) + sizeof(float) + sizeof(int)) + text_bytes;
 	t->block = pool_alloc(POOL_WEIGHTS, t->block_bytes);
 	if (!t->block) {
 		memset(t, 0, sizeof(*t));
@@ -140,7 +139,6 @@ static int tokenizer_parse(Tokenizer *t, const unsigned char *d, size_t size, co
 	t->vocab = (char **)p;   p += (size_t)count * sizeof(char *);
 	t->scores = (float *)p;  p += (size_t)count * sizeof(float);
 	t->sorted = (int *)p;    p += (size_t)count * sizeof(int);
-	t->merge_buf = p;        p += 2 * (size_t)longest + 1;
 	fill_tokens(t, d, size, p);
 	return 0;
 }
@@ -491,36 +489,134 @@ static void push_codepoint(const Tokenizer *t, const char *cp, size_t len,
 		tokens[(*n)++] = (unsigned char)buf[i] + 3;
 }
 
-/* Merges the adjacent pair with the best score; 0 when none merges. */
-static int merge_best_pair(const Tokenizer *t, int *tokens, int *n)
+/* ---- merges: llama2.c's rule, in n log n ----
+ *
+ * llama2.c merges, again and again, the adjacent pair whose merged piece
+ * scores best (the leftmost of equals) until no pair is a piece: quadratic
+ * in the text's length, seconds for a few thousand bytes. The same merges
+ * come from a heap of candidate pairs ordered by score, then by the left
+ * symbol's first position (symbols keep their order, so that is
+ * "leftmost"); a pair whose symbols changed since it was queued is stale
+ * and skipped. */
+
+typedef struct {
+	float score;
+	int left, right;   /* symbol indices */
+	int left_id, right_id, merged;
+} Pair;
+
+typedef struct {
+	int *id, *prev, *next;  /* (n) the symbols: a list over the tokens array */
+	Pair *heap;             /* (cap) */
+	int size, cap;
+	char *buf;              /* two pieces concatenated */
+} Merges;
+
+static int pair_before(const Pair *a, const Pair *b)
 {
-	float best_score = -1e10f;
-	int best_id = -1, best_idx = -1;
+	return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
 
-	for (int i = 0; i + 1 < *n; i++) {
-		const char *a = t->vocab[tokens[i]], *b = t->vocab[tokens[i + 1]];
-		size_t la = strlen(a), lb = strlen(b);
-		int id;
+static void heap_push(Merges *m, Pair p)
+{
+	int i = m->size++;
 
-		/* a merge longer than the longest piece cannot exist */
-		if (la + lb > (size_t)t->max_token_length)
-			continue;
-		memcpy(t->merge_buf, a, la);
-		memcpy(t->merge_buf + la, b, lb + 1);
-		id = tokenizer_lookup(t, t->merge_buf);
-		if (id >= 0 && t->scores[id] > best_score) {
-			best_score = t->scores[id];
-			best_id = id;
-			best_idx = i;
-		}
+	while (i > 0 && pair_before(&p, &m->heap[(i - 1) / 2])) {
+		m->heap[i] = m->heap[(i - 1) / 2];
+		i = (i - 1) / 2;
 	}
-	if (best_idx < 0)
-		return 0;
-	tokens[best_idx] = best_id;
-	memmove(tokens + best_idx + 1, tokens + best_idx + 2,
-		(size_t)(*n - best_idx - 2) * sizeof(int));
-	(*n)--;
-	return 1;
+	m->heap[i] = p;
+}
+
+static Pair heap_pop(Merges *m)
+{
+	Pair top = m->heap[0], last = m->heap[--m->size];
+	int i = 0;
+
+	for (;;) {
+		int c = 2 * i + 1;
+
+		if (c >= m->size)
+			break;
+		if (c + 1 < m->size && pair_before(&m->heap[c + 1], &m->heap[c]))
+			c++;
+		if (!pair_before(&m->heap[c], &last))
+			break;
+		m->heap[i] = m->heap[c];
+		i = c;
+	}
+	if (m->size)
+		m->heap[i] = last;
+	return top;
+}
+
+/* Queues symbols l and r (adjacent) if their concatenation is a piece. */
+static void queue_pair(const Tokenizer *t, Merges *m, int l, int r)
+{
+	const char *a, *b;
+	size_t la, lb;
+	int id;
+
+	if (l < 0 || r < 0)
+		return;
+	a = t->vocab[m->id[l]];
+	b = t->vocab[m->id[r]];
+	la = strlen(a);
+	lb = strlen(b);
+	/* a merge longer than the longest piece cannot exist */
+	if (la + lb > (size_t)t->max_token_length)
+		return;
+	memcpy(m->buf, a, la);
+	memcpy(m->buf + la, b, lb + 1);
+	id = tokenizer_lookup(t, m->buf);
+	if (id >= 0)
+		heap_push(m, (Pair){ t->scores[id], l, r, m->id[l], m->id[r], id });
+}
+
+/* Merges tokens[0..*n) in place. */
+static int merge_all(const Tokenizer *t, int *tokens, int *n, InferError *err)
+{
+	int count = *n, k = 0;
+	Merges m = { .cap = 3 * count + 1 };
+	int rc = 0;
+
+	m.id = malloc((size_t)(3 * count + 1) * sizeof(int));
+	m.heap = malloc((size_t)m.cap * sizeof(Pair));
+	m.buf = malloc(2 * (size_t)t->max_token_length + 1);
+	if (!m.id || !m.heap || !m.buf) {
+		rc = infer_fail(err, "out of memory for the prompt's merges");
+		goto out;
+	}
+	m.prev = m.id + count;
+	m.next = m.prev + count;
+	for (int i = 0; i < count; i++) {
+		m.id[i] = tokens[i];
+		m.prev[i] = i - 1;
+		m.next[i] = i + 1 < count ? i + 1 : -1;
+	}
+	for (int i = 0; i + 1 < count; i++)
+		queue_pair(t, &m, i, i + 1);
+	while (m.size) {
+		Pair p = heap_pop(&m);
+
+		if (m.id[p.left] != p.left_id || m.id[p.right] != p.right_id || m.next[p.left] != p.right)
+			continue; /* stale: a symbol merged since */
+		m.id[p.left] = p.merged;
+		m.id[p.right] = -1;
+		m.next[p.left] = m.next[p.right];
+		if (m.next[p.right] >= 0)
+			m.prev[m.next[p.right]] = p.left;
+		queue_pair(t, &m, m.prev[p.left], p.left);
+		queue_pair(t, &m, p.left, m.next[p.left]);
+	}
+	for (int i = count ? 0 : -1; i >= 0; i = m.next[i])
+		tokens[k++] = m.id[i];
+	*n = k;
+out:
+	free(m.id);
+	free(m.heap);
+	free(m.buf);
+	return rc;
 }
 
 int tokenizer_encode(const Tokenizer *t, const char *text, int bos,
@@ -552,10 +648,8 @@ int tokenizer_encode(const Tokenizer *t, const char *text, int bos,
 		push_codepoint(t, c + 1 - len, len, tokens, &n);
 		len = 0;
 	}
-	while (merge_best_pair(t, tokens, &n))
-		;
 	*n_tokens = n;
-	return 0;
+	return merge_all(t, tokens, n_tokens, err);
 }
 
 const char *tokenizer_special_text(const Tokenizer *t, int id)
@@ -572,31 +666,36 @@ typedef struct {
 	int id;
 } Fragment;
 
-/* Splits every plain fragment at each occurrence of special token k. */
-static int split_at_special(const Tokenizer *t, int k, const char *text, Fragment *f, int n)
+/* Splits every plain fragment of f (n) at each occurrence of special
+ * token k, into out; returns out's count. One pass, no moving: a prompt of
+ * thousands of special tokens costs no more than its length. */
+static int split_at_special(const Tokenizer *t, int k, const char *text, const Fragment *f, int n,
+			    Fragment *out)
 {
 	const char *st = t->special_text[k];
 	size_t sl = strlen(st);
+	int m = 0;
 
 	for (int i = 0; i < n; i++) {
-		Fragment left, right;
+		size_t off = f[i].off, end = f[i].off + f[i].len;
 		const char *hit;
-		int add;
 
-		if (f[i].id >= 0 || !(hit = memmem(text + f[i].off, f[i].len, st, sl)))
+		if (f[i].id >= 0) {
+			out[m++] = f[i];
 			continue;
-		left = (Fragment){ f[i].off, (size_t)(hit - text) - f[i].off, -1 };
-		right = (Fragment){ left.off + left.len + sl, f[i].len - left.len - sl, -1 };
-		add = (left.len > 0) + (right.len > 0);
-		memmove(f + i + 1 + add, f + i + 1, (size_t)(n - i - 1) * sizeof(*f));
-		n += add;
-		if (left.len)
-			f[i++] = left;
-		f[i] = (Fragment){ left.off + left.len, sl, t->special[k] };
-		if (right.len)
-			f[i + 1] = right; /* searched next, for the next occurrence */
+		}
+		while ((hit = memmem(text + off, end - off, st, sl))) {
+			size_t at = (size_t)(hit - text);
+
+			if (at > off)
+				out[m++] = (Fragment){ off, at - off, -1 };
+			out[m++] = (Fragment){ at, sl, t->special[k] };
+			off = at + sl;
+		}
+		if (off < end)
+			out[m++] = (Fragment){ off, end - off, -1 };
 	}
-	return n;
+	return m;
 }
 
 int tokenizer_encode_special(const Tokenizer *t, const char *text, int bos, int *tokens,
@@ -604,18 +703,25 @@ int tokenizer_encode_special(const Tokenizer *t, const char *text, int bos, int 
 {
 	size_t len = strlen(text);
 	/* each split adds at most two fragments and takes at least one byte */
-	Fragment *f = malloc((2 * len + 1) * sizeof(*f));
+	Fragment *f = malloc((2 * len + 1) * sizeof(*f)), *g = malloc((2 * len + 1) * sizeof(*g));
 	char *buf = malloc(len + 1);
 	int nf = len > 0, n = 0, rc = 0;
 
-	if (!f || !buf) {
+	if (!f || !g || !buf) {
 		free(f);
+		free(g);
 		free(buf);
 		return infer_fail(err, "out of memory for the prompt");
 	}
 	f[0] = (Fragment){ 0, len, -1 };
-	for (int k = 0; k < t->n_special; k++)
-		nf = split_at_special(t, k, text, f, nf);
+	for (int k = 0; k < t->n_special; k++) {
+		Fragment *swap = f;
+
+		nf = split_at_special(t, k, text, f, nf, g);
+		f = g;
+		g = swap;
+	}
+	free(g);
 	if (bos)
 		tokens[n++] = TOKEN_BOS;
 	for (int i = 0; i < nf && rc == 0; i++) {

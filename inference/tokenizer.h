@@ -17,7 +17,6 @@ typedef struct {
 	int max_token_length;  /* longest piece actually present */
 	void *block;           /* one allocation holding all of the above */
 	size_t block_bytes;
-	char *merge_buf;       /* room for two pieces concatenated */
 	/* Special tokens (unknown, control, user-defined), which
 	 * tokenizer_encode_special finds in text, as llama.cpp does: */
 	int *special;          /* (n_special) ids, longest text first */

@@ -1,5 +1,6 @@
 /* test_engine_tokenizer.c - the tokenizer against llama2.c's test vectors,
  * byte fallback, decode round trips and malformed files. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,80 @@ static void test_special(const Tokenizer *t)
 	      ids[1] == 1, "two specials back to back: %d ids", n);
 }
 
+/* llama2.c's merge rule as run.c writes it: the best-scoring adjacent
+ * pair, leftmost of equals, again and again (quadratic; fine here). */
+static void reference_merges(const Tokenizer *t, int *ids, int *n)
+{
+	char buf[512];
+
+	for (;;) {
+		float best = -1e10f;
+		int best_id = -1, at = -1;
+
+		for (int i = 0; i + 1 < *n; i++) {
+			int id;
+
+			snprintf(buf, sizeof(buf), "%s%s", t->vocab[ids[i]], t->vocab[ids[i + 1]]);
+			id = tokenizer_lookup(t, buf);
+			if (id >= 0 && t->scores[id] > best) {
+				best = t->scores[id];
+				best_id = id;
+				at = i;
+			}
+		}
+		if (at < 0)
+			return;
+		ids[at] = best_id;
+		memmove(ids + at + 1, ids + at + 2, (size_t)(*n - at - 2) * sizeof(int));
+		(*n)--;
+	}
+}
+
+/* The encoder's heap of pairs merges exactly as run.c's loop, on random
+ * texts of words, spaces, punctuation, newlines and multi-byte characters. */
+static void test_merges_match_reference(const Tokenizer *t)
+{
+	static const char *const bits[] = { "the", " cat", "sat", " ", "  ", "on", "mat", ",", ".", "\n",
+					    "ing", "un", "believ", "able", "\xC3\xA9", "\xE4\xBD\xA0",
+					    "\xF0\x9F\x98\x80", "a", "aa", "lo", "ol", "123", "x" };
+	uint64_t rng = 12345;
+	int bad = 0;
+
+	for (int round = 0; round < 400 && !bad; round++) {
+		char text[400] = "";
+		int got[1200], want[1200], ng = 0, nw = 0, words;
+		InferError err;
+
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		words = 1 + (int)(rng >> 59);
+		for (int w = 0; w < words * 3; w++) {
+			rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+			strcat(text, bits[(rng >> 33) % (sizeof(bits) / sizeof(*bits))]);
+		}
+		CHECK(tokenizer_encode(t, text, 1, got, &ng, &err) == 0, "%s", err.msg);
+		/* the unmerged start: BOS, the dummy space, one id per codepoint */
+		want[nw++] = 1;
+		want[nw++] = tokenizer_lookup(t, " ");
+		for (const char *c = text; *c;) {
+			int len = (*c & 0x80) == 0 ? 1 : (*c & 0xE0) == 0xC0 ? 2 : (*c & 0xF0) == 0xE0 ? 3 : 4;
+			char cp[5] = "";
+			int id;
+
+			memcpy(cp, c, (size_t)len);
+			id = tokenizer_lookup(t, cp);
+			if (id >= 0)
+				want[nw++] = id;
+			else
+				for (int i = 0; i < len; i++)
+					want[nw++] = (unsigned char)c[i] + 3;
+			c += len;
+		}
+		reference_merges(t, want, &nw);
+		bad = ng != nw || memcmp(got, want, (size_t)nw * sizeof(int));
+		CHECK(!bad, "merges differ from run.c's on '%s': %d ids against %d", text, ng, nw);
+	}
+}
+
 /* Writes bytes to a file and expects tokenizer_load to refuse it. */
 static void expect_bad_file(const char *dir, const void *bytes, size_t len, const char *what)
 {
@@ -170,6 +245,7 @@ int main(void)
 	test_vectors(&t);
 	test_decode(&t);
 	test_special(&t);
+	test_merges_match_reference(&t);
 	tokenizer_free(&t);
 	printf("%s\n", failures ? "tokenizer: FAILED" : "tokenizer: ok");
 	return failures ? 1 : 0;
