@@ -67,8 +67,10 @@ static int request_strings(ServeRequest *r, const ServeParams *p, int max_piece,
 	r->bias = (float *)m;
 	m += (size_t)p->n_bias * sizeof(float);
 	r->n_bias = p->n_bias;
-	memcpy(r->bias_ids, p->bias_ids, (size_t)p->n_bias * sizeof(int));
-	memcpy(r->bias, p->bias, (size_t)p->n_bias * sizeof(float));
+	if (p->n_bias) { /* NULL arrays when there are none */
+		memcpy(r->bias_ids, p->bias_ids, (size_t)p->n_bias * sizeof(int));
+		memcpy(r->bias, p->bias, (size_t)p->n_bias * sizeof(float));
+	}
 	r->text = m;
 	m += r->text_cap;
 	for (int i = 0; i < p->n_stop; i++) {

@@ -203,7 +203,8 @@ static int set_specials(Tokenizer *t, SpecialToken *sp, int n, InferError *err)
 	size_t text = 0, bytes;
 	char *p;
 
-	qsort(sp, (size_t)n, sizeof(*sp), cmp_special);
+	if (n)
+		qsort(sp, (size_t)n, sizeof(*sp), cmp_special);
 	for (int i = 0; i < n; i++)
 		text += sp[i].len + 1;
 	bytes = (size_t)n * (sizeof(char *) + sizeof(int)) + (size_t)t->vocab_size + text;
