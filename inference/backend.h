@@ -97,5 +97,8 @@ int backend_check_batch(const Config *c, const BatchSeq *seqs, int nseqs, int ma
 
 /* Returns the backend named name ("cpu", "opencl") or NULL. */
 const BackendOps *backend_find(const char *name);
+/* Whether an OpenCL platform has a GPU or accelerator device (0 when
+ * there is no platform at all). */
+int backend_opencl_has_gpu(void);
 
 #endif

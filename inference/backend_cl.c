@@ -221,6 +221,23 @@ static int pick_platform(int want, cl_platform_id *out, InferError *err)
 	return 0;
 }
 
+int backend_opencl_has_gpu(void)
+{
+	cl_platform_id all[16];
+	cl_uint n = 0;
+	int found = 0;
+
+	if (clGetPlatformIDs(16, all, &n) != CL_SUCCESS)
+		return 0;
+	for (cl_uint i = 0; i < n && i < 16 && !found; i++) {
+		cl_uint nd = 0;
+
+		found = clGetDeviceIDs(all[i], CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR, 0, NULL,
+				       &nd) == CL_SUCCESS && nd > 0;
+	}
+	return found;
+}
+
 static int pick_device(cl_platform_id plat, int want, cl_device_id *out, InferError *err)
 {
 	cl_uint n = 0;

@@ -82,13 +82,31 @@ static int resolve_chat(Engine *e, const char *name, InferError *err)
 	return 0;
 }
 
+/* -b auto: the backend that is faster for the file. A GGUF file runs on
+ * the cpu backend unless OpenCL has a GPU (or an accelerator), or a device
+ * was asked for: where OpenCL's device is this same CPU (PoCL), the cpu
+ * backend decodes every weight type faster, and prefills within 7% either
+ * way (make bench's llamabench section, docs/benchmarks.md). A llama2.c
+ * checkpoint keeps OpenCL, the engine's reference path with device op
+ * times, as before. */
+static const char *auto_backend(const Engine *e, const EngineOptions *opt)
+{
+	const BackendOptions *b = &opt->backend_opt;
+
+	if (!e->model.gguf || b->cl_platform >= 0 || b->cl_device >= 0)
+		return "opencl";
+	return backend_opencl_has_gpu() ? "opencl" : "cpu";
+}
+
 static int open_backend(Engine *e, const EngineOptions *opt, InferError *err)
 {
 	BackendOptions bopt = opt->backend_opt;
+	const char *name = opt->backend && strcmp(opt->backend, "auto") ? opt->backend
+									 : auto_backend(e, opt);
 
-	e->ops = backend_find(opt->backend);
+	e->ops = backend_find(name);
 	if (!e->ops)
-		return infer_fail(err, "unknown backend '%s' (cpu or opencl)",
+		return infer_fail(err, "unknown backend '%s' (cpu, opencl or auto)",
 				  opt->backend ? opt->backend : "");
 	bopt.kv_type = e->kv_type = resolve_kv_type(&e->model, bopt.kv_type);
 	e->kv_bytes_per_pos = backend_kv_pos_bytes(&e->model.config, e->kv_type);

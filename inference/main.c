@@ -44,7 +44,8 @@ static void usage(FILE *f)
 		"  -p TOPP         top-p nucleus threshold (default 0.9)\n"
 		"  -s SEED         random seed (default: the time)\n"
 		"  -i PROMPT       prompt text\n"
-		"  -b BACKEND      cpu or opencl (default opencl)\n"
+		"  -b BACKEND      cpu, opencl or auto (default auto: for a GGUF file cpu, unless\n"
+		"                  OpenCL has a GPU or --cl-* names a device; else opencl)\n"
 		"  --cl-platform N, --cl-device N   OpenCL platform/device index\n"
 		"  --cl-launch forward|phases  force one kernel per forward pass, or one per\n"
 		"                  phase. Default: phases while a tracer asks for op detail or on\n"
@@ -265,7 +266,7 @@ static int parse_valued(Args *a, const char *opt, const char *val)
 /* 0 ok, 1 help or version shown, -1 bad arguments (message printed). */
 static int parse_args(Args *a, int argc, char **argv)
 {
-	*a = (Args){ .eng = { .backend = "opencl", .temperature = 1.0f, .topp = 0.9f,
+	*a = (Args){ .eng = { .backend = "auto", .temperature = 1.0f, .topp = 0.9f,
 			      .steps = 256, .seed = (uint64_t)time(NULL),
 			      .backend_opt = { .cl_platform = -1, .cl_device = -1, .kv_type = KV_AUTO } },
 		    .http_opt = { .addr = "127.0.0.1", .max_conns = 64, .max_body = 1 << 20 },

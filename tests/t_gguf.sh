@@ -40,6 +40,19 @@ mk "$TMP/dq4.gguf" --gguf q4_0 --from "$DEMO_MODEL" --vocab "$DEMO_TOK"
 mk "$TMP/dreal.gguf" --gguf f32 --from "$DEMO_MODEL" --vocab "$MODELS/tokenizer.bin"
 ok "mkmodel wrote F32, F16, Q8_0 and Q4_0 GGUF files"
 
+# -b auto (the default): a GGUF file on the cpu backend where OpenCL has no
+# GPU (the faster one there: docs/benchmarks.md, llamabench), OpenCL where a
+# device is named; a llama2.c checkpoint on OpenCL, as before.
+backend_of() { "$INFER" "$@" -n 2 -t 0 --ids --stats "$TMP/b.json" >/dev/null 2>&1 &&
+	jq -r .backend "$TMP/b.json"; }
+gpu=$(clinfo -l 2>/dev/null | grep -ciE "gpu|nvidia|amd|intel.*graphics" || true)
+if [ "$backends" = "cpu opencl" ] && [ "$gpu" = 0 ]; then
+	assert_eq "auto: a GGUF file runs on cpu (OpenCL has no GPU)" cpu "$(backend_of "$TMP/dq8.gguf")"
+	assert_eq "auto: --cl-device names OpenCL" opencl "$(backend_of "$TMP/dq8.gguf" --cl-device 0)"
+	assert_eq "auto: a llama2.c checkpoint runs on OpenCL" opencl "$(backend_of "$DEMO_MODEL")"
+	assert_eq "-b opencl is obeyed for a GGUF file" opencl "$(backend_of "$TMP/dq8.gguf" -b opencl)"
+fi
+
 # ids and text end the test when infer fails (in $(...) too); their output
 # is compared as is, never as a digest: two empty outputs have one md5
 ids() { "$INFER" "$@" -t 0 --ids 2>"$TMP/ids.err" || fail "infer $*: $(cat "$TMP/ids.err")"; }
