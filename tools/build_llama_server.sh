@@ -15,8 +15,10 @@
 # instruction at start-up too), and the build is keyed by the set it used.
 # --bench builds llama-bench instead (a sibling directory, keyed the same way, so the
 # server's build stays as it is) and prints its path; --amx adds GGML_AMX_{TILE,INT8,BF16}
-# where the CPU lists amx_tile/amx_int8/amx_bf16: the build llama.cpp users get on an AMX
-# Xeon (node-llama-cpp loads its sapphirerapids variant there), the peer for speed.
+# where the CPU lists amx_tile/amx_int8/amx_bf16. At de3ff81 that build dies of SIGILL
+# (tilezero in ggml's tinygemm_kernel_amx) on Q8_0, Q4_0, Q4_K and Q6_K on an AMX Xeon
+# whose tiles work (a plain ldtilecfg/tdpbssd test runs), so the speed peer is the build
+# without AMX, the one llama-server is.
 # Static libraries, so the server is one file whose symbol table names llama_decode; that is
 # also how spantrace must find llama.cpp inside an executable (issue 24).
 set -euo pipefail
