@@ -258,29 +258,25 @@ static inline __attribute__((always_inline)) void sums_to_floats(v16f *f, const 
 
 typedef int8_t v16sb __attribute__((vector_size(PANEL_ROWS)));
 
-/* A k-quant sub-block's exact sums less off, times the rows' int8 scales sc
- * (still exact: Q6_K at most 16 x 32 x 127 x 128, Q4_K 32 x 15 x 127 x 63,
- * both under 2^24), as floats. */
-static inline __attribute__((always_inline)) void scaled_sums_to_floats(v16f *f, const BlockSums *s, int32_t off,
-									const int8_t *sc)
+/* A k-quant sub-block's 16 int8 scales as floats. */
+static inline __attribute__((always_inline)) void scales_to_floats(v16f *f, const int8_t *sc)
 {
-#if SUMS_IN_HALVES
-	__m256i o = _mm256_set1_epi32(off);
-	__m256i s0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)sc));
-	__m256i s1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8)));
-	__m256 lo = _mm256_cvtepi32_ps(_mm256_mullo_epi32(_mm256_sub_epi32(s->h[0], o), s0));
-	__m256 hi = _mm256_cvtepi32_ps(_mm256_mullo_epi32(_mm256_sub_epi32(s->h[1], o), s1));
-
-	memcpy(f, &lo, sizeof(lo));
-	memcpy((char *)f + sizeof(lo), &hi, sizeof(hi));
-#else
 	v16sb b;
 
-	/* in unsigned lanes: the same bits (nothing overflows), and the
-	 * sanitizers' build does not check each lane for signed overflow */
 	memcpy(&b, sc, sizeof(b));
-	*f = __builtin_convertvector((v16i)(((v16u)*s - (uint32_t)off) * (v16u)__builtin_convertvector(b, v16i)), v16f);
-#endif
+	*f = __builtin_convertvector(__builtin_convertvector(b, v16i), v16f);
+}
+
+/* A k-quant sub-block's exact sums less off, times the rows' scales scf
+ * (scales_to_floats). Every sum, scale and product is an integer under 2^24
+ * (Q6_K at most 16 x 32 x 127 x 128, Q4_K 32 x 15 x 127 x 63), so the float
+ * product is the exact integer one, without a slow vpmulld a token; the
+ * scales convert once a block. */
+static inline __attribute__((always_inline)) void scaled_sums_to_floats(v16f *f, const BlockSums *s, int32_t off,
+									const v16f *scf)
+{
+	sums_to_floats(f, s, off);
+	*f *= *scf;
 }
 
 /* Half j of Q6_K block b ends a sub-block: each lane's exact sum, less the
@@ -296,14 +292,16 @@ q6k_sub_block(v16f acc[][TOKEN_GROUP], BlockSums isum[][TOKEN_GROUP], const char
 		const char *panel = w + g * ldp;
 		v16f dsup;
 
+		v16f scf;
+
 		halves_to_floats(&dsup, panel + kquant_d_offset(n) + (size_t)(b / 8) * sizeof(v16h));
+		scales_to_floats(&scf, (const int8_t *)panel + (size_t)b * 2 * PANEL_ROWS + j * PANEL_ROWS);
 #pragma GCC unroll 8
 		for (int t = 0; t < T; t++) {
 			int32_t bias = xq->ks[(size_t)t * (n / 16) + 2 * b + j];
 			v16f exact;
 
-			scaled_sums_to_floats(&exact, &isum[g][t], DOT4_SIGNED ? 0 : bias,
-					      (const int8_t *)panel + (size_t)b * 2 * PANEL_ROWS + j * PANEL_ROWS);
+			scaled_sums_to_floats(&exact, &isum[g][t], DOT4_SIGNED ? 0 : bias, &scf);
 			acc[g][t] += exact * (dsup * xq->kd[(size_t)t * (n / Q6_K_BLOCK) + b / 8]);
 			sums_zero(&isum[g][t]);
 		}
@@ -323,13 +321,12 @@ q4k_sub_block(v16f acc[][TOKEN_GROUP], BlockSums isum[][TOKEN_GROUP], const char
 	for (int g = 0; g < G; g++) {
 		const char *panel = w + g * ldp;
 		const uint8_t *scale = (const uint8_t *)panel + (size_t)b * 2 * PANEL_ROWS;
-		v16f dsup, dmin, mins;
-		v16sb m;
+		v16f dsup, dmin, mins, scf;
 
 		halves_to_floats(&dsup, panel + kquant_d_offset(n) + (size_t)(b / 8) * 2 * sizeof(v16h));
 		halves_to_floats(&dmin, panel + kquant_d_offset(n) + (size_t)(b / 8) * 2 * sizeof(v16h) + sizeof(v16h));
-		memcpy(&m, scale + PANEL_ROWS, sizeof(m));
-		mins = __builtin_convertvector(__builtin_convertvector(m, v16i), v16f);
+		scales_to_floats(&mins, (const int8_t *)scale + PANEL_ROWS);
+		scales_to_floats(&scf, (const int8_t *)scale);
 #pragma GCC unroll 8
 		for (int t = 0; t < T; t++) {
 			const int32_t *ks = xq->ks + (size_t)t * (n / 16) + 2 * b;
@@ -337,7 +334,7 @@ q4k_sub_block(v16f acc[][TOKEN_GROUP], BlockSums isum[][TOKEN_GROUP], const char
 			float kd = xq->kd[(size_t)t * (n / Q6_K_BLOCK) + b / 8];
 			v16f exact;
 
-			scaled_sums_to_floats(&exact, &isum[g][t], DOT4_SIGNED ? -8 * sum : 0, (const int8_t *)scale);
+			scaled_sums_to_floats(&exact, &isum[g][t], DOT4_SIGNED ? -8 * sum : 0, &scf);
 			acc[g][t] += exact * (dsup * kd);
 			acc[g][t] += (mins * (float)sum) * (dmin * -kd);
 		}
