@@ -423,6 +423,109 @@ q_panel_block(const char *w, WeightType type, size_t ldp, int G, const QuantRows
 	store_sums(acc, G, T, out, ldo, rows);
 }
 
+#if defined(__AVX512VNNI__) && defined(__x86_64__)
+#define AMX_TOKENS 16 /* a tile's rows: tokens per AMX pass */
+
+/* The AMX tiles: A, 16 tokens' 32 int8 inputs of a sub-block (rows n
+ * bytes apart); B, its 8 quads of 16 rows' unsigned codes (matmul_panels.h:
+ * a quad is a B row as TDPBSUD reads it); C, the 16 x 16 int32 sums. */
+#define TILE_A 0
+#define TILE_B 1
+#define TILE_C 2
+
+typedef struct {
+	uint8_t palette, start_row, reserved[14];
+	uint16_t colsb[16];
+	uint8_t rows[16];
+} TileConfig;
+
+__attribute__((target("amx-tile"))) static void amx_configure(void)
+{
+	TileConfig c = { .palette = 1 };
+
+	c.rows[TILE_A] = AMX_TOKENS, c.colsb[TILE_A] = Q8_0_BLOCK;
+	c.rows[TILE_B] = Q8_QUADS, c.colsb[TILE_B] = Q8_QUAD_BYTES;
+	c.rows[TILE_C] = AMX_TOKENS, c.colsb[TILE_C] = PANEL_ROWS * sizeof(int32_t);
+	_tile_loadconfig(&c);
+}
+
+/* One Q4_K panel against 16 tokens: per sub-block the integer sums come
+ * from one TDPBSUD (the same exact sums as dot4's), then q4k_sub_block
+ * scales them as the VNNI path does, 8 tokens at a time, so a token's
+ * outputs are the same bits in either path. */
+__attribute__((target("amx-tile,amx-int8"))) static void
+q4k_panel_amx(const char *w, const QuantRows *xq, int n, float *out, size_t ldo, int rows)
+{
+	v16f acc[2][1][TOKEN_GROUP];
+	const char *values = w + quant_scale_bytes(WEIGHT_Q4_K, n);
+	uint8_t quads[Q8_QUADS][Q8_QUAD_BYTES] __attribute__((aligned(64)));
+	int32_t sums[AMX_TOKENS][PANEL_ROWS] __attribute__((aligned(64)));
+	QuantRows half[2] = { *xq, *xq };
+
+	half[1].kq += (size_t)TOKEN_GROUP * n; /* tokens 8..15 */
+	half[1].kd += (size_t)TOKEN_GROUP * (n / Q6_K_BLOCK);
+	half[1].ks += (size_t)TOKEN_GROUP * (n / 16);
+	zero_sums(acc[0], 1, TOKEN_GROUP);
+	zero_sums(acc[1], 1, TOKEN_GROUP);
+	for (int b = 0; b < n / Q8_0_BLOCK; b++) {
+		const char *blk = values + (size_t)b * quant_block_bytes(WEIGHT_Q4_K);
+
+		for (int k = 0; k < Q8_QUADS; k++) {
+			Quad q;
+
+			quad_at(&q, blk, WEIGHT_Q4_K, k);
+			memcpy(quads[k], &q, sizeof(q));
+		}
+		_tile_loadd(TILE_B, quads, Q8_QUAD_BYTES);
+		_tile_loadd(TILE_A, xq->kq + (size_t)b * Q8_0_BLOCK, n);
+		_tile_zero(TILE_C);
+		_tile_dpbsud(TILE_C, TILE_A, TILE_B);
+		_tile_stored(TILE_C, sums, sizeof(sums[0]));
+		for (int h = 0; h < 2; h++) {
+			BlockSums isum[1][TOKEN_GROUP];
+
+			for (int t = 0; t < TOKEN_GROUP; t++)
+				memcpy(&isum[0][t], sums[h * TOKEN_GROUP + t], sizeof(isum[0][t]));
+			q4k_sub_block(acc[h], isum, w, 0, 1, &half[h], TOKEN_GROUP, n, b);
+		}
+	}
+	store_sums(acc[0], 1, TOKEN_GROUP, out, ldo, rows);
+	store_sums(acc[1], 1, TOKEN_GROUP, out + TOKEN_GROUP * ldo, ldo, rows);
+}
+
+/* The first tokens of a Q4_K product by AMX, 16 at a time, where the CPU
+ * lets us (matmul.c asked the kernel for the tiles); returns the tokens
+ * done. */
+__attribute__((target("amx-tile,amx-int8"))) static int q4k_rows_amx(const char *w, int n, int r0, int r1, const MatInput *in, int batch, float *out,
+			size_t ldo)
+{
+	size_t ldp = panel_bytes(WEIGHT_Q4_K, n);
+	int done = 0;
+
+	if (!matmul_amx_ready || batch < AMX_TOKENS)
+		return 0;
+	amx_configure();
+	for (; done + AMX_TOKENS <= batch; done += AMX_TOKENS) {
+		QuantRows xq = *in->q;
+
+		xq.kq += (size_t)done * n;
+		xq.kd += (size_t)done * (n / Q6_K_BLOCK);
+		xq.ks += (size_t)done * (n / 16);
+		for (int r = r0; r < r1; r += PANEL_ROWS)
+			q4k_panel_amx(w + (size_t)(r / PANEL_ROWS) * ldp, &xq, n, out + (size_t)done * ldo + r, ldo,
+				      r1 - r < PANEL_ROWS ? r1 - r : PANEL_ROWS);
+	}
+	_tile_release();
+	return done;
+}
+#else
+static int q4k_rows_amx(const char *w, int n, int r0, int r1, const MatInput *in, int batch, float *out,
+			size_t ldo)
+{
+	return 0;
+}
+#endif
+
 /* G panels against T tokens of a packed type; G, T and type are constants
  * wherever this is inlined. Combinations the walk below never makes are
  * dropped here, so they are not compiled: Q8_0 keeps an integer block sum
@@ -482,8 +585,9 @@ rows_of_type(const char *w, WeightType type, int n, int r0, int r1, const MatInp
 	     size_t ldo)
 {
 	size_t ldp = panel_bytes(type, n);
+	int b0 = type == WEIGHT_Q4_K ? q4k_rows_amx(w, n, r0, r1, in, batch, out, ldo) : 0;
 
-	for (int b = 0; b < batch; b += TOKEN_GROUP) {
+	for (int b = b0; b < batch; b += TOKEN_GROUP) {
 		int T = batch - b < TOKEN_GROUP ? batch - b : TOKEN_GROUP;
 		float *ot = out + (size_t)b * ldo;
 
