@@ -397,11 +397,15 @@ score_group(const CpuState *s, int l, const int *blocks, int h, const float *q, 
 {
 	int hs = s->head_size, bs = s->block_size;
 	const float *key[SCORE_GROUP];
+	/* the 16 rows lie in one block, one after another: one conversion */
+	int one_block = t / bs == (t + SCORE_GROUP - 1) / bs;
+	size_t k0 = head_rows(s, l, blocks[t / bs], h) + (size_t)(t % bs) * hs;
+	const float *all = one_block ? kv_row(s, s->key_cache, k0, SCORE_GROUP * hs, half, rows) : NULL;
 
 	for (int p = 0; p < SCORE_GROUP; p++) {
 		size_t k = head_rows(s, l, blocks[(t + p) / bs], h) + (size_t)((t + p) % bs) * hs;
 
-		key[p] = kv_row(s, s->key_cache, k, hs, half, rows + (size_t)p * KV_ROW_MAX);
+		key[p] = all ? all + (size_t)p * hs : kv_row(s, s->key_cache, k, hs, half, rows + (size_t)p * hs);
 	}
 	score16(q, key, hs, sqrtf(hs), att + t);
 }
