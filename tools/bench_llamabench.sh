@@ -21,7 +21,7 @@ source "$(dirname "$0")/bench_lib.sh"
 TYPES=${TYPES:-f32 f16 q8_0 q4_0 q4_k q6_k}
 BACKENDS=${BACKENDS:-cpu opencl}
 CC=${CC:-cc}
-ROUNDS=${LLAMABENCH_ROUNDS:-3} # ~3 minutes a round on 2 vCPUs
+ROUNDS=${LLAMABENCH_ROUNDS:-3} # 3-6 minutes a round on 2 vCPUs
 
 [ -x "$BUILD/mkmodel" ] && [ -f "$BUILD/libinfer.so" ] || die "build first"
 LLAMA_BENCH=$("$ROOT/tools/build_llama_server.sh" --check --bench) ||
@@ -73,13 +73,15 @@ done
 
 echo "stories110M shape, 2 threads, medians of $ROUNDS rounds on $(cpu_model)"
 echo "llama.cpp: $LLAMA_BENCH"
+# r1 X: X to one decimal ("n/a" as it is)
+r1() { awk -v v="$1" 'BEGIN { if (v == "n/a") print v; else printf "%.1f\n", v }'; }
 printf '%-5s %-8s %9s %9s %9s %9s\n' type engine pp512 ratio tg128 ratio
 for t in $TYPES; do
 	lpp=$(median <"$TMP/lb_pp_$t") ltg=$(median <"$TMP/lb_tg_$t")
-	printf '%-5s %-8s %9s %9s %9s %9s\n' "$t" llama.cpp "$lpp" 1 "$ltg" 1
+	printf '%-5s %-8s %9s %9s %9s %9s\n' "$t" llama.cpp "$(r1 "$lpp")" 1 "$(r1 "$ltg")" 1
 	for b in $BACKENDS; do
 		pp=$(median <"$TMP/${b}_pp_$t") tg=$(median <"$TMP/${b}_tg_$t")
-		printf '%-5s %-8s %9s %9s %9s %9s\n' "$t" "$b" "$pp" "$(div "$pp" "$lpp")" "$tg" "$(div "$tg" "$ltg")"
+		printf '%-5s %-8s %9s %9s %9s %9s\n' "$t" "$b" "$(r1 "$pp")" "$(div "$pp" "$lpp")" "$(r1 "$tg")" "$(div "$tg" "$ltg")"
 	done
 done
 for t in $TYPES; do
