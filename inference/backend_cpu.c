@@ -440,6 +440,8 @@ score_keys(const CpuState *s, int l, const int *blocks, int h, const float *q, i
 	}
 }
 
+#define VALUE_CHUNK 16 /* value rows weigh_chunks converts at once (even) */
+
 /* NC 16-lane chunks of out from lane i: out[i..] = sum over positions t of
  * att[t] * value(t)[i..]. Each lane keeps two chains, even and odd t, then
  * adds them: a fixed order whatever the batch, with 2 * NC chains in flight
@@ -450,33 +452,40 @@ weigh_chunks(const CpuState *s, int l, const int *blocks, int h, const float *at
 {
 	int hs = s->head_size, bs = s->block_size;
 	v16f even[4] = { 0 }, odd[4] = { 0 };
-	float buf0[64], buf1[64];
+	float buf[half ? VALUE_CHUNK * KV_ROW_MAX : 1];
 
 	for (int t0 = 0; t0 < n; t0 += bs) {
-		size_t v = head_rows(s, l, blocks[t0 / bs], h) + i;
-		int m = n - t0 < bs ? n - t0 : bs, j = 0;
+		size_t row0 = head_rows(s, l, blocks[t0 / bs], h);
+		int m = n - t0 < bs ? n - t0 : bs;
 
-		for (; j + 2 <= m; j += 2, v += 2 * (size_t)hs) {
-			const float *r0 = kv_row(s, s->value_cache, v, 16 * NC, half, buf0);
-			const float *r1 = kv_row(s, s->value_cache, v + hs, 16 * NC, half, buf1);
+		/* an f16 cache's rows a chunk at a time (one conversion; an even
+		 * count, so a position keeps its chain) */
+		for (int c0 = 0; c0 < m; c0 += VALUE_CHUNK) {
+			int cm = m - c0 < VALUE_CHUNK ? m - c0 : VALUE_CHUNK, j = 0;
+			const float *rows = kv_row(s, s->value_cache, row0 + (size_t)c0 * hs, cm * hs, half, buf) + i;
+			const float *a = att + t0 + c0;
+
+			for (; j + 2 <= cm; j += 2) {
+				const float *r0 = rows + (size_t)j * hs, *r1 = r0 + hs;
 #pragma GCC unroll 4
-			for (int c = 0; c < NC; c++) {
-				v16f v0, v1;
+				for (int c = 0; c < NC; c++) {
+					v16f v0, v1;
 
-				LOAD16(v0, r0 + 16 * c);
-				LOAD16(v1, r1 + 16 * c);
-				even[c] += v0 * att[t0 + j];
-				odd[c] += v1 * att[t0 + j + 1];
+					LOAD16(v0, r0 + 16 * c);
+					LOAD16(v1, r1 + 16 * c);
+					even[c] += v0 * a[j];
+					odd[c] += v1 * a[j + 1];
+				}
 			}
-		}
-		if (j < m) { /* an odd count: the last position of the block */
-			const float *r0 = kv_row(s, s->value_cache, v, 16 * NC, half, buf0);
+			if (j < cm) { /* an odd count: the last position of the block */
+				const float *r0 = rows + (size_t)j * hs;
 #pragma GCC unroll 4
-			for (int c = 0; c < NC; c++) {
-				v16f v0;
+				for (int c = 0; c < NC; c++) {
+					v16f v0;
 
-				LOAD16(v0, r0 + 16 * c);
-				even[c] += v0 * att[t0 + j];
+					LOAD16(v0, r0 + 16 * c);
+					even[c] += v0 * a[j];
+				}
 			}
 		}
 	}
