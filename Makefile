@@ -284,7 +284,9 @@ demo: deps
 	$(MAKE) all models
 	tools/demo.sh
 
+# llama-bench too (the llamabench section's peer), built the same way.
 bench: deps llama-server
+	@tools/build_llama_server.sh --bench "$(LLAMA_SERVER_CACHE)" >/dev/null
 	$(MAKE) all models
 	tools/bench.sh
 

@@ -35,7 +35,9 @@
 #include "pool.h"
 #include "trace.h"
 
-#define CPU_MAX_BATCH 32
+/* Tokens a forward takes: a prompt's batch reads each weight once, so 64
+ * halves what 32 read per token from L3 (a stories110M F32 layer is 28 MB). */
+#define CPU_MAX_BATCH 64
 /* Below this many multiply-adds a forward runs on one thread: waking the
  * others costs more than it saves (stories260K decodes alone). */
 #define PARALLEL_MIN_WORK (1L << 21)
@@ -335,21 +337,101 @@ prefetch_rows(const CpuState *s, int l, const int *blocks, int h, int t, int hal
 	}
 }
 
-/* att[t] = q . key(t) / sqrt(head_size) for positions 0..n-1, block by
- * block, asking for the rows ATT_AHEAD positions on. */
+/* Positions scored at once by score16 (prefill's long rows of keys). */
+#define SCORE_GROUP 16
+
+/* Two vectors' lanes picked as __builtin_shuffle numbers them (0..15 a,
+ * 16..31 b). */
+typedef int32_t v16idx __attribute__((vector_size(64)));
+#define PICK(a, b, ...) __builtin_shuffle((a), (b), (v16idx){ __VA_ARGS__ })
+
+/* The scores of 16 positions, att[p] = q . key[p] / scale, each exactly as
+ * dot() and dot_finish() make one (hs a multiple of 16): position p's
+ * 16-lane chain, then the same tree of adds, done for 16 positions at once
+ * by moving lanes, not by changing a sum. A position's score is the same
+ * whether it is scored alone or in a group, so prefill stays equal to
+ * token-by-token decode. */
+static inline __attribute__((always_inline)) void
+score16(const float *q, const float *const key[SCORE_GROUP], int hs, float scale, float *att)
+{
+	v16f acc[SCORE_GROUP], u[8], w[4], z[2];
+
+	for (int p = 0; p < SCORE_GROUP; p++)
+		acc[p] = (v16f){ 0 };
+	for (int j = 0; j < hs; j += 16) {
+		v16f qv;
+
+		LOAD16(qv, q + j);
+#pragma GCC unroll 16
+		for (int p = 0; p < SCORE_GROUP; p++) {
+			v16f kv;
+
+			LOAD16(kv, key[p] + j);
+			acc[p] += qv * kv;
+		}
+	}
+	/* t[i] = acc[i] + acc[i + 8]: two positions a vector */
+	for (int p = 0; p < 8; p++)
+		u[p] = PICK(acc[2 * p], acc[2 * p + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+		       PICK(acc[2 * p], acc[2 * p + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+	/* t[i] += t[i + 4]: four positions a vector */
+	for (int p = 0; p < 4; p++)
+		w[p] = PICK(u[2 * p], u[2 * p + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+		       PICK(u[2 * p], u[2 * p + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+	/* t[0] + t[2] and t[1] + t[3] of eight positions */
+	for (int p = 0; p < 2; p++)
+		z[p] = PICK(w[2 * p], w[2 * p + 1], 0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29) +
+		       PICK(w[2 * p], w[2 * p + 1], 2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
+	v16f sum = PICK(z[0], z[1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+		   PICK(z[0], z[1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+
+	sum /= scale;
+	memcpy(att, &sum, sizeof(sum));
+}
+
+/* Scores of positions t..t+15 (score16), their key rows found through the
+ * block table; f16 rows converted into rows. */
+static inline __attribute__((always_inline)) void
+score_group(const CpuState *s, int l, const int *blocks, int h, const float *q, int t, float *att,
+	    int half, float *rows)
+{
+	int hs = s->head_size, bs = s->block_size;
+	const float *key[SCORE_GROUP];
+	/* the 16 rows lie in one block, one after another: one conversion */
+	int one_block = t / bs == (t + SCORE_GROUP - 1) / bs;
+	size_t k0 = head_rows(s, l, blocks[t / bs], h) + (size_t)(t % bs) * hs;
+	const float *all = one_block ? kv_row(s, s->key_cache, k0, SCORE_GROUP * hs, half, rows) : NULL;
+
+	for (int p = 0; p < SCORE_GROUP; p++) {
+		size_t k = head_rows(s, l, blocks[(t + p) / bs], h) + (size_t)((t + p) % bs) * hs;
+
+		key[p] = all ? all + (size_t)p * hs : kv_row(s, s->key_cache, k, hs, half, rows + (size_t)p * hs);
+	}
+	score16(q, key, hs, sqrtf(hs), att + t);
+}
+
+/* att[t] = q . key(t) / sqrt(head_size) for positions 0..n-1: whole
+ * groups of SCORE_GROUP first where head_size is whole vectors, then
+ * block by block, asking for the rows ATT_AHEAD positions on. */
 static inline __attribute__((always_inline)) void
 score_keys(const CpuState *s, int l, const int *blocks, int h, const float *q, int n,
 	   float *att, int half)
 {
-	int hs = s->head_size, bs = s->block_size;
+	int hs = s->head_size, bs = s->block_size, first = 0;
 	float scale = sqrtf(hs), row[KV_ROW_MAX];
 
-	for (int t = 0; t < ATT_AHEAD && t < n; t++)
+	if (hs % 16 == 0 && hs <= KV_ROW_MAX && n >= SCORE_GROUP) {
+		float rows[half ? SCORE_GROUP * KV_ROW_MAX : 1];
+
+		for (; first + SCORE_GROUP <= n; first += SCORE_GROUP)
+			score_group(s, l, blocks, h, q, first, att, half, rows);
+	}
+	for (int t = first; t < first + ATT_AHEAD && t < n; t++)
 		prefetch_rows(s, l, blocks, h, t, half);
-	for (int t0 = 0; t0 < n; t0 += bs) {
+	for (int t0 = first / bs * bs; t0 < n; t0 += bs) {
 		size_t k = head_rows(s, l, blocks[t0 / bs], h);
 
-		for (int i = 0; i < bs && t0 + i < n; i++) {
+		for (int i = t0 < first ? first - t0 : 0; i < bs && t0 + i < n; i++) {
 			if (t0 + i + ATT_AHEAD < n)
 				prefetch_rows(s, l, blocks, h, t0 + i + ATT_AHEAD, half);
 			att[t0 + i] = dot(q, kv_row(s, s->key_cache, k + (size_t)i * hs, hs, half, row),
@@ -357,6 +439,8 @@ score_keys(const CpuState *s, int l, const int *blocks, int h, const float *q, i
 		}
 	}
 }
+
+#define VALUE_CHUNK 16 /* value rows weigh_chunks converts at once (even) */
 
 /* NC 16-lane chunks of out from lane i: out[i..] = sum over positions t of
  * att[t] * value(t)[i..]. Each lane keeps two chains, even and odd t, then
@@ -368,33 +452,40 @@ weigh_chunks(const CpuState *s, int l, const int *blocks, int h, const float *at
 {
 	int hs = s->head_size, bs = s->block_size;
 	v16f even[4] = { 0 }, odd[4] = { 0 };
-	float buf0[64], buf1[64];
+	float buf[half ? VALUE_CHUNK * KV_ROW_MAX : 1];
 
 	for (int t0 = 0; t0 < n; t0 += bs) {
-		size_t v = head_rows(s, l, blocks[t0 / bs], h) + i;
-		int m = n - t0 < bs ? n - t0 : bs, j = 0;
+		size_t row0 = head_rows(s, l, blocks[t0 / bs], h);
+		int m = n - t0 < bs ? n - t0 : bs;
 
-		for (; j + 2 <= m; j += 2, v += 2 * (size_t)hs) {
-			const float *r0 = kv_row(s, s->value_cache, v, 16 * NC, half, buf0);
-			const float *r1 = kv_row(s, s->value_cache, v + hs, 16 * NC, half, buf1);
+		/* an f16 cache's rows a chunk at a time (one conversion; an even
+		 * count, so a position keeps its chain) */
+		for (int c0 = 0; c0 < m; c0 += VALUE_CHUNK) {
+			int cm = m - c0 < VALUE_CHUNK ? m - c0 : VALUE_CHUNK, j = 0;
+			const float *rows = kv_row(s, s->value_cache, row0 + (size_t)c0 * hs, cm * hs, half, buf) + i;
+			const float *a = att + t0 + c0;
+
+			for (; j + 2 <= cm; j += 2) {
+				const float *r0 = rows + (size_t)j * hs, *r1 = r0 + hs;
 #pragma GCC unroll 4
-			for (int c = 0; c < NC; c++) {
-				v16f v0, v1;
+				for (int c = 0; c < NC; c++) {
+					v16f v0, v1;
 
-				LOAD16(v0, r0 + 16 * c);
-				LOAD16(v1, r1 + 16 * c);
-				even[c] += v0 * att[t0 + j];
-				odd[c] += v1 * att[t0 + j + 1];
+					LOAD16(v0, r0 + 16 * c);
+					LOAD16(v1, r1 + 16 * c);
+					even[c] += v0 * a[j];
+					odd[c] += v1 * a[j + 1];
+				}
 			}
-		}
-		if (j < m) { /* an odd count: the last position of the block */
-			const float *r0 = kv_row(s, s->value_cache, v, 16 * NC, half, buf0);
+			if (j < cm) { /* an odd count: the last position of the block */
+				const float *r0 = rows + (size_t)j * hs;
 #pragma GCC unroll 4
-			for (int c = 0; c < NC; c++) {
-				v16f v0;
+				for (int c = 0; c < NC; c++) {
+					v16f v0;
 
-				LOAD16(v0, r0 + 16 * c);
-				even[c] += v0 * att[t0 + j];
+					LOAD16(v0, r0 + 16 * c);
+					even[c] += v0 * a[j];
+				}
 			}
 		}
 	}

@@ -291,6 +291,26 @@ void pack_matrix(float *dst, const float *w, int d, int n)
 	}
 }
 
+int matmul_amx_ready;
+
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#define ARCH_REQ_XCOMP_PERM 0x1023 /* asm/prctl.h: Linux hands out AMX state on request */
+#define XFEATURE_XTILEDATA 18
+
+/* At load: AMX where the CPU has amx-int8 and Linux grants the tile data
+ * (without the grant the first tile instruction is a SIGILL). The result
+ * is the same bits either way (matmul_kernel.c), only faster. */
+__attribute__((constructor)) static void matmul_amx_init(void)
+{
+	__builtin_cpu_init();
+	matmul_amx_ready = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("amx-int8") &&
+			   __builtin_cpu_supports("amx-tile") &&
+			   syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+}
+#endif
+
 /* The kernels, built once per x86-64 level (matmul_kernel.c); the dynamic
  * linker picks one for this CPU when the library loads, so one process
  * always runs one of them and its sums never mix. */

@@ -258,29 +258,25 @@ static inline __attribute__((always_inline)) void sums_to_floats(v16f *f, const 
 
 typedef int8_t v16sb __attribute__((vector_size(PANEL_ROWS)));
 
-/* A k-quant sub-block's exact sums less off, times the rows' int8 scales sc
- * (still exact: Q6_K at most 16 x 32 x 127 x 128, Q4_K 32 x 15 x 127 x 63,
- * both under 2^24), as floats. */
-static inline __attribute__((always_inline)) void scaled_sums_to_floats(v16f *f, const BlockSums *s, int32_t off,
-									const int8_t *sc)
+/* A k-quant sub-block's 16 int8 scales as floats. */
+static inline __attribute__((always_inline)) void scales_to_floats(v16f *f, const int8_t *sc)
 {
-#if SUMS_IN_HALVES
-	__m256i o = _mm256_set1_epi32(off);
-	__m256i s0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)sc));
-	__m256i s1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8)));
-	__m256 lo = _mm256_cvtepi32_ps(_mm256_mullo_epi32(_mm256_sub_epi32(s->h[0], o), s0));
-	__m256 hi = _mm256_cvtepi32_ps(_mm256_mullo_epi32(_mm256_sub_epi32(s->h[1], o), s1));
-
-	memcpy(f, &lo, sizeof(lo));
-	memcpy((char *)f + sizeof(lo), &hi, sizeof(hi));
-#else
 	v16sb b;
 
-	/* in unsigned lanes: the same bits (nothing overflows), and the
-	 * sanitizers' build does not check each lane for signed overflow */
 	memcpy(&b, sc, sizeof(b));
-	*f = __builtin_convertvector((v16i)(((v16u)*s - (uint32_t)off) * (v16u)__builtin_convertvector(b, v16i)), v16f);
-#endif
+	*f = __builtin_convertvector(__builtin_convertvector(b, v16i), v16f);
+}
+
+/* A k-quant sub-block's exact sums less off, times the rows' scales scf
+ * (scales_to_floats). Every sum, scale and product is an integer under 2^24
+ * (Q6_K at most 16 x 32 x 127 x 128, Q4_K 32 x 15 x 127 x 63), so the float
+ * product is the exact integer one, without a slow vpmulld a token; the
+ * scales convert once a block. */
+static inline __attribute__((always_inline)) void scaled_sums_to_floats(v16f *f, const BlockSums *s, int32_t off,
+									const v16f *scf)
+{
+	sums_to_floats(f, s, off);
+	*f *= *scf;
 }
 
 /* Half j of Q6_K block b ends a sub-block: each lane's exact sum, less the
@@ -296,14 +292,16 @@ q6k_sub_block(v16f acc[][TOKEN_GROUP], BlockSums isum[][TOKEN_GROUP], const char
 		const char *panel = w + g * ldp;
 		v16f dsup;
 
+		v16f scf;
+
 		halves_to_floats(&dsup, panel + kquant_d_offset(n) + (size_t)(b / 8) * sizeof(v16h));
+		scales_to_floats(&scf, (const int8_t *)panel + (size_t)b * 2 * PANEL_ROWS + j * PANEL_ROWS);
 #pragma GCC unroll 8
 		for (int t = 0; t < T; t++) {
 			int32_t bias = xq->ks[(size_t)t * (n / 16) + 2 * b + j];
 			v16f exact;
 
-			scaled_sums_to_floats(&exact, &isum[g][t], DOT4_SIGNED ? 0 : bias,
-					      (const int8_t *)panel + (size_t)b * 2 * PANEL_ROWS + j * PANEL_ROWS);
+			scaled_sums_to_floats(&exact, &isum[g][t], DOT4_SIGNED ? 0 : bias, &scf);
 			acc[g][t] += exact * (dsup * xq->kd[(size_t)t * (n / Q6_K_BLOCK) + b / 8]);
 			sums_zero(&isum[g][t]);
 		}
@@ -323,13 +321,12 @@ q4k_sub_block(v16f acc[][TOKEN_GROUP], BlockSums isum[][TOKEN_GROUP], const char
 	for (int g = 0; g < G; g++) {
 		const char *panel = w + g * ldp;
 		const uint8_t *scale = (const uint8_t *)panel + (size_t)b * 2 * PANEL_ROWS;
-		v16f dsup, dmin, mins;
-		v16sb m;
+		v16f dsup, dmin, mins, scf;
 
 		halves_to_floats(&dsup, panel + kquant_d_offset(n) + (size_t)(b / 8) * 2 * sizeof(v16h));
 		halves_to_floats(&dmin, panel + kquant_d_offset(n) + (size_t)(b / 8) * 2 * sizeof(v16h) + sizeof(v16h));
-		memcpy(&m, scale + PANEL_ROWS, sizeof(m));
-		mins = __builtin_convertvector(__builtin_convertvector(m, v16i), v16f);
+		scales_to_floats(&mins, (const int8_t *)scale + PANEL_ROWS);
+		scales_to_floats(&scf, (const int8_t *)scale);
 #pragma GCC unroll 8
 		for (int t = 0; t < T; t++) {
 			const int32_t *ks = xq->ks + (size_t)t * (n / 16) + 2 * b;
@@ -337,7 +334,7 @@ q4k_sub_block(v16f acc[][TOKEN_GROUP], BlockSums isum[][TOKEN_GROUP], const char
 			float kd = xq->kd[(size_t)t * (n / Q6_K_BLOCK) + b / 8];
 			v16f exact;
 
-			scaled_sums_to_floats(&exact, &isum[g][t], DOT4_SIGNED ? -8 * sum : 0, (const int8_t *)scale);
+			scaled_sums_to_floats(&exact, &isum[g][t], DOT4_SIGNED ? -8 * sum : 0, &scf);
 			acc[g][t] += exact * (dsup * kd);
 			acc[g][t] += (mins * (float)sum) * (dmin * -kd);
 		}
@@ -426,6 +423,109 @@ q_panel_block(const char *w, WeightType type, size_t ldp, int G, const QuantRows
 	store_sums(acc, G, T, out, ldo, rows);
 }
 
+#if defined(__AVX512VNNI__) && defined(__x86_64__)
+#define AMX_TOKENS 16 /* a tile's rows: tokens per AMX pass */
+
+/* The AMX tiles: A, 16 tokens' 32 int8 inputs of a sub-block (rows n
+ * bytes apart); B, its 8 quads of 16 rows' unsigned codes (matmul_panels.h:
+ * a quad is a B row as TDPBSUD reads it); C, the 16 x 16 int32 sums. */
+#define TILE_A 0
+#define TILE_B 1
+#define TILE_C 2
+
+typedef struct {
+	uint8_t palette, start_row, reserved[14];
+	uint16_t colsb[16];
+	uint8_t rows[16];
+} TileConfig;
+
+__attribute__((target("amx-tile"))) static void amx_configure(void)
+{
+	TileConfig c = { .palette = 1 };
+
+	c.rows[TILE_A] = AMX_TOKENS, c.colsb[TILE_A] = Q8_0_BLOCK;
+	c.rows[TILE_B] = Q8_QUADS, c.colsb[TILE_B] = Q8_QUAD_BYTES;
+	c.rows[TILE_C] = AMX_TOKENS, c.colsb[TILE_C] = PANEL_ROWS * sizeof(int32_t);
+	_tile_loadconfig(&c);
+}
+
+/* One Q4_K panel against 16 tokens: per sub-block the integer sums come
+ * from one TDPBSUD (the same exact sums as dot4's), then q4k_sub_block
+ * scales them as the VNNI path does, 8 tokens at a time, so a token's
+ * outputs are the same bits in either path. */
+__attribute__((target("amx-tile,amx-int8"))) static void
+q4k_panel_amx(const char *w, const QuantRows *xq, int n, float *out, size_t ldo, int rows)
+{
+	v16f acc[2][1][TOKEN_GROUP];
+	const char *values = w + quant_scale_bytes(WEIGHT_Q4_K, n);
+	uint8_t quads[Q8_QUADS][Q8_QUAD_BYTES] __attribute__((aligned(64)));
+	int32_t sums[AMX_TOKENS][PANEL_ROWS] __attribute__((aligned(64)));
+	QuantRows half[2] = { *xq, *xq };
+
+	half[1].kq += (size_t)TOKEN_GROUP * n; /* tokens 8..15 */
+	half[1].kd += (size_t)TOKEN_GROUP * (n / Q6_K_BLOCK);
+	half[1].ks += (size_t)TOKEN_GROUP * (n / 16);
+	zero_sums(acc[0], 1, TOKEN_GROUP);
+	zero_sums(acc[1], 1, TOKEN_GROUP);
+	for (int b = 0; b < n / Q8_0_BLOCK; b++) {
+		const char *blk = values + (size_t)b * quant_block_bytes(WEIGHT_Q4_K);
+
+		for (int k = 0; k < Q8_QUADS; k++) {
+			Quad q;
+
+			quad_at(&q, blk, WEIGHT_Q4_K, k);
+			memcpy(quads[k], &q, sizeof(q));
+		}
+		_tile_loadd(TILE_B, quads, Q8_QUAD_BYTES);
+		_tile_loadd(TILE_A, xq->kq + (size_t)b * Q8_0_BLOCK, n);
+		_tile_zero(TILE_C);
+		_tile_dpbsud(TILE_C, TILE_A, TILE_B);
+		_tile_stored(TILE_C, sums, sizeof(sums[0]));
+		for (int h = 0; h < 2; h++) {
+			BlockSums isum[1][TOKEN_GROUP];
+
+			for (int t = 0; t < TOKEN_GROUP; t++)
+				memcpy(&isum[0][t], sums[h * TOKEN_GROUP + t], sizeof(isum[0][t]));
+			q4k_sub_block(acc[h], isum, w, 0, 1, &half[h], TOKEN_GROUP, n, b);
+		}
+	}
+	store_sums(acc[0], 1, TOKEN_GROUP, out, ldo, rows);
+	store_sums(acc[1], 1, TOKEN_GROUP, out + TOKEN_GROUP * ldo, ldo, rows);
+}
+
+/* The first tokens of a Q4_K product by AMX, 16 at a time, where the CPU
+ * lets us (matmul.c asked the kernel for the tiles); returns the tokens
+ * done. */
+__attribute__((target("amx-tile,amx-int8"))) static int q4k_rows_amx(const char *w, int n, int r0, int r1, const MatInput *in, int batch, float *out,
+			size_t ldo)
+{
+	size_t ldp = panel_bytes(WEIGHT_Q4_K, n);
+	int done = 0;
+
+	if (!matmul_amx_ready || batch < AMX_TOKENS)
+		return 0;
+	amx_configure();
+	for (; done + AMX_TOKENS <= batch; done += AMX_TOKENS) {
+		QuantRows xq = *in->q;
+
+		xq.kq += (size_t)done * n;
+		xq.kd += (size_t)done * (n / Q6_K_BLOCK);
+		xq.ks += (size_t)done * (n / 16);
+		for (int r = r0; r < r1; r += PANEL_ROWS)
+			q4k_panel_amx(w + (size_t)(r / PANEL_ROWS) * ldp, &xq, n, out + (size_t)done * ldo + r, ldo,
+				      r1 - r < PANEL_ROWS ? r1 - r : PANEL_ROWS);
+	}
+	_tile_release();
+	return done;
+}
+#else
+static int q4k_rows_amx(const char *w, int n, int r0, int r1, const MatInput *in, int batch, float *out,
+			size_t ldo)
+{
+	return 0;
+}
+#endif
+
 /* G panels against T tokens of a packed type; G, T and type are constants
  * wherever this is inlined. Combinations the walk below never makes are
  * dropped here, so they are not compiled: Q8_0 keeps an integer block sum
@@ -485,8 +585,9 @@ rows_of_type(const char *w, WeightType type, int n, int r0, int r1, const MatInp
 	     size_t ldo)
 {
 	size_t ldp = panel_bytes(type, n);
+	int b0 = type == WEIGHT_Q4_K ? q4k_rows_amx(w, n, r0, r1, in, batch, out, ldo) : 0;
 
-	for (int b = 0; b < batch; b += TOKEN_GROUP) {
+	for (int b = b0; b < batch; b += TOKEN_GROUP) {
 		int T = batch - b < TOKEN_GROUP ? batch - b : TOKEN_GROUP;
 		float *ot = out + (size_t)b * ldo;
 
@@ -596,6 +697,7 @@ static inline __attribute__((always_inline)) int32_t block_round(const float *v,
 }
 #endif
 
+#if !defined(__AVX512F__)
 /* Block kb (values at..at + 255) of x as llama.cpp's quantize_row_q8_K_ref:
  * the scale from the value of largest magnitude (the first, on a tie),
  * signed, so that value codes -127; each product rounded to a float, then
@@ -629,6 +731,43 @@ static void quantize_q8k(size_t at, const float *x, QuantRows *out, size_t kb)
 		out->ks[(at + j) / 16] = 128 * sum;
 	}
 }
+
+#else
+/* quantize_q8k's loops 16 lanes at a time, the same operations per value:
+ * the first value of largest magnitude (a lane-wise max, then the first
+ * index that has it), one multiply rounded to a float, then roundscale to
+ * the nearest integer, ties to even (rintf's rounding), at most 127.
+ * Quantizing the Q8_K input was 12% of a Q4_K prompt as scalar code. */
+static void quantize_q8k(size_t at, const float *x, QuantRows *out, size_t kb)
+{
+	const float *v = x + at;
+	__m512 m = _mm512_setzero_ps();
+
+	for (int j = 0; j < Q6_K_BLOCK; j += 16)
+		m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(v + j)), m); /* a NaN loses, as above */
+	float amax = _mm512_reduce_max_ps(m), max = 0.0f;
+
+	for (int j = 0; j < Q6_K_BLOCK; j += 16) {
+		__mmask16 hit = _mm512_cmpeq_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(v + j)), _mm512_set1_ps(amax));
+
+		if (hit && amax != 0.0f) {
+			max = v[j + __builtin_ctz(hit)];
+			break;
+		}
+	}
+	float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+
+	out->kd[kb] = amax != 0.0f ? 1.0f / iscale : 0.0f;
+	for (int j = 0; j < Q6_K_BLOCK; j += 16) {
+		__m512 p = _mm512_mul_ps(_mm512_set1_ps(iscale), _mm512_loadu_ps(v + j));
+		__m512i q = _mm512_cvtps_epi32(_mm512_roundscale_ps(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+
+		q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
+		_mm_storeu_si128((__m128i *)(out->kq + at + j), _mm512_cvtepi32_epi8(q));
+		out->ks[(at + j) / 16] = 128 * _mm512_reduce_add_epi32(q);
+	}
+}
+#endif
 
 /* As llama.cpp quantizes a Q8_0 product's input (quantize_row_q8_0), but d
  * stays a float and ties round to even; matmul.h says what s is. */

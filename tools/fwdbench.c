@@ -6,7 +6,8 @@
  *   prefill_tok_s X decode_tok_s Y
  * where prefill runs PREFILL_TOKENS (default 64) at position 0 in batches of
  * the backend's max_batch (median of 9 runs) and decode runs DECODE_TOKENS
- * (default 128) one-token forwards at positions PREFILL_TOKENS.. (total time).
+ * (default 128) one-token forwards at positions PREFILL_TOKENS.. (total time),
+ * with the KV cache type the engine would pick for the model.
  * The second enqueues an empty kernel 1000 times and prints the per-launch
  * cost with one sync at the end, and with a sync after every launch.
  * Used by bench_engine.sh; timings are CLOCK_MONOTONIC. */
@@ -79,6 +80,9 @@ static int bench_model(const char *path, const char *backend, int prefill, int d
 			m.config.seq_len);
 		goto out;
 	}
+	/* the cache the engine picks (engine.c): f32 beside F32 layers, else
+	 * f16, as llama.cpp keeps it */
+	opt.kv_type = model_layers_have(&m, WEIGHT_F32) ? KV_F32 : KV_F16;
 	if (ops->create(&m, &opt, &st, &err)) {
 		fprintf(stderr, "fwdbench: %s\n", err.msg);
 		goto out;
