@@ -54,14 +54,15 @@ assert_le "forwards fit in the wall time" "$(j .spans.forward.total_ns)" "$(j .w
 assert_eq "tok/s = tokens / wall" 0 "$(j '(.tok_per_s - .tokens * 1e9 / .wall_ns) | fabs | . > 0.01 | if . then 1 else 0 end')"
 assert_eq "no OpenCL kernels on cpu" 0 "$(j .opencl.kernels)"
 
-# A prompt over the backend's batch limit (32) prefills in two forward calls.
-"$MKMODEL" "$TMP/m.bin" --shape 64,172,2,4,4,512,128 --seed 3 --tokenizer "$TMP/tok.bin" || fail mkmodel
+# A prompt over the backend's batch limit (64) prefills in two forward calls.
+"$MKMODEL" "$TMP/m.bin" --shape 64,172,2,4,4,512,256 --seed 3 --tokenizer "$TMP/tok.bin" || fail mkmodel
 prompt="the cat and the dog went to the park with a ball and a big red bird on a tree there"
-"$INFER" "$TMP/m.bin" -z "$TMP/tok.bin" -b cpu -t 0 -n 100 -i "$prompt" --stats "$S" >/dev/null 2>"$TMP/err" \
+prompt="$prompt, and $prompt"
+"$INFER" "$TMP/m.bin" -z "$TMP/tok.bin" -b cpu -t 0 -n 200 -i "$prompt" --stats "$S" >/dev/null 2>"$TMP/err" \
 	|| fail "prompted run: $(cat "$TMP/err")"
 P=$(j .prompt_tokens) T=$(j .tokens)
-[ "$P" -gt 32 ] && [ "$P" -le 64 ] || fail "prompt should be 33..64 tokens, is $P"
-assert_eq "prefill in ceil(P/32) calls, then one per token" $((2 + T - 1)) "$(j .forward_passes)"
+[ "$P" -gt 64 ] && [ "$P" -le 128 ] || fail "prompt should be 65..128 tokens, is $P"
+assert_eq "prefill in ceil(P/64) calls, then one per token" $((2 + T - 1)) "$(j .forward_passes)"
 assert_eq "layer spans with a batched prefill" $(( (2 + T - 1) * 2 )) "$(j .spans.layer.count)"
 
 # --serve: one line per request, ids 1..3, each like a fresh greedy run.
