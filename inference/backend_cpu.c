@@ -56,13 +56,21 @@
 #define LOGIT_TILE_ROWS 64
 #define LOGIT_TILE_TOKENS 4
 #define CACHE_LINE 64
+/* Queries an attention tile takes, of one sequence: a 64-token batch of
+ * one prompt is 4 groups a head, so 2 threads share 48 tiles of 12 heads,
+ * and an f16 cache's rows are converted 4 times, not 64. */
+#define ATT_QUERY_GROUP 16
+/* Positions an attention tile converts into floats at most: 2 * 4096 * 256
+ * floats a thread at the widest head; groups reaching past it read the
+ * f16 rows query by query. */
+#define ATT_SCRATCH_MAX 4096
 
 /* The phases of a forward, in order; a layer runs PH_ATTN_NORM..PH_FFN_DOWN. */
 enum phase_kind {
 	PH_ATTN_NORM,  /* tile: a token */
 	PH_QKV,        /* tile: tile_rows() rows of wq, wk or wv */
 	PH_ROPE,       /* tile: a token, or some of its heads (rotate q and k, store k and v) */
-	PH_ATTENTION,  /* tile: a (token, head) pair */
+	PH_ATTENTION,  /* tile: a (query group, head) pair */
 	PH_ATTN_OUT,   /* tile: tile_rows() rows of wo, with the residual add */
 	PH_FFN_NORM,   /* tile: a token */
 	PH_FFN_UP,     /* tile: tile_rows() rows of w1 and of w3, with SwiGLU */
@@ -113,6 +121,9 @@ typedef struct {
 	/* per token of the current call */
 	int *tpos;          /* (CPU_MAX_BATCH) its position */
 	const int **tblocks; /* (CPU_MAX_BATCH) its sequence's block table */
+	int *qgroup;        /* (CPU_MAX_BATCH + 1) attention's query groups: group g
+			     * is tokens qgroup[g]..qgroup[g + 1]-1 */
+	int n_qgroups;
 	int *out_tok;       /* (max_out) tokens whose logits are wanted */
 	void *meta;         /* the per-token arrays and the phases */
 	size_t meta_bytes;
@@ -130,6 +141,12 @@ typedef struct {
 	size_t kv_bytes;
 	int kv_half;
 	void (*halves_to_floats)(const _Float16 *h, int n, float *out);
+	/* (threads, scratch_floats) a query group's value chains
+	 * (ATT_QUERY_GROUP, 2, head_size), then with an f16 cache its key and
+	 * value rows as floats (2, scratch_rows, head_size) */
+	float *att_scratch;
+	size_t scratch_bytes, scratch_floats;
+	int scratch_rows;
 } CpuState;
 
 /* A layer's matrices, in LayerWeights' order less the norms. */
@@ -270,6 +287,38 @@ static size_t head_rows(const CpuState *s, int l, int block, int h)
 	       s->head_size;
 }
 
+/* Where attention finds one kv head's rows in a layer: position t's row
+ * starts at element blocks[t / bs] * block_stride + (t % bs) * head_size
+ * of keys and of values. Either the cache's own rows, or their floats
+ * converted once into a thread's scratch as one block (convert_rows). */
+typedef struct {
+	const void *keys, *values;
+	const int *blocks;
+	size_t block_stride; /* elements from a block's rows to the next block's */
+	int bs;              /* positions a block */
+} KvView;
+
+/* A view's block table where its rows are one block (seq_len positions). */
+static const int zero_block[1] = { 0 };
+
+/* The cache's rows of kv head h in layer l, for token b's sequence. */
+static KvView cache_view(const CpuState *s, int l, int b, int h)
+{
+	size_t first = head_rows(s, l, 0, h);
+
+	return (KvView){ s->kv_half ? (const void *)((const _Float16 *)s->key_cache + first)
+				    : (const void *)((const float *)s->key_cache + first),
+			 s->kv_half ? (const void *)((const _Float16 *)s->value_cache + first)
+				    : (const void *)((const float *)s->value_cache + first),
+			 s->tblocks[b], head_rows(s, l, 1, h) - first, s->block_size };
+}
+
+/* Element offset of position t's row in a view. */
+static inline __attribute__((always_inline)) size_t view_row(const KvView *v, int t, int hs)
+{
+	return (size_t)v->blocks[t / v->bs] * v->block_stride + (size_t)(t % v->bs) * hs;
+}
+
 /* The cache's element, as the OpenCL kernels' kv_t: a float, or with
  * --kv-type f16 an IEEE half stored round-to-nearest-even (their
  * vstore_half_rte), which halves the bytes attention reads. Attention
@@ -326,14 +375,13 @@ static inline __attribute__((always_inline)) const char *kv_at(const void *cache
  * rows are a few KB in blocks of their own, from memory that the weights'
  * stream flushed, too short a stream for the hardware prefetcher. */
 static inline __attribute__((always_inline)) void
-prefetch_rows(const CpuState *s, int l, const int *blocks, int h, int t, int half)
+prefetch_rows(const CpuState *s, const KvView *v, int t, int half)
 {
-	size_t off = head_rows(s, l, blocks[t / s->block_size], h) +
-		     (size_t)(t % s->block_size) * s->head_size;
+	size_t off = view_row(v, t, s->head_size);
 
 	for (int c = 0; c < s->head_size; c += half ? 32 : 16) { /* a line each */
-		__builtin_prefetch(kv_at(s->key_cache, off + c, half));
-		__builtin_prefetch(kv_at(s->value_cache, off + c, half));
+		__builtin_prefetch(kv_at(v->keys, off + c, half));
+		__builtin_prefetch(kv_at(v->values, off + c, half));
 	}
 }
 
@@ -356,19 +404,23 @@ score16(const float *q, const float *const key[SCORE_GROUP], int hs, float scale
 {
 	v16f acc[SCORE_GROUP], u[8], w[4], z[2];
 
-	for (int p = 0; p < SCORE_GROUP; p++)
-		acc[p] = (v16f){ 0 };
-	for (int j = 0; j < hs; j += 16) {
-		v16f qv;
-
-		LOAD16(qv, q + j);
+	/* a position at a time, each chain in one register: with the 16 chains
+	 * advanced together, their 16 row pointers did not fit the registers,
+	 * and GCC zeroed the chains in memory with a rep stos (a third of an
+	 * F16 prompt's attention) */
 #pragma GCC unroll 16
-		for (int p = 0; p < SCORE_GROUP; p++) {
-			v16f kv;
+	for (int p = 0; p < SCORE_GROUP; p++) {
+		const float *k = key[p];
+		v16f a = { 0 };
 
-			LOAD16(kv, key[p] + j);
-			acc[p] += qv * kv;
+		for (int j = 0; j < hs; j += 16) {
+			v16f qv, kv;
+
+			LOAD16(qv, q + j);
+			LOAD16(kv, k + j);
+			a += qv * kv;
 		}
+		acc[p] = a;
 	}
 	/* t[i] = acc[i] + acc[i + 8]: two positions a vector */
 	for (int p = 0; p < 8; p++)
@@ -390,22 +442,23 @@ score16(const float *q, const float *const key[SCORE_GROUP], int hs, float scale
 }
 
 /* Scores of positions t..t+15 (score16), their key rows found through the
- * block table; f16 rows converted into rows. */
+ * view; f16 rows converted into rows. */
 static inline __attribute__((always_inline)) void
-score_group(const CpuState *s, int l, const int *blocks, int h, const float *q, int t, float *att,
-	    int half, float *rows)
+score_group(const CpuState *s, const KvView *v, const float *q, int t, float *att, int half,
+	    float *rows)
 {
-	int hs = s->head_size, bs = s->block_size;
+	int hs = s->head_size;
 	const float *key[SCORE_GROUP];
-	/* the 16 rows lie in one block, one after another: one conversion */
-	int one_block = t / bs == (t + SCORE_GROUP - 1) / bs;
-	size_t k0 = head_rows(s, l, blocks[t / bs], h) + (size_t)(t % bs) * hs;
-	const float *all = one_block ? kv_row(s, s->key_cache, k0, SCORE_GROUP * hs, half, rows) : NULL;
 
-	for (int p = 0; p < SCORE_GROUP; p++) {
-		size_t k = head_rows(s, l, blocks[(t + p) / bs], h) + (size_t)((t + p) % bs) * hs;
+	if (t / v->bs == (t + SCORE_GROUP - 1) / v->bs) {
+		/* the 16 rows lie in one block, one after another: one conversion */
+		const float *all = kv_row(s, v->keys, view_row(v, t, hs), SCORE_GROUP * hs, half, rows);
 
-		key[p] = all ? all + (size_t)p * hs : kv_row(s, s->key_cache, k, hs, half, rows + (size_t)p * hs);
+		for (int p = 0; p < SCORE_GROUP; p++)
+			key[p] = all + (size_t)p * hs;
+	} else {
+		for (int p = 0; p < SCORE_GROUP; p++)
+			key[p] = kv_row(s, v->keys, view_row(v, t + p, hs), hs, half, rows + (size_t)p * hs);
 	}
 	score16(q, key, hs, sqrtf(hs), att + t);
 }
@@ -414,27 +467,26 @@ score_group(const CpuState *s, int l, const int *blocks, int h, const float *q, 
  * groups of SCORE_GROUP first where head_size is whole vectors, then
  * block by block, asking for the rows ATT_AHEAD positions on. */
 static inline __attribute__((always_inline)) void
-score_keys(const CpuState *s, int l, const int *blocks, int h, const float *q, int n,
-	   float *att, int half)
+score_keys(const CpuState *s, const KvView *v, const float *q, int n, float *att, int half)
 {
-	int hs = s->head_size, bs = s->block_size, first = 0;
+	int hs = s->head_size, bs = v->bs, first = 0;
 	float scale = sqrtf(hs), row[KV_ROW_MAX];
 
 	if (hs % 16 == 0 && hs <= KV_ROW_MAX && n >= SCORE_GROUP) {
 		float rows[half ? SCORE_GROUP * KV_ROW_MAX : 1];
 
 		for (; first + SCORE_GROUP <= n; first += SCORE_GROUP)
-			score_group(s, l, blocks, h, q, first, att, half, rows);
+			score_group(s, v, q, first, att, half, rows);
 	}
 	for (int t = first; t < first + ATT_AHEAD && t < n; t++)
-		prefetch_rows(s, l, blocks, h, t, half);
+		prefetch_rows(s, v, t, half);
 	for (int t0 = first / bs * bs; t0 < n; t0 += bs) {
-		size_t k = head_rows(s, l, blocks[t0 / bs], h);
+		size_t k = view_row(v, t0, hs);
 
 		for (int i = t0 < first ? first - t0 : 0; i < bs && t0 + i < n; i++) {
 			if (t0 + i + ATT_AHEAD < n)
-				prefetch_rows(s, l, blocks, h, t0 + i + ATT_AHEAD, half);
-			att[t0 + i] = dot(q, kv_row(s, s->key_cache, k + (size_t)i * hs, hs, half, row),
+				prefetch_rows(s, v, t0 + i + ATT_AHEAD, half);
+			att[t0 + i] = dot(q, kv_row(s, v->keys, k + (size_t)i * hs, hs, half, row),
 					  hs) / scale;
 		}
 	}
@@ -442,51 +494,60 @@ score_keys(const CpuState *s, int l, const int *blocks, int h, const float *q, i
 
 #define VALUE_CHUNK 16 /* value rows weigh_chunks converts at once (even) */
 
+/* cm rows (hs apart) weighed by a[0..cm) into NC 16-lane chunks of two
+ * chains: even rows into even, odd rows into odd, in order. */
+static inline __attribute__((always_inline)) void
+weigh_rows(const float *rows, const float *a, int cm, int hs, int NC, v16f *even, v16f *odd)
+{
+	int j = 0;
+
+	for (; j + 2 <= cm; j += 2) {
+		const float *r0 = rows + (size_t)j * hs, *r1 = r0 + hs;
+#pragma GCC unroll 4
+		for (int c = 0; c < NC; c++) {
+			v16f v0, v1;
+
+			LOAD16(v0, r0 + 16 * c);
+			LOAD16(v1, r1 + 16 * c);
+			even[c] += v0 * a[j];
+			odd[c] += v1 * a[j + 1];
+		}
+	}
+	if (j < cm) { /* an odd count: the last position of the block */
+		const float *r0 = rows + (size_t)j * hs;
+#pragma GCC unroll 4
+		for (int c = 0; c < NC; c++) {
+			v16f v0;
+
+			LOAD16(v0, r0 + 16 * c);
+			even[c] += v0 * a[j];
+		}
+	}
+}
+
 /* NC 16-lane chunks of out from lane i: out[i..] = sum over positions t of
  * att[t] * value(t)[i..]. Each lane keeps two chains, even and odd t, then
  * adds them: a fixed order whatever the batch, with 2 * NC chains in flight
  * instead of one latency-bound chain per lane. */
 static inline __attribute__((always_inline)) void
-weigh_chunks(const CpuState *s, int l, const int *blocks, int h, const float *att, int n,
-	     int i, int NC, float *out, int half)
+weigh_chunks(const CpuState *s, const KvView *v, const float *att, int n, int i, int NC,
+	     float *out, int half)
 {
-	int hs = s->head_size, bs = s->block_size;
+	int hs = s->head_size, bs = v->bs;
 	v16f even[4] = { 0 }, odd[4] = { 0 };
 	float buf[half ? VALUE_CHUNK * KV_ROW_MAX : 1];
 
 	for (int t0 = 0; t0 < n; t0 += bs) {
-		size_t row0 = head_rows(s, l, blocks[t0 / bs], h);
+		size_t row0 = view_row(v, t0, hs);
 		int m = n - t0 < bs ? n - t0 : bs;
 
 		/* an f16 cache's rows a chunk at a time (one conversion; an even
 		 * count, so a position keeps its chain) */
 		for (int c0 = 0; c0 < m; c0 += VALUE_CHUNK) {
-			int cm = m - c0 < VALUE_CHUNK ? m - c0 : VALUE_CHUNK, j = 0;
-			const float *rows = kv_row(s, s->value_cache, row0 + (size_t)c0 * hs, cm * hs, half, buf) + i;
-			const float *a = att + t0 + c0;
+			int cm = m - c0 < VALUE_CHUNK ? m - c0 : VALUE_CHUNK;
+			const float *rows = kv_row(s, v->values, row0 + (size_t)c0 * hs, cm * hs, half, buf) + i;
 
-			for (; j + 2 <= cm; j += 2) {
-				const float *r0 = rows + (size_t)j * hs, *r1 = r0 + hs;
-#pragma GCC unroll 4
-				for (int c = 0; c < NC; c++) {
-					v16f v0, v1;
-
-					LOAD16(v0, r0 + 16 * c);
-					LOAD16(v1, r1 + 16 * c);
-					even[c] += v0 * a[j];
-					odd[c] += v1 * a[j + 1];
-				}
-			}
-			if (j < cm) { /* an odd count: the last position of the block */
-				const float *r0 = rows + (size_t)j * hs;
-#pragma GCC unroll 4
-				for (int c = 0; c < NC; c++) {
-					v16f v0;
-
-					LOAD16(v0, r0 + 16 * c);
-					even[c] += v0 * a[j];
-				}
-			}
+			weigh_rows(rows, att + t0 + c0, cm, hs, NC, even, odd);
 		}
 	}
 #pragma GCC unroll 4
@@ -499,31 +560,30 @@ weigh_chunks(const CpuState *s, int l, const int *blocks, int h, const float *at
 
 /* out = the att-weighted sum of the value rows of positions 0..n-1. */
 static inline __attribute__((always_inline)) void
-weigh_values(const CpuState *s, int l, const int *blocks, int h, const float *att, int n,
-	     float *out, int half)
+weigh_values(const CpuState *s, const KvView *v, const float *att, int n, float *out, int half)
 {
-	int hs = s->head_size, bs = s->block_size, i = 0;
+	int hs = s->head_size, bs = v->bs, i = 0;
 
 	for (; i + 64 <= hs; i += 64)
-		weigh_chunks(s, l, blocks, h, att, n, i, 4, out, half);
+		weigh_chunks(s, v, att, n, i, 4, out, half);
 	switch ((hs - i) / 16) {
-	case 3: weigh_chunks(s, l, blocks, h, att, n, i, 3, out, half); i += 48; break;
-	case 2: weigh_chunks(s, l, blocks, h, att, n, i, 2, out, half); i += 32; break;
-	case 1: weigh_chunks(s, l, blocks, h, att, n, i, 1, out, half); i += 16; break;
+	case 3: weigh_chunks(s, v, att, n, i, 3, out, half); i += 48; break;
+	case 2: weigh_chunks(s, v, att, n, i, 2, out, half); i += 32; break;
+	case 1: weigh_chunks(s, v, att, n, i, 1, out, half); i += 16; break;
 	default: break;
 	}
 	for (; i < hs; i++) { /* lanes past the last 16: the same two chains */
 		float even = 0.0f, odd = 0.0f;
 
 		for (int t0 = 0; t0 < n; t0 += bs) {
-			size_t v = head_rows(s, l, blocks[t0 / bs], h) + i;
+			size_t e = view_row(v, t0, hs) + i;
 			int m = n - t0 < bs ? n - t0 : bs;
 
-			for (int j = 0; j < m; j++, v += hs) {
+			for (int j = 0; j < m; j++, e += hs) {
 				if (j % 2)
-					odd += kv_value(s->value_cache, v, half) * att[t0 + j];
+					odd += kv_value(v->values, e, half) * att[t0 + j];
 				else
-					even += kv_value(s->value_cache, v, half) * att[t0 + j];
+					even += kv_value(v->values, e, half) * att[t0 + j];
 			}
 		}
 		out[i] = even + odd;
@@ -543,6 +603,7 @@ static inline __attribute__((always_inline)) void attn_softmax(float *x, int n)
 {
 	float max_val = x[0], sum = 0.0f;
 
+#pragma omp simd reduction(max : max_val) /* a max is the same in any order */
 	for (int i = 1; i < n; i++)
 		max_val = x[i] > max_val ? x[i] : max_val;
 #pragma omp simd reduction(+ : sum)
@@ -550,34 +611,216 @@ static inline __attribute__((always_inline)) void attn_softmax(float *x, int n)
 		x[i] = expf(x[i] - max_val);
 		sum += x[i];
 	}
+#pragma omp simd
 	for (int i = 0; i < n; i++)
 		x[i] /= sum;
 }
 
-/* Scores of one head against its sequence's positions 0..pos, softmax, then
- * the weighted sum of values. Cloned per x86-64 level, as the products are
- * built per level (matmul_kernel.c). */
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-static void attend_head(const CpuState *s, int l, int b, int h, const float *q, float *out)
+/* Token b's query of head h, and its scores of head h. */
+static float *query_of(const CpuState *s, int b, int h)
 {
-	int hs = s->head_size, pos = s->tpos[b], kvh = h / s->kv_mul;
-	const int *blocks = s->tblocks[b];
-	float *att = s->att + ((size_t)b * s->c.n_heads + h) * s->c.seq_len;
+	return s->q + (size_t)b * s->c.dim + (size_t)h * s->head_size;
+}
+
+static float *scores_of(const CpuState *s, int b, int h)
+{
+	return s->att + ((size_t)b * s->c.n_heads + h) * s->c.seq_len;
+}
+
+/* Token b's head h: scores against its sequence's positions 0..pos in the
+ * view (f16 rows where half), softmax, then the weighted sum of values.
+ * Cloned per x86-64 level, as the products are built per level
+ * (matmul_kernel.c). */
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+static void attend_head(const CpuState *s, const KvView *v, int half, int b, int h,
+			const float *q, float *out)
+{
+	int hs = s->head_size, pos = s->tpos[b];
+	float *att = scores_of(s, b, h);
 
 	/* GCC drops -fno-omit-frame-pointer in target clones; asking for the
 	 * frame address keeps the frame, so `spantrace profile` unwinds here. */
 	__asm__ volatile("" : : "r"(__builtin_frame_address(0)));
 	q += (size_t)b * s->c.dim + h * hs;
 	out += (size_t)b * s->c.dim + h * hs;
-	if (s->kv_half) { /* each type's loops built apart */
-		score_keys(s, l, blocks, kvh, q, pos + 1, att, 1);
+	if (half) { /* each type's loops built apart */
+		score_keys(s, v, q, pos + 1, att, 1);
 		attn_softmax(att, pos + 1);
-		weigh_values(s, l, blocks, kvh, att, pos + 1, out, 1);
+		weigh_values(s, v, att, pos + 1, out, 1);
 	} else {
-		score_keys(s, l, blocks, kvh, q, pos + 1, att, 0);
+		score_keys(s, v, q, pos + 1, att, 0);
 		attn_softmax(att, pos + 1);
-		weigh_values(s, l, blocks, kvh, att, pos + 1, out, 0);
+		weigh_values(s, v, att, pos + 1, out, 0);
 	}
+}
+
+/* ---- a group's queries at once ----
+ * A query streams its sequence's key and value rows from L2 (512 bytes a
+ * position at head size 64, more than the arithmetic on them takes), so a
+ * group of one sequence's queries reads each stretch of rows once for all
+ * of them. Each score and each sum is made exactly as attend_head makes it
+ * for one query: the same chains in the same order. The rows are floats:
+ * an f16 cache's are converted first (convert_rows). */
+
+/* Scores of queries b0..b1-1 (of one sequence) of head h: each 16 key rows
+ * scored against every query reaching past them (score16), then each
+ * query's last positions one by one, as score_keys does. */
+static inline __attribute__((always_inline)) void
+score_queries(const CpuState *s, const KvView *v, int b0, int b1, int h)
+{
+	int hs = s->head_size, n_max = s->tpos[b1 - 1] + 1;
+	float scale = sqrtf(hs);
+
+	for (int t = 0; t + SCORE_GROUP <= n_max; t += SCORE_GROUP) {
+		const float *key[SCORE_GROUP];
+
+		for (int p = 0; p < SCORE_GROUP; p++)
+			key[p] = (const float *)v->keys + view_row(v, t + p, hs);
+		for (int b = b0; b < b1; b++)
+			if (s->tpos[b] + 1 >= t + SCORE_GROUP)
+				score16(query_of(s, b, h), key, hs, scale, scores_of(s, b, h) + t);
+	}
+	for (int b = b0; b < b1; b++) {
+		int n = s->tpos[b] + 1;
+		float *att = scores_of(s, b, h);
+
+		for (int t = n / SCORE_GROUP * SCORE_GROUP; t < n; t++)
+			att[t] = dot(query_of(s, b, h), (const float *)v->keys + view_row(v, t, hs), hs) / scale;
+	}
+}
+
+/* weigh_rows on NC lane chunks whose chains wait in memory between calls. */
+static inline __attribute__((always_inline)) void
+weigh_rows_kept(const float *rows, const float *a, int cm, int hs, int NC, float *even_at,
+		float *odd_at)
+{
+	v16f even[4], odd[4];
+
+#pragma GCC unroll 4
+	for (int c = 0; c < NC; c++) {
+		LOAD16(even[c], even_at + 16 * c);
+		LOAD16(odd[c], odd_at + 16 * c);
+	}
+	weigh_rows(rows, a, cm, hs, NC, even, odd);
+#pragma GCC unroll 4
+	for (int c = 0; c < NC; c++) {
+		memcpy(even_at + 16 * c, &even[c], sizeof(v16f));
+		memcpy(odd_at + 16 * c, &odd[c], sizeof(v16f));
+	}
+}
+
+/* Chunk rows (cm of them at most) weighed into query b's chains e and o,
+ * as many rows as b reaches: left. */
+static inline __attribute__((always_inline)) void
+weigh_chunk_into(const float *rows, const float *a, int cm, int left, int hs, float *e, float *o)
+{
+	if (left < cm)
+		cm = left;
+	if (cm <= 0)
+		return;
+	for (int i = 0; i < hs; i += 64) {
+		switch (hs - i >= 64 ? 4 : (hs - i) / 16) {
+		case 4: weigh_rows_kept(rows + i, a, cm, hs, 4, e + i, o + i); break;
+		case 3: weigh_rows_kept(rows + i, a, cm, hs, 3, e + i, o + i); break;
+		case 2: weigh_rows_kept(rows + i, a, cm, hs, 2, e + i, o + i); break;
+		default: weigh_rows_kept(rows + i, a, cm, hs, 1, e + i, o + i); break;
+		}
+	}
+}
+
+/* The weighted sums of queries b0..b1-1 of head h: each chunk of value rows
+ * weighed into every query reaching it, in weigh_values' chunks, each
+ * query's even and odd chains kept in chains (b1 - b0, 2, hs). */
+static inline __attribute__((always_inline)) void
+weigh_queries(const CpuState *s, const KvView *v, int b0, int b1, int h, float *chains)
+{
+	int hs = s->head_size, bs = v->bs, n_max = s->tpos[b1 - 1] + 1;
+
+	memset(chains, 0, (size_t)(b1 - b0) * 2 * hs * sizeof(float));
+	for (int t0 = 0; t0 < n_max; t0 += bs) {
+		const float *block = (const float *)v->values + view_row(v, t0, hs);
+		int m = n_max - t0 < bs ? n_max - t0 : bs;
+
+		for (int c0 = 0; c0 < m; c0 += VALUE_CHUNK) {
+			int cm = m - c0 < VALUE_CHUNK ? m - c0 : VALUE_CHUNK;
+
+			for (int b = b0; b < b1; b++) {
+				float *e = chains + (size_t)(b - b0) * 2 * hs;
+
+				weigh_chunk_into(block + (size_t)c0 * hs, scores_of(s, b, h) + t0 + c0, cm,
+						 s->tpos[b] + 1 - t0 - c0, hs, e, e + hs);
+			}
+		}
+	}
+	for (int b = b0; b < b1; b++) {
+		const float *e = chains + (size_t)(b - b0) * 2 * hs;
+		float *out = s->xb + (size_t)b * s->c.dim + (size_t)h * hs;
+
+		for (int i = 0; i < hs; i++)
+			out[i] = e[i] + e[hs + i];
+	}
+}
+
+/* Head h of queries b0..b1-1 of one sequence, against an f32 view (head
+ * size a multiple of 16, even blocks or one). Cloned as attend_head. */
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+static void attend_queries(const CpuState *s, const KvView *v, int b0, int b1, int h, float *chains)
+{
+	__asm__ volatile("" : : "r"(__builtin_frame_address(0))); /* as in attend_head */
+	score_queries(s, v, b0, b1, h);
+	for (int b = b0; b < b1; b++)
+		attn_softmax(scores_of(s, b, h), s->tpos[b] + 1);
+	weigh_queries(s, v, b0, b1, h, chains);
+}
+
+/* Thread thread's scratch: a group's chains, then (f16 cache) its rows. */
+static float *thread_scratch(const CpuState *s, int thread)
+{
+	return s->att_scratch + (size_t)thread * s->scratch_floats;
+}
+
+/* Positions 0..n-1 of an f16 view as floats in the thread's scratch, one
+ * block's rows a conversion: exact, so scores and sums are those of the
+ * cache's own rows. */
+static KvView convert_rows(const CpuState *s, const KvView *v, int n, int thread)
+{
+	int hs = s->head_size;
+	float *keys = thread_scratch(s, thread) + (size_t)ATT_QUERY_GROUP * 2 * hs;
+	float *values = keys + (size_t)s->scratch_rows * hs;
+
+	for (int t0 = 0; t0 < n; t0 += v->bs) {
+		size_t from = view_row(v, t0, hs);
+		int m = n - t0 < v->bs ? n - t0 : v->bs;
+
+		s->halves_to_floats((const _Float16 *)v->keys + from, m * hs, keys + (size_t)t0 * hs);
+		s->halves_to_floats((const _Float16 *)v->values + from, m * hs, values + (size_t)t0 * hs);
+	}
+	return (KvView){ keys, values, zero_block, 0, s->c.seq_len };
+}
+
+/* Attention tile t: query group t / n_heads (a run of one sequence's tokens,
+ * gather_batch), head t % n_heads. Each query of a prompt would convert an
+ * f16 cache's rows again, so a group of several converts them once: 36% of
+ * a Q4_K stories110M pp512 was attention, half of it conversions. */
+static void attention_tile(const CpuState *s, int l, int t, int thread)
+{
+	int g = t / s->c.n_heads, h = t % s->c.n_heads;
+	int b0 = s->qgroup[g], b1 = s->qgroup[g + 1], last = s->tpos[b1 - 1];
+	KvView v = cache_view(s, l, b0, h / s->kv_mul);
+	/* a position's value chain is its parity within its block: the same
+	 * in a one-block copy only when blocks are even */
+	int grouped = b1 - b0 > 1 && s->head_size % 16 == 0 && (v.bs % 2 == 0 || last < v.bs);
+
+	if (grouped && s->kv_half && last >= s->scratch_rows)
+		grouped = 0;
+	if (!grouped) {
+		for (int b = b0; b < b1; b++)
+			attend_head(s, &v, s->kv_half, b, h, s->q, s->xb);
+		return;
+	}
+	if (s->kv_half)
+		v = convert_rows(s, &v, last + 1, thread);
+	attend_queries(s, &v, b0, b1, h, thread_scratch(s, thread));
 }
 
 /* ---- the tiles of each phase ---- */
@@ -721,7 +964,7 @@ static int logit_tile_rows(const CpuState *s)
 }
 
 /* Tile t of phase ph; in is the phase's input when it is a product. */
-static void run_tile(const CpuState *s, const Phase *ph, int t, const MatInput *in)
+static void run_tile(const CpuState *s, const Phase *ph, int t, const MatInput *in, int thread)
 {
 	const Weights *w = weights(s);
 	const Config *c = &s->c;
@@ -741,7 +984,7 @@ static void run_tile(const CpuState *s, const Phase *ph, int t, const MatInput *
 		rope_tile(s, l, t);
 		break;
 	case PH_ATTENTION:
-		attend_head(s, l, t / c->n_heads, t % c->n_heads, s->q, s->xb);
+		attention_tile(s, l, t, thread);
 		break;
 	case PH_ATTN_OUT:
 		matmul_add_tile(s, layer_matrix(s, MAT_WO, l), dim, in, s->xb2, t);
@@ -783,7 +1026,7 @@ static int phase_tiles(const CpuState *s, enum phase_kind kind)
 	case PH_ROPE:
 		return s->n * ((c->n_heads + rope_tile_heads(s) - 1) / rope_tile_heads(s));
 	case PH_ATTENTION:
-		return s->n * c->n_heads;
+		return s->n_qgroups * c->n_heads;
 	case PH_ATTN_OUT:
 	case PH_FFN_DOWN:
 		return (c->dim + tile_rows(s, c->dim) - 1) / tile_rows(s, c->dim);
@@ -935,7 +1178,7 @@ static void run_phases(CpuState *s, int first, int thread)
 				quantize_rows(in.x, rows, n, &s->quant[thread], phase_quant_forms(s, ph));
 				in.q = &s->quant[thread];
 			}
-			run_tile(s, ph, t, &in);
+			run_tile(s, ph, t, &in, thread);
 			__atomic_fetch_add(&pc->done, 1, __ATOMIC_RELEASE);
 		}
 		wait_done(pc, ph->tiles);
@@ -990,15 +1233,19 @@ static void gather_batch(CpuState *s, const BatchSeq *seqs, int nseqs)
 	int dim = s->c.dim, n = 0;
 
 	s->n_out = 0;
+	s->n_qgroups = 0;
 	for (int i = 0; i < nseqs; i++) {
 		for (int t = 0; t < seqs[i].n; t++, n++) {
 			embed_row(s->x + (size_t)n * dim, emb, seqs[i].tokens[t], dim);
 			s->tpos[n] = seqs[i].pos + t;
 			s->tblocks[n] = seqs[i].blocks;
+			if (t % ATT_QUERY_GROUP == 0)
+				s->qgroup[s->n_qgroups++] = n;
 		}
 		if (seqs[i].want_logits)
 			s->out_tok[s->n_out++] = n - 1;
 	}
+	s->qgroup[s->n_qgroups] = n;
 	s->n = n;
 }
 
@@ -1041,6 +1288,7 @@ static void cpu_destroy(void *state)
 		return;
 	pool_free(POOL_DEVICE, s->packed_mem, s->packed_bytes);
 	pool_free(POOL_ACTIVATIONS, s->quant_mem, s->quant_bytes);
+	pool_free(POOL_ACTIVATIONS, s->att_scratch, s->scratch_bytes);
 	if (s->mats)
 		pool_free(POOL_ACTIVATIONS, s->mats,
 			  ((size_t)s->c.n_layers * MAT_PER_LAYER + 1) * sizeof(*s->mats));
@@ -1080,6 +1328,7 @@ static void carve_meta(CpuState *s)
 	s->tblocks = (const int **)(void *)p;  p += CPU_MAX_BATCH * sizeof(*s->tblocks);
 	s->phases = (Phase *)(void *)p;        p += s->n_phases * sizeof(Phase);
 	s->tpos = (int *)(void *)p;            p += CPU_MAX_BATCH * sizeof(int);
+	s->qgroup = (int *)(void *)p;          p += (CPU_MAX_BATCH + 1) * sizeof(int);
 	s->out_tok = (int *)(void *)p;
 }
 
@@ -1110,6 +1359,7 @@ static int cpu_alloc(CpuState *s, InferError *err)
 	s->block_bytes = CACHE_LINE + s->n_phases * sizeof(PhaseCounters) +
 			 act_floats * sizeof(float);
 	s->meta_bytes = CPU_MAX_BATCH * (sizeof(int *) + sizeof(int)) +
+			(CPU_MAX_BATCH + 1) * sizeof(int) +
 			s->n_phases * sizeof(Phase) + s->max_out * sizeof(int);
 	s->kv_bytes = 2 * kv_elems * (s->kv_half ? sizeof(_Float16) : sizeof(float));
 	s->block_mem = pool_alloc(POOL_ACTIVATIONS, s->block_bytes);
@@ -1215,6 +1465,21 @@ static int alloc_quant(CpuState *s, InferError *err)
 	return 0;
 }
 
+/* Each thread's scratch for a query group: its chains, and with an f16
+ * cache its converted rows (convert_rows). */
+static int alloc_scratch(CpuState *s, InferError *err)
+{
+	if (s->kv_half)
+		s->scratch_rows = s->c.seq_len < ATT_SCRATCH_MAX ? s->c.seq_len : ATT_SCRATCH_MAX;
+	s->scratch_floats = (size_t)2 * (ATT_QUERY_GROUP + s->scratch_rows) * s->head_size;
+	s->scratch_bytes = (size_t)s->threads * s->scratch_floats * sizeof(float);
+	s->att_scratch = pool_alloc(POOL_ACTIVATIONS, s->scratch_bytes);
+	if (!s->att_scratch)
+		return infer_fail(err, "cpu backend: cannot allocate %zu bytes of attention scratch",
+				  s->scratch_bytes);
+	return 0;
+}
+
 static int cpu_create(const Model *m, const BackendOptions *opt, void **state,
 		      InferError *err)
 {
@@ -1242,7 +1507,8 @@ static int cpu_create(const Model *m, const BackendOptions *opt, void **state,
 	if (opt && opt->threads > 0)
 		omp_set_num_threads(opt->threads);
 	s->threads = omp_get_max_threads();
-	if (cpu_alloc(s, err) < 0 || pack_weights(s, err) < 0 || alloc_quant(s, err) < 0) {
+	if (cpu_alloc(s, err) < 0 || alloc_scratch(s, err) < 0 || pack_weights(s, err) < 0 ||
+	    alloc_quant(s, err) < 0) {
 		cpu_destroy(s);
 		return -1;
 	}

@@ -6,6 +6,7 @@
  * there is a device, on opencl. Uses stories260K. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "backend.h"
 #include "check.h"
 #include "model.h"
@@ -131,8 +132,129 @@ static float *test_backend(const BackendOps *ops, const Model *m, const char *la
 	return dec;
 }
 
+/* ---- long prompts: attention's groups of 16 queries and 16 positions ----
+ * stories260K's heads are 8 wide, and its prompts above are shorter than a
+ * group of positions, so the cpu backend's grouped attention (a run of
+ * one sequence's queries at once, an f16 cache converted once) needs a
+ * model of its own: heads 32 wide, two kv heads for four (GQA), and a
+ * 100-token prompt, fed token by token and then in chunks. */
+#define LONG_SHAPE "128,256,2,4,2,64,160"
+#define LONG_N 100
+#define LONG_VOCAB 64
+
+/* A's logits after each of its positions, one token a forward. */
+static int long_reference(Rig *r, const int *tok, const int *blk, float *ref)
+{
+	for (int p = 0; p < LONG_N; p++) {
+		if (run(r, &SEQ(tok, p, 1, blk, 1), 1))
+			return -1;
+		memcpy(ref + (size_t)p * LONG_VOCAB, r->logits, LONG_VOCAB * sizeof(float));
+	}
+	return 0;
+}
+
+/* A prefilled in chunks of the given sizes (0-terminated), alone or with
+ * B's same chunk beside it in the batch (paged layouts): the logits at
+ * each chunk's end must be the token-by-token ones. */
+static void long_chunks(const BackendOptions *o, const Model *m, const int *chunks,
+			const int *tok, const int *blk, const int *btok, const int *bblk,
+			const float *ref, const char *label)
+{
+	Rig r;
+	InferError err;
+	int from = 0;
+
+	r.ops = &backend_cpu;
+	r.vocab = LONG_VOCAB;
+	r.logits = calloc(2 * LONG_VOCAB, sizeof(float));
+	if (!r.logits || backend_cpu.create(m, o, &r.st, &err) < 0) {
+		CHECK(0, "%s: cpu backend would not open", label);
+		free(r.logits);
+		return;
+	}
+	for (const int *c = chunks; *c && from < LONG_N; from += *c++) {
+		BatchSeq q[2] = { SEQ(tok, from, *c, blk, 1), SEQ(btok, from, *c, bblk, 1) };
+		int with_b = bblk != NULL && *c <= 32; /* two chunks fit one batch */
+
+		if (run(&r, q, 1 + with_b))
+			break;
+		CHECK(memcmp(r.logits, ref + (size_t)(from + *c - 1) * LONG_VOCAB,
+			     LONG_VOCAB * sizeof(float)) == 0,
+		      "%s: logits after a %d-token chunk at %d%s differ from token-by-token",
+		      label, *c, from, with_b ? " beside another sequence" : "");
+	}
+	backend_cpu.destroy(r.st);
+	free(r.logits);
+}
+
+/* Each layout (one block; even paged blocks; odd ones) and cache type. */
+static void test_long_prompts(const Model *m)
+{
+	static const int chunks[][5] = { { 64, 36 }, { 37, 27, 36 }, { 1, 16, 47, 36 }, { 30, 30, 30, 10 } };
+	struct { int blocks, bs; const char *name; } layouts[] = {
+		{ 0, 0, "one block" }, { 20, 16, "16-position blocks" }, { 40, 7, "7-position blocks" }
+	};
+	int tok[LONG_N], btok[LONG_N], blk[32], bblk[32];
+	float *ref = calloc((size_t)LONG_N * LONG_VOCAB, sizeof(float));
+
+	for (int i = 0; i < LONG_N; i++)
+		tok[i] = (i * 37 + 11) % LONG_VOCAB, btok[i] = (i * 13 + 5) % LONG_VOCAB;
+	for (int i = 0; i < 32; i++) /* A's blocks out of order; B's the others */
+		blk[i] = (i * 2 + 1) % 40, bblk[i] = (i * 2) % 40;
+	for (int k = 0; ref && k < 2; k++) {
+		for (size_t l = 0; l < sizeof(layouts) / sizeof(layouts[0]); l++) {
+			BackendOptions o = { .cl_platform = -1, .cl_device = -1,
+					     .kv_blocks = layouts[l].blocks, .kv_block_size = layouts[l].bs,
+					     .max_seqs = 2, .kv_type = k ? KV_F16 : KV_F32 };
+			const int *a_blocks = layouts[l].blocks ? blk : (const int[]){ 0 };
+			char label[96];
+			Rig r = { &backend_cpu, NULL, NULL, LONG_VOCAB };
+			InferError err;
+
+			snprintf(label, sizeof(label), "cpu, %s cache, %s", k ? "f16" : "f32",
+				 layouts[l].name);
+			r.logits = calloc(2 * LONG_VOCAB, sizeof(float));
+			if (!r.logits || backend_cpu.create(m, &o, &r.st, &err) < 0) {
+				CHECK(0, "%s: cpu backend would not open", label);
+				free(r.logits);
+				continue;
+			}
+			int rc = long_reference(&r, tok, a_blocks, ref);
+
+			backend_cpu.destroy(r.st);
+			free(r.logits);
+			if (rc)
+				continue;
+			for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++)
+				long_chunks(&o, m, chunks[c], tok, a_blocks, btok,
+					    layouts[l].blocks ? bblk : NULL, ref, label);
+			printf("%s: long prompts checked\n", label);
+		}
+	}
+	free(ref);
+}
+
+/* The long-prompt model, made by mkmodel into a temporary file. */
+static int load_long_model(Model *m)
+{
+	char dir[] = "/tmp/test_batch_invXXXXXX", cmd[8192], path[64];
+	InferError err;
+	int rc;
+
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(path, sizeof(path), "%s/long.bin", dir);
+	snprintf(cmd, sizeof(cmd), "'%s/mkmodel' '%s' --shape " LONG_SHAPE " --seed 5 >/dev/null",
+		 getenv("BUILD") ? getenv("BUILD") : "build", path);
+	rc = system(cmd) == 0 ? model_load(m, path, &err) : -1;
+	unlink(path);
+	rmdir(dir);
+	return rc;
+}
+
 int main(void)
 {
+	Model long_model;
 	const char *models = getenv("MODELS");
 	char path[4096];
 	Model m;
@@ -149,6 +271,11 @@ int main(void)
 		}
 	}
 	free(test_backend(&backend_cpu, &m, "cpu", NULL));
+	CHECK(load_long_model(&long_model) == 0, "mkmodel --shape " LONG_SHAPE " did not load");
+	if (!failures) {
+		test_long_prompts(&long_model);
+		model_free(&long_model);
+	}
 	launch_mode = CL_LAUNCH_FORWARD;
 	float *fwd = test_backend(&backend_opencl, &m, "opencl (one kernel a forward)", NULL);
 	launch_mode = CL_LAUNCH_PHASES;
