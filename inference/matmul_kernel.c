@@ -428,10 +428,14 @@ q_panel_block(const char *w, WeightType type, size_t ldp, int G, const QuantRows
 
 /* The AMX tiles: A, 16 tokens' 32 int8 inputs of a sub-block (rows n
  * bytes apart); B, its 8 quads of 16 rows' unsigned codes (matmul_panels.h:
- * a quad is a B row as TDPBSUD reads it); C, the 16 x 16 int32 sums. */
+ * a quad is a B row as TDPBSUD reads it); C, the 16 x 16 int32 sums. Two
+ * sets, for even and odd sub-blocks (q4k_panel_amx). */
 #define TILE_A 0
 #define TILE_B 1
 #define TILE_C 2
+#define TILE_A1 3
+#define TILE_B1 4
+#define TILE_C1 5
 
 typedef struct {
 	uint8_t palette, start_row, reserved[14];
@@ -443,51 +447,84 @@ __attribute__((target("amx-tile"))) static void amx_configure(void)
 {
 	TileConfig c = { .palette = 1 };
 
-	c.rows[TILE_A] = AMX_TOKENS, c.colsb[TILE_A] = Q8_0_BLOCK;
-	c.rows[TILE_B] = Q8_QUADS, c.colsb[TILE_B] = Q8_QUAD_BYTES;
-	c.rows[TILE_C] = AMX_TOKENS, c.colsb[TILE_C] = PANEL_ROWS * sizeof(int32_t);
+	for (int set = 0; set <= TILE_A1; set += TILE_A1) {
+		c.rows[TILE_A + set] = AMX_TOKENS, c.colsb[TILE_A + set] = Q8_0_BLOCK;
+		c.rows[TILE_B + set] = Q8_QUADS, c.colsb[TILE_B + set] = Q8_QUAD_BYTES;
+		c.rows[TILE_C + set] = AMX_TOKENS, c.colsb[TILE_C + set] = PANEL_ROWS * sizeof(int32_t);
+	}
 	_tile_loadconfig(&c);
 }
+
+/* Sub-block b's 8 quads of a Q4_K panel's codes, as tile B reads them. */
+static inline __attribute__((always_inline)) void q4k_quads(uint8_t quads[Q8_QUADS][Q8_QUAD_BYTES],
+							   const char *values, int b)
+{
+	const char *blk = values + (size_t)b * quant_block_bytes(WEIGHT_Q4_K);
+
+	for (int k = 0; k < Q8_QUADS; k++) {
+		Quad q;
+
+		quad_at(&q, blk, WEIGHT_Q4_K, k);
+		memcpy(quads[k], &q, sizeof(q));
+	}
+}
+
+/* Sub-block b's 16 x 16 integer sums (sums, from tile C) scaled into acc by
+ * q4k_sub_block, 8 tokens at a time. */
+static inline __attribute__((always_inline)) void
+q4k_scale_tile(v16f acc[2][1][TOKEN_GROUP], int32_t sums[AMX_TOKENS][PANEL_ROWS], const char *w,
+	       const QuantRows half[2], int n, int b)
+{
+	for (int h = 0; h < 2; h++) {
+		BlockSums isum[1][TOKEN_GROUP];
+
+		for (int t = 0; t < TOKEN_GROUP; t++)
+			memcpy(&isum[0][t], sums[h * TOKEN_GROUP + t], sizeof(isum[0][t]));
+		q4k_sub_block(acc[h], isum, w, 0, 1, &half[h], TOKEN_GROUP, n, b);
+	}
+}
+
+/* Loads sub-block b into tiles A and B of a set, and starts its product. */
+#define Q4K_TILE_PRODUCT(A, B, C, quads, b)                                  \
+	do {                                                                 \
+		q4k_quads(quads, values, b);                                 \
+		_tile_loadd(B, quads, Q8_QUAD_BYTES);                        \
+		_tile_loadd(A, xq->kq + (size_t)(b) * Q8_0_BLOCK, n);        \
+		_tile_zero(C);                                               \
+		_tile_dpbsud(C, A, B);                                       \
+	} while (0)
 
 /* One Q4_K panel against 16 tokens: per sub-block the integer sums come
  * from one TDPBSUD (the same exact sums as dot4's), then q4k_sub_block
  * scales them as the VNNI path does, 8 tokens at a time, so a token's
- * outputs are the same bits in either path. */
+ * outputs are the same bits in either path. The next sub-block's product
+ * runs in the other set of tiles while this one's sums are scaled: one set
+ * left the core waiting on each product and its store (a third of the
+ * time here). Sub-blocks are scaled in order, so the sums are unchanged. */
 __attribute__((target("amx-tile,amx-int8"))) static void
 q4k_panel_amx(const char *w, const QuantRows *xq, int n, float *out, size_t ldo, int rows)
 {
 	v16f acc[2][1][TOKEN_GROUP];
 	const char *values = w + quant_scale_bytes(WEIGHT_Q4_K, n);
-	uint8_t quads[Q8_QUADS][Q8_QUAD_BYTES] __attribute__((aligned(64)));
+	uint8_t quads[2][Q8_QUADS][Q8_QUAD_BYTES] __attribute__((aligned(64)));
 	int32_t sums[AMX_TOKENS][PANEL_ROWS] __attribute__((aligned(64)));
 	QuantRows half[2] = { *xq, *xq };
+	int nb = n / Q8_0_BLOCK; /* even: n is whole 256-value blocks */
 
 	half[1].kq += (size_t)TOKEN_GROUP * n; /* tokens 8..15 */
 	half[1].kd += (size_t)TOKEN_GROUP * (n / Q6_K_BLOCK);
 	half[1].ks += (size_t)TOKEN_GROUP * (n / 16);
 	zero_sums(acc[0], 1, TOKEN_GROUP);
 	zero_sums(acc[1], 1, TOKEN_GROUP);
-	for (int b = 0; b < n / Q8_0_BLOCK; b++) {
-		const char *blk = values + (size_t)b * quant_block_bytes(WEIGHT_Q4_K);
-
-		for (int k = 0; k < Q8_QUADS; k++) {
-			Quad q;
-
-			quad_at(&q, blk, WEIGHT_Q4_K, k);
-			memcpy(quads[k], &q, sizeof(q));
-		}
-		_tile_loadd(TILE_B, quads, Q8_QUAD_BYTES);
-		_tile_loadd(TILE_A, xq->kq + (size_t)b * Q8_0_BLOCK, n);
-		_tile_zero(TILE_C);
-		_tile_dpbsud(TILE_C, TILE_A, TILE_B);
+	Q4K_TILE_PRODUCT(TILE_A, TILE_B, TILE_C, quads[0], 0);
+	for (int b = 0; b < nb; b += 2) {
+		Q4K_TILE_PRODUCT(TILE_A1, TILE_B1, TILE_C1, quads[1], b + 1);
 		_tile_stored(TILE_C, sums, sizeof(sums[0]));
-		for (int h = 0; h < 2; h++) {
-			BlockSums isum[1][TOKEN_GROUP];
-
-			for (int t = 0; t < TOKEN_GROUP; t++)
-				memcpy(&isum[0][t], sums[h * TOKEN_GROUP + t], sizeof(isum[0][t]));
-			q4k_sub_block(acc[h], isum, w, 0, 1, &half[h], TOKEN_GROUP, n, b);
-		}
+		q4k_scale_tile(acc, sums, w, half, n, b);
+		if (b + 2 < nb)
+			Q4K_TILE_PRODUCT(TILE_A, TILE_B, TILE_C, quads[0], b + 2);
+		_tile_stored(TILE_C1, sums, sizeof(sums[0]));
+		q4k_scale_tile(acc, sums, w, half, n, b + 1);
 	}
 	store_sums(acc[0], 1, TOKEN_GROUP, out, ldo, rows);
 	store_sums(acc[1], 1, TOKEN_GROUP, out + TOKEN_GROUP * ldo, ldo, rows);
