@@ -1430,6 +1430,8 @@ static int pack_weights(CpuState *s, InferError *err)
 	for (size_t i = 0; i < nmats; i++) {
 		const Tensor *t = model_matrix(s, (int)(i % MAT_PER_LAYER), (int)(i / MAT_PER_LAYER), &d, &n);
 
+		if (t->type == WEIGHT_Q4_K)
+			matmul_want_amx();
 		pack_matrix_typed(p, t->type, t->data, d, n);
 		s->mats[i] = (PackedMatrix){ p, t->type };
 		p += (packed_bytes(t->type, d, n) + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;

@@ -44,6 +44,9 @@ typedef struct {
 } PackedMatrix;
 size_t packed_bytes(WeightType type, int d, int n);
 void pack_matrix_typed(void *dst, WeightType type, const void *w, int d, int n);
+/* Asks Linux for AMX tile state, once, where the CPU has AMX: Q4_K
+ * batches then go through tiles, with the same bits (matmul_kernel.c). */
+void matmul_want_amx(void);
 
 /* Rows of n floats quantized in blocks of 32 (Q8_0_BLOCK): d = max|x| / 127,
  * q = x / d rounded to the nearest integer (ties to even) as int8, and s =

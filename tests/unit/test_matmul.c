@@ -509,6 +509,8 @@ int main(void)
 	 * clone multiplies and adds, so only the tolerance holds there */
 	int fma_exact = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 
+	matmul_want_amx(); /* Q4_K batches of 16 through AMX where the CPU has it */
+
 	for (size_t i = 0; i < sizeof(ds) / sizeof(ds[0]); i++)
 		for (size_t j = 0; j < sizeof(ns) / sizeof(ns[0]); j++) {
 			for (size_t k = 0; k < sizeof(batches) / sizeof(batches[0]); k++)
