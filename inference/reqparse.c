@@ -186,8 +186,6 @@ static int check_defaults(json_object *o, char *err, size_t errlen)
 		return bad(err, errlen, "'logprobs' is not supported");
 	if (json_object_object_get_ex(o, "suffix", &v) && v)
 		return bad(err, errlen, "'suffix' is not supported");
-	if (json_object_object_get_ex(o, "model", &v) && v && !json_object_is_type(v, json_type_string))
-		return bad(err, errlen, "'model' must be a string");
 	return 0;
 }
 
@@ -236,7 +234,7 @@ static int parse_common(json_object *o, CompletionRequest *r, int64_t *max_token
 			size_t errlen)
 {
 	int64_t seed = 0;
-	json_object *so;
+	json_object *v;
 
 	if (get_int(o, "max_tokens", 1, REQ_MAX_MAX_TOKENS, max_tokens, NULL, err, errlen) < 0 ||
 	    get_number(o, "temperature", 0, 2, &r->temperature, err, errlen) < 0 ||
@@ -247,12 +245,14 @@ static int parse_common(json_object *o, CompletionRequest *r, int64_t *max_token
 	    get_bool(o, "stream", &r->stream, err, errlen) < 0 ||
 	    get_bool(o, "cache_prompt", &r->cache_prompt, err, errlen) < 0)
 		return -1;
-	if (json_object_object_get_ex(o, "stream_options", &so) && so) {
-		if (!json_object_is_type(so, json_type_object))
+	if (json_object_object_get_ex(o, "stream_options", &v) && v) {
+		if (!json_object_is_type(v, json_type_object))
 			return bad(err, errlen, "'stream_options' must be an object");
-		if (get_bool(so, "include_usage", &r->include_usage, err, errlen) < 0)
+		if (get_bool(v, "include_usage", &r->include_usage, err, errlen) < 0)
 			return bad(err, errlen, "'stream_options.include_usage' must be a boolean");
 	}
+	if (json_object_object_get_ex(o, "model", &v) && v && !json_object_is_type(v, json_type_string))
+		return bad(err, errlen, "'model' must be a string"); /* any name: one model is served */
 	r->seed = (uint64_t)seed;
 	return 0;
 }
@@ -440,8 +440,6 @@ static int check_chat_unsupported(json_object *o, char *err, size_t errlen)
 		    strcmp(json_object_get_string(type), "text"))
 			return bad(err, errlen, "'response_format': only {\"type\": \"text\"} is supported");
 	}
-	if (json_object_object_get_ex(o, "model", &v) && v && !json_object_is_type(v, json_type_string))
-		return bad(err, errlen, "'model' must be a string");
 	return 0;
 }
 
