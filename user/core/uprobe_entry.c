@@ -137,25 +137,3 @@ uint64_t uprobe_func_offset(const char *path, const char *func)
 	close(fd);
 	return off;
 }
-
-size_t uprobe_entry_func_skip(const char *path, const char *func)
-{
-	uint8_t b[ENDBR64_LEN + 2];
-	uint64_t vaddr, off = 0;
-	size_t n = 0;
-	Elf *elf;
-	int fd;
-
-	if (!path || !func || !*func || !strchr(path, '/') || skip_disabled())
-		return 0;
-	if (elf_version(EV_CURRENT) == EV_NONE || (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return 0;
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (elf && elf_kind(elf) == ELF_K_ELF && (vaddr = func_vaddr(elf, func)) && vaddr != UINT64_MAX &&
-	    (off = vaddr_to_offset(elf, vaddr)))
-		n = read_code(fd, off, b, sizeof(b));
-	if (elf)
-		elf_end(elf);
-	close(fd);
-	return off ? uprobe_entry_skip(b, n) : 0;
-}

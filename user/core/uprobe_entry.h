@@ -28,15 +28,9 @@ size_t uprobe_entry_skip(const uint8_t *code, size_t n);
  * file is unreadable, the skip is off, or func_off is 0. */
 uint64_t uprobe_entry_offset(const char *path, uint64_t func_off);
 
-/* The skip for func, a function path defines (dynamic or full symbol
- * table, "func" also matching "func@VERSION" like libbpf): 0 when path has
- * no '/' (libbpf would search for it), no such function, more than one
- * address for the name, or no match. What to pass libbpf as the offset with
- * .func_name. */
-size_t uprobe_entry_func_skip(const char *path, const char *func);
-
-/* func's file offset in path (the rule above): 0 when there is no such
- * function, it is an ifunc, or its definitions disagree. */
+/* func's file offset in path, from its dynamic or full symbol table
+ * ("func" also matching "func@VERSION", as libbpf matches): 0 when there
+ * is no such function, it is an ifunc, or its definitions disagree. */
 uint64_t uprobe_func_offset(const char *path, const char *func);
 
 #endif
