@@ -168,38 +168,42 @@ def wait_metrics(proc, log, secs=30):
     return False
 
 
+def wait_tty(pid, fd, secs):
+    """Drains pid's terminal until it exits or secs pass: its status, or None."""
+    end = time.time() + secs
+    tty_open = True
+    while time.time() < end:
+        if tty_open:
+            r, _, _ = select.select([fd], [], [], 0.2)
+            if r:
+                try:
+                    os.read(fd, 65536)
+                except OSError:
+                    tty_open = False   # the terminal closed: the process is ending
+        else:
+            time.sleep(0.2)
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+    return None
+
+
 def run_tty(c, secs):
     """A live view on a terminal of its own: Ctrl-C after secs; its status."""
     pid, fd = pty.fork()
     if pid == 0:
         os.chdir(WORK)
         os.execvpe("bash", ["bash", "-c", "exec " + c], ENV)
-    end = time.time() + secs
-    while time.time() < end:
-        r, _, _ = select.select([fd], [], [], 0.2)
-        if r:
-            try:
-                os.read(fd, 65536)
-            except OSError:
-                break
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-    os.kill(pid, signal.SIGINT)
-    end = time.time() + 15
-    while time.time() < end:
-        try:
-            r, _, _ = select.select([fd], [], [], 0.2)
-            if r:
-                os.read(fd, 65536)
-        except OSError:
-            pass
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    return -9
+    status = wait_tty(pid, fd, secs)
+    if status is None:
+        os.kill(pid, signal.SIGINT)
+        status = wait_tty(pid, fd, 15)
+    if status is None:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        status = -9
+    os.close(fd)
+    return status
 
 
 def run_block(where, body):
