@@ -42,7 +42,7 @@ section_script() {
 	gguf) echo "tools/bench_gguf.sh 540" ;;
 	llamacpp) echo "tools/bench_llamacpp.sh 300" ;;
 	servepeer) echo "tools/bench_servepeer.sh 480" ;;
-	llamabench) echo "tools/bench_llamabench.sh 1800" ;;
+	llamabench) echo "tools/bench_llamabench.sh 2700" ;;
 	*) return 1 ;;
 	esac
 }
