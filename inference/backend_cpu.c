@@ -1204,7 +1204,10 @@ static void run_forward(CpuState *s)
 		s->ctr[i].next = 0;
 		s->ctr[i].done = 0;
 	}
-#pragma omp parallel if (forward_work(s, s->n, s->n_out) >= PARALLEL_MIN_WORK)
+	/* num_threads: omp_set_num_threads at create set only the creating
+	 * thread's count, and the HTTP engine forwards from another thread;
+	 * each thread's scratch is sized for s->threads */
+#pragma omp parallel num_threads(s->threads) if (forward_work(s, s->n, s->n_out) >= PARALLEL_MIN_WORK)
 	run_phases(s, omp_get_thread_num() == 0, omp_get_thread_num());
 }
 
