@@ -31,6 +31,12 @@ LLAMA_BENCH=$("$ROOT/tools/build_llama_server.sh" --check --bench) ||
 mkdir -p "$BUILD/tools"
 $CC -O2 -std=gnu11 -D_GNU_SOURCE -I"$ROOT/inference" -I"$ROOT/include" -o "$BUILD/tools/fwdbench" \
 	"$ROOT/tools/fwdbench.c" -L"$BUILD" -linfer -lOpenCL -Wl,-rpath,"$BUILD" || die "cannot compile fwdbench"
+# The fp32 FMA roof with 2 threads, for the prompts' share of it.
+$CC -O2 -march=native -pthread -o "$BUILD/tools/fmaprobe" "$ROOT/tools/fmaprobe.c" || die "cannot compile fmaprobe"
+FMA_GFLOPS=$("$BUILD/tools/fmaprobe" 2 | awk '{ print $2 }')
+# A prompt token's matrix flops in this shape: 2 a weight of q/k/v/o and the
+# FFN's three (attention's and the classifier's left out: a floor).
+PP_FLOPS_PER_TOKEN=$((2 * 12 * (4 * 768 * 768 + 3 * 768 * 2048)))
 unset OMP_WAIT_POLICY # each engine's own default
 
 # shellcheck disable=SC2086  # TYPES is a list
@@ -90,6 +96,15 @@ for t in $TYPES; do
 		pp=$(median <"$TMP/${b}_pp_$t") tg=$(median <"$TMP/${b}_tg_$t") td=$(median <"$TMP/${b}_td_$t")
 		printf '%-5s %-8s %9s %7s %9s %7s %9s %7s\n' "$t" "$b" "$(r1 "$pp")" "$(div "$pp" "$lpp")" \
 			"$(r1 "$tg")" "$(div "$tg" "$ltg")" "$(r1 "$td")" "$(div "$td" "$ltd")"
+	done
+done
+echo "fp32 FMA roof (tools/fmaprobe.c, 2 threads): $FMA_GFLOPS GFLOP/s"
+for t in $TYPES; do
+	case $t in f32 | f16) ;; *) continue ;; esac # the others multiply integers
+	for b in $BACKENDS; do
+		gflops=$(awk -v ts="$(median <"$TMP/${b}_pp_$t")" -v f="$PP_FLOPS_PER_TOKEN" 'BEGIN { printf "%.1f", ts * f / 1e9 }')
+		echo "$t $b pp512: $gflops GFLOP/s of matrix products, $(div "$gflops" "$FMA_GFLOPS") of the roof"
+		ratio "llamabench_${t}_${b}_pp512_over_fma_roof" "$(div "$gflops" "$FMA_GFLOPS")" info
 	done
 done
 for t in $TYPES; do
