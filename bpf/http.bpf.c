@@ -1,47 +1,45 @@
 // SPDX-License-Identifier: GPL-2.0
-/* http.bpf.c - --http: HTTP/1.x requests from a traced server's sockets
- * (http.bpf.h says what is tracked). Raw tracepoints only: sys_enter and
- * sys_exit for the server's reads, writes and closes, tcp_probe for when a
- * request's bytes reached the socket, inet_sock_set_state to forget a
- * closed socket. The one process of -p or -- CMD (target_tgid), else those
- * in http_pids. */
+/* http.bpf.c - --http: HTTP/1.x requests from traced servers' sockets
+ * (http.bpf.h says what is tracked). Socket tracepoints only, which fire
+ * for socket I/O and nothing else: sock_recv_length and sock_send_length
+ * after each receive and send on a socket (the bytes are then in the
+ * caller's buffer, found from its system call's registers; sendfile's
+ * and splice's by their count), tcp_probe for when a request's bytes
+ * reached the socket, inet_sock_set_state for the close, and
+ * sched_process_fork for a traced process's children. */
 #include "core.bpf.h"
 #include <bpf/bpf_core_read.h>
 #include "requests.bpf.h"
 #include "engines.bpf.h"
 #include "http.bpf.h"
 
-#define SCAN_MASK (HTTP_SCAN_MAX - 1)
+#define WIN_MASK (HTTP_WIN - 1)
 /* x & mask that the compiler cannot fold away when it already knows x is
  * in range: the verifier needs to see the bound on the register itself. */
 #define BOUNDED(x, mask) ({ __u64 v__ = (x); asm volatile("" : "+r"(v__)); v__ & (mask); })
+#define NL_MAX 512   /* line ends noted in one window */
 
-/* x86-64 syscall numbers; elsewhere --http is refused before load */
+/* x86-64 system call numbers; elsewhere --http is refused before load */
 enum {
-	NR_read = 0, NR_write = 1, NR_close = 3, NR_readv = 19, NR_writev = 20,
+	NR_read = 0, NR_write = 1, NR_readv = 19, NR_writev = 20, NR_sendfile = 40,
 	NR_sendto = 44, NR_recvfrom = 45, NR_sendmsg = 46, NR_recvmsg = 47,
 };
 
-enum call_kind { CALL_READ = 1, CALL_WRITE, CALL_WRITEV, CALL_SENDMSG };
-
-struct http_call {
-	__u64 arg;   /* the buffer, iovec array or msghdr */
-	__u32 fd;
-	__u32 kind;  /* enum call_kind */
-	__u32 niov;
+/* One window of a piece, and where its line ends are. The buffer is twice
+ * the window so that a masked offset plus a short read stays inside. */
+struct scratch {
+	char buf[2 * HTTP_WIN];
+	__u16 nl[NL_MAX];
+	__u32 nl_n, nl_from, nl_to;   /* find_newlines(): found, and where it looks */
 	__u32 pad;
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);            /* tid */
-	__type(value, struct http_call);
-} http_calls SEC(".maps");
-
-struct scratch {
-	char buf[HTTP_SCAN_MAX];
-};
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} http_scratch SEC(".maps");
 
 /* A zeroed connection to insert from (too large for the stack). Never written. */
 struct {
@@ -51,21 +49,20 @@ struct {
 	__type(value, struct http_conn);
 } http_zero SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct scratch);
-} http_scratch SEC(".maps");
+static __always_inline struct scratch *scratch(void)
+{
+	__u32 zero = 0;
 
-/* The calling process's tgid when its sockets are traced, else 0. */
-static __always_inline __u32 http_target(void)
+	return bpf_map_lookup_elem(&http_scratch, &zero);
+}
+
+/* The tree the calling process is traced in (its root), else 0. */
+static __always_inline __u32 http_root(void)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct http_watch *w = bpf_map_lookup_elem(&http_pids, &tgid);
 
-	if (target_tgid)
-		return tgid == target_tgid ? tgid : 0;
-	return bpf_map_lookup_elem(&http_pids, &tgid) ? tgid : 0;
+	return w ? w->root : 0;
 }
 
 static __always_inline __u32 current_tgid(void)
@@ -73,248 +70,31 @@ static __always_inline __u32 current_tgid(void)
 	return bpf_get_current_pid_tgid() >> 32;
 }
 
-static __always_inline __u64 reg_arg(struct pt_regs *regs, int n)
+/* ---- bytes of a window ---- */
+
+static __always_inline char at(const char *buf, __u32 i)
 {
-	switch (n) {
-	case 1: return BPF_CORE_READ(regs, di);
-	case 2: return BPF_CORE_READ(regs, si);
-	case 3: return BPF_CORE_READ(regs, dx);
-	case 4: return BPF_CORE_READ(regs, r10);   /* the syscall ABI's fourth */
-	default: return 0;
-	}
+	return buf[i & WIN_MASK];
 }
 
-/* ---- the socket behind a descriptor ---- */
-
-/* The struct sock of fd in this process if it is a TCP socket, else 0. */
-static __always_inline __u64 tcp_sock_of(__u32 fd, __u32 *port)
+static __always_inline char lower(char ch)
 {
-	struct task_struct *task = (void *)bpf_get_current_task();
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
-	struct file **fds, *file = 0;
-	struct socket *so;
-	struct sock *sk;
-
-	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
-		return 0;
-	fds = BPF_CORE_READ(fdt, fd);
-	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]) || !file)
-		return 0;
-	if ((BPF_CORE_READ(file, f_inode, i_mode) & 0170000) != 0140000)   /* S_IFSOCK */
-		return 0;
-	so = BPF_CORE_READ(file, private_data);
-	sk = BPF_CORE_READ(so, sk);
-	if (!sk || BPF_CORE_READ(sk, sk_type) != 1 /* SOCK_STREAM */ ||
-	    BPF_CORE_READ(sk, sk_protocol) != 6 /* IPPROTO_TCP */)
-		return 0;
-	*port = BPF_CORE_READ(sk, __sk_common.skc_num);
-	return (__u64)sk;
+	return ch >= 'A' && ch <= 'Z' ? ch + ('a' - 'A') : ch;
 }
-
-/* ---- a new request: the first read after the last response ---- */
-
-/* buf starts with word (len bytes, exactly). */
-static __always_inline int has_prefix(const char *buf, const char *word, int len)
-{
-	for (int k = 0; k < len; k++)
-		if (buf[k] != word[k])
-			return 0;
-	return 1;
-}
-
-/* The method's length with its space if buf starts with one, else 0.
- * (Literals, not a table: the object linker misplaced a const table.) */
-static __always_inline int method_len(const char *buf)
-{
-	if (has_prefix(buf, "GET ", 4) || has_prefix(buf, "PUT ", 4))
-		return 4;
-	if (has_prefix(buf, "POST ", 5) || has_prefix(buf, "HEAD ", 5))
-		return 5;
-	if (has_prefix(buf, "PATCH ", 6))
-		return 6;
-	if (has_prefix(buf, "DELETE ", 7))
-		return 7;
-	return has_prefix(buf, "OPTIONS ", 8) ? 8 : 0;
-}
-
-static __always_inline int path_end(char ch)
-{
-	return ch == ' ' || ch == '?' || ch == '\r' || ch == '\n' || ch == 0;
-}
-
-/* The method and the path up to '?', ' ' or its end into the event; buf
- * holds total bytes of the request. */
-static __always_inline void parse_request_line(struct http_conn *c, const char *buf, int mlen, __u32 total)
-{
-	int i;
-
-	for (i = 0; i < HTTP_METHOD_LEN - 1 && i < mlen - 1; i++)
-		c->e.method[i] = buf[i];
-	for (i = 0; i < HTTP_PATH_LEN - 1; i++) {
-		char ch = buf[(mlen + i) & SCAN_MASK];
-
-		if (mlen + i >= total) {   /* the line went on past what was read */
-			c->e.flags |= HTTP_F_PATH_CUT;
-			return;
-		}
-		if (path_end(ch))
-			return;
-		c->e.path[i] = ch;
-	}
-	if (!path_end(buf[(mlen + i) & SCAN_MASK]))
-		c->e.flags |= HTTP_F_PATH_CUT;
-}
-
-/* Too little of the request line to parse yet: upper-case letters that may
- * still become a method, or a method whose path has not ended. */
-static __always_inline int line_unfinished(const char *buf, int mlen, __u32 total)
-{
-	if (total >= HTTP_PRE_MAX)
-		return 0;
-	if (!mlen) {
-		for (__u32 i = 0; i < 8 && i < total; i++)
-			if (buf[i] < 'A' || buf[i] > 'Z')
-				return 0;
-		return 1;
-	}
-	for (__u32 i = 0; i < HTTP_PRE_MAX; i++) {
-		if (mlen + i >= total)
-			return 1;
-		if (path_end(buf[(mlen + i) & SCAN_MASK]))
-			return 0;
-	}
-	return 0;
-}
-
-static __always_inline void start_request(struct http_conn *c, __u64 sk, __u32 port, __u64 now)
-{
-	__u64 *arrived = bpf_map_lookup_elem(&http_arrivals, &sk);
-	__u32 seq = c->e.seq + 1, one = 1;
-
-	__builtin_memset(c, 0, sizeof(*c));
-	fill_header(&c->e.h, EV_HTTP, now);
-	c->e.sock = sk;
-	c->e.seq = seq;
-	c->e.read_ns = now;
-	c->e.start_ns = now;
-	if (arrived && *arrived && *arrived <= now) {
-		c->e.start_ns = *arrived;
-		c->e.flags |= HTTP_F_ARRIVAL;
-	}
-	bpf_map_delete_elem(&http_arrivals, &sk);   /* the next request's bytes start anew */
-	bpf_map_update_elem(&http_ports, &port, &one, BPF_ANY);
-	c->state = HC_REQUEST;
-}
-
-/* This thread read (part of) c's request: what it hands the engine next
- * came from there (reqlink.bpf.h). */
-static __always_inline void note_reading(struct http_conn *c)
-{
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct http_link l = { .sock = c->e.sock, .seq = c->e.seq };
-
-	if (c->state == HC_REQUEST)
-		bpf_map_update_elem(&http_reading, &tid, &l, BPF_ANY);
-}
-
-/* A read of n bytes at ubuf on fd: a request's start, or more of it. A
- * request line that comes in pieces (a slow client) is kept in c->pre
- * until it can be parsed, timed from its first piece. */
-/* A global function: the verifier checks it once, on its own. */
-__noinline int http_on_read(__u32 fd, __u64 ubuf, __s64 n, __u64 now)
-{
-	struct http_conn_key key = { .tgid = current_tgid(), .fd = fd };
-	struct http_conn *c = bpf_map_lookup_elem(&http_conns, &key);
-	struct scratch *s;
-	__u32 zero = 0, port = 0, len = n < 96 ? n : 96, pre = 0, total;
-	__u64 sk;
-	int mlen;
-
-	if (c && c->state == HC_NOT_HTTP)
-		return 0;
-	if (c && c->state != HC_IDLE && c->state != HC_PREFIX) {   /* more of the request (a body) */
-		c->e.req_bytes += n;
-		note_reading(c);
-		return 0;
-	}
-	sk = tcp_sock_of(fd, &port);
-	if (!sk || !(s = bpf_map_lookup_elem(&http_scratch, &zero)))
-		return 0;
-	if (c && c->state == HC_PREFIX) {
-		pre = c->pre_len & (HTTP_PRE_MAX - 1);
-		__builtin_memcpy(s->buf, c->pre, HTTP_PRE_MAX);   /* all of it: no loop */
-	}
-	/* the masks bound offset and size for the verifier; len is at most 96 */
-	if (bpf_probe_read_user(s->buf + BOUNDED(pre, HTTP_PRE_MAX - 1), BOUNDED(len, 0x7f), (void *)ubuf))
-		return 0;
-	total = pre + len;
-	if (!c) {
-		struct http_conn *fresh = bpf_map_lookup_elem(&http_zero, &zero);
-
-		if (!fresh || bpf_map_update_elem(&http_conns, &key, fresh, BPF_NOEXIST) ||
-		    !(c = bpf_map_lookup_elem(&http_conns, &key))) {
-			COUNT(http_table_full);
-			return 0;
-		}
-	} else if (c->state == HC_IDLE && c->e.sock != sk) {
-		c->e.seq = 0;   /* the fd now names another socket */
-	}
-	if (c->state != HC_PREFIX) {   /* a new request: its clock starts at its first piece */
-		start_request(c, sk, port, now);
-		c->e.req_bytes = 0;
-	}
-	c->e.req_bytes += n;
-	mlen = method_len(s->buf);
-	if (line_unfinished(s->buf, mlen, total)) {
-		__builtin_memcpy(c->pre, s->buf, HTTP_PRE_MAX);
-		c->pre_len = total;
-		c->state = HC_PREFIX;
-		return 0;
-	}
-	if (!mlen) {
-		COUNT_N(http_tls, s->buf[0] == 0x16);   /* a TLS handshake record */
-		COUNT_N(http_unparsed, s->buf[0] != 0x16);
-		c->state = HC_NOT_HTTP;
-		return 0;
-	}
-	parse_request_line(c, s->buf, mlen, total);
-	c->no_body = s->buf[0] == 'H';   /* HEAD */
-	c->state = HC_REQUEST;
-	note_reading(c);
-	return 0;
-}
-
-/* ---- the response, scanned as it is written ---- */
-
-struct scan {
-	struct http_conn *c;
-	const char *buf;
-	__u32 n;
-	__u32 base;     /* where the body starts in this write */
-	__u32 body;     /* body bytes in this write */
-	__u32 nstarts;  /* header lines begun in this write */
-	__u32 starts[32];
-	__u64 now;
-};
 
 /* buf at i starts with the lower-case word (case-insensitively). */
 static __always_inline int starts_with(const char *buf, __u32 i, const char *word, int len)
 {
-	for (int k = 0; k < len; k++) {
-		char ch = buf[(i + k) & SCAN_MASK];
-
-		if (ch >= 'A' && ch <= 'Z')
-			ch += 'a' - 'A';
-		if (ch != word[k])
+	for (int k = 0; k < len; k++)
+		if (lower(at(buf, i + k)) != word[k])
 			return 0;
-	}
 	return 1;
 }
 
 /* The offset of a header value: past the name and any spaces. */
 static __always_inline __u32 value_at(const char *buf, __u32 i)
 {
-	for (int k = 0; k < 8 && buf[i & SCAN_MASK] == ' '; k++)
+	for (int k = 0; k < 8 && at(buf, i) == ' '; k++)
 		i++;
 	return i;
 }
@@ -324,8 +104,8 @@ static __always_inline __s64 value_number(const char *buf, __u32 i)
 	__s64 v = 0;
 	int digits = 0;
 
-	for (int k = 0; k < 20; k++) {
-		char ch = buf[(i + k) & SCAN_MASK];
+	for (int k = 0; k < 19; k++) {
+		char ch = at(buf, i + k);
 
 		if (ch < '0' || ch > '9')
 			break;
@@ -335,52 +115,260 @@ static __always_inline __s64 value_number(const char *buf, __u32 i)
 	return digits ? v : -1;
 }
 
-/* Header line i of this write: the three that tell where the body ends. */
-static long header_line(__u64 j, void *ctx)
+/* One 8-byte word of the window: its '\n' bytes into sc->nl. The
+ * has-zero-byte trick skips a word without one; a global function, so
+ * that its byte loop is checked once and not for each caller's state. */
+__noinline int nl_word_at(__u32 j)
 {
-	struct scan *sc = ctx;
-	struct http_conn *c = sc->c;
-	__u32 i = sc->starts[j & 31];
+	struct scratch *sc = scratch();
+	__u32 base, p;
+	__u64 w, x;
 
-	if (starts_with(sc->buf, i, "content-type:", 13)) {
-		if (starts_with(sc->buf, value_at(sc->buf, i + 13), "text/event-stream", 17))
-			c->e.flags |= HTTP_F_SSE;
-	} else if (starts_with(sc->buf, i, "transfer-encoding:", 18)) {
-		if (starts_with(sc->buf, value_at(sc->buf, i + 18), "chunked", 7))
-			c->e.flags |= HTTP_F_CHUNKED;
-	} else if (starts_with(sc->buf, i, "content-length:", 15)) {
-		__s64 v = value_number(sc->buf, value_at(sc->buf, i + 15));
+	if (!sc)
+		return 1;
+	base = ((sc->nl_from & ~7u) + j * 8) & (WIN_MASK & ~7u);
+	w = *(__u64 *)(sc->buf + base);
+	x = w ^ 0x0a0a0a0a0a0a0a0aull;
+	if (!((x - 0x0101010101010101ull) & ~x & 0x8080808080808080ull))
+		return 0;
+	for (int k = 0; k < 8; k++) {
+		p = base + k;
+		if (((w >> (k * 8)) & 0xff) != '\n' || p < sc->nl_from || p >= sc->nl_to)
+			continue;
+		if (sc->nl_n >= NL_MAX)
+			return 1;
+		sc->nl[sc->nl_n & (NL_MAX - 1)] = p;
+		sc->nl_n++;
+	}
+	return 0;
+}
+
+static long nl_word(__u64 j, void *ctx)
+{
+	return nl_word_at(j) ? 1 : 0;
+}
+
+/* The line ends in bytes [from, to) of the window, into sc->nl. */
+static __always_inline __u32 find_newlines(struct scratch *sc, __u32 from, __u32 to)
+{
+	sc->nl_n = 0;
+	if (to <= from)
+		return 0;
+	sc->nl_from = from;
+	sc->nl_to = to;
+	bpf_loop(((to + 7) >> 3) - (from >> 3), nl_word, NULL, 0);
+	return sc->nl_n;
+}
+
+/* ---- header blocks: a request's or a response's ---- */
+
+/* A header block's scan through one window (the scratch buffer's). No
+ * pointers: the functions that take it are global, checked once. */
+struct hdr_scan {
+	__u32 from, to;     /* the window's bytes of this piece */
+	__u32 line_len;     /* bytes of the current line before this window */
+	__u32 first;        /* the current line is the request or status line */
+	__u32 response;     /* a response's headers (else a request's) */
+	__u32 end;          /* out: just past the blank line; 0: not in this window */
+	__u32 prev;         /* the previous line end seen, + 1 */
+	__u32 last_start;   /* out: the start of the last line begun */
+	__u32 flags;        /* out: HTTP_F_CHUNKED, HTTP_F_LENGTH, HTTP_F_SSE */
+	__u32 pad;
+	__s64 length;       /* out: Content-Length */
+};
+
+/* The header line at i (whole in the window), for how its body ends. */
+static __always_inline int header_name(struct hdr_scan *h, __u32 i)
+{
+	struct scratch *sc = scratch();
+	const char *buf;
+
+	if (!h || !sc || h->to < i + 16)
+		return 0;
+	buf = sc->buf;
+	if (h->response && starts_with(buf, i, "content-type:", 13)) {
+		if (starts_with(buf, value_at(buf, i + 13), "text/event-stream", 17))
+			h->flags |= HTTP_F_SSE;
+	} else if (starts_with(buf, i, "transfer-encoding:", 18)) {
+		if (starts_with(buf, value_at(buf, i + 18), "chunked", 7))
+			h->flags |= HTTP_F_CHUNKED;
+	} else if (starts_with(buf, i, "content-length:", 15)) {
+		__s64 v = value_number(buf, value_at(buf, i + 15));
 
 		if (v >= 0) {
-			c->e.flags |= HTTP_F_LENGTH;
-			c->body_left = v;
+			h->flags |= HTTP_F_LENGTH;
+			h->length = v;
 		}
 	}
 	return 0;
 }
 
-/* The headers, byte by byte to their blank line: where lines start. */
-static long header_byte(__u64 i, void *ctx)
+/* Line end j of the window: a blank line ends the headers; else the next
+ * line begins. 1: stop. */
+__noinline int header_line_at(struct hdr_scan *h, __u32 j)
 {
-	struct scan *sc = ctx;
-	struct http_conn *c = sc->c;
-	char ch = sc->buf[i & SCAN_MASK];
+	struct scratch *sc = scratch();
+	__u32 p, start, len;
 
-	if (ch == '\n') {
-		if (c->line_len == 0) {   /* the blank line: the headers end */
-			c->state = HC_BODY;
-			c->dmatch = 0;
-			sc->base = i + 1;
-			return 1;
+	if (!h || !sc)
+		return 1;
+	p = sc->nl[j & (NL_MAX - 1)];
+	start = h->prev ? h->prev : h->from;
+	len = p - start + (h->prev ? 0 : h->line_len);
+	if (len && p > h->from && at(sc->buf, p - 1) == '\r')
+		len--;
+	else if (len == 1 && p == h->from)   /* the CR came in the last piece */
+		len = 0;
+	h->prev = p + 1;
+	if (len == 0 && !h->first) {
+		h->end = p + 1;
+		return 1;
+	}
+	h->first = 0;
+	h->last_start = p + 1;
+	header_name(h, p + 1);
+	return 0;
+}
+
+static long header_line(__u64 j, void *ctx)
+{
+	return header_line_at(ctx, j) ? 1 : 0;
+}
+
+/* Scans the window's bytes [from, to) of a header block; h->end says
+ * where the block ended, if it did. */
+static __always_inline void scan_headers(struct hdr_scan *h, struct scratch *sc)
+{
+	__u32 n = find_newlines(sc, h->from, h->to);
+
+	h->last_start = h->from;
+	if (!h->line_len && !h->first)   /* a header line starts the window */
+		header_name(h, h->from);
+	bpf_loop(n, header_line, h, 0);
+	if (!h->end)   /* the last line goes on in the next window */
+		h->line_len = h->prev ? h->to - h->prev : h->line_len + (h->to - h->from);
+}
+
+/* ---- chunked bodies ---- */
+
+static __always_inline int hex_digit(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	ch = lower(ch);
+	return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+}
+
+/* One framing byte of a chunked body. Returns 1 at the body's end. */
+static __always_inline int chunk_byte(struct http_chunker *k, char ch)
+{
+	int d;
+
+	switch (k->st) {
+	case CK_SIZE:
+		d = hex_digit(ch);
+		if (d >= 0 && k->digits < 15) {
+			k->left = k->left * 16 + d;
+			k->digits++;
+			return 0;
 		}
-		c->line_len = 0;
-	} else if (ch != '\r') {
-		if (c->line_len == 0 && sc->nstarts < 32)
-			sc->starts[sc->nstarts++ & 31] = i;
-		c->line_len++;
+		k->st = CK_EXT;
+		/* fall through: ';' extensions, or the CRLF */
+	case CK_EXT:
+		if (ch == '\n') {
+			k->st = k->left ? CK_DATA : CK_TRAILER;
+			k->line_len = 0;
+			k->digits = 0;
+		}
+		return 0;
+	case CK_DATA_END:
+		if (ch == '\n') {
+			k->st = CK_SIZE;
+			k->left = 0;
+		}
+		return 0;
+	case CK_TRAILER:
+		if (ch == '\n') {
+			if (k->line_len == 0) {
+				k->st = CK_DONE;
+				return 1;
+			}
+			k->line_len = 0;
+		} else if (ch != '\r') {
+			k->line_len++;
+		}
+		return 0;
 	}
 	return 0;
 }
+
+struct chunk_walk {
+	struct http_chunker *k;
+	__u64 ubuf, len, off;        /* the piece, and how far the walk is */
+	__u64 data_from, data_len;   /* out: the data run passed last */
+	__u64 win_at;                /* where win was read from */
+	__u32 win_len;               /* bytes in win; 0: none read */
+	__u32 done;                  /* the body ended */
+	__u32 stop_at_data;          /* return after each data run (its events) */
+	__u32 pad;
+	char win[16];
+};
+
+/* One step: a data run skipped, or one framing byte (read 16 at a time). */
+static long chunk_step(__u64 j, void *ctx)
+{
+	struct chunk_walk *w = ctx;
+	struct http_chunker *k = w->k;
+	__u64 left = w->len - w->off, n, rel;
+
+	if (!left || k->st == CK_DONE)
+		return 1;
+	if (k->st == CK_DATA) {
+		n = (__u64)k->left < left ? (__u64)k->left : left;
+		w->data_from = w->off;
+		w->data_len = n;
+		w->off += n;
+		w->win_len = 0;
+		k->left -= n;
+		if (!k->left)
+			k->st = CK_DATA_END;
+		return w->stop_at_data;
+	}
+	rel = w->off - w->win_at;
+	if (!w->win_len || rel >= w->win_len) {
+		n = left < 16 ? left : 16;
+		if (bpf_probe_read_user(w->win, BOUNDED(n - 1, 15) + 1, (void *)(w->ubuf + w->off)))
+			return 1;
+		w->win_at = w->off;
+		w->win_len = n;
+		rel = 0;
+	}
+	w->off++;
+	if (chunk_byte(k, w->win[rel & 15])) {
+		w->done = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/* Walks a chunked body through the piece from off, until its end, the
+ * piece's, or (stop_at_data) a data run, which data_from/data_len name. */
+static __always_inline void chunk_walk(struct chunk_walk *w)
+{
+	w->data_len = 0;
+	w->win_len = 0;
+	bpf_loop(256, chunk_step, w, 0);
+}
+
+/* ---- server-sent events: "data:" at a line's start ---- */
+
+struct sse_scan {
+	struct http_conn *c;
+	const char *buf;
+	__u16 *nl;
+	__u32 to;
+	__u64 now;
+};
 
 static __always_inline void count_event(struct http_conn *c, __u64 now)
 {
@@ -396,242 +384,731 @@ static __always_inline void count_event(struct http_conn *c, __u64 now)
 	c->e.last_event_ns = now;
 }
 
-/* An event-stream body: "data:" at a line's start is one event. */
-static long body_byte(__u64 i, void *ctx)
+/* "data:" matched from its dm-th byte at i: how far it got (5: an event;
+ * 6: not one; less: the window ended first). */
+static __always_inline __u32 match_data(const char *buf, __u32 i, __u32 to, __u32 dm)
 {
-	struct scan *sc = ctx;
-	struct http_conn *c = sc->c;
-	char ch = sc->buf[(sc->base + i) & SCAN_MASK];
-
-	if (ch == '\n') {
-		c->dmatch = 0;
-	} else if (c->dmatch < 5) {
-		if (ch == "data:"[c->dmatch & 7]) {
-			if (++c->dmatch == 5)
-				count_event(c, sc->now);
-		} else {
-			c->dmatch = 6;
-		}
+	for (__u32 k = 0; k < 5; k++) {
+		if (k < dm)
+			continue;
+		if (i + k - dm >= to)
+			return k;
+		if (at(buf, i + k - dm) != "data:"[k])
+			return 6;
 	}
+	return 5;
+}
+
+static long sse_line(__u64 j, void *ctx)
+{
+	struct sse_scan *s = ctx;
+	__u32 p = s->nl[j & (NL_MAX - 1)];
+
+	s->c->dmatch = match_data(s->buf, p + 1, s->to, 0);
+	if (s->c->dmatch == 5)
+		count_event(s->c, s->now);
 	return 0;
 }
 
-/* The status line's code, on the response's first write. */
-static __always_inline void response_start(struct http_conn *c, const char *buf, __u64 now)
+/* The events in n body bytes at ubuf; past HTTP_WINS windows, counted only. */
+__noinline int sse_scan(struct http_conn *c, __u64 ubuf, __u64 n, __u64 now)
 {
+	struct scratch *sc = scratch();
+	struct sse_scan s = { .c = c, .now = now };
+	__u32 before, dm, len;
+	__u64 last;
+
+	if (!c || !sc || !n)
+		return 0;
+	before = c->e.events;
+	last = c->e.last_event_ns;
+	s.buf = sc->buf;
+	s.nl = sc->nl;
+#pragma clang loop unroll(disable)
+	for (int w = 0; w < HTTP_WINS && n; w++) {
+		len = n < HTTP_WIN ? n : HTTP_WIN;
+		if (bpf_probe_read_user(sc->buf, BOUNDED(len - 1, WIN_MASK) + 1, (void *)ubuf))
+			break;
+		s.to = len;
+		dm = c->dmatch;
+		if (dm < 5) {   /* a line that began before this window */
+			c->dmatch = match_data(sc->buf, 0, len, dm);
+			if (c->dmatch == 5)
+				count_event(c, now);
+		}
+		bpf_loop(find_newlines(sc, 0, len), sse_line, &s, 0);
+		ubuf += len;
+		n -= len;
+	}
+	/* the gaps to these events, into the histogram here and not per event:
+	 * the first from the previous write's, the rest 0 */
+	if (before && c->e.events > before)
+		agg_add_n(c->root, AGG_KIND_HTTP_ITL, LAYER_NONE, now - last, c->e.events - before, 0);
+	return 0;
+}
+
+/* ---- requests in the order they were read ---- */
+
+/* The request line at o of the window into method and path. */
+static __always_inline void parse_request_line(const char *buf, __u32 o, int mlen, __u32 total,
+					       char *method, char *path, __u32 *flags)
+{
+	int i;
+
+#pragma unroll
+	for (i = 0; i < HTTP_METHOD_LEN - 1; i++)   /* unrolled: no memcpy call */
+		if (i < mlen - 1)
+			method[i] = at(buf, o + i);
+	for (i = 0; i < HTTP_PATH_LEN - 1; i++) {
+		char ch = at(buf, o + mlen + i);
+
+		if (mlen + i >= total) {   /* the line went on past what was read */
+			*flags |= HTTP_F_PATH_CUT;
+			return;
+		}
+		if (ch == ' ' || ch == '?' || ch == '\r' || ch == '\n' || ch == 0)
+			return;
+		path[i] = ch;
+	}
+	*flags |= HTTP_F_PATH_CUT;
+}
+
+/* The next request in the queue becomes the one answered, else none is. */
+static __always_inline void next_request(struct http_conn *c)
+{
+	struct http_slot_key k = { .sock = c->e.sock, .idx = c->q_head % HTTP_PIPE_MAX };
+	struct http_slot *s;
+	__u64 sock = c->e.sock;
+
+	c->state = HC_IDLE;
+	if (c->q_head == c->q_tail)
+		return;
+	s = bpf_map_lookup_elem(&http_pending, &k);
+	c->q_head++;
+	if (!s)
+		return;
+	__builtin_memset(&c->e, 0, sizeof(c->e));
+	fill_header(&c->e.h, EV_HTTP, s->start_ns);
+	c->e.sock = sock;
+	c->e.start_ns = s->start_ns;
+	c->e.read_ns = s->read_ns;
+	c->e.req_bytes = s->req_bytes;
+	c->e.flags = s->flags;
+	c->e.seq = s->seq;
+	__builtin_memcpy(c->e.method, s->method, HTTP_METHOD_LEN);
+	__builtin_memcpy(c->e.path, s->path, HTTP_PATH_LEN);
+	c->no_body = s->no_body;
+	bpf_map_delete_elem(&http_pending, &k);
+	c->state = HC_REQUEST;
+	/* the request being read, if its reading goes on, is this one now */
+	c->rq_head = c->q_head == c->q_tail && c->rq_state != RQ_START;
+}
+
+/* Its response ended: out it goes, and the next one read is answered. */
+static __always_inline void end_response(struct http_conn *c, __u32 end, __u64 now)
+{
+	http_send(c, end, now);
+	c->opaque = 0;
+	next_request(c);
+}
+
+/* A request line read at o of the window: the request answered next, or
+ * one in the queue behind it. */
+static __always_inline void begin_request(struct http_conn *c, const char *buf, __u32 o, int mlen,
+					  __u32 total, __u64 start, __u64 now)
+{
+	struct http_slot s = {};
+	struct http_slot_key k = { .sock = c->e.sock, .idx = c->q_tail % HTTP_PIPE_MAX };
+	__u32 flags = start != now ? HTTP_F_ARRIVAL : 0;
+
+	c->rq_seq++;
+	if (c->state == HC_IDLE) {
+		__u64 sock = c->e.sock;
+
+		__builtin_memset(&c->e, 0, sizeof(c->e));
+		fill_header(&c->e.h, EV_HTTP, start);
+		c->e.sock = sock;
+		c->e.seq = c->rq_seq;
+		c->e.start_ns = start;
+		c->e.read_ns = now;
+		parse_request_line(buf, o, mlen, total, c->e.method, c->e.path, &flags);
+		c->e.flags = flags;
+		c->no_body = at(buf, o) == 'H';   /* HEAD */
+		c->state = HC_REQUEST;
+		c->rq_head = 1;
+		return;
+	}
+	c->rq_head = 0;
+	if (c->q_tail - c->q_head >= HTTP_PIPE_MAX) {
+		COUNT(http_lost_pipeline);
+		return;
+	}
+	s.start_ns = start;
+	s.read_ns = now;
+	s.seq = c->rq_seq;
+	s.no_body = at(buf, o) == 'H';
+	parse_request_line(buf, o, mlen, total, s.method, s.path, &flags);
+	s.flags = flags;
+	if (bpf_map_update_elem(&http_pending, &k, &s, BPF_ANY)) {
+		COUNT(http_lost_pipeline);
+		return;
+	}
+	c->q_tail++;
+}
+
+/* n more bytes of the request being read. */
+static __always_inline void request_bytes(struct http_conn *c, __u64 n)
+{
+	struct http_slot_key k = { .sock = c->e.sock, .idx = (c->q_tail - 1) % HTTP_PIPE_MAX };
+	struct http_slot *s;
+
+	if (c->rq_head) {
+		c->e.req_bytes += n;
+	} else if (c->q_tail != c->q_head && (s = bpf_map_lookup_elem(&http_pending, &k))) {
+		s->req_bytes += n;
+	}
+}
+
+/* ---- the response, scanned as it is sent ---- */
+
+/* The status line's code, at the response's first byte. */
+static __always_inline void response_start(struct http_conn *c, __u64 ubuf, __u64 now)
+{
+	char b[16] = {};
 	__u32 code = 0;
 
 	c->e.resp_ns = now;
 	c->state = HC_HEADERS;
 	c->line_len = 0;
-	if (buf[0] == 'H' && buf[1] == 'T' && buf[2] == 'T' && buf[3] == 'P' && buf[4] == '/')
+	c->dmatch = 1;   /* the status line is no header: see rsp_first */
+	bpf_probe_read_user(b, sizeof(b), (void *)ubuf);
+	if (b[0] == 'H' && b[1] == 'T' && b[2] == 'T' && b[3] == 'P' && b[4] == '/')
 		for (int k = 9; k < 12; k++)
-			if (buf[k] >= '0' && buf[k] <= '9')
-				code = code * 10 + (buf[k] - '0');
+			if (b[k] >= '0' && b[k] <= '9')
+				code = code * 10 + (b[k] - '0');
 	c->e.status = code;
-	if ((code >= 100 && code < 200) || code == 204 || code == 304)
-		c->no_body = 1;
 }
 
-/* Has the response ended with this write? */
-static __always_inline int response_done(struct http_conn *c)
+/* The headers ended: how the body will. */
+static __always_inline void response_body(struct http_conn *c, __u32 flags, __s64 length)
 {
-	if (c->state != HC_BODY)
-		return 0;
-	if (c->no_body)
-		return 1;
-	if (c->e.flags & HTTP_F_LENGTH)
-		return c->body_left <= 0;
-	/* the last chunk: "\n0\r\n\r\n" (after the previous chunk's CRLF or the headers) */
-	return (c->e.flags & HTTP_F_CHUNKED) && (c->tail & 0xffffffffffffull) == 0x0a300d0a0d0aull;
+	__u32 code = c->e.status;
+
+	c->e.flags |= flags;
+	c->state = HC_BODY;
+	c->dmatch = 0;
+	__builtin_memset(&c->chunk, 0, sizeof(c->chunk));
+	if (c->no_body || (code >= 100 && code < 200) || code == 204 || code == 304)
+		c->body = BM_NONE;
+	else if (flags & HTTP_F_CHUNKED)
+		c->body = BM_CHUNKED;
+	else if (flags & HTTP_F_LENGTH)
+		c->body = BM_LENGTH;
+	else
+		c->body = BM_CLOSE;
+	c->body_left = length;
 }
 
-/* n bytes written from user memory at ubuf. A global function, checked
- * once, not once per iovec it is called for. */
-__noinline int http_written(struct http_conn *c, __u64 ubuf, __u64 n, __u64 now)
+/* Response headers in the piece: the bytes they took of it. */
+__noinline __u64 response_headers(struct http_conn *c, __u64 ubuf, __u64 n)
 {
-	__u32 zero = 0;
-	struct scratch *s = bpf_map_lookup_elem(&http_scratch, &zero);
-	struct scan sc = { .c = c, .now = now };
-	__u8 last[16] = {};
-	__u32 k = n < 8 ? n : 8, len = n < SCAN_MASK ? n : SCAN_MASK;
+	struct scratch *sc = scratch();
+	struct hdr_scan h = { .response = 1 };
+	__u32 len = n < HTTP_WIN ? n : HTTP_WIN;
 
-	if (!c || !s || !len)
-		return 0;
-	sc.n = len;
-	sc.buf = s->buf;
-	if (bpf_probe_read_user(s->buf, BOUNDED(len, SCAN_MASK), (void *)ubuf))
-		return 0;
-	if (c->state == HC_REQUEST)
-		response_start(c, s->buf, now);
-	if (c->state == HC_HEADERS) {
-		sc.base = n;   /* no body in this write unless the headers end in it */
-		bpf_loop(sc.n, header_byte, &sc, 0);
-		bpf_loop(sc.nstarts, header_line, &sc, 0);
-	}
-	if (c->state == HC_BODY && sc.base <= n) {
-		__u32 before = c->e.events;
-		__u64 last = c->e.last_event_ns;
-
-		if ((c->e.flags & HTTP_F_SSE) && sc.base < sc.n)
-			bpf_loop(sc.n - sc.base, body_byte, &sc, 0);
-		/* the gaps to this write's events, into the histogram here and
-		 * not per byte (the verifier's cost): the first from the last
-		 * write's, the rest 0 */
-		if (before && c->e.events > before)
-			agg_add_n(current_tgid(), AGG_KIND_HTTP_ITL, LAYER_NONE, now - last, c->e.events - before, 0);
-		sc.body = n - sc.base;   /* past what was scanned: counted, not read */
-	}
-	c->e.resp_bytes += n;
-	c->body_left -= sc.body;
-	if (k && !bpf_probe_read_user(last, BOUNDED(k, 0xf), (void *)(ubuf + n - k))) {
-		for (__u32 j = 0; j < 8 && j < k; j++)
-			c->tail = (c->tail << 8) | last[j];
-	}
-	if (c->state == HC_BODY && c->no_body && c->e.status >= 100 && c->e.status < 200) {
-		c->state = HC_REQUEST;   /* an interim response: the real one follows */
-		c->no_body = 0;
-		c->e.flags &= ~(HTTP_F_SSE | HTTP_F_CHUNKED | HTTP_F_LENGTH);
-		return 0;
-	}
-	if (response_done(c)) {
-		http_send(current_tgid(), c, HTTP_END_RESPONSE, now);
-		c->state = HC_IDLE;
-	}
-	return 0;
+	if (!c || !sc || !len)
+		return n;
+	if (bpf_probe_read_user(sc->buf, BOUNDED(len - 1, WIN_MASK) + 1, (void *)ubuf))
+		return n;
+	h.to = len;
+	h.line_len = c->line_len;
+	h.first = c->dmatch;
+	scan_headers(&h, sc);
+	c->line_len = h.line_len;
+	c->dmatch = h.first;
+	if (!h.end)
+		return len;
+	response_body(c, h.flags, h.length);
+	return h.end;
 }
 
-/* A global function: the verifier checks it once, on its own. */
-__noinline int http_on_write(struct http_call *call, __s64 ret, __u64 now)
+/* Body bytes of the piece: the bytes they took of it, and whether the
+ * response ended there. */
+static __always_inline __u64 response_body_bytes(struct http_conn *c, __u64 ubuf, __u64 n, __u64 now, __u32 *done)
 {
-	struct http_conn_key key = { .tgid = current_tgid() };
-	struct http_conn *c;
-	struct iovec iov[HTTP_IOV_MAX] = {};
-	__u64 left = ret, iovp, arg;
-	__u32 niov, kind;
+	struct chunk_walk w = { .ubuf = ubuf, .len = n };
+	__u64 take;
 
-	if (!call)
-		return 0;
-	key.fd = call->fd;
-	arg = iovp = call->arg;
-	niov = call->niov;
-	kind = call->kind;
-	c = bpf_map_lookup_elem(&http_conns, &key);
-
-	if (!c || (c->state != HC_REQUEST && c->state != HC_HEADERS && c->state != HC_BODY))
-		return 0;
-	if (ret < 0) {
-		if (ret == -32 || ret == -104) {   /* EPIPE, ECONNRESET: the client went away */
-			http_send(key.tgid, c, HTTP_END_RESET, now);
-			c->state = HC_IDLE;
-		}
+	if (!c || !done)
+		return n;
+	*done = 0;
+	if (c->body == BM_NONE) {
+		*done = 1;
 		return 0;
 	}
-	if (kind == CALL_WRITE) {
-		http_written(c, arg, ret, now);
-		return 0;
+	if (c->body == BM_LENGTH) {
+		take = (__u64)c->body_left < n ? (__u64)c->body_left : n;
+		if (c->e.flags & HTTP_F_SSE)
+			sse_scan(c, ubuf, take, now);
+		c->body_left -= take;
+		*done = c->body_left <= 0;
+		return take;
 	}
-	if (kind == CALL_SENDMSG) {
-		struct user_msghdr msg;
-
-		if (bpf_probe_read_user(&msg, sizeof(msg), (void *)arg))
-			return 0;
-		iovp = (__u64)msg.msg_iov;
-		niov = msg.msg_iovlen;
+	if (c->body == BM_CLOSE) {
+		if (c->e.flags & HTTP_F_SSE)
+			sse_scan(c, ubuf, n, now);
+		return n;
 	}
-	if (bpf_probe_read_user(iov, sizeof(iov), (void *)iovp))
-		return 0;
-	for (int i = 0; i < HTTP_IOV_MAX && i < niov && left; i++) {
-		__u64 len = iov[i].iov_len < left ? iov[i].iov_len : left;
-
-		http_written(c, (__u64)iov[i].iov_base, len, now);
-		left -= len;
-		if (c->state == HC_IDLE)
-			return 0;
+	w.k = &c->chunk;
+	w.stop_at_data = 1;
+#pragma clang loop unroll(disable)
+	for (int r = 0; r < 8 && !w.done && w.off < n; r++) {
+		chunk_walk(&w);
+		if (w.data_len && (c->e.flags & HTTP_F_SSE))
+			sse_scan(c, ubuf + w.data_from, w.data_len, now);
 	}
-	if (left)   /* past the iovecs looked at: counted */
-		c->e.resp_bytes += left;
-	return 0;
+	*done = w.done;
+	return w.done ? w.off : n;
 }
 
-static __always_inline void on_close(__u32 tgid, __u32 fd, __u64 now)
+/* One step of a response through the n bytes sent at ubuf: the bytes it
+ * took. A global function, checked once. */
+__noinline __u64 response_step(struct http_conn *c, __u64 ubuf, __u64 n, __u64 now)
 {
-	struct http_conn_key key = { .tgid = tgid, .fd = fd };
-	struct http_conn *c = bpf_map_lookup_elem(&http_conns, &key);
+	__u64 took = 0;
+	__u32 done = 0;
 
 	if (!c)
+		return n;
+	if (c->state == HC_BODY && c->body == BM_CLOSE && c->q_head != c->q_tail) {
+		char b[8] = {};
+
+		/* no end was given, and the next response begins: this one ends */
+		bpf_probe_read_user(b, sizeof(b), (void *)ubuf);
+		if (b[0] == 'H' && b[1] == 'T' && b[2] == 'T' && b[3] == 'P' && b[4] == '/')
+			end_response(c, HTTP_END_UNPARSED, now);
+	}
+	if (c->state == HC_IDLE || c->state == HC_NOT_HTTP)
+		return n;   /* nothing was asked (a request before the attach) */
+	if (c->state == HC_REQUEST)
+		response_start(c, ubuf, now);
+	if (c->state == HC_HEADERS) {
+		took = response_headers(c, ubuf, n);
+		c->e.resp_bytes += took;
+		if (c->state == HC_HEADERS)
+			return n;
+		if (c->e.status >= 100 && c->e.status < 200) {
+			c->state = HC_REQUEST;   /* an interim response: the real one follows */
+			c->e.flags &= ~(HTTP_F_SSE | HTTP_F_CHUNKED | HTTP_F_LENGTH);
+			return took;
+		}
+		return took ? took : 0;
+	}
+	took = response_body_bytes(c, ubuf, n, now, &done);
+	c->e.resp_bytes += took;
+	if (done)
+		end_response(c, HTTP_END_RESPONSE, now);
+	return took;
+}
+
+/* A piece of n bytes sent from user memory at ubuf (a write's buffer or
+ * one iovec): the responses it carries, in order. */
+static __always_inline int response_piece(struct http_conn *c, __u64 ubuf, __u64 n, __u64 now)
+{
+	__u64 off = 0;
+
+	if (!c)
+		return 0;
+#pragma clang loop unroll(disable)
+	for (int r = 0; r < 16 && off < n; r++)
+		off += response_step(c, ubuf + off, n - off, now);
+	/* a body with no bytes left to take (BM_NONE) ends with its headers */
+	if (c->state == HC_BODY && c->body == BM_NONE)
+		end_response(c, HTTP_END_RESPONSE, now);
+	return 0;
+}
+
+/* n bytes sent that cannot be read here (sendfile, splice, sendmmsg):
+ * body bytes by their count. Before the headers were seen the response
+ * can only end at the next one or the close. */
+static __always_inline void response_opaque(struct http_conn *c, __u64 n, __u64 now)
+{
+	struct http_chunker *k = &c->chunk;
+
+	if (c->state == HC_IDLE || c->state == HC_NOT_HTTP)
 		return;
-	if (c->state == HC_REQUEST || c->state == HC_HEADERS || c->state == HC_BODY)
-		http_send(key.tgid, c, HTTP_END_CLOSE, now);
-	else if (c->state == HC_PREFIX)   /* closed before a whole request line came */
+	c->e.resp_bytes += n;
+	if (c->state != HC_BODY) {
+		if (c->state == HC_REQUEST)
+			c->e.resp_ns = now;
+		c->state = HC_BODY;
+		c->body = BM_CLOSE;
+		c->opaque = 1;
+		return;
+	}
+	if (c->body == BM_LENGTH) {
+		c->body_left -= n;
+		if (c->body_left <= 0)
+			end_response(c, HTTP_END_RESPONSE, now);
+	} else if (c->body == BM_CHUNKED && k->st == CK_DATA) {
+		k->left = (__u64)k->left > n ? k->left - n : 0;
+		if (!k->left)
+			k->st = CK_DATA_END;
+	}
+}
+
+/* ---- the reading of requests ---- */
+
+/* buf at o starts with word (len bytes, exactly). */
+static __always_inline int has_prefix(const char *buf, __u32 o, const char *word, int len)
+{
+	for (int k = 0; k < len; k++)
+		if (at(buf, o + k) != word[k])
+			return 0;
+	return 1;
+}
+
+/* The method's length with its space if buf starts with one, else 0.
+ * (Literals, not a table: the object linker misplaced a const table.) */
+static __always_inline int method_len(const char *buf)
+{
+	if (has_prefix(buf, 0, "GET ", 4) || has_prefix(buf, 0, "PUT ", 4))
+		return 4;
+	if (has_prefix(buf, 0, "POST ", 5) || has_prefix(buf, 0, "HEAD ", 5))
+		return 5;
+	if (has_prefix(buf, 0, "PATCH ", 6))
+		return 6;
+	if (has_prefix(buf, 0, "DELETE ", 7))
+		return 7;
+	return has_prefix(buf, 0, "OPTIONS ", 8) ? 8 : 0;
+}
+
+static __always_inline int path_end(char ch)
+{
+	return ch == ' ' || ch == '?' || ch == '\r' || ch == '\n' || ch == 0;
+}
+
+/* Too little of the request line to parse yet: upper-case letters that may
+ * still become a method, or a method whose path has not ended. */
+static __always_inline int line_unfinished(const char *buf, int mlen, __u32 total)
+{
+	if (total >= HTTP_PRE_MAX)
+		return 0;
+	if (!mlen) {
+		for (__u32 i = 0; i < 8 && i < total; i++)
+			if (at(buf, i) < 'A' || at(buf, i) > 'Z')
+				return 0;
+		return 1;
+	}
+	for (__u32 i = 0; i < HTTP_PRE_MAX; i++) {
+		if (mlen + i >= total)
+			return 1;
+		if (path_end(at(buf, mlen + i)))
+			return 0;
+	}
+	return 0;
+}
+
+/* Bytes that open no request where one must start: on a new connection it
+ * is not HTTP/1.x (each kind counted); after requests, a boundary lost. */
+static __always_inline void not_a_request(struct http_conn *c, const char *buf)
+{
+	if (c->rq_seq) {
+		COUNT(http_lost_boundary);
+		c->rq_state = RQ_LOST;
+		return;
+	}
+	if (at(buf, 0) == 0x16)   /* a TLS handshake record */
+		COUNT(http_tls);
+	else if (has_prefix(buf, 0, "PRI * HTTP/2", 12))
+		COUNT(http_h2);
+	else
 		COUNT(http_unparsed);
-	bpf_map_delete_elem(&http_arrivals, &c->e.sock);
-	bpf_map_delete_elem(&http_conns, &key);
+	c->state = HC_NOT_HTTP;
+}
+
+/* A request line at ubuf (after any kept start of it): the bytes it took. */
+__noinline __u64 request_start(struct http_conn *c, __u64 ubuf, __u64 n, __u64 start, __u64 now)
+{
+	struct scratch *sc = scratch();
+	__u32 pre, len = n < 96 ? n : 96, total;
+	int mlen;
+
+	if (!c || !sc || !len)
+		return n;
+	pre = c->rq_state == RQ_PREFIX ? c->pre_len & (HTTP_PRE_MAX - 1) : 0;
+	__builtin_memcpy(sc->buf, c->pre, HTTP_PRE_MAX);   /* all of it: no loop */
+	/* the masks bound offset and size for the verifier; len is at most 96 */
+	if (bpf_probe_read_user(sc->buf + BOUNDED(pre, HTTP_PRE_MAX - 1), BOUNDED(len - 1, 0x7f) + 1, (void *)ubuf))
+		return n;
+	total = pre + len;
+	mlen = method_len(sc->buf);
+	if (line_unfinished(sc->buf, mlen, total)) {
+		if (c->rq_state != RQ_PREFIX)
+			c->e.start_ns = start;   /* kept for when the line is whole */
+		__builtin_memcpy(c->pre, sc->buf, HTTP_PRE_MAX);
+		c->pre_len = total;
+		c->rq_state = RQ_PREFIX;
+		return n;
+	}
+	if (!mlen) {
+		not_a_request(c, sc->buf);
+		return n;
+	}
+	if (c->rq_state == RQ_PREFIX && c->state == HC_IDLE)
+		start = c->e.start_ns;   /* timed from its first piece */
+	begin_request(c, sc->buf, 0, mlen, total, start, now);
+	request_bytes(c, pre);
+	c->rq_state = RQ_HEAD;
+	c->rq_first = 1;
+	c->rq_line_len = pre;
+	c->rq_length = -1;
+	c->rq_chunked = 0;
+	return 0;   /* the headers' scan reads the line again, for its end */
+}
+
+/* Request headers in the piece: the bytes they took of it. */
+__noinline __u64 request_headers(struct http_conn *c, __u64 ubuf, __u64 n)
+{
+	struct scratch *sc = scratch();
+	struct hdr_scan h = {};
+	__u32 len = n < HTTP_WIN ? n : HTTP_WIN;
+
+	if (!c || !sc || !len)
+		return n;
+	if (bpf_probe_read_user(sc->buf, BOUNDED(len - 1, WIN_MASK) + 1, (void *)ubuf))
+		return n;
+	h.to = len;
+	h.line_len = c->rq_line_len;
+	h.first = c->rq_first;
+	scan_headers(&h, sc);
+	c->rq_line_len = h.line_len;
+	c->rq_first = h.first;
+	if (!h.end) {
+		/* a line cut by the window's end is read whole in the next one */
+		if (len < n && h.last_start > 64 && len - h.last_start < 64) {
+			c->rq_line_len = 0;
+			return h.last_start;
+		}
+		return len;
+	}
+	if (h.flags & HTTP_F_CHUNKED) {
+		c->rq_state = RQ_CHUNKED;
+		__builtin_memset(&c->rq_chunk, 0, sizeof(c->rq_chunk));
+	} else if ((h.flags & HTTP_F_LENGTH) && h.length > 0) {
+		c->rq_state = RQ_BODY;
+		c->rq_left = h.length;
+	} else {
+		c->rq_state = RQ_START;
+	}
+	return h.end;
+}
+
+/* One step of reading requests from the n bytes at ubuf (0: not readable
+ * here): the bytes it took. A global function, checked once. */
+__noinline __u64 request_step(struct http_conn *c, __u64 ubuf, __u64 n, __u64 start, __u64 now)
+{
+	struct scratch *sc = scratch();
+	struct chunk_walk w = {};
+	__u32 st;
+	__u64 took = n;
+
+	if (!c || !sc)
+		return n;
+	st = c->rq_state;
+	if (st == RQ_LOST || c->state == HC_NOT_HTTP)
+		return n;
+	if (st == RQ_BODY) {
+		took = (__u64)c->rq_left < n ? (__u64)c->rq_left : n;
+		c->rq_left -= took;
+		if (!c->rq_left)
+			c->rq_state = RQ_START;
+	} else if (!ubuf) {   /* bytes to parse that cannot be read */
+		if (st != RQ_START || c->rq_seq)
+			COUNT(http_lost_boundary);
+		c->rq_state = RQ_LOST;
+		return n;
+	} else if (st == RQ_START || st == RQ_PREFIX) {
+		took = request_start(c, ubuf, n, start, now);
+	} else if (st == RQ_HEAD) {
+		took = request_headers(c, ubuf, n);
+	} else {
+		w.k = &c->rq_chunk;
+		w.ubuf = ubuf;
+		w.len = n;
+		chunk_walk(&w);
+		took = w.off;
+		if (w.done)
+			c->rq_state = RQ_START;
+	}
+	if (c->rq_state != RQ_PREFIX)
+		request_bytes(c, took);
+	return took;
+}
+
+/* A piece of n bytes received into user memory at ubuf: the requests in
+ * it, each delimited. */
+static __always_inline int request_piece(struct http_conn *c, __u64 ubuf, __u64 n, __u64 start, __u64 now)
+{
+	__u64 off = 0;
+
+	if (!c)
+		return 0;
+#pragma clang loop unroll(disable)
+	for (int r = 0; r < 24 && off < n; r++)
+		off += request_step(c, ubuf ? ubuf + off : 0, n - off, start, now);
+	return 0;
+}
+
+/* This thread read (part of) a request: what it hands the engine next
+ * came from there (reqlink.bpf.h). */
+static __always_inline void note_reading(struct http_conn *c)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct http_link l = { .sock = c->e.sock, .seq = c->rq_seq };
+
+	if (c->rq_seq && c->state != HC_NOT_HTTP)
+		bpf_map_update_elem(&http_reading, &tid, &l, BPF_ANY);
+}
+
+/* ---- the system call behind a send or a receive ---- */
+
+struct iov_walk {
+	struct http_conn *c;
+	__u64 iov, left, start, now;
+	__u32 recv;
+};
+
+static long iov_step(__u64 i, void *ctx)
+{
+	struct iov_walk *w = ctx;
+	struct iovec v;
+	__u64 n;
+
+	if (!w->left || bpf_probe_read_user(&v, sizeof(v), (void *)(w->iov + i * sizeof(v))))
+		return 1;
+	n = v.iov_len < w->left ? v.iov_len : w->left;
+	if (w->recv)
+		request_piece(w->c, (__u64)v.iov_base, n, w->start, w->now);
+	else
+		response_piece(w->c, (__u64)v.iov_base, n, w->now);
+	w->left -= n;
+	return 0;
+}
+
+/* ret bytes received or sent on c's socket by the current system call:
+ * its buffer, or each of its iovecs (any count the kernel takes); a call
+ * whose bytes cannot be found (sendfile, splice, io_uring) by count. */
+__noinline int http_bytes(struct http_conn *c, __u64 ret, __u32 recv, __u64 start, __u64 now)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	struct iov_walk w = { .c = c, .left = ret, .start = start, .now = now, .recv = recv };
+	__u64 nr, niov = 0;
+
+	if (!c || !regs)
+		return 0;
+	nr = BPF_CORE_READ(regs, orig_ax);
+	w.iov = BPF_CORE_READ(regs, si);
+	if (nr == (recv ? NR_read : NR_write) || nr == (recv ? NR_recvfrom : NR_sendto)) {
+		if (recv)
+			request_piece(c, w.iov, ret, start, now);
+		else
+			response_piece(c, w.iov, ret, now);
+		return 0;
+	}
+	if (nr == (recv ? NR_readv : NR_writev)) {
+		niov = BPF_CORE_READ(regs, dx);
+	} else if (nr == (recv ? NR_recvmsg : NR_sendmsg)) {
+		struct user_msghdr msg;
+
+		if (bpf_probe_read_user(&msg, sizeof(msg), (void *)w.iov))
+			return 0;
+		w.iov = (__u64)msg.msg_iov;
+		niov = msg.msg_iovlen;
+	} else if (recv) {
+		request_piece(c, 0, ret, start, now);
+		return 0;
+	} else {
+		response_opaque(c, ret, now);
+		return 0;
+	}
+	bpf_loop(niov < 1024 ? niov : 1024, iov_step, &w, 0);
+	return 0;
 }
 
 /* ---- the programs ---- */
 
-SEC("raw_tp/sys_enter")
-int http_sys_enter(struct bpf_raw_tracepoint_args *ctx)
+/* A TCP socket's bytes read by a traced process: a connection's first
+ * bytes make it one. */
+static __always_inline struct http_conn *new_conn(__u64 sk, __u32 root)
 {
-	struct pt_regs *regs = (void *)ctx->args[0];
-	long id = (long)ctx->args[1];
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct http_call call = {};
-	__u32 tgid = http_target();
+	struct sock *s = (void *)sk;
+	struct http_conn *fresh, *c;
+	__u32 zero = 0;
 
-	if (!tgid || detaching)
+	if (BPF_CORE_READ(s, sk_type) != 1 /* SOCK_STREAM */ || BPF_CORE_READ(s, sk_protocol) != 6 /* TCP */)
 		return 0;
-	switch (id) {
-	case NR_recvfrom:
-		if (reg_arg(regs, 4) & 2)   /* MSG_PEEK: a look, not a read (cpp-httplib's keep-alive check) */
-			return 0;
-		/* fall through */
-	case NR_read:
-		call.kind = CALL_READ;
-		break;
-	case NR_write:
-	case NR_sendto:
-		call.kind = CALL_WRITE;
-		break;
-	case NR_writev:
-		call.kind = CALL_WRITEV;
-		call.niov = reg_arg(regs, 3);
-		break;
-	case NR_sendmsg:
-		call.kind = CALL_SENDMSG;
-		break;
-	case NR_close:
-		on_close(tgid, reg_arg(regs, 1), bpf_ktime_get_ns());
-		return 0;
-	default:
+	fresh = bpf_map_lookup_elem(&http_zero, &zero);
+	if (!fresh || bpf_map_update_elem(&http_conns, &sk, fresh, BPF_NOEXIST) ||
+	    !(c = bpf_map_lookup_elem(&http_conns, &sk))) {
+		COUNT(http_table_full);
 		return 0;
 	}
-	call.fd = reg_arg(regs, 1);
-	call.arg = reg_arg(regs, 2);
-	bpf_map_update_elem(&http_calls, &tid, &call, BPF_ANY);
+	c->e.sock = sk;
+	c->tgid = current_tgid();
+	c->root = root;
+	return c;
+}
+
+SEC("raw_tp/sock_recv_length")
+int http_recv(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u64 sk = ctx->args[0], now, start, *arrived;
+	int ret = (int)ctx->args[1], flags = (int)ctx->args[2];
+	struct http_conn *c;
+	__u32 root, port;
+
+	if (ret <= 0 || (flags & 2 /* MSG_PEEK: a look, not a read */) || detaching || !(root = http_root()))
+		return 0;
+	c = bpf_map_lookup_elem(&http_conns, &sk);
+	if (c && c->state == HC_NOT_HTTP)
+		return 0;
+	if (!c && !(c = new_conn(sk, root)))
+		return 0;
+	now = bpf_ktime_get_ns();
+	arrived = bpf_map_lookup_elem(&http_arrivals, &sk);
+	start = arrived && *arrived && *arrived <= now ? *arrived : now;
+	bpf_map_delete_elem(&http_arrivals, &sk);   /* the next bytes' clock starts anew */
+	http_bytes(c, ret, 1, start, now);
+	note_reading(c);
+	if (c->rq_seq == 1 && c->e.seq == 1 && c->state == HC_REQUEST) {
+		/* a port that serves HTTP: its next connections are timed from arrival */
+		__u32 one = 1;
+
+		port = BPF_CORE_READ((struct sock *)sk, __sk_common.skc_num);
+		bpf_map_update_elem(&http_ports, &port, &one, BPF_NOEXIST);
+	}
 	return 0;
 }
 
-SEC("raw_tp/sys_exit")
-int http_sys_exit(struct bpf_raw_tracepoint_args *ctx)
+SEC("raw_tp/sock_send_length")
+int http_send_length(struct bpf_raw_tracepoint_args *ctx)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	__s64 ret = (__s64)ctx->args[1];
-	struct http_call *p, call;
-	__u64 now;
+	__u64 sk = ctx->args[0];
+	int ret = (int)ctx->args[1];
+	struct http_conn *c;
 
-	if (!http_target() || !(p = bpf_map_lookup_elem(&http_calls, &tid)))
+	if (detaching || !http_root() || !(c = bpf_map_lookup_elem(&http_conns, &sk)))
 		return 0;
-	call = *p;
-	bpf_map_delete_elem(&http_calls, &tid);
-	now = bpf_ktime_get_ns();
-	if (call.kind == CALL_READ) {
-		if (ret > 0)
-			http_on_read(call.fd, call.arg, ret, now);
-	} else {
-		http_on_write(&call, ret, now);
+	if (c->state != HC_REQUEST && c->state != HC_HEADERS && c->state != HC_BODY)
+		return 0;
+	if (ret < 0) {
+		if (ret == -32 || ret == -104)   /* EPIPE, ECONNRESET: the client went away */
+			end_response(c, HTTP_END_RESET, bpf_ktime_get_ns());
+		return 0;
 	}
+	http_bytes(c, ret, 0, 0, bpf_ktime_get_ns());
 	return 0;
 }
 
@@ -661,12 +1138,41 @@ int http_tcp_probe(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
+/* The server closed (FIN_WAIT1, LAST_ACK) or the connection died (CLOSE):
+ * its open request ends, and its state goes. */
 SEC("raw_tp/inet_sock_set_state")
 int http_sock_state(struct bpf_raw_tracepoint_args *ctx)
 {
 	__u64 key = ctx->args[0];
+	int state = (int)ctx->args[2];
+	struct http_conn *c;
 
-	if ((int)ctx->args[2] == 7 /* TCP_CLOSE */)
+	if (state != 4 /* FIN_WAIT1 */ && state != 9 /* LAST_ACK */ && state != 7 /* CLOSE */)
+		return 0;
+	if (state == 7)
 		bpf_map_delete_elem(&http_arrivals, &key);
+	if (!(c = bpf_map_lookup_elem(&http_conns, &key)))
+		return 0;
+	if (c->state == HC_REQUEST || c->state == HC_HEADERS || c->state == HC_BODY)
+		http_send(c, c->opaque ? HTTP_END_UNPARSED : HTTP_END_CLOSE, bpf_ktime_get_ns());
+	else if (c->rq_state == RQ_PREFIX)   /* closed before a whole request line came */
+		COUNT(http_unparsed);
+	http_drop_pending(c);
+	bpf_map_delete_elem(&http_conns, &key);
+	return 0;
+}
+
+/* A traced process's child (a pre-fork server's worker) is traced too,
+ * in the same tree, unless the process alone was asked for. */
+SEC("raw_tp/sched_process_fork")
+int http_fork(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *parent = (void *)ctx->args[0], *child = (void *)ctx->args[1];
+	__u32 ptgid = BPF_CORE_READ(parent, tgid), ctgid = BPF_CORE_READ(child, tgid);
+	struct http_watch *w;
+
+	if (ptgid == ctgid || !(w = bpf_map_lookup_elem(&http_pids, &ptgid)) || !(w->flags & HTTP_W_TREE))
+		return 0;
+	bpf_map_update_elem(&http_pids, &ctgid, w, BPF_ANY);
 	return 0;
 }

@@ -1,59 +1,116 @@
 // SPDX-License-Identifier: GPL-2.0
-/* http.bpf.h - --http: HTTP/1.x requests of a traced server, seen on its
+/* http.bpf.h - --http: HTTP/1.x requests of traced servers, seen on their
  * sockets (http.bpf.c has the programs; spantrace.bpf.c's exit handler
  * ends a process's open requests through http_forget_pid).
  *
- * A connection is keyed by (tgid, fd). It becomes one when a read of a TCP
- * socket starts with an HTTP method, so connections accepted before the
- * attach count too. A request starts when its first bytes reached the
- * socket (raw tracepoint tcp_probe, on the server's listening ports) and
- * ends when its response's last byte is written: Content-Length, the
- * chunked terminator, or the close. Server-sent events are the "data:"
- * lines of a text/event-stream body, across writes. Nothing but the method,
- * the path before any '?', lengths, counts and times leaves the kernel. */
+ * A connection is keyed by its socket. It becomes one when a read from it
+ * starts with an HTTP method, so connections accepted before the attach
+ * count too. Requests are delimited as they are read (the request line,
+ * the headers, a Content-Length or chunked body), so several in one read
+ * are several; responses are matched to them in order, as HTTP/1.1 says.
+ * A request starts when its first bytes reached the socket (tcp_probe, on
+ * the servers' listening ports) and ends when its response's last byte is
+ * sent: Content-Length, the chunked terminator, or the close. Nothing but
+ * the method, the path before any '?', lengths, counts and times leaves
+ * the kernel. */
 #ifndef SPANTRACE_HTTP_BPF_H
 #define SPANTRACE_HTTP_BPF_H
 
 #include "reqlink.bpf.h"
 
 #define HTTP_MAX_CONNS 16384
-#define HTTP_SCAN_MAX 4096   /* bytes of one write scanned (less one); the rest only counted */
-#define HTTP_IOV_MAX 4       /* iovecs of one writev/sendmsg looked at */
+#define HTTP_WIN 4096        /* bytes of a piece read and scanned at once */
+#define HTTP_WINS 4          /* windows scanned of one piece; the rest is counted */
+#define HTTP_PIPE_MAX 64     /* requests read ahead of their responses, a connection */
+#define HTTP_PRE_MAX 32      /* a request line's start kept across short reads */
 
 enum http_conn_state {
-	HC_IDLE,     /* between requests */
-	HC_REQUEST,  /* read, no response byte yet */
-	HC_HEADERS,  /* the response's headers being written */
+	HC_IDLE,     /* no request waits for a response */
+	HC_REQUEST,  /* the oldest request read waits for its response */
+	HC_HEADERS,  /* that response's headers being sent */
 	HC_BODY,     /* its body */
 	HC_NOT_HTTP, /* the first bytes were not HTTP/1.x: ignored from then on */
-	HC_PREFIX,   /* a request line begun in pieces too short to tell yet */
 };
 
-#define HTTP_PRE_MAX 32   /* a request line's start kept across short reads */
+/* Where the reading of requests is. */
+enum http_rq_state {
+	RQ_START,    /* the next byte starts a request line */
+	RQ_PREFIX,   /* a request line begun in pieces too short to tell yet */
+	RQ_HEAD,     /* in a request's line or headers */
+	RQ_BODY,     /* rq_left bytes of its body to come */
+	RQ_CHUNKED,  /* its chunked body (rq_chunk) */
+	RQ_LOST,     /* a boundary was not found: nothing more is parsed */
+};
 
-struct http_conn_key {
-	__u32 tgid;
-	__u32 fd;
+/* How a body ends. */
+enum http_body { BM_NONE, BM_LENGTH, BM_CHUNKED, BM_CLOSE };
+
+/* A chunked body's framing, parsed byte by byte; chunk data is skipped. */
+enum http_chunk_state { CK_SIZE, CK_EXT, CK_DATA, CK_DATA_END, CK_TRAILER, CK_DONE };
+
+struct http_chunker {
+	__s64 left;       /* CK_DATA: bytes of the chunk still to come */
+	__u32 st;         /* enum http_chunk_state */
+	__u32 line_len;   /* CK_TRAILER: bytes of the trailer line so far */
+	__u32 digits;     /* CK_SIZE: hex digits so far */
+	__u32 pad;
+};
+
+/* A request read ahead of its response (pipelining), waiting its turn. */
+struct http_slot {
+	__u64 start_ns, read_ns, req_bytes;
+	__u32 flags, seq, no_body, pad;
+	char method[HTTP_METHOD_LEN];
+	char path[HTTP_PATH_LEN];
+};
+
+struct http_slot_key {
+	__u64 sock;
+	__u32 idx;   /* its place in the connection's queue, modulo HTTP_PIPE_MAX */
+	__u32 pad;
 };
 
 struct http_conn {
-	struct http_event e;  /* the request in progress, sent as it is at its end */
-	__s64 body_left;      /* Content-Length still to come */
-	__u64 tail;           /* the last 8 bytes written, newest lowest */
+	struct http_event e;  /* the request being answered, sent as it is at its end */
+	__u32 tgid;           /* the process that read it */
+	__u32 root;           /* the traced tree's root: the series' pid */
 	__u32 state;          /* enum http_conn_state */
-	__u32 line_len;       /* response header line: bytes so far, CR not counted */
-	__u32 dmatch;         /* "data:" matched so far on this body line; 6: no match */
-	__u32 no_body;        /* HEAD, 1xx, 204, 304: the headers end it */
-	__u32 pre_len;        /* HC_PREFIX: bytes in pre */
+	__u32 body;           /* enum http_body of the response */
+	__s64 body_left;      /* BM_LENGTH: bytes still to come */
+	struct http_chunker chunk;
+	__u32 line_len;       /* response headers: bytes of this line so far */
+	__u32 dmatch;         /* "data:" matched so far on this body line; 6: no match (headers: 1 on the status line) */
+	__u32 no_body;        /* HEAD: the headers end its response */
+	__u32 opaque;         /* bytes of the response went out unseen (sendfile before its headers) */
+	/* the reading of requests */
+	__u32 rq_state;       /* enum http_rq_state */
+	__u32 rq_line_len;    /* bytes of the header line so far */
+	__u32 rq_first;       /* the request line, not a header, is being read */
+	__u32 rq_seq;         /* the number of the request being read */
+	__s64 rq_left;        /* RQ_BODY: its body still to come */
+	__s64 rq_length;      /* its Content-Length (-1: none) */
+	__u32 rq_chunked;     /* its body is chunked */
+	__u32 rq_head;        /* the request being read is the one in e */
+	struct http_chunker rq_chunk;
+	__u32 q_head, q_tail; /* the queue of requests read ahead (http_pending) */
+	__u32 pre_len;        /* RQ_PREFIX: bytes in pre */
+	__u32 pad;
 	char pre[HTTP_PRE_MAX];
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, HTTP_MAX_CONNS);
-	__type(key, struct http_conn_key);
+	__type(key, __u64);   /* the socket's kernel address */
 	__type(value, struct http_conn);
 } http_conns __weak SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, HTTP_MAX_CONNS);
+	__type(key, struct http_slot_key);
+	__type(value, struct http_slot);
+} http_pending __weak SEC(".maps");
 
 /* The socket's kernel address -> when unread bytes first reached it. LRU:
  * a connection that sends and is never read ages out by itself. */
@@ -73,57 +130,75 @@ struct {
 	__type(value, __u32);
 } http_ports __weak SEC(".maps");
 
-/* Processes whose sockets are traced when no single target is
- * (target_tgid 0): the daemon's engines, added as it attaches to them. */
+/* Processes whose sockets are traced: record's -p, -- CMD and --binary,
+ * the daemon's engines, and their children (http_fork). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct http_watch);
 } http_pids __weak SEC(".maps");
 
 /* A request's end: into the kernel's histograms (what the daemon reads,
  * at once, however idle the server is then), and out as one record. */
-static __always_inline void http_send(__u32 tgid, struct http_conn *c, __u32 end, __u64 now)
+static __always_inline void http_send(struct http_conn *c, __u32 end, __u64 now)
 {
 	__u64 first = c->e.first_event_ns ? c->e.first_event_ns : c->e.resp_ns;
+	__u32 root = c->root;
 	struct http_event *e;
 
 	/* a llama.cpp request linked to it ends first, so that its record
 	 * reaches the join (user/core/reqjoin.h) before this one; only on a
 	 * response that ended (a client gone may leave the engine a step yet) */
 	if (end == HTTP_END_RESPONSE)
-		seq_end_request(tgid, c->e.sock, c->e.seq, now);
-	agg_add(tgid, AGG_KIND_HTTP_REQUEST, (__s32)c->e.status, now - c->e.start_ns, end != HTTP_END_RESPONSE);
+		seq_end_request(c->tgid, c->e.sock, c->e.seq, now);
+	agg_add(root, AGG_KIND_HTTP_REQUEST, (__s32)c->e.status, now - c->e.start_ns, end != HTTP_END_RESPONSE);
 	if (first)
-		agg_add(tgid, AGG_KIND_HTTP_TTFT, LAYER_NONE, first - c->e.start_ns, 0);
+		agg_add(root, AGG_KIND_HTTP_TTFT, LAYER_NONE, first - c->e.start_ns, 0);
 	if (c->e.flags & HTTP_F_SSE)
-		agg_add(tgid, AGG_KIND_HTTP_EVENTS, LAYER_NONE, c->e.events, 0);
+		agg_add(root, AGG_KIND_HTTP_EVENTS, LAYER_NONE, c->e.events, 0);
 	e = reserve(EV_HTTP, sizeof(*e));
 	if (!e)
 		return;
 	__builtin_memcpy(e, &c->e, sizeof(*e));
 	e->h.type = EV_HTTP;
+	e->h.pid = c->tgid;
 	e->h.ts_ns = c->e.start_ns;
 	e->end_ns = now;
 	e->end = end;
 	submit(e);
 }
 
-static long http_end_of_pid(struct bpf_map *map, struct http_conn_key *key, struct http_conn *c, void *data)
+/* The queue of requests read ahead goes with its connection. */
+static __always_inline void http_drop_pending(struct http_conn *c)
 {
-	if (key->tgid != *(__u32 *)data)
+	struct http_slot_key k = { .sock = c->e.sock };
+
+	for (__u32 i = 0; i < HTTP_PIPE_MAX && c->q_head + i != c->q_tail; i++) {
+		k.idx = (c->q_head + i) % HTTP_PIPE_MAX;
+		bpf_map_delete_elem(&http_pending, &k);
+	}
+	COUNT_N(http_lost_closed, c->q_tail - c->q_head);
+	c->q_head = c->q_tail;
+}
+
+static long http_end_of_pid(struct bpf_map *map, __u64 *key, struct http_conn *c, void *data)
+{
+	if (c->tgid != *(__u32 *)data)
 		return 0;
 	if (c->state == HC_REQUEST || c->state == HC_HEADERS || c->state == HC_BODY)
-		http_send(key->tgid, c, HTTP_END_EXIT, bpf_ktime_get_ns());
+		http_send(c, HTTP_END_EXIT, bpf_ktime_get_ns());
+	http_drop_pending(c);
 	bpf_map_delete_elem(map, key);
 	return 0;
 }
 
-/* A process that exits ends its open requests; its connections go, and
- * its pid is no longer watched (it may come back as another program). */
+/* A traced process that exits ends its open requests; its connections go,
+ * and its pid is no longer watched (it may come back as another program). */
 static __always_inline void http_forget_pid(__u32 tgid)
 {
+	if (!bpf_map_lookup_elem(&http_pids, &tgid))
+		return;
 	bpf_for_each_map_elem(&http_conns, http_end_of_pid, &tgid, 0);
 	bpf_map_delete_elem(&http_pids, &tgid);
 }

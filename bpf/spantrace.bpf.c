@@ -427,6 +427,9 @@ int handle_exit(void *ctx)
 		bpf_map_delete_elem(&thread_counters, &tid);
 	/* When the whole process goes, so do its outstanding allocations. The
 	 * pools/kv/agg entries stay for the reader, which removes dead pids. */
+	/* a process traced for --http may be a traced tree's, outside target_tgid */
+	if (tid == tgid && (loaded & LOADED_HTTP))
+		http_forget_pid(tgid);
 	if (tid == tgid && (!target_tgid || tgid == target_tgid)) {
 		if (loaded & (LOADED_PROBES | LOADED_ENGINES))
 			bpf_for_each_map_elem(&allocs, drop_pid_alloc, &tgid, 0);
@@ -437,8 +440,6 @@ int handle_exit(void *ctx)
 			bpf_for_each_map_elem(&requests, drop_pid_request, &tgid, 0);
 		if (loaded & LOADED_OPENCL)
 			bpf_for_each_map_elem(&cl_mems, cl_drop_pid_mem, &tgid, 0);
-		if (loaded & LOADED_HTTP)
-			http_forget_pid(tgid);
 		if (perf_mode)
 			bpf_map_delete_elem(&proc_span, &tgid);
 	}

@@ -225,8 +225,17 @@ enum http_end {
 	HTTP_END_CLOSE,        /* the server closed the connection first */
 	HTTP_END_RESET,        /* a write failed: the peer reset or went away */
 	HTTP_END_EXIT,         /* the server process exited */
+	HTTP_END_UNPARSED,     /* its end could not be found: the next response began */
 	HTTP_END_COUNT
 };
+/* A process whose sockets are traced (map http_pids): the tree it belongs
+ * to, and whether its children are traced too. */
+#define HTTP_W_TREE 1   /* a child it forks is traced as well */
+struct http_watch {
+	__u32 root;    /* the pid the user named: the tree's series carry it */
+	__u32 flags;   /* HTTP_W_* */
+};
+
 struct http_event {
 	struct event_header h;
 	__u64 start_ns;       /* arrival on the socket (or the read) */
@@ -314,6 +323,14 @@ struct counters {
 	__u64 http_table_full;
 	__u64 http_unparsed;
 	__u64 http_tls;
+	/* --http: requests lost, by reason: read ahead and the connection
+	 * closed before their response (closed), too many read ahead
+	 * (pipeline), no boundary found after a request (boundary); and
+	 * connections that opened with HTTP/2's preface (h2) */
+	__u64 http_lost_closed;
+	__u64 http_lost_pipeline;
+	__u64 http_lost_boundary;
+	__u64 http_h2;
 };
 
 

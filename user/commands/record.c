@@ -63,7 +63,10 @@ struct recorder {
 	struct wall_clock clk;
 	uint64_t start_ns, last_tick_ns;
 	uint64_t tick_delivered, tick_tokens, last_dropped;  /* at the last tick */
+	int http_told;                        /* the silence of -p's sockets was told */
 };
+
+#define HTTP_SILENCE_NS 3000000000ull  /* -p with --http and no request this long: why */
 
 /* ---- the sinks, in order: state first, then the outputs that read it ---- */
 static size_t record_sinks(struct recorder *r, struct event_sink *sinks)
@@ -114,8 +117,14 @@ static enum stop_reason tick(void *ctx, uint64_t now)
 	struct counters c;
 	char err[512];
 
-	if (r->l.mode == LAUNCH_BINARY && session_http_watch_binary(&r->s, r->l.target.elf, err, sizeof(err)))
+	if (r->l.mode == LAUNCH_BINARY &&
+	    session_http_watch_binary(&r->s, launch_binary_path(&r->l, &r->o->target), err, sizeof(err)))
 		st_err("%s", err);   /* the processes found so far stay watched */
+	if (r->l.mode == LAUNCH_PID && !r->http_told && now - r->start_ns >= HTTP_SILENCE_NS) {
+		r->http_told = 1;
+		if (session_http_silence(&r->s, r->l.target.pid, err, sizeof(err)))
+			st_err("warning: %s", err);
+	}
 	maps_read_counters(&r->s, &c);
 	dropped = event_types_sum(c.dropped);
 	if (!r->o->common.quiet)
@@ -349,6 +358,7 @@ static int start_session(struct recorder *r, char *err, size_t errlen)
 		.opencl = o->opencl,
 		.opencl_binary = r->o->target.binary,
 		.http = launch_wants_http(&o->target),
+		.http_alone = o->target.no_children,
 		.no_probes = t->engine != ENGINE_INFER,
 		.engines = t->engine == ENGINE_LLAMACPP || t->pending,
 	};
@@ -364,7 +374,10 @@ static int start_session(struct recorder *r, char *err, size_t errlen)
 		st_err("cannot ask pid %d for its state: %s", (int)t->pid, state_request_error(errno));
 	if (r->l.mode == LAUNCH_BINARY && t->engine == ENGINE_INFER && state_request_binary(t->elf) < 0)
 		st_err("cannot ask the running processes of %s for their state: %s", t->elf, strerror(errno));
-	if (r->l.mode == LAUNCH_BINARY && session_http_watch_binary(&r->s, t->elf, err, errlen))
+	if (r->l.mode == LAUNCH_BINARY &&
+	    session_http_watch_binary(&r->s, launch_binary_path(&r->l, &o->target), err, errlen))
+		return -1;
+	if (session_http_watch_more(&r->s, o->target.more_pids, o->target.nmore_pids, err, errlen))
 		return -1;
 	return t->pid > 0 || t->engine != ENGINE_INFER ? 0 : session_follow(&r->s, t->elf, err, errlen);
 }

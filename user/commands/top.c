@@ -170,7 +170,8 @@ static enum stop_reason on_tick(void *ctx, uint64_t now)
 	char err[512];
 
 	/* --http with --binary: the binary's new processes' sockets too */
-	if (r->l.mode == LAUNCH_BINARY && session_http_watch_binary(&r->s, r->l.target.elf, err, sizeof(err)))
+	if (r->l.mode == LAUNCH_BINARY &&
+	    session_http_watch_binary(&r->s, launch_binary_path(&r->l, &r->o->target), err, sizeof(err)))
 		st_err("%s", err);
 	if (frame(r, now))
 		return STOP_OUTPUT_ERROR;
@@ -236,6 +237,7 @@ static int start_tracing(struct top_run *r, char *err, size_t errlen)
 		.no_probes = t->engine != ENGINE_INFER,
 		.engines = t->engine == ENGINE_LLAMACPP || t->pending,
 		.http = launch_wants_http(&o->target),
+		.http_alone = o->target.no_children,
 	};
 
 	r->tv = topview_new((uint64_t)(o->delay_s * 1e9), TOPVIEW_DEFAULT_SLOTS, mono_now_ns());
@@ -249,7 +251,9 @@ static int start_tracing(struct top_run *r, char *err, size_t errlen)
 	r->session_ok = 1;
 	if (session_attach_target(&r->s, t, t->pid > 0 ? t->pid : -1, r->l.mode == LAUNCH_PID, err, errlen) ||
 	    (t->pid <= 0 && t->engine == ENGINE_INFER && session_follow(&r->s, t->elf, err, errlen)) ||
-	    (r->l.mode == LAUNCH_BINARY && session_http_watch_binary(&r->s, t->elf, err, errlen)) ||
+	    (r->l.mode == LAUNCH_BINARY &&
+	     session_http_watch_binary(&r->s, launch_binary_path(&r->l, &o->target), err, errlen)) ||
+	    session_http_watch_more(&r->s, o->target.more_pids, o->target.nmore_pids, err, errlen) ||
 	    launch_release(&r->l, err, errlen))
 		return -1;
 	if (r->l.mode == LAUNCH_PID && t->engine == ENGINE_INFER && state_request(t->pid) < 0)

@@ -161,6 +161,7 @@ const char *http_end_name(unsigned end)
 	static const char *const names[HTTP_END_COUNT] = {
 		[HTTP_END_RESPONSE] = "response", [HTTP_END_CLOSE] = "close",
 		[HTTP_END_RESET] = "reset", [HTTP_END_EXIT] = "exit",
+		[HTTP_END_UNPARSED] = "unparsed",
 	};
 	return end < HTTP_END_COUNT ? names[end] : "unknown";
 }

@@ -20,10 +20,13 @@
 #define TERM_GRACE_MS 2000  /* a command gets this long after SIGTERM, then SIGKILL */
 
 /* ---- options ---- */
-enum { OPT_BINARY = 0x4c00, OPT_ENGINE, OPT_HTTP, OPT_NO_HTTP };
+enum { OPT_BINARY = 0x4c00, OPT_ENGINE, OPT_HTTP, OPT_NO_HTTP, OPT_NO_CHILDREN };
 
 static const struct argp_option launch_options[] = {
-	{ "pid", 'p', "PID", 0, "Trace this running process", 0 },
+	{ "pid", 'p', "PID", 0,
+	  "Trace this running process, and for --http its children too (a pre-fork server's workers, "
+	  "present and future). Given several times: the sockets of each (--engine none)", 0 },
+	{ "no-children", OPT_NO_CHILDREN, NULL, 0, "-p's process alone, not its children", 0 },
 	{ "binary", OPT_BINARY, "PATH", 0, "Trace every process of this binary (or library), now and later", 0 },
 	{ "engine", OPT_ENGINE, "NAME", 0,
 	  "infer (our probes), llamacpp (llama.cpp's exported functions) or none (only the HTTP requests on "
@@ -72,8 +75,13 @@ int launch_opts_check(const struct launch_opts *o, char *err, size_t errlen)
 		snprintf(err, errlen, "--no-http contradicts %s", o->http ? "--http" : "--engine none");
 		return -1;
 	}
-	if (o->engine == ENGINE_NONE && o->binary) {   /* a binary's processes are found by its probes */
-		snprintf(err, errlen, "--engine none traces one process's sockets: -p PID or -- CMD, not --binary");
+	if (o->nmore_pids && o->engine != ENGINE_AUTO && o->engine != ENGINE_NONE) {
+		snprintf(err, errlen, "several -p trace each one's HTTP requests on its sockets (--engine none); "
+			 "an engine's probes follow one process: give one -p");
+		return -1;
+	}
+	if (o->nmore_pids && o->no_http) {
+		snprintf(err, errlen, "several -p trace their sockets: --no-http leaves nothing to trace");
 		return -1;
 	}
 	return 0;
@@ -83,7 +91,7 @@ int launch_wants_http(const struct launch_opts *o)
 {
 	uint32_t port;
 
-	if (o->http || o->engine == ENGINE_NONE)
+	if (o->http || o->engine == ENGINE_NONE || o->nmore_pids)
 		return 1;
 	return !o->no_http && o->pid > 0 && http_listening_ports(o->pid, &port, 1) > 0;
 }
@@ -94,9 +102,21 @@ static error_t launch_parse(int key, char *arg, struct argp_state *state)
 	char err[256];
 
 	switch (key) {
-	case 'p':
-		if ((o->pid = parse_pid(arg)) < 0)
+	case 'p': {
+		pid_t pid = parse_pid(arg);
+
+		if (pid < 0)
 			argp_error(state, "invalid pid '%s'", arg);
+		else if (o->pid <= 0)
+			o->pid = pid;
+		else if (o->nmore_pids >= LAUNCH_PIDS_MAX)
+			argp_error(state, "at most %d -p", LAUNCH_PIDS_MAX + 1);
+		else
+			o->more_pids[o->nmore_pids++] = pid;
+		break;
+	}
+	case OPT_NO_CHILDREN:
+		o->no_children = 1;
 		break;
 	case OPT_BINARY:
 		o->binary = arg;
@@ -338,7 +358,8 @@ int launch_start(struct launch *l, const struct launch_opts *o, char *err, size_
 	l->mode = launch_opts_mode(o);
 	switch (l->mode) {
 	case LAUNCH_PID:
-		if (target_resolve_pid(o->pid, o->engine, o->probes_optional, &l->target, err, errlen))
+		if (target_resolve_pid(o->pid, o->nmore_pids ? ENGINE_NONE : o->engine, o->probes_optional,
+				       &l->target, err, errlen))
 			return -1;
 		if (!l->target.engine)
 			st_debug("no engine in pid %d: OpenCL calls or --span only", (int)o->pid);

@@ -35,8 +35,13 @@
 #include "core/options.h"
 #include "core/target.h"
 
+#define LAUNCH_PIDS_MAX 64
+
 struct launch_opts {
 	pid_t pid;               /* -p PID; 0 = not given */
+	pid_t more_pids[LAUNCH_PIDS_MAX];   /* -p given again: their sockets are traced too */
+	unsigned nmore_pids;
+	int no_children;         /* --no-children: -p's process alone, not its children */
 	const char *binary;      /* --binary PATH */
 	enum engine_id engine;   /* --engine; ENGINE_AUTO = whichever the target has */
 	char **cmd;              /* -- CMD ARGS...: NULL-terminated, into argv */
@@ -71,13 +76,18 @@ extern const struct argp launch_argp;
  * child_inputs[1]). */
 void tracing_argp_children(struct argp_child kids[3], unsigned mask, const struct common_opts *defaults);
 
-/* 0 if exactly one target is given, else -1 and a one-line reason. */
+/* 0 if exactly one kind of target is given (-p may be given several
+ * times), else -1 and a one-line reason. */
 int launch_opts_check(const struct launch_opts *o, char *err, size_t errlen);
 /* Whether the run times HTTP requests from the sockets: asked for (--http,
- * --engine none), or by default for -p PID of a process listening on TCP
- * unless --no-http; never across a binary's processes, whose pids are not
- * known up front (launch_opts_check refuses that). */
+ * --engine none, several -p), or by default for -p PID of a process
+ * listening on TCP unless --no-http. */
 int launch_wants_http(const struct launch_opts *o);
+/* --binary's file for --http's scan: the probe file found, else the path. */
+static inline const char *launch_binary_path(const struct launch *l, const struct launch_opts *o)
+{
+	return l->target.elf[0] ? l->target.elf : o->binary;
+}
 enum launch_mode launch_opts_mode(const struct launch_opts *o);
 /* "pid", "binary", "command" (as in record's session line). */
 const char *launch_mode_name(enum launch_mode m);

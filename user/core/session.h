@@ -44,9 +44,12 @@ struct session_opts {
 	int engines;                  /* load the engine profiles' programs (core/engines.h):
 				       * the target is llama.cpp, may load it, or host mode */
 	int http;                     /* --http: HTTP requests from the target's sockets
-				       * (bpf/http.bpf.c): pid_filter's, else each
-				       * session_http_watch()ed process's */
+				       * (bpf/http.bpf.c): each session_http_watch()ed
+				       * process's, and its children's */
+	int http_alone;               /* --no-children: a watched process's children are not */
 };
+
+#define HTTP_TREE_MAX 4096            /* processes of one watched tree found at its watch */
 
 struct spantrace_bpf;
 struct ring_buffer;
@@ -61,6 +64,7 @@ struct session {
 	size_t nlinks;
 	int http;                     /* --http's programs are loaded */
 	int http_attached;
+	int http_alone;               /* session_opts.http_alone */
 	struct umulti *um;            /* the USDT links, when uprobe_multi (core/uprobe_multi.h) */
 	int func_multi;               /* function probes through um too (its prepare_func_links) */
 	struct follow *follow;        /* binary mode: the path's new inodes (core/follow.h) */
@@ -101,12 +105,19 @@ int session_open(struct session *s, const struct session_opts *o, const struct e
  * (an --opencl target without our probes) attaches only the exit cleanup.
  * The --span specs (core/userspans.h) are attached too, for pid. */
 int session_attach(struct session *s, const char *elf, pid_t pid, char *err, size_t errlen);
-/* --http: trace pid's sockets too (its listening ports, its requests);
- * attaches the raw tracepoints the first time. A no-op without --http. */
+/* --http: trace pid's sockets too (its listening ports, its requests),
+ * and its children's, present and future, unless http_alone; the series
+ * of all of them carry pid. Attaches the tracepoints the first time. A
+ * no-op without --http. */
 int session_http_watch(struct session *s, pid_t pid, char *err, size_t errlen);
 void session_http_unwatch(struct session *s, pid_t pid);
+/* session_http_watch() each of n pids (several -p). */
+int session_http_watch_more(struct session *s, const pid_t *pids, unsigned n, char *err, size_t errlen);
+/* 1 and a one-line reason in why when no HTTP request has been seen from
+ * pid's tree (no listening socket, TLS only, a master alone), else 0. */
+int session_http_silence(struct session *s, pid_t pid, char *why, size_t len);
 /* --http in binary mode: session_http_watch() every process that maps
- * elf (the file its probes are on), as each call finds them; call it once
+ * elf (the file its probes are on) or runs it, as each call finds them; call it once
  * attached, then every tick. A no-op without --http. 0 or -1. */
 int session_http_watch_binary(struct session *s, const char *elf, char *err, size_t errlen);
 struct target;
