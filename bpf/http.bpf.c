@@ -115,22 +115,19 @@ static __always_inline __s64 value_number(const char *buf, __u32 i)
 	return digits ? v : -1;
 }
 
-/* One 8-byte word of the window: its '\n' bytes into sc->nl. The
- * has-zero-byte trick skips a word without one; a global function, so
- * that its byte loop is checked once and not for each caller's state. */
-__noinline int nl_word_at(__u32 j)
+/* The '\n' bytes of the window's 8-byte word at base into sc->nl. A
+ * global function, so that its byte loop is checked once and not for
+ * each caller's state. */
+__noinline int nl_word_at(__u32 base)
 {
 	struct scratch *sc = scratch();
-	__u32 base, p;
-	__u64 w, x;
+	__u64 w;
+	__u32 p;
 
 	if (!sc)
 		return 1;
-	base = ((sc->nl_from & ~7u) + j * 8) & (WIN_MASK & ~7u);
+	base &= WIN_MASK & ~7u;
 	w = *(__u64 *)(sc->buf + base);
-	x = w ^ 0x0a0a0a0a0a0a0a0aull;
-	if (!((x - 0x0101010101010101ull) & ~x & 0x8080808080808080ull))
-		return 0;
 	for (int k = 0; k < 8; k++) {
 		p = base + k;
 		if (((w >> (k * 8)) & 0xff) != '\n' || p < sc->nl_from || p >= sc->nl_to)
@@ -143,9 +140,31 @@ __noinline int nl_word_at(__u32 j)
 	return 0;
 }
 
-static long nl_word(__u64 j, void *ctx)
+/* A word holds a '\n' (the has-zero-byte trick on w ^ "\n\n..."; it may
+ * flag a byte after a real one, which nl_word_at checks). */
+static __always_inline int has_newline(__u64 w)
 {
-	return nl_word_at(j) ? 1 : 0;
+	__u64 x = w ^ 0x0a0a0a0a0a0a0a0aull;
+
+	return ((x - 0x0101010101010101ull) & ~x & 0x8080808080808080ull) != 0;
+}
+
+/* Four words a step: most have no line end and cost a load and a test. */
+static long nl_words(__u64 j, void *ctx)
+{
+	struct scratch *sc = scratch();
+	__u32 base;
+
+	if (!sc)
+		return 1;
+	for (int q = 0; q < 4; q++) {
+		base = ((sc->nl_from & ~7u) + (j * 4 + q) * 8) & (WIN_MASK & ~7u);
+		if (base >= sc->nl_to)
+			return 1;
+		if (has_newline(*(__u64 *)(sc->buf + base)))
+			nl_word_at(base);
+	}
+	return 0;
 }
 
 /* The line ends in bytes [from, to) of the window, into sc->nl. */
@@ -156,7 +175,7 @@ static __always_inline __u32 find_newlines(struct scratch *sc, __u32 from, __u32
 		return 0;
 	sc->nl_from = from;
 	sc->nl_to = to;
-	bpf_loop(((to + 7) >> 3) - (from >> 3), nl_word, NULL, 0);
+	bpf_loop((((to + 7) >> 3) - (from >> 3) + 3) / 4, nl_words, NULL, 0);
 	return sc->nl_n;
 }
 
@@ -1008,8 +1027,8 @@ __noinline int http_bytes(struct http_conn *c, __u64 ret, __u32 recv, __u64 star
 
 	if (!c || !regs)
 		return 0;
-	nr = BPF_CORE_READ(regs, orig_ax);
-	w.iov = BPF_CORE_READ(regs, si);
+	nr = regs->orig_ax;   /* a BTF pointer: read directly, no helper */
+	w.iov = regs->si;
 	if (nr == (recv ? NR_read : NR_write) || nr == (recv ? NR_recvfrom : NR_sendto)) {
 		if (recv)
 			request_piece(c, w.iov, ret, start, now);
@@ -1018,7 +1037,7 @@ __noinline int http_bytes(struct http_conn *c, __u64 ret, __u32 recv, __u64 star
 		return 0;
 	}
 	if (nr == (recv ? NR_readv : NR_writev)) {
-		niov = BPF_CORE_READ(regs, dx);
+		niov = regs->dx;
 	} else if (nr == (recv ? NR_recvmsg : NR_sendmsg)) {
 		struct user_msghdr msg;
 
@@ -1065,7 +1084,7 @@ SEC("raw_tp/sock_recv_length")
 int http_recv(struct bpf_raw_tracepoint_args *ctx)
 {
 	__u64 sk = ctx->args[0], now, start, *arrived;
-	int ret = (int)ctx->args[1], flags = (int)ctx->args[2];
+	int ret = (int)ctx->args[1], flags = (int)ctx->args[2], start_known;
 	struct http_conn *c;
 	__u32 root, port;
 
@@ -1074,14 +1093,21 @@ int http_recv(struct bpf_raw_tracepoint_args *ctx)
 	c = bpf_map_lookup_elem(&http_conns, &sk);
 	if (c && c->state == HC_NOT_HTTP)
 		return 0;
+	start_known = c != 0;
 	if (!c && !(c = new_conn(sk, root)))
 		return 0;
 	now = bpf_ktime_get_ns();
-	arrived = bpf_map_lookup_elem(&http_arrivals, &sk);
-	start = arrived && *arrived && *arrived <= now ? *arrived : now;
-	bpf_map_delete_elem(&http_arrivals, &sk);   /* the next bytes' clock starts anew */
+	start = c->arrival_ns && c->arrival_ns <= now ? c->arrival_ns : now;
+	c->arrival_ns = 0;   /* the next bytes' clock starts anew */
+	if (!start_known && (arrived = bpf_map_lookup_elem(&http_arrivals, &sk))) {
+		/* a new connection's first bytes, seen before it was one */
+		if (*arrived && *arrived <= now)
+			start = *arrived;
+		bpf_map_delete_elem(&http_arrivals, &sk);
+	}
 	http_bytes(c, ret, 1, start, now);
-	note_reading(c);
+	if (loaded & (LOADED_PROBES | LOADED_ENGINES))   /* an engine may take the link */
+		note_reading(c);
 	if (c->rq_seq == 1 && c->e.seq == 1 && c->state == HC_REQUEST) {
 		/* a port that serves HTTP: its next connections are timed from arrival */
 		__u32 one = 1;
@@ -1112,21 +1138,28 @@ int http_send_length(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-/* A segment with data on an established socket of a port we serve: the
- * first one since the last read starts the next request's clock. */
+/* A segment with data on a traced connection, or on an established
+ * socket of a port we serve: the first one since the last read starts the
+ * next request's clock. A known connection keeps it in its own entry. */
 SEC("raw_tp/tcp_probe")
 int http_tcp_probe(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct sock *sk = (void *)ctx->args[0];
 	struct sk_buff *skb = (void *)ctx->args[1];
-	__u32 port = BPF_CORE_READ(sk, __sk_common.skc_num);
 	__u64 key = (__u64)sk, now;
+	struct http_conn *c = bpf_map_lookup_elem(&http_conns, &key);
+	__u32 port;
 	unsigned char *head;
 	__u16 th;
 	__u8 doff = 0;
 
-	if (!bpf_map_lookup_elem(&http_ports, &port))
+	if (c && c->arrival_ns)
 		return 0;
+	if (!c) {
+		port = BPF_CORE_READ(sk, __sk_common.skc_num);
+		if (!bpf_map_lookup_elem(&http_ports, &port))
+			return 0;
+	}
 	head = BPF_CORE_READ(skb, head);
 	th = BPF_CORE_READ(skb, transport_header);
 	if (bpf_probe_read_kernel(&doff, 1, head + th + 12))
@@ -1134,7 +1167,10 @@ int http_tcp_probe(struct bpf_raw_tracepoint_args *ctx)
 	if (BPF_CORE_READ(skb, len) <= (__u32)(doff >> 4) * 4)
 		return 0;   /* no payload: an ACK */
 	now = bpf_ktime_get_ns();
-	bpf_map_update_elem(&http_arrivals, &key, &now, BPF_NOEXIST);
+	if (c)
+		c->arrival_ns = now;
+	else
+		bpf_map_update_elem(&http_arrivals, &key, &now, BPF_NOEXIST);
 	return 0;
 }
 

@@ -95,6 +95,7 @@ struct http_conn {
 	__u32 q_head, q_tail; /* the queue of requests read ahead (http_pending) */
 	__u32 pre_len;        /* RQ_PREFIX: bytes in pre */
 	__u32 pad;
+	__u64 arrival_ns;     /* unread bytes first reached the socket (tcp_probe); 0: none */
 	char pre[HTTP_PRE_MAX];
 };
 
@@ -157,6 +158,8 @@ static __always_inline void http_send(struct http_conn *c, __u32 end, __u64 now)
 		agg_add(root, AGG_KIND_HTTP_TTFT, LAYER_NONE, first - c->e.start_ns, 0);
 	if (c->e.flags & HTTP_F_SSE)
 		agg_add(root, AGG_KIND_HTTP_EVENTS, LAYER_NONE, c->e.events, 0);
+	if (stream_mode != STREAM_ALL)   /* the daemon reads the histograms only */
+		return;
 	e = reserve(EV_HTTP, sizeof(*e));
 	if (!e)
 		return;

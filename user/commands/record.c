@@ -123,7 +123,7 @@ static enum stop_reason tick(void *ctx, uint64_t now)
 	if (r->l.mode == LAUNCH_PID && !r->http_told && now - r->start_ns >= HTTP_SILENCE_NS) {
 		r->http_told = 1;
 		if (session_http_silence(&r->s, r->l.target.pid, err, sizeof(err)))
-			st_err("warning: %s", err);
+			st_warn("%s", err);
 	}
 	maps_read_counters(&r->s, &c);
 	dropped = event_types_sum(c.dropped);

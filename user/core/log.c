@@ -23,6 +23,15 @@ void st_err(const char *fmt, ...)
 	va_end(ap);
 }
 
+void st_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog("warning: ", fmt, ap);
+	va_end(ap);
+}
+
 void st_info(const char *fmt, ...)
 {
 	va_list ap;

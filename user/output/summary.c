@@ -366,6 +366,10 @@ json_object *summary_json(struct runstats *r, const struct session *s, const str
 		add_u64(h, "unparsed_connections", c->http_unparsed);
 		add_u64(h, "tls_connections", c->http_tls);
 		add_u64(h, "table_full", c->http_table_full);
+		add_u64(h, "h2_connections", c->http_h2);
+		add_u64(h, "lost_closed", c->http_lost_closed);
+		add_u64(h, "lost_pipeline", c->http_lost_pipeline);
+		add_u64(h, "lost_boundary", c->http_lost_boundary);
 		json_object_object_add(j, "http", h);
 	}
 	add_u64(j, "device_busy_ns", r->device_busy_ns);
