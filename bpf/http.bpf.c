@@ -322,7 +322,7 @@ static __always_inline int chunk_byte(struct http_chunker *k, char ch)
 }
 
 struct chunk_walk {
-	struct http_chunker *k;
+	struct http_chunker k;       /* the body's framing state, in and out */
 	__u64 ubuf, len, off;        /* the piece, and how far the walk is */
 	__u64 data_from, data_len;   /* out: the data run passed last */
 	__u64 win_at;                /* where win was read from */
@@ -337,7 +337,7 @@ struct chunk_walk {
 static long chunk_step(__u64 j, void *ctx)
 {
 	struct chunk_walk *w = ctx;
-	struct http_chunker *k = w->k;
+	struct http_chunker *k = &w->k;
 	__u64 left = w->len - w->off, n, rel;
 
 	if (!left || k->st == CK_DONE)
@@ -351,7 +351,7 @@ static long chunk_step(__u64 j, void *ctx)
 		k->left -= n;
 		if (!k->left)
 			k->st = CK_DATA_END;
-		return w->stop_at_data;
+		return w->stop_at_data ? 1 : 0;
 	}
 	rel = w->off - w->win_at;
 	if (!w->win_len || rel >= w->win_len) {
@@ -371,12 +371,21 @@ static long chunk_step(__u64 j, void *ctx)
 }
 
 /* Walks a chunked body through the piece from off, until its end, the
- * piece's, or (stop_at_data) a data run, which data_from/data_len name. */
-static __always_inline void chunk_walk(struct chunk_walk *w)
+ * piece's, or (stop_at_data) a data run, which data_from/data_len name.
+ * A global function, so that its loop is checked once, not per caller:
+ * the walk runs on a stack copy (bpf_loop's context must be the stack). */
+__noinline int chunk_walk(struct chunk_walk *io)
 {
-	w->data_len = 0;
-	w->win_len = 0;
-	bpf_loop(256, chunk_step, w, 0);
+	struct chunk_walk w;
+
+	if (!io)
+		return 0;
+	__builtin_memcpy(&w, io, sizeof(w));
+	w.data_len = 0;
+	w.win_len = 0;
+	bpf_loop(256, chunk_step, &w, 0);
+	__builtin_memcpy(io, &w, sizeof(w));
+	return 0;
 }
 
 /* ---- server-sent events: "data:" at a line's start ---- */
@@ -523,12 +532,16 @@ static __always_inline void next_request(struct http_conn *c)
 	c->rq_head = c->q_head == c->q_tail && c->rq_state != RQ_START;
 }
 
-/* Its response ended: out it goes, and the next one read is answered. */
-static __always_inline void end_response(struct http_conn *c, __u32 end, __u64 now)
+/* Its response ended: out it goes, and the next one read is answered.
+ * A global function: its callers' paths would multiply its own. */
+__noinline int end_response(struct http_conn *c, __u32 end, __u64 now)
 {
+	if (!c)
+		return 0;
 	http_send(c, end, now);
 	c->opaque = 0;
 	next_request(c);
+	return 0;
 }
 
 /* A request line read at o of the window: the request answered next, or
@@ -678,7 +691,7 @@ static __always_inline __u64 response_body_bytes(struct http_conn *c, __u64 ubuf
 			sse_scan(c, ubuf, n, now);
 		return n;
 	}
-	w.k = &c->chunk;
+	w.k = c->chunk;
 	w.stop_at_data = 1;
 #pragma clang loop unroll(disable)
 	for (int r = 0; r < 8 && !w.done && w.off < n; r++) {
@@ -686,6 +699,7 @@ static __always_inline __u64 response_body_bytes(struct http_conn *c, __u64 ubuf
 		if (w.data_len && (c->e.flags & HTTP_F_SSE))
 			sse_scan(c, ubuf + w.data_from, w.data_len, now);
 	}
+	c->chunk = w.k;
 	*done = w.done;
 	return w.done ? w.off : n;
 }
@@ -952,10 +966,11 @@ __noinline __u64 request_step(struct http_conn *c, __u64 ubuf, __u64 n, __u64 st
 	} else if (st == RQ_HEAD) {
 		took = request_headers(c, ubuf, n);
 	} else {
-		w.k = &c->rq_chunk;
+		w.k = c->rq_chunk;
 		w.ubuf = ubuf;
 		w.len = n;
 		chunk_walk(&w);
+		c->rq_chunk = w.k;
 		took = w.off;
 		if (w.done)
 			c->rq_state = RQ_START;
