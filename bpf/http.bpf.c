@@ -115,22 +115,34 @@ static __always_inline __s64 value_number(const char *buf, __u32 i)
 	return digits ? v : -1;
 }
 
-/* The '\n' bytes of the window's 8-byte word at base into sc->nl. A
- * global function, so that its byte loop is checked once and not for
- * each caller's state. */
-__noinline int nl_word_at(__u32 base)
+/* The bytes of w that are '\n', as their top bits (0x80 in each such
+ * byte), exactly: no carry crosses bytes, unlike the has-zero trick. */
+static __always_inline __u64 newline_bits(__u64 w)
+{
+	__u64 x = w ^ 0x0a0a0a0a0a0a0a0aull;
+	__u64 low7 = 0x7f7f7f7f7f7f7f7full;
+
+	return ~(((x & low7) + low7) | x | low7);
+}
+
+/* The '\n' bytes of the window's 8-byte word at base (bits m, from
+ * newline_bits) into sc->nl, lowest first: one step per line end, not per
+ * byte. A global function, checked once and not for each caller's state. */
+__noinline int nl_word_at(__u32 base, __u64 m)
 {
 	struct scratch *sc = scratch();
-	__u64 w;
+	__u64 low;
 	__u32 p;
 
 	if (!sc)
 		return 1;
 	base &= WIN_MASK & ~7u;
-	w = *(__u64 *)(sc->buf + base);
-	for (int k = 0; k < 8; k++) {
-		p = base + k;
-		if (((w >> (k * 8)) & 0xff) != '\n' || p < sc->nl_from || p >= sc->nl_to)
+	for (int k = 0; k < 8 && m; k++) {
+		low = m & -m;
+		m &= m - 1;
+		/* the bytes below low's, plus one: 0x01 in each, summed */
+		p = base + (__u32)((((low - 1) & 0x0101010101010101ull) * 0x0101010101010101ull) >> 56) - 1;
+		if (p < sc->nl_from || p >= sc->nl_to)
 			continue;
 		if (sc->nl_n >= NL_MAX)
 			return 1;
@@ -140,20 +152,12 @@ __noinline int nl_word_at(__u32 base)
 	return 0;
 }
 
-/* A word holds a '\n' (the has-zero-byte trick on w ^ "\n\n..."; it may
- * flag a byte after a real one, which nl_word_at checks). */
-static __always_inline int has_newline(__u64 w)
-{
-	__u64 x = w ^ 0x0a0a0a0a0a0a0a0aull;
-
-	return ((x - 0x0101010101010101ull) & ~x & 0x8080808080808080ull) != 0;
-}
-
 /* Four words a step: most have no line end and cost a load and a test. */
 static long nl_words(__u64 j, void *ctx)
 {
 	struct scratch *sc = scratch();
 	__u32 base;
+	__u64 m;
 
 	if (!sc)
 		return 1;
@@ -161,8 +165,9 @@ static long nl_words(__u64 j, void *ctx)
 		base = ((sc->nl_from & ~7u) + (j * 4 + q) * 8) & (WIN_MASK & ~7u);
 		if (base >= sc->nl_to)
 			return 1;
-		if (has_newline(*(__u64 *)(sc->buf + base)))
-			nl_word_at(base);
+		m = newline_bits(*(__u64 *)(sc->buf + base));
+		if (m)
+			nl_word_at(base, m);
 	}
 	return 0;
 }
