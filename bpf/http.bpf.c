@@ -4,8 +4,8 @@
  * for socket I/O and nothing else: sock_recv_length and sock_send_length
  * after each receive and send on a socket (the bytes are then in the
  * caller's buffer, found from its system call's registers; sendfile's
- * and splice's by their count), tcp_probe for when a request's bytes
- * reached the socket, inet_sock_set_state for the close, and
+ * and splice's by their count), sk_data_ready (tcp_probe before Linux
+ * 6.6) for when a request's bytes reached the socket, inet_sock_set_state for the close, and
  * sched_process_fork for a traced process's children. */
 #include "core.bpf.h"
 #include <bpf/bpf_core_read.h>
@@ -1108,13 +1108,14 @@ int http_recv(struct bpf_raw_tracepoint_args *ctx)
 	struct http_conn *c;
 	__u32 root, port;
 
-	if (ret <= 0 || (flags & 2 /* MSG_PEEK: a look, not a read */) || detaching || !(root = http_root()))
+	if (ret <= 0 || (flags & 2 /* MSG_PEEK: a look, not a read */) || detaching)
 		return 0;
+	/* a known connection is a traced process's: no look at the pid */
 	c = bpf_map_lookup_elem(&http_conns, &sk);
 	if (c && c->state == HC_NOT_HTTP)
 		return 0;
 	start_known = c != 0;
-	if (!c && !(c = new_conn(sk, root)))
+	if (!c && (!(root = http_root()) || !(c = new_conn(sk, root))))
 		return 0;
 	now = bpf_ktime_get_ns();
 	start = c->arrival_ns && c->arrival_ns <= now ? c->arrival_ns : now;
@@ -1145,7 +1146,7 @@ int http_send_length(struct bpf_raw_tracepoint_args *ctx)
 	int ret = (int)ctx->args[1];
 	struct http_conn *c;
 
-	if (detaching || !http_root() || !(c = bpf_map_lookup_elem(&http_conns, &sk)))
+	if (detaching || !(c = bpf_map_lookup_elem(&http_conns, &sk)))
 		return 0;
 	if (c->state != HC_REQUEST && c->state != HC_HEADERS && c->state != HC_BODY)
 		return 0;
@@ -1160,7 +1161,8 @@ int http_send_length(struct bpf_raw_tracepoint_args *ctx)
 
 /* A segment with data on a traced connection, or on an established
  * socket of a port we serve: the first one since the last read starts the
- * next request's clock. A known connection keeps it in its own entry. */
+ * next request's clock. A known connection keeps it in its own entry.
+ * Kernels before 6.6 only: http_data_ready does this where it can. */
 SEC("raw_tp/tcp_probe")
 int http_tcp_probe(struct bpf_raw_tracepoint_args *ctx)
 {
@@ -1191,6 +1193,33 @@ int http_tcp_probe(struct bpf_raw_tracepoint_args *ctx)
 		c->arrival_ns = now;
 	else
 		bpf_map_update_elem(&http_arrivals, &key, &now, BPF_NOEXIST);
+	return 0;
+}
+
+/* Data queued on a socket (Linux 6.6's sock:sk_data_ready, which fires
+ * for data only, not for each ACK as tcp_probe does, and needs no look at
+ * the segment): the first since the last read starts the next request's
+ * clock. The hook of choice; tcp_probe is the fallback. */
+SEC("raw_tp/sk_data_ready")
+int http_data_ready(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct sock *sk = (void *)ctx->args[0];
+	__u64 key = (__u64)sk, now;
+	struct http_conn *c = bpf_map_lookup_elem(&http_conns, &key);
+	__u32 port;
+
+	if (c) {
+		if (!c->arrival_ns)
+			c->arrival_ns = bpf_ktime_get_ns();
+		return 0;
+	}
+	port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	if (!bpf_map_lookup_elem(&http_ports, &port) ||
+	    BPF_CORE_READ(sk, __sk_common.skc_state) != 1 /* TCP_ESTABLISHED: not the listener */ ||
+	    BPF_CORE_READ(sk, sk_protocol) != 6 /* TCP */)
+		return 0;
+	now = bpf_ktime_get_ns();
+	bpf_map_update_elem(&http_arrivals, &key, &now, BPF_NOEXIST);
 	return 0;
 }
 

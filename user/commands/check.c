@@ -50,6 +50,18 @@ static void print_features(int *blocked)
 	}
 }
 
+/* The hooks --http gets on this kernel (bpf/http.bpf.c). */
+static void print_http_hooks(void)
+{
+	if (feature_present(FEAT_SOCK_TP) <= 0) {
+		printf("--http hooks: none (no sock tracepoints): HTTP requests are not traced\n");
+		return;
+	}
+	printf("--http hooks: sock:sock_recv_length, sock:sock_send_length, %s, sock:inet_sock_set_state, "
+	       "sched:sched_process_fork (raw tracepoints; no sys_enter/sys_exit)\n",
+	       feature_present(FEAT_SK_DATA_READY) > 0 ? "sock:sk_data_ready" : "tcp:tcp_probe (no sk_data_ready)");
+}
+
 static void print_caps(unsigned long long eff, int *blocked)
 {
 	int bpf = (eff >> CAP_BPF) & 1, perfmon = (eff >> CAP_PERFMON) & 1, admin = (eff >> CAP_SYS_ADMIN) & 1;
@@ -94,6 +106,7 @@ int cmd_check(int argc, char **argv)
 	if (caps_effective(&eff))
 		printf("capabilities: unreadable\n");
 	print_features(&blocked);
+	print_http_hooks();
 	print_caps(eff, &blocked);
 	print_paranoid(eff);
 	printf("verdict: record %s here\n", blocked ? "cannot run" : "can run");

@@ -682,6 +682,9 @@ static int start(struct daemon *d, char *err, size_t errlen)
 		.opencl = c->opencl,
 		.opencl_binary = c->pid > 0 ? NULL : c->binary,
 		.engines = c->all_engines || d->target.engine == ENGINE_LLAMACPP,
+		/* our engine's probes only where it may run: without them no
+		 * request read is noted for a link no engine will take */
+		.no_probes = !c->all_engines && d->target.engine != ENGINE_INFER,
 		.http = !c->no_http,
 	};
 	struct event_sink tail = { &tail_handlers, d };

@@ -1,6 +1,7 @@
 /* features.c - the kernel features spantrace uses, probed (see features.h). */
 #include "core/features.h"
 
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <linux/capability.h>
 #include <linux/perf_event.h>
@@ -26,7 +27,7 @@ const struct feature_row feature_rows[FEAT_COUNT] = {
 	[FEAT_SEND_SIGNAL] = { "send_signal", "the bpf_send_signal helper", 0,
 			       "a command that loads llama.cpp later (-- node app.js)",
 			       "a library loaded after the start is found late or not at all" },
-	[FEAT_RAW_TP] = { "raw_tracepoints", "raw tracepoint programs (sys_enter, tcp_probe, sched_process_exit)", 1,
+	[FEAT_RAW_TP] = { "raw_tracepoints", "raw tracepoint programs (sched_process_exit, and the sock and tcp tracepoints)", 1,
 			  "every tracing command (process exits); --http and the daemon's sockets",
 			  "nothing loads" },
 	[FEAT_PERF_SW] = { "perf_sw", "software perf events system-wide (cpu-clock)", 0, "profile (CPU samples)",
@@ -37,6 +38,13 @@ const struct feature_row feature_rows[FEAT_COUNT] = {
 	[FEAT_TRACEFS] = { "tracefs", "tracefs mounted (/sys/kernel/tracing)", 0,
 			   "outside witnesses only (perf probe, bpftrace); spantrace itself does not",
 			   "nothing of spantrace's" },
+	[FEAT_SOCK_TP] = { "sock_tracepoints", "sock:sock_recv_length and sock_send_length (Linux 6.3)", 0,
+			   "--http and the daemon's sockets: they fire for socket I/O only, so no other "
+			   "system call, and no untraced process's, runs a program",
+			   "HTTP requests are not traced (the command says so)" },
+	[FEAT_SK_DATA_READY] = { "sk_data_ready", "sock:sk_data_ready (Linux 6.6)", 0,
+				 "--http: when a request's bytes reached the socket, once per read",
+				 "tcp_probe instead, which runs for every segment, ACKs too" },
 };
 
 static int turned_off(enum feature f)
@@ -67,6 +75,21 @@ static int tracefs_mounted(void)
 	return !access("/sys/kernel/tracing/events", F_OK) || !access("/sys/kernel/debug/tracing/events", F_OK);
 }
 
+/* A tracepoint the kernel has: its raw tracepoint's BTF type. */
+static int has_tracepoint(const char *name)
+{
+	struct btf *btf = btf__load_vmlinux_btf();
+	char type[128];
+	int found;
+
+	if (!btf)
+		return -1;
+	snprintf(type, sizeof(type), "btf_trace_%s", name);
+	found = btf__find_by_name_kind(btf, type, BTF_KIND_TYPEDEF) > 0;
+	btf__free(btf);
+	return found;
+}
+
 /* libbpf's probes load a program: without CAP_BPF they cannot tell (-1). */
 static int probe(enum feature f)
 {
@@ -83,6 +106,8 @@ static int probe(enum feature f)
 	case FEAT_PERF_SW: return perf_opens(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, -1, 0);
 	case FEAT_PERF_HW: return perf_opens(PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS, 0, -1);
 	case FEAT_TRACEFS: return tracefs_mounted();
+	case FEAT_SOCK_TP: return has_tracepoint("sock_recv_length") == 1 && has_tracepoint("sock_send_length") == 1;
+	case FEAT_SK_DATA_READY: return has_tracepoint("sk_data_ready") == 1;
 	default: return 0;
 	}
 }

@@ -31,6 +31,8 @@ enum feature {
 	FEAT_PERF_SW,       /* software perf events (cpu-clock) */
 	FEAT_PERF_HW,       /* hardware perf counters */
 	FEAT_TRACEFS,       /* tracefs mounted */
+	FEAT_SOCK_TP,       /* sock:sock_recv_length and sock_send_length */
+	FEAT_SK_DATA_READY, /* sock:sk_data_ready */
 	FEAT_COUNT
 };
 

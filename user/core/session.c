@@ -167,6 +167,16 @@ static int opencl_set_autoload(struct session *s, int on, const char *binary)
 	return 0;
 }
 
+/* When a request's bytes reached the socket: sk_data_ready where the
+ * kernel has it (once per read), else tcp_probe (once per segment, ACKs
+ * too). used = 0: the one left out. */
+static struct bpf_program *http_arrival_prog(struct session *s, int used)
+{
+	int ready = feature_present(FEAT_SK_DATA_READY) > 0;
+
+	return ready == !!used ? s->skel->progs.http_data_ready : s->skel->progs.http_tcp_probe;
+}
+
 /* --http's programs (bpf/http.bpf.c: http_*) are verified and loaded only
  * when asked for; without them their maps shrink to one entry. */
 static int http_set_autoload(struct session *s, int on)
@@ -179,6 +189,8 @@ static int http_set_autoload(struct session *s, int on)
 	bpf_object__for_each_program(prog, s->skel->obj)
 		if (!strncmp(bpf_program__name(prog), "http_", 5))
 			bpf_program__set_autoload(prog, on);
+	if (on)   /* one clock for a request's arrival, not both */
+		bpf_program__set_autoload(http_arrival_prog(s, 0), false);
 	for (size_t i = 0; !on && i < sizeof(maps) / sizeof(maps[0]); i++)
 		if (bpf_map__set_max_entries(maps[i], 1))
 			return -1;
@@ -287,10 +299,17 @@ static int set_knobs(struct session *s, const struct session_opts *o, char *err,
 int session_open(struct session *s, const struct session_opts *o, const struct event_sink *sinks,
 		 size_t nsinks, char *err, size_t errlen)
 {
+	struct session_opts with = *o;
 	struct bpf_program *prog;
 	int rc;
 
 	memset(s, 0, sizeof(*s));
+	if (with.http && feature_present(FEAT_SOCK_TP) == 0) {
+		st_warn("HTTP requests are not traced: this kernel lacks the sock:sock_recv_length and "
+			"sock_send_length tracepoints (Linux 6.3; `spantrace check`)");
+		with.http = 0;
+	}
+	o = &with;
 	if (nsinks > SESSION_MAX_SINKS) {
 		snprintf(err, errlen, "too many record consumers (%zu)", nsinks);
 		return -1;
@@ -524,7 +543,7 @@ static int attach_engine_probes(struct session *s, const char *elf, pid_t pid, c
 static int attach_http(struct session *s, char *err, size_t errlen)
 {
 	struct bpf_program *progs[] = { s->skel->progs.http_recv, s->skel->progs.http_send_length,
-					s->skel->progs.http_tcp_probe, s->skel->progs.http_sock_state,
+					http_arrival_prog(s, 1), s->skel->progs.http_sock_state,
 					s->skel->progs.http_fork };
 
 	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
