@@ -749,17 +749,42 @@ __noinline __u64 response_step(struct http_conn *c, __u64 ubuf, __u64 n, __u64 n
 	return took;
 }
 
+__noinline __u64 request_step(struct http_conn *c, __u64 ubuf, __u64 n, __u64 start, __u64 now);
+
+/* A piece's walk, one request or response step at a time. */
+struct piece_walk {
+	struct http_conn *c;
+	__u64 ubuf, n, off, start, now;
+	__u32 recv;
+};
+
+static long piece_step(__u64 i, void *ctx)
+{
+	struct piece_walk *w = ctx;
+	__u64 at = w->ubuf ? w->ubuf + w->off : 0;
+
+	if (w->off >= w->n)
+		return 1;
+	if (w->recv)
+		w->off += request_step(w->c, at, w->n - w->off, w->start, w->now);
+	else
+		w->off += response_step(w->c, at, w->n - w->off, w->now);
+	return 0;
+}
+
+/* Enough steps for a read of a server's largest buffer of pipelined
+ * requests (a few steps each): what a piece needs, it takes; most, two. */
+#define PIECE_STEPS 8192
+
 /* A piece of n bytes sent from user memory at ubuf (a write's buffer or
  * one iovec): the responses it carries, in order. */
 static __always_inline int response_piece(struct http_conn *c, __u64 ubuf, __u64 n, __u64 now)
 {
-	__u64 off = 0;
+	struct piece_walk w = { .c = c, .ubuf = ubuf, .n = n, .now = now };
 
 	if (!c)
 		return 0;
-#pragma clang loop unroll(disable)
-	for (int r = 0; r < 16 && off < n; r++)
-		off += response_step(c, ubuf + off, n - off, now);
+	bpf_loop(PIECE_STEPS, piece_step, &w, 0);
 	/* a body with no bytes left to take (BM_NONE) ends with its headers */
 	if (c->state == HC_BODY && c->body == BM_NONE)
 		end_response(c, HTTP_END_RESPONSE, now);
@@ -986,16 +1011,19 @@ __noinline __u64 request_step(struct http_conn *c, __u64 ubuf, __u64 n, __u64 st
 }
 
 /* A piece of n bytes received into user memory at ubuf: the requests in
- * it, each delimited. */
+ * it, each delimited. Bytes left when the steps ran out lose the
+ * boundary, counted. */
 static __always_inline int request_piece(struct http_conn *c, __u64 ubuf, __u64 n, __u64 start, __u64 now)
 {
-	__u64 off = 0;
+	struct piece_walk w = { .c = c, .ubuf = ubuf, .n = n, .start = start, .now = now, .recv = 1 };
 
 	if (!c)
 		return 0;
-#pragma clang loop unroll(disable)
-	for (int r = 0; r < 24 && off < n; r++)
-		off += request_step(c, ubuf ? ubuf + off : 0, n - off, start, now);
+	bpf_loop(PIECE_STEPS, piece_step, &w, 0);
+	if (w.off < n && c->rq_state != RQ_LOST) {
+		COUNT(http_lost_boundary);
+		c->rq_state = RQ_LOST;
+	}
 	return 0;
 }
 

@@ -9,7 +9,16 @@ MKMODEL=$BUILD/mkmodel
 DEMO_MODEL=$BUILD/models/demo15M.bin
 DEMO_TOK=$BUILD/models/demo_tokenizer.bin
 TMP=$(mktemp -d /tmp/spantrace-test.XXXXXX)   # KEEP_TMP=1: left behind, to look at after a run
-trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"; jobs -p | xargs -r kill 2>/dev/null' EXIT
+# at_exit 'CMD': run CMD at the exit, before the cleanup (stopping a server).
+_AT_EXIT=()
+at_exit() { _AT_EXIT+=("$1"); }
+_on_exit() {
+	local c
+	for c in "${_AT_EXIT[@]}"; do eval "$c"; done
+	[ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"
+	jobs -p | xargs -r kill 2>/dev/null
+}
+trap _on_exit EXIT
 
 # A verdict ends the test wherever it is given. `exit` in a subshell -
 # $(...), a pipeline, ( ... ) & - only leaves that subshell, and the test

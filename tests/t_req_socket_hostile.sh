@@ -7,8 +7,13 @@
 # tracer; the server serves on; the not-HTTP connections are counted (TLS
 # apart), not guessed at; the connection and arrival maps are back where
 # they were (bpftool counts their entries); every event is accounted for.
+# Then nginx (its defaults: sendfile on), by its master's pid: 100 requests
+# pipelined in one write, a sendfile response pipelined before another, a
+# sendfile download reset midway and half a request; records plus the
+# requests counted lost equal nginx's access log, none merged.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
+source "$(dirname "$0")/nginx_lib.sh"
 need_bpf
 need_cmd jq jq
 need_cmd curl curl
@@ -74,3 +79,35 @@ huge = one(lambda r: r["status"] == 413, "the 413 for the huge body")
 print(f"ok: slow GET {slow['dur_ns'] / 1e9:.1f} s from its first byte; stream ended by {reset['end']} "
       f"after {reset['events']} events; huge POST 413 after {huge['req_bytes']} bytes read; {len(http)} records")
 PY
+
+# ---- nginx: pipelining and sendfile ----
+need_cmd nginx nginx-light
+nginx_start "$TMP/ngx" 1
+at_exit nginx_stop
+rm -f "$TMP/run.jsonl"
+"$SPANTRACE" record -q --engine none -p "$NGX_PID" -o "$TMP/run.jsonl" --summary "$TMP/s.json" 2>"$TMP/record.err" &
+rec=$!
+wait_for grep -qs '"type":"session"' "$TMP/run.jsonl" || fail "record did not attach: $(cat "$TMP/record.err")"
+N=$ROOT/tests/helpers/hostile_nginx.py
+for c in flood big_next abort half; do
+	ok "$(timeout 60 python3 "$N" "$NGX_PORT" "$c" 2>&1)" || fail "hostile_nginx $c"
+done
+logged() { [ "$(grep -c '"type":"http"' "$TMP/run.jsonl")" -ge "$(($(nginx_log_lines) - 64))" ]; }
+wait_for logged
+sleep 0.5
+kill -INT "$rec"
+wait "$rec" || fail "record exited $?: $(cat "$TMP/record.err")"
+jq -c 'select(.type == "http")' "$TMP/run.jsonl" >"$TMP/ngx.jsonl"
+# nginx logs the half request too (a 400 at the close): it is counted unparsed
+lost=$(jq '.http.lost_pipeline + .http.lost_boundary + .http.lost_closed + .http.unparsed_connections' "$TMP/s.json")
+assert_eq "records + requests counted lost or unparsed = nginx's access log" "$(nginx_log_lines)" \
+	$(($(wc -l <"$TMP/ngx.jsonl") + lost))
+assert_eq "the half request line counted unparsed" 1 "$(jq .http.unparsed_connections "$TMP/s.json")"
+# the sendfile response ends at its length, and the next one is its own
+big=$((20 << 20))
+assert_eq "20 MiB by sendfile, ended at its response" 1 \
+	"$(jq -s --argjson b $big 'map(select(.path == "/big.bin" and .end == "response" and .resp_bytes > $b and .resp_bytes < $b + 1024)) | length' "$TMP/ngx.jsonl")"
+assert_eq "the reset download ends by the reset, not merged" 1 \
+	"$(jq -s --argjson b $big 'map(select(.path == "/big.bin" and .end != "response" and .resp_bytes < $b)) | length' "$TMP/ngx.jsonl")"
+assert_eq "every k1.html response its own (1 KiB and headers)" 0 \
+	"$(jq -s 'map(select(.path == "/k1.html" and (.end != "response" or .resp_bytes > 1024 + 512))) | length' "$TMP/ngx.jsonl")"

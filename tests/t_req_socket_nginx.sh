@@ -17,7 +17,7 @@ need_cmd nginx nginx-light
 need_cmd ab apache2-utils
 need_cmd wrk wrk
 P=$ROOT/tests/helpers/pipeline_http.py
-trap 'nginx_stop; [ -n "${rec:-}" ] && kill "$rec" 2>/dev/null' EXIT
+at_exit 'nginx_stop; [ -n "${rec:-}" ] && kill "$rec" 2>/dev/null'
 
 # record PID [FLAGS]: a record of PID's requests in the background
 record() {

@@ -16,7 +16,7 @@ need_cmd go golang-go
 S=$ROOT/tests/servers
 N=6
 srv=
-trap '[ -n "${rec:-}" ] && kill "$rec" 2>/dev/null; [ -n "$srv" ] && kill "$srv" 2>/dev/null; wait 2>/dev/null' EXIT
+at_exit '[ -n "${rec:-}" ] && kill "$rec" 2>/dev/null; [ -n "$srv" ] && kill "$srv" 2>/dev/null; wait 2>/dev/null'
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # check NAME: record the server $srv on $port through N client requests

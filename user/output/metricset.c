@@ -659,6 +659,29 @@ static void events(struct metric_set *m, const char *name, const char *help, con
 		}
 }
 
+/* What the socket tracing could not count as requests, by kind (the
+ * record summary's "http" object has the same). */
+static void http_losses(struct metric_set *m, const struct counters *c)
+{
+	const struct { const char *kind; uint64_t n; } rows[] = {
+		{ "table_full", c->http_table_full },     { "unparsed", c->http_unparsed },
+		{ "tls", c->http_tls },                   { "h2", c->http_h2 },
+		{ "lost_closed", c->http_lost_closed },   { "lost_pipeline", c->http_lost_pipeline },
+		{ "lost_boundary", c->http_lost_boundary },
+	};
+	struct metric_point *p;
+
+	FAMILY(m, "spantrace_http_losses_total", METRIC_COUNTER, "1",
+	       "Socket-level HTTP not counted as requests, by kind: connections that were not HTTP/1.x in "
+	       "the clear (unparsed, tls, h2) or not tracked (table_full), and requests lost (lost_*: "
+	       "closed before their response, past the pipelining queue, no boundary found).");
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		if ((p = point(m))) {
+			label_str(p, "kind", rows[i].kind);
+			value_u64(p, rows[i].n);
+		}
+}
+
 static void losses(struct metric_set *m, const struct metrics_snapshot *s)
 {
 	const struct counters *c = &s->counters;
@@ -688,6 +711,7 @@ static void losses(struct metric_set *m, const struct metrics_snapshot *s)
 		 "Durations not aggregated because the kernel's histogram table was full.", c->agg_table_full);
 	counter1(m, "spantrace_kernel_records_truncated_total",
 		 "OpenCL kernel records beyond what one cl_batch probe hit reads.", c->kernels_truncated);
+	http_losses(m, c);
 }
 
 static void tail(struct metric_set *m, const struct metrics_snapshot *s)

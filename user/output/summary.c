@@ -355,7 +355,7 @@ json_object *summary_json(struct runstats *r, const struct session *s, const str
 	json_object_object_add(j, "token", dist_json(&r->tokens, NULL));
 	json_object_object_add(j, "request", dist_json(&r->requests, NULL));
 	requests_json(j, r);
-	if (r->http_e2e.hist.count) {   /* --http: the socket's view */
+	if (r->http_e2e.hist.count || s->http) {   /* --http: the socket's view, losses even alone */
 		json_object *h = json_object_new_object();
 
 		add_u64(h, "requests", r->http_e2e.hist.count);
