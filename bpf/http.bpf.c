@@ -273,6 +273,19 @@ static __always_inline void scan_headers(struct hdr_scan *h, struct scratch *sc)
 		h->line_len = h->prev ? h->to - h->prev : h->line_len + (h->to - h->from);
 }
 
+/* A header block's next len bytes at ubuf, read into the window and
+ * scanned (h says how far its line and block are); -1 if unreadable. */
+static __always_inline int scan_window(struct hdr_scan *h, __u64 ubuf, __u32 len)
+{
+	struct scratch *sc = scratch();
+
+	if (!sc || !len || bpf_probe_read_user(sc->buf, BOUNDED(len - 1, WIN_MASK) + 1, (void *)ubuf))
+		return -1;
+	h->to = len;
+	scan_headers(h, sc);
+	return 0;
+}
+
 /* ---- chunked bodies ---- */
 
 static __always_inline int hex_digit(char ch)
@@ -649,18 +662,15 @@ static __always_inline void response_body(struct http_conn *c, __u32 flags, __s6
 /* Response headers in the piece: the bytes they took of it. */
 __noinline __u64 response_headers(struct http_conn *c, __u64 ubuf, __u64 n)
 {
-	struct scratch *sc = scratch();
 	struct hdr_scan h = { .response = 1 };
 	__u32 len = n < HTTP_WIN ? n : HTTP_WIN;
 
-	if (!c || !sc || !len)
+	if (!c)
 		return n;
-	if (bpf_probe_read_user(sc->buf, BOUNDED(len - 1, WIN_MASK) + 1, (void *)ubuf))
-		return n;
-	h.to = len;
 	h.line_len = c->line_len;
 	h.first = c->dmatch;
-	scan_headers(&h, sc);
+	if (scan_window(&h, ubuf, len))
+		return n;
 	c->line_len = h.line_len;
 	c->dmatch = h.first;
 	if (!h.end)
@@ -933,18 +943,15 @@ __noinline __u64 request_start(struct http_conn *c, __u64 ubuf, __u64 n, __u64 s
 /* Request headers in the piece: the bytes they took of it. */
 __noinline __u64 request_headers(struct http_conn *c, __u64 ubuf, __u64 n)
 {
-	struct scratch *sc = scratch();
 	struct hdr_scan h = {};
 	__u32 len = n < HTTP_WIN ? n : HTTP_WIN;
 
-	if (!c || !sc || !len)
+	if (!c)
 		return n;
-	if (bpf_probe_read_user(sc->buf, BOUNDED(len - 1, WIN_MASK) + 1, (void *)ubuf))
-		return n;
-	h.to = len;
 	h.line_len = c->rq_line_len;
 	h.first = c->rq_first;
-	scan_headers(&h, sc);
+	if (scan_window(&h, ubuf, len))
+		return n;
 	c->rq_line_len = h.line_len;
 	c->rq_first = h.first;
 	if (!h.end) {

@@ -59,6 +59,15 @@ paired_ratio() {
 paired_list() { paste "$1" "$2" | awk '$2 > 0 { printf "%s%.3f", sep, $1 / $2; sep = " " } END { print "" }'; }
 
 ratio() { echo "ratio $1 $2 $3"; }
+# rotate3 R A B C: round R of three runs, each first in turn (A B C, then
+# B C A, then C A B), so that no run always follows the same one.
+rotate3() {
+	case $(($1 % 3)) in
+	1) "$2"; "$3"; "$4" ;;
+	2) "$3"; "$4"; "$2" ;;
+	0) "$4"; "$2"; "$3" ;;
+	esac
+}
 # KV_TYPE (auto, the engine's default, f32 or f16: --kv-type for our
 # engine) and KV_SUFFIX, what ratio names gain for it (auto keeps the old
 # names: they always meant the default).

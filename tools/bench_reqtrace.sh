@@ -87,11 +87,7 @@ run_record() {
 
 : >"$TMP/untraced"; : >"$TMP/daemon"; : >"$TMP/record"; : >"$TMP/drops"
 for r in $(seq "$ROUNDS"); do
-	case $((r % 3)) in
-	1) run_untraced; run_daemon; run_record ;;
-	2) run_daemon; run_record; run_untraced ;;
-	0) run_record; run_untraced; run_daemon ;;
-	esac
+	rotate3 "$r" run_untraced run_daemon run_record
 	echo "round $r/$ROUNDS: untraced $(tail -n1 "$TMP/untraced")  daemon $(tail -n1 "$TMP/daemon")  record detail $(tail -n1 "$TMP/record") tok/s" >&2
 done
 kill -TERM "$EPID"; wait "$EPID" || die "engine exited $?"; EPID=

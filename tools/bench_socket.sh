@@ -74,11 +74,7 @@ run_daemon() {
 wrk -t1 -c32 -d1s "$URL" >/dev/null   # warm-up
 : >"$TMP/untraced"; : >"$TMP/record"; : >"$TMP/daemon"
 for r in $(seq "$ROUNDS"); do
-	case $((r % 3)) in
-	1) run_untraced; run_record; run_daemon ;;
-	2) run_record; run_daemon; run_untraced ;;
-	0) run_daemon; run_untraced; run_record ;;
-	esac
+	rotate3 "$r" run_untraced run_record run_daemon
 	echo "round $r/$ROUNDS req/s (worker us/req): untraced $(tail -n1 "$TMP/untraced")  record $(tail -n1 "$TMP/record")  daemon $(tail -n1 "$TMP/daemon")" >&2
 done
 col() { awk -v c="$2" '{ print $c }' "$1" >"$1.$2"; }

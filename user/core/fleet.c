@@ -1,5 +1,6 @@
 /* fleet.c - host mode's discovery of engines through /proc (see fleet.h). */
 #include "core/fleet.h"
+#include "core/proctree.h"
 
 
 #include <dirent.h>
@@ -57,21 +58,13 @@ void fleet_free(struct fleet *f)
 
 uint64_t fleet_start_ticks(pid_t pid)
 {
-	char path[64], buf[1024], *p;
 	unsigned long long v = 0;
-	FILE *fp;
-	size_t n;
+	const char *f;
+	char buf[1024];
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (!(fp = fopen(path, "re")))
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, fp);
-	fclose(fp);
-	buf[n] = 0;
-	/* Field 22; the name (field 2) may hold spaces and ')'. */
-	if (!(p = strrchr(buf, ')')) ||
-	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-		   &v) != 1)
+	/* field 22, the start time: the 20th after the name */
+	if (!(f = proctree_stat_fields(pid, buf, sizeof(buf))) ||
+	    sscanf(f, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &v) != 1)
 		return 0;
 	return v;
 }

@@ -17,57 +17,81 @@ static pid_t entry_pid(const struct dirent *de)
 	return *end || pid <= 0 || pid > INT_MAX ? 0 : (pid_t)pid;
 }
 
-/* pid's parent, from /proc/PID/stat (after the command's last ')'). */
-static pid_t parent_of(pid_t pid)
+const char *proctree_stat_fields(pid_t pid, char *buf, size_t len)
 {
-	char path[64], buf[512], *p;
-	int ppid = 0;
+	char path[64], *p;
 	FILE *f;
 	size_t n;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (!(f = fopen(path, "r")))
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
+	if (len < 2 || !(f = fopen(path, "re")))
+		return NULL;
+	n = fread(buf, 1, len - 1, f);
 	fclose(f);
 	buf[n] = 0;
-	if (!(p = strrchr(buf, ')')) || sscanf(p + 1, " %*c %d", &ppid) != 1)
-		return 0;
-	return (pid_t)ppid;
+	/* the name (field 2) may hold spaces and ')': the last ')' ends it */
+	return (p = strrchr(buf, ')')) && p[1] == ' ' ? p + 2 : NULL;
+}
+
+/* cb(ctx, pid) for every process in /proc; 0, or -1 (errno) from cb or
+ * /proc. */
+static int each_pid(int (*cb)(void *ctx, pid_t pid), void *ctx)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	pid_t pid;
+	int rc = 0;
+
+	if (!d)
+		return -1;
+	while (!rc && (de = readdir(d)))
+		if ((pid = entry_pid(de)))
+			rc = cb(ctx, pid);
+	closedir(d);
+	return rc;
 }
 
 struct pair { pid_t pid, ppid; };
 
+struct pairs {
+	struct pair *v;
+	size_t n, cap;
+};
+
+/* One process and its parent (field 4 of its stat) into the list. */
+static int add_pair(void *ctx, pid_t pid)
+{
+	struct pairs *ps = ctx;
+	struct pair *nv;
+	const char *f;
+	char buf[512];
+	int ppid = 0;
+
+	if (ps->n == ps->cap) {
+		ps->cap = ps->cap ? 2 * ps->cap : 256;
+		if (!(nv = realloc(ps->v, ps->cap * sizeof(*nv)))) {
+			errno = ENOMEM;
+			return -1;
+		}
+		ps->v = nv;
+	}
+	if ((f = proctree_stat_fields(pid, buf, sizeof(buf))) && sscanf(f, "%*c %d", &ppid) != 1)
+		ppid = 0;
+	ps->v[ps->n++] = (struct pair){ pid, (pid_t)ppid };
+	return 0;
+}
+
 /* Every process and its parent; their count, or -1. */
 static int read_pairs(struct pair **out)
 {
-	DIR *d = opendir("/proc");
-	struct pair *v = NULL, *nv;
-	struct dirent *de;
-	size_t n = 0, cap = 0;
-	pid_t pid;
+	struct pairs ps = { 0 };
 
-	if (!d)
+	if (each_pid(add_pair, &ps)) {
+		free(ps.v);
 		return -1;
-	while ((de = readdir(d))) {
-		if (!(pid = entry_pid(de)))
-			continue;
-		if (n == cap) {
-			cap = cap ? 2 * cap : 256;
-			if (!(nv = realloc(v, cap * sizeof(*v)))) {
-				free(v);
-				closedir(d);
-				errno = ENOMEM;
-				return -1;
-			}
-			v = nv;
-		}
-		v[n].pid = pid;
-		v[n++].ppid = parent_of(pid);
 	}
-	closedir(d);
-	*out = v;
-	return (int)n;
+	*out = ps.v;
+	return (int)ps.n;
 }
 
 int proctree_descendants(pid_t root, pid_t *out, int max)
@@ -89,23 +113,27 @@ int proctree_descendants(pid_t root, pid_t *out, int max)
 	return found;
 }
 
-int proctree_each_exe(const struct stat *st, void (*cb)(void *ctx, pid_t pid), void *ctx)
+struct exe_match {
+	const struct stat *st;
+	void (*cb)(void *ctx, pid_t pid);
+	void *ctx;
+};
+
+static int match_exe(void *ctx, pid_t pid)
 {
-	DIR *d = opendir("/proc");
-	struct dirent *de;
+	struct exe_match *m = ctx;
 	char path[64];
 	struct stat x;
-	pid_t pid;
 
-	if (!d)
-		return -1;
-	while ((de = readdir(d))) {
-		if (!(pid = entry_pid(de)))
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
-		if (!stat(path, &x) && x.st_dev == st->st_dev && x.st_ino == st->st_ino)
-			cb(ctx, pid);
-	}
-	closedir(d);
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	if (!stat(path, &x) && x.st_dev == m->st->st_dev && x.st_ino == m->st->st_ino)
+		m->cb(m->ctx, pid);
 	return 0;
+}
+
+int proctree_each_exe(const struct stat *st, void (*cb)(void *ctx, pid_t pid), void *ctx)
+{
+	struct exe_match m = { st, cb, ctx };
+
+	return each_pid(match_exe, &m);
 }

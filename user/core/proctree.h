@@ -4,6 +4,7 @@
 #ifndef SPANTRACE_PROCTREE_H
 #define SPANTRACE_PROCTREE_H
 
+#include <stddef.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -14,5 +15,9 @@ int proctree_descendants(pid_t root, pid_t *out, int max);
 /* cb(ctx, pid) for each process whose executable is the file st names
  * (by device and inode: any path, any mount namespace). 0 or -1 (errno). */
 int proctree_each_exe(const struct stat *st, void (*cb)(void *ctx, pid_t pid), void *ctx);
+
+/* /proc/PID/stat read into buf (len bytes): its fields after the name
+ * (from field 3, the state), or NULL when it cannot be read. */
+const char *proctree_stat_fields(pid_t pid, char *buf, size_t len);
 
 #endif
