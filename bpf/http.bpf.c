@@ -1258,14 +1258,15 @@ int http_data_ready(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-/* The server closed (FIN_WAIT1, LAST_ACK) or the connection died (CLOSE):
- * its open request ends, and its state goes. */
+/* The server closed (FIN_WAIT1, LAST_ACK) or the connection died (CLOSE;
+ * from ESTABLISHED, a reset): its open request ends, and its state goes. */
 SEC("raw_tp/inet_sock_set_state")
 int http_sock_state(struct bpf_raw_tracepoint_args *ctx)
 {
 	__u64 key = ctx->args[0];
-	int state = (int)ctx->args[2];
+	int old = (int)ctx->args[1], state = (int)ctx->args[2];
 	struct http_conn *c;
+	__u32 end;
 
 	if (state != 4 /* FIN_WAIT1 */ && state != 9 /* LAST_ACK */ && state != 7 /* CLOSE */)
 		return 0;
@@ -1273,8 +1274,10 @@ int http_sock_state(struct bpf_raw_tracepoint_args *ctx)
 		bpf_map_delete_elem(&http_arrivals, &key);
 	if (!(c = bpf_map_lookup_elem(&http_conns, &key)))
 		return 0;
+	/* straight from ESTABLISHED to CLOSE: a reset, not a close (FIN) */
+	end = c->opaque ? HTTP_END_UNPARSED : state == 7 && old == 1 ? HTTP_END_RESET : HTTP_END_CLOSE;
 	if (c->state == HC_REQUEST || c->state == HC_HEADERS || c->state == HC_BODY)
-		http_send(c, c->opaque ? HTTP_END_UNPARSED : HTTP_END_CLOSE, bpf_ktime_get_ns());
+		http_send(c, end, bpf_ktime_get_ns());
 	else if (c->rq_state == RQ_PREFIX)   /* closed before a whole request line came */
 		COUNT(http_unparsed);
 	http_drop_pending(c);

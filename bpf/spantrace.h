@@ -223,7 +223,7 @@ struct tensor_event {
 enum http_end {
 	HTTP_END_RESPONSE = 0, /* the response's last byte was written */
 	HTTP_END_CLOSE,        /* the server closed the connection first */
-	HTTP_END_RESET,        /* a write failed: the peer reset or went away */
+	HTTP_END_RESET,        /* the peer reset (a write failed, or an RST came) */
 	HTTP_END_EXIT,         /* the server process exited */
 	HTTP_END_UNPARSED,     /* its end could not be found: the next response began */
 	HTTP_END_COUNT

@@ -11,6 +11,7 @@ CASE:
   slow      a request sent a byte every 0.1 s (about 4 s in all)
   storm N   N connections opened and dropped: a third close at once, a
             third send half a request line and close, a third reset (RST)
+  hold N S  N connections, each with half a request line, held S seconds, then closed
   reset     a streaming completion, reset after its first event
   huge      a 1.5 MiB body (over the server's 1 MiB limit)
 """
@@ -79,6 +80,15 @@ def main():
             else:
                 s.close()
         print(f"storm: {n} connections in {time.time() - t0:.1f} s")
+    elif case == "hold":
+        n, secs = int(sys.argv[3]), float(sys.argv[4])
+        held = [conn(port) for _ in range(n)]
+        for s in held:
+            s.send(b"GET /hea")
+        time.sleep(secs)
+        for s in held:
+            s.close()
+        print(f"hold: {n} connections held {secs:.0f} s")
     elif case == "reset":
         body = b'{"prompt":"Once upon a time","max_tokens":200,"stream":true}'
         s = conn(port)
