@@ -82,13 +82,51 @@ static __always_inline char lower(char ch)
 	return ch >= 'A' && ch <= 'Z' ? ch + ('a' - 'A') : ch;
 }
 
+/* The window's 8 bytes at i, as one little-endian word (the buffer is
+ * twice the window, so the masked offset plus 8 stays inside). */
+static __always_inline __u64 word_at(const char *buf, __u32 i)
+{
+	return *(const __u64 *)(buf + (i & WIN_MASK));
+}
+
+/* Bytes k.. of a literal of len bytes as a word, and the mask of those
+ * that are in it: both constants once inlined. */
+static __always_inline __u64 literal_word(const char *word, int k, int len)
+{
+	__u64 v = 0;
+
+	for (int j = 0; j < 8; j++)
+		if (k + j < len)
+			v |= (__u64)(__u8)word[k + j] << (j * 8);
+	return v;
+}
+
+static __always_inline __u64 literal_mask(int k, int len)
+{
+	return len - k >= 8 ? ~0ull : (1ull << ((len - k) * 8)) - 1;
+}
+
+/* buf at i starts with word (len bytes), exactly or (fold) whatever the
+ * case of its letters, 8 bytes a compare. Folding sets bit 5 of each byte,
+ * which letters differ by; the words compared with it are lower case,
+ * and their other bytes ('-', ':', '/', ' ', digits) have it set. */
+static __always_inline int word_match(const char *buf, __u32 i, const char *word, int len, int fold)
+{
+	__u64 m, w;
+
+	for (int k = 0; k < len; k += 8) {
+		m = literal_mask(k, len);
+		w = word_at(buf, i + k) | (fold ? 0x2020202020202020ull : 0);
+		if ((w & m) != literal_word(word, k, len))
+			return 0;
+	}
+	return 1;
+}
+
 /* buf at i starts with the lower-case word (case-insensitively). */
 static __always_inline int starts_with(const char *buf, __u32 i, const char *word, int len)
 {
-	for (int k = 0; k < len; k++)
-		if (lower(at(buf, i + k)) != word[k])
-			return 0;
-	return 1;
+	return word_match(buf, i, word, len, 1);
 }
 
 /* The offset of a header value: past the name and any spaces. */
@@ -835,10 +873,7 @@ static __always_inline void response_opaque(struct http_conn *c, __u64 n, __u64 
 /* buf at o starts with word (len bytes, exactly). */
 static __always_inline int has_prefix(const char *buf, __u32 o, const char *word, int len)
 {
-	for (int k = 0; k < len; k++)
-		if (at(buf, o + k) != word[k])
-			return 0;
-	return 1;
+	return word_match(buf, o, word, len, 0);
 }
 
 /* The method's length with its space if buf starts with one, else 0.
