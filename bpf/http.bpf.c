@@ -311,13 +311,16 @@ static __always_inline void scan_headers(struct hdr_scan *h, struct scratch *sc)
 		h->line_len = h->prev ? h->to - h->prev : h->line_len + (h->to - h->from);
 }
 
-/* A header block's next len bytes at ubuf, read into the window and
- * scanned (h says how far its line and block are); -1 if unreadable. */
-static __always_inline int scan_window(struct hdr_scan *h, __u64 ubuf, __u32 len)
+/* A header block's next len bytes at ubuf, read into the window (unless
+ * in_buf: they are there) and scanned (h says how far its line and block
+ * are); -1 if unreadable. */
+static __always_inline int scan_window(struct hdr_scan *h, __u64 ubuf, __u32 len, int in_buf)
 {
 	struct scratch *sc = scratch();
 
-	if (!sc || !len || bpf_probe_read_user(sc->buf, BOUNDED(len - 1, WIN_MASK) + 1, (void *)ubuf))
+	if (!sc || !len)
+		return -1;
+	if (!in_buf && bpf_probe_read_user(sc->buf, BOUNDED(len - 1, WIN_MASK) + 1, (void *)ubuf))
 		return -1;
 	h->to = len;
 	scan_headers(h, sc);
@@ -707,7 +710,7 @@ __noinline __u64 response_headers(struct http_conn *c, __u64 ubuf, __u64 n)
 		return n;
 	h.line_len = c->line_len;
 	h.first = c->dmatch;
-	if (scan_window(&h, ubuf, len))
+	if (scan_window(&h, ubuf, len, 0))
 		return n;
 	c->line_len = h.line_len;
 	c->dmatch = h.first;
@@ -972,11 +975,14 @@ __noinline __u64 request_start(struct http_conn *c, __u64 ubuf, __u64 n, __u64 s
 	c->rq_line_len = pre;
 	c->rq_length = -1;
 	c->rq_chunked = 0;
-	return 0;   /* the headers' scan reads the line again, for its end */
+	/* the headers' scan reads the line again, for its end: from the
+	 * window when the piece is all there (a short request, whole) */
+	c->rq_in_buf = !pre && len == n;
+	return 0;
 }
 
 /* Request headers in the piece: the bytes they took of it. */
-__noinline __u64 request_headers(struct http_conn *c, __u64 ubuf, __u64 n)
+__noinline __u64 request_headers(struct http_conn *c, __u64 ubuf, __u64 n, int in_buf)
 {
 	struct hdr_scan h = {};
 	__u32 len = n < HTTP_WIN ? n : HTTP_WIN;
@@ -985,7 +991,7 @@ __noinline __u64 request_headers(struct http_conn *c, __u64 ubuf, __u64 n)
 		return n;
 	h.line_len = c->rq_line_len;
 	h.first = c->rq_first;
-	if (scan_window(&h, ubuf, len))
+	if (scan_window(&h, ubuf, len, in_buf))
 		return n;
 	c->rq_line_len = h.line_len;
 	c->rq_first = h.first;
@@ -1036,7 +1042,8 @@ __noinline __u64 request_step(struct http_conn *c, __u64 ubuf, __u64 n, __u64 st
 	} else if (st == RQ_START || st == RQ_PREFIX) {
 		took = request_start(c, ubuf, n, start, now);
 	} else if (st == RQ_HEAD) {
-		took = request_headers(c, ubuf, n);
+		took = request_headers(c, ubuf, n, c->rq_in_buf);
+		c->rq_in_buf = 0;
 	} else {
 		w.k = c->rq_chunk;
 		w.ubuf = ubuf;

@@ -94,8 +94,8 @@ struct http_conn {
 	struct http_chunker rq_chunk;
 	__u32 q_head, q_tail; /* the queue of requests read ahead (http_pending) */
 	__u32 pre_len;        /* RQ_PREFIX: bytes in pre */
-	__u32 pad;
-	__u64 arrival_ns;     /* unread bytes first reached the socket (tcp_probe); 0: none */
+	__u32 rq_in_buf;      /* RQ_HEAD: the whole piece is in the window already */
+	__u64 arrival_ns;     /* unread bytes first reached the socket (sk_data_ready); 0: none */
 	char pre[HTTP_PRE_MAX];
 };
 
