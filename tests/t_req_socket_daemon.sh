@@ -84,6 +84,28 @@ daemon_on c --engine none -p "$lpid"
 CLIENT_KEEPALIVE=0 serve_and_check "$b_port" "http://127.0.0.1:$lport" llamacpp "$c_port" http
 grep -q '^spantrace_requests_total{' "$TMP/m2.txt" && fail "--engine none: engine request series on /metrics"
 ok "--engine none: no engine series, only the sockets'"
+# what is not a request is counted by kind on /metrics: two connections
+# that open with garbage and with a TLS handshake
+python3 - "$lport" <<'PY' || fail "the not-HTTP connections"
+import socket, sys
+for payload in (b"\x00\x01garbage\r\n\r\n", bytes.fromhex("16030100a5010000a10303") + b"\x00" * 32):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+    s.sendall(payload)
+    s.settimeout(2)
+    try:
+        s.recv(4096)
+    except OSError:
+        pass
+    s.close()
+PY
+losses_seen() {
+	metrics_of "$c_port" >"$TMP/m3.txt" &&
+		[ "$(msum "$TMP/m3.txt" spantrace_http_losses_total 'kind="unparsed"')" = 1 ] &&
+		[ "$(msum "$TMP/m3.txt" spantrace_http_losses_total 'kind="tls"')" = 1 ]
+}
+WAIT_S=3 wait_for losses_seen || fail "losses on /metrics: $(grep '^spantrace_http_losses_total' "$TMP/m3.txt")"
+assert_eq "requests lost, on /metrics" 0 "$(grep '^spantrace_http_losses_total{kind="lost_' "$TMP/m3.txt" | awk '{ s += $NF } END { print s + 0 }')"
+ok "losses on /metrics by kind: unparsed 1, tls 1"
 # llama.cpp's own requests (sequences, which end at a later event on their
 # slot) end with their linked HTTP response: all 16 counted at the next
 # tick, with TTFT observations, on a server that stays idle
