@@ -278,11 +278,13 @@ export LLAMA_SERVER_CACHE
 llama-server: deps
 	@tools/build_llama_server.sh "$(LLAMA_SERVER_CACHE)" >/dev/null
 
+# the build on every core first (the tests then run one at a time)
 test: deps llama-server
+	$(MAKE) -j$$(nproc) all models
 	$(MAKE) check
 
 demo: deps
-	$(MAKE) all models
+	$(MAKE) -j$$(nproc) all models
 	tools/demo.sh
 
 # llama-bench too (the llamabench section's peer), built the same way.
