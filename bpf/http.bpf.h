@@ -8,14 +8,18 @@
  * count too. Requests are delimited as they are read (the request line,
  * the headers, a Content-Length or chunked body), so several in one read
  * are several; responses are matched to them in order, as HTTP/1.1 says.
- * A request starts when its first bytes reached the socket (tcp_probe, on
- * the servers' listening ports) and ends when its response's last byte is
+ * A request starts when its first bytes reached the socket (sk_data_ready,
+ * or tcp_probe before Linux 6.6, on the servers' listening ports) and ends when its response's last byte is
  * sent: Content-Length, the chunked terminator, or the close. Nothing but
  * the method, the path before any '?', lengths, counts and times leaves
  * the kernel. */
 #ifndef SPANTRACE_HTTP_BPF_H
 #define SPANTRACE_HTTP_BPF_H
 
+/* what http_send calls: agg_add, reserve (core), seq_end_request (engines) */
+#include "core.bpf.h"
+#include "requests.bpf.h"
+#include "engines.bpf.h"
 #include "reqlink.bpf.h"
 
 #define HTTP_MAX_CONNS 16384

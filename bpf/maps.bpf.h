@@ -13,7 +13,10 @@
 static __always_inline void *lookup_or_init(void *map, const void *key, const void *init)
 {
 	void *val = bpf_map_lookup_elem(map, key);
-	long err;
+	/* int, not long: the helper returns the map op's int, which the
+	 * compiler may not sign-extend, and -EEXIST would then read as
+	 * another error (libbpf-tools' maps.bpf.h says the same) */
+	int err;
 
 	if (val)
 		return val;
