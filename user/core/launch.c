@@ -16,6 +16,7 @@
 #include "core/listen_ports.h"
 #include "core/log.h"
 #include "core/stapsdt.h"
+#include "spantrace/probes.h"
 
 #define TERM_GRACE_MS 2000  /* a command gets this long after SIGTERM, then SIGKILL */
 
@@ -171,8 +172,14 @@ static __attribute__((noreturn)) void child_run(char *const argv[], int in_fd, i
 	signal(SIGPIPE, SIG_DFL);
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
+	/* The state signal is blocked here (libinfer's listener, in the
+	 * parent), so a tracer's scan may have taken this child for an engine
+	 * and asked for its state: ignoring it drops any such request, which
+	 * the unblocking would otherwise deliver, killing the command. */
+	signal(SIGRTMIN + INFER_STATE_SIGNAL_OFFSET, SIG_IGN);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGRTMIN + INFER_STATE_SIGNAL_OFFSET, SIG_DFL);
 	if ((in_fd >= 0 && dup2(in_fd, STDIN_FILENO) < 0) ||
 	    (out_fd >= 0 && (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(out_fd, STDERR_FILENO) < 0))) {
 		child_say("cannot redirect the command: ", strerror(errno), "");
