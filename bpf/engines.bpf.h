@@ -36,6 +36,8 @@ __u64 engine_requests __weak = 0;
 
 #define ENGINE_SIGSTOP 19
 
+enum { BASE_UNKNOWN, BASE_RELATIVE, BASE_ABSOLUTE };   /* seq_state.base */
+
 struct seq_state {
 	__u64 req;          /* the open request; 0: none */
 	__u64 ready_ns;     /* a removal readied the next request then; 0: none */
@@ -48,6 +50,16 @@ struct seq_state {
 	__u32 out_now;      /* outputs asked for in out_decode */
 	__s32 prompt_last;  /* the token whose output was its first: the prompt's last */
 	__s32 prompt_pos;   /* and its position (the prompt's length - 1) */
+	__s32 first_pos;    /* the open request's first position (after a cached prefix); -1: none */
+	__u64 prompt_sum;   /* tok_mix summed over the prompt tokens it decoded */
+	__u64 base_rel;     /* seq_kv's sum at first_pos (its cache's part) */
+	__u32 base;         /* BASE_*: how much of that is known */
+	/* its cache in seq_kv: */
+	__u32 kv_from, kv_known;   /* the run of positions whose sums are kept */
+	__u32 kv_off_known;
+	__u64 kv_off;       /* the sum below kv_from */
+	__u64 match_below;  /* seq_link_prompt's: its prompt's sum below first_pos */
+	__u64 kv_id;        /* its slot (0: none yet) */
 	/* Outputs computed, waiting for their token to be sampled: */
 	__u32 pending;      /* outputs of pending_step not yet out */
 	__u32 out_index;    /* its last output's index in that batch */
@@ -57,9 +69,18 @@ struct seq_state {
 	__u64 pending_step;
 };
 
-/* A tokenized prompt awaiting its sequence: (pid, length, last token) ->
- * when its tokenization began. Served prompts are tokenized by the thread
- * that took the request, long before a sequence holds them. */
+/* Tokenized prompts awaiting their sequences: (pid, length, last token) ->
+ * the twins of that key. Served prompts are tokenized by the thread that
+ * took the request, long before a sequence holds them. Twins (benchmarks'
+ * fixed lengths, chat templates' common tails) are told apart by a hash of
+ * their token ids, which never leaves the kernel: the sum of
+ * tok_mix(token, position). A sequence whose first positions came from its
+ * cache (llama-server's prompt cache) adds what its cache held below them
+ * (map seq_kv) to the sum of the tokens it decoded, and compares that with
+ * the prompt's whole sum; where the cache's part is not known (it was
+ * filled before the attach), it compares its own part with the prompt's
+ * sum from its first position on (map prompt_prefix), and a single match
+ * tells it what its cache holds. */
 struct prompt_key {
 	__u32 pid;
 	__u32 n_tokens;
@@ -67,11 +88,22 @@ struct prompt_key {
 	__u32 pad;
 };
 
-#define PROMPT_AMBIGUOUS_NS (10ull * 1000000000ull)   /* an older twin: taken, or gone */
+#define PROMPT_TWINS 8          /* of one key pending at once; a ninth replaces the oldest */
+#define PROMPT_STALE_NS (60ull * 1000000000ull)   /* a twin older: taken elsewhere, or gone */
+#define PROMPT_SLOTS 64         /* prompts whose prefix sums are kept (a ring) */
+#define PROMPT_PREFIX_MAX 4096  /* positions those sums cover */
+
+struct prompt_twin {
+	__u64 ts;                /* its tokenization's begin; 0: an empty place */
+	__u64 sum;               /* tok_mix summed over the whole prompt */
+	__u64 nth;               /* its tokenization's number (its prefix slot: nth % PROMPT_SLOTS) */
+	struct http_link http;   /* the HTTP request the tokenizing thread read last */
+	__u32 identical;         /* another pending twin had its sum: which is whose is a guess */
+	__u32 pad;
+};
 
 struct prompt_val {
-	__u64 ts;                /* its tokenization's begin */
-	struct http_link http;   /* the HTTP request the tokenizing thread read last */
+	struct prompt_twin twin[PROMPT_TWINS];
 };
 
 struct {
@@ -81,12 +113,69 @@ struct {
 	__type(value, struct prompt_val);
 } prompts __weak SEC(".maps");
 
+/* slot * PROMPT_PREFIX_MAX + p -> tok_mix summed over the slot's prompt's
+ * positions below p; prompt_slot_nth[slot] says whose they are. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PROMPT_SLOTS * PROMPT_PREFIX_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} prompt_prefix __weak SEC(".maps");
+
+__u64 prompt_slot_nth[PROMPT_SLOTS] __weak = {};
+__u64 prompts_tokenized __weak = 0;
+
+/* What a sequence's cache holds: slot * SEQ_KV_MAX + p -> tok_mix summed
+ * over its positions from kv_from up to p (kv_from..kv_known is a run of
+ * positions seen decoded in order), plus kv_off where that is known. A
+ * sequence keeps its slot (kv_id % SEQ_KV_SLOTS) while seq_kv_owner says
+ * so; positions past SEQ_KV_MAX are not kept. */
+#define SEQ_KV_SLOTS 64
+#define SEQ_KV_MAX 8192
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SEQ_KV_SLOTS * SEQ_KV_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} seq_kv __weak SEC(".maps");
+
+__u64 seq_kv_owner[SEQ_KV_SLOTS] __weak = {};
+__u64 seq_kv_ids __weak = 0;
+
+/* One token at one position, mixed (splitmix64's finalizer). */
+static __always_inline __u64 tok_mix(__s32 token, __u32 pos)
+{
+	__u64 z = ((__u64)pos << 32 | (__u32)token) + 0x9e3779b97f4a7c15ull;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SEQ_MAX_ENTRIES);
 	__type(key, struct seq_key);
 	__type(value, struct seq_state);
 } seqs __weak SEC(".maps");
+
+/* What would not fit on the stack: a decode's batch walk runs three frames
+ * deep (program, bpf_loop callback, seq_link_prompt) under the 512-byte
+ * limit of all three. */
+struct engine_scratch {
+	__u8 batch[64];          /* decode_batch: the llama_batch, by value */
+	struct prompt_key key;   /* seq_link_prompt's keys */
+	struct http_req_key hk;
+	struct http_req_val hv;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct engine_scratch);
+} engine_scratch __weak SEC(".maps");
 
 /* A thread inside a profile's functions. */
 struct engine_call {
@@ -109,16 +198,20 @@ struct {
 	__type(value, struct engine_call);
 } engine_calls __weak SEC(".maps");
 
-static const struct seq_state seq_new = { .last_pos = -1, .prompt_pos = -1 };
+static const struct seq_state seq_new = { .last_pos = -1, .prompt_pos = -1, .first_pos = -1 };
 static const struct engine_call zero_call;
 
 /* ---- requests of sequences ---- */
 
-static __always_inline void seq_queued_at_prompt(__u32 pid, struct seq_state *st, struct req_state *r);
+/* At its first output: the request was queued when its prompt was
+ * tokenized, and came in on the HTTP request its tokenizing thread had
+ * read (engines.bpf.c; global, so the verifier checks the twin search once). */
+struct seq_state;
+__noinline int seq_link_prompt(__u32 pid, struct seq_state *st);
 
 /* The pending outputs of st are out at now (token: the sampled id, or
  * ~0 when the sampling was not seen). The first also fixes the prompt. */
-static __always_inline void seq_emit(__u32 pid, struct seq_state *st, __u64 now, __u32 token)
+static __always_inline void seq_emit_link(__u32 pid, struct seq_state *st, __u64 now, __u32 token, int link)
 {
 	struct serving_state *s;
 	struct req_state *r;
@@ -129,7 +222,8 @@ static __always_inline void seq_emit(__u32 pid, struct seq_state *st, __u64 now,
 		r = req_lookup(pid, st->req);
 		if (r) {
 			r->prompt_tokens = st->prompt;
-			seq_queued_at_prompt(pid, st, r);
+			if (link)
+				seq_link_prompt(pid, st);
 		}
 		s = serving_get(pid);
 		if (s)
@@ -145,16 +239,29 @@ static __always_inline void seq_emit(__u32 pid, struct seq_state *st, __u64 now,
 
 /* The open request of st ends at its last output (its end as far as anyone
  * outside can tell), or now if it never had one. */
-static __always_inline void seq_end(__u32 pid, struct seq_state *st, __u64 now)
+static __always_inline void seq_emit(__u32 pid, struct seq_state *st, __u64 now, __u32 token)
 {
-	seq_emit(pid, st, st->pending_ns, ~0u);
+	seq_emit_link(pid, st, now, token, 1);
+}
+
+/* link 0: where the call stack is too deep for seq_link_prompt (the
+ * response's end, whose request was linked at its first output). */
+static __always_inline void seq_end_link(__u32 pid, struct seq_state *st, __u64 now, int link)
+{
+	seq_emit_link(pid, st, st->pending_ns, ~0u, link);
 	if (st->req)
 		req_finish(pid, st->req, st->last_out_ns ? st->last_out_ns : now, FINISH_REASON_COUNT,
 			   st->outputs);
 	st->req = 0;
 	st->outputs = st->prompt = 0;
-	st->last_out_ns = 0;
-	st->last_pos = -1;
+	st->last_out_ns = st->prompt_sum = 0;
+	st->base = BASE_UNKNOWN;
+	st->last_pos = st->first_pos = -1;
+}
+
+static __always_inline void seq_end(__u32 pid, struct seq_state *st, __u64 now)
+{
+	seq_end_link(pid, st, now, 1);
 }
 
 static __always_inline void seq_start(__u32 pid, struct seq_state *st, __u64 now)
@@ -168,30 +275,9 @@ static __always_inline void seq_start(__u32 pid, struct seq_state *st, __u64 now
 	if (r)
 		r->first_admit_ns = r->token_admit_ns = admitted;
 	st->ready_ns = 0;
-	st->prompt_pos = -1;
-}
-
-/* At its first output: the request was queued when its prompt was
- * tokenized, if that tokenization is known (taken, so it is used once),
- * and came in on the HTTP request its tokenizing thread had read. */
-static __always_inline void seq_queued_at_prompt(__u32 pid, struct seq_state *st, struct req_state *r)
-{
-	struct prompt_key key = { .pid = pid, .n_tokens = (__u32)st->prompt_pos + 1, .last = st->prompt_last };
-	struct http_req_key hk = { .tgid = pid };
-	struct http_req_val hv = { .req = st->req };
-	struct prompt_val *pv;
-
-	if (st->prompt_pos < 0 || !(pv = bpf_map_lookup_elem(&prompts, &key)))
-		return;
-	if (pv->ts < r->queued_ns)
-		r->queued_ns = pv->ts;
-	r->http = pv->http;
-	if (pv->http.sock) {   /* it ends with the response (seq_end_request) */
-		hk.sock = pv->http.sock;
-		hv.seq = pv->http.seq;
-		bpf_map_update_elem(&http_engine_reqs, &hk, &hv, BPF_ANY);
-	}
-	bpf_map_delete_elem(&prompts, &key);
+	st->prompt_pos = st->first_pos = -1;
+	st->prompt_sum = 0;
+	st->base = BASE_UNKNOWN;
 }
 
 struct seq_scan {
@@ -210,8 +296,10 @@ static inline long seq_end_cb(struct bpf_map *map, struct seq_key *key, struct s
 	if (sc->pid && key->pid != sc->pid)
 		return 0;
 	seq_end(key->pid, st, sc->now);
-	if (sc->ready)
+	if (sc->ready) {   /* cleared: its cache too */
 		st->ready_ns = sc->now;
+		st->kv_known = 0;
+	}
 	return 0;
 }
 
@@ -226,12 +314,12 @@ static inline long seq_end_req_cb(struct bpf_map *map, struct seq_key *key, stru
 {
 	if (key->pid != x->pid || st->req != x->req)
 		return 0;
-	seq_end(key->pid, st, x->now);
+	seq_end_link(key->pid, st, x->now, 0);
 	return 1;
 }
 
 /* The HTTP request on sock (its seq-th) was answered: the engine request
- * linked to it (seq_queued_at_prompt) has ended, and says so now rather
+ * linked to it (seq_link_prompt) has ended, and says so now rather
  * than at its sequence's next event, however idle the server stays. */
 static __always_inline void seq_end_request(__u32 pid, __u64 sock, __u32 seq, __u64 now)
 {
@@ -314,12 +402,65 @@ struct batch_walk {
 	struct engine_call *call;
 };
 
+/* seq_kv's sum at pos for st's cache; NULL: not kept there. */
+static __always_inline __u64 *kv_at(struct seq_state *st, __u32 pos)
+{
+	__u32 slot = (__u32)(st->kv_id % SEQ_KV_SLOTS), i;
+
+	if (!st->kv_id || pos >= SEQ_KV_MAX || seq_kv_owner[slot & (SEQ_KV_SLOTS - 1)] != st->kv_id)
+		return NULL;
+	i = slot * SEQ_KV_MAX + pos;
+	return bpf_map_lookup_elem(&seq_kv, &i);
+}
+
+/* The token mixed as mix is in st's cache at pos now. */
+static __always_inline void kv_put(struct seq_state *st, __u32 pos, __u64 mix)
+{
+	__u64 *at, *next;
+
+	if (!st->kv_id) {   /* its slot, taken from whoever had it */
+		st->kv_id = __sync_fetch_and_add(&seq_kv_ids, 1) + 1;
+		seq_kv_owner[(st->kv_id % SEQ_KV_SLOTS) & (SEQ_KV_SLOTS - 1)] = st->kv_id;
+		st->kv_from = st->kv_known = 0;
+		st->kv_off_known = 0;
+	}
+	if (!(at = kv_at(st, pos)))
+		return;
+	if (pos < st->kv_from || pos > st->kv_known || st->kv_known == 0) {
+		/* a new run: after a gap (the attach), or from 0 */
+		st->kv_from = pos;
+		st->kv_off = 0;
+		st->kv_off_known = pos == 0;
+		*at = 0;
+	}
+	if (!(next = kv_at(st, pos + 1)))
+		return;
+	*next = *at + mix;
+	st->kv_known = pos + 1;   /* what lay past it is overwritten */
+}
+
+/* The open request's first prompt token, at pos: what its cache holds
+ * below it, as far as that is known. */
+static __always_inline void prompt_begin(struct seq_state *st, __u32 pos)
+{
+	__u64 *at;
+
+	st->first_pos = (__s32)pos;
+	st->prompt_sum = st->base_rel = 0;
+	st->base = pos == 0 ? BASE_ABSOLUTE : BASE_UNKNOWN;
+	if (pos && pos >= st->kv_from && pos <= st->kv_known && (at = kv_at(st, pos))) {
+		st->base_rel = *at + st->kv_off;
+		st->base = st->kv_off_known ? BASE_ABSOLUTE : BASE_RELATIVE;
+	}
+}
+
 static __always_inline void seq_token(struct batch_walk *w, __u32 i, __s32 seq, __s32 pos, __s32 token,
 				      int output)
 {
 	struct seq_key key = { .pid = w->pid, .seq = seq };
 	struct engine_call *c = w->call;
 	struct seq_state *st = lookup_or_init(&seqs, &key, &seq_new);
+	__u64 mix;
 
 	if (!st)
 		return;
@@ -332,14 +473,20 @@ static __always_inline void seq_token(struct batch_walk *w, __u32 i, __s32 seq, 
 		st->decode = w->decode;
 		c->n_seqs++;
 	}
-	if (pos >= 0)
-		st->last_pos = pos;
+	if (pos < 0)   /* no positions in the batch: the engine counts on */
+		pos = st->last_pos + 1;
+	st->last_pos = pos;
+	mix = tok_mix(token, (__u32)pos);
 	if (st->outputs == 0) {
+		if (st->first_pos < 0)
+			prompt_begin(st, (__u32)pos);
+		st->prompt_sum += mix;
 		st->prompt++;
 		c->prefill++;
 	} else {
 		c->generate++;
 	}
+	kv_put(st, (__u32)pos, mix);
 	if (output) {
 		if (st->outputs == 0) {   /* the prompt's last token, if this is the first output */
 			st->prompt_last = token;
@@ -388,11 +535,16 @@ static __always_inline __u64 raw_u64(const __u8 *raw, __u32 off)
 /* The batch a decode got by value, at the stack pointer of its entry. */
 static __always_inline void decode_batch(struct pt_regs *ctx, __u32 pid, struct engine_call *c, __u64 now)
 {
-	__u8 raw[64] = {};
 	struct batch_walk w = { .pid = pid, .decode = c->decode, .now = now, .call = c };
+	struct engine_scratch *sc;
+	__u32 zero = 0;
+	__u8 *raw;
 	__s32 n;
 
-	if (bpf_probe_read_user(raw, sizeof(raw), (void *)(PT_REGS_SP(ctx) + engine_abi.batch_stack_off)))
+	if (!(sc = bpf_map_lookup_elem(&engine_scratch, &zero)))
+		return;
+	raw = sc->batch;
+	if (bpf_probe_read_user(raw, sizeof(sc->batch), (void *)(PT_REGS_SP(ctx) + engine_abi.batch_stack_off)))
 		return;
 	n = *(const __s32 *)(raw + (engine_abi.b_n_tokens & 0x3c));
 	if (n <= 0)
@@ -453,7 +605,7 @@ static __always_inline void decode_end(struct pt_regs *ctx, __u32 pid, __u32 tid
 /* ---- sequences removed ---- */
 static __always_inline void seq_remove(struct pt_regs *ctx, __u32 pid, __u64 now)
 {
-	__s32 seq = (__s32)PT_REGS_PARM2(ctx), p1 = (__s32)PT_REGS_PARM4(ctx);
+	__s32 seq = (__s32)PT_REGS_PARM2(ctx), p0 = (__s32)PT_REGS_PARM3(ctx), p1 = (__s32)PT_REGS_PARM4(ctx);
 	struct seq_scan sc = { .pid = pid, .now = now, .ready = 1 };
 	struct seq_key key = { .pid = pid, .seq = seq };
 	struct seq_state *st;
@@ -469,8 +621,13 @@ static __always_inline void seq_remove(struct pt_regs *ctx, __u32 pid, __u64 now
 	if (p1 < 0) {           /* to the end: its next tokens are a new request */
 		seq_end(pid, st, now);
 		st->ready_ns = now;
+		if (p0 < 0)
+			p0 = 0;
+		if ((__u32)p0 < st->kv_known)   /* its cache keeps what lies below p0 */
+			st->kv_known = (__u32)p0 < st->kv_from ? 0 : (__u32)p0;
 	} else {                /* a window (context shift): positions move */
 		st->last_pos = -1;
+		st->kv_known = 0;
 	}
 }
 
@@ -569,28 +726,96 @@ static __always_inline void tokenize_begin(struct pt_regs *ctx, __u32 tid)
 	}
 }
 
+#define PROMPT_CHUNK 16   /* tokens read at a time */
+
+struct prompt_walk {
+	__u64 tokens;   /* the user array */
+	__u32 n, base;  /* its length (0: unreadable); slot * PROMPT_PREFIX_MAX */
+	__u64 sum;
+};
+
+/* Tokens [i * PROMPT_CHUNK, +PROMPT_CHUNK): their prefix sums, and on. */
+static long prompt_chunk(__u64 i, struct prompt_walk *w)
+{
+	__s32 tok[PROMPT_CHUNK];
+	__u32 at = (__u32)i * PROMPT_CHUNK, cnt = w->n - at;
+
+	if (at >= w->n)
+		return 1;
+	if (cnt > PROMPT_CHUNK)
+		cnt = PROMPT_CHUNK;
+	if (bpf_probe_read_user(tok, cnt * 4, (void *)(w->tokens + (__u64)at * 4))) {
+		w->n = 0;
+		return 1;
+	}
+	for (__u32 j = 0; j < PROMPT_CHUNK; j++) {
+		__u32 p = at + j, key = w->base + p;
+		__u64 *pre;
+
+		if (j >= cnt)
+			break;
+		if (p < PROMPT_PREFIX_MAX && (pre = bpf_map_lookup_elem(&prompt_prefix, &key)))
+			*pre = w->sum;
+		w->sum += tok_mix(tok[j], p);
+	}
+	return 0;
+}
+
+/* Where a new twin goes: the place of one from the same HTTP request (the
+ * prompt tokenized again), else an empty or stale one, else the oldest. */
+static __always_inline struct prompt_twin *twin_place(struct prompt_val *pv, const struct prompt_twin *t)
+{
+	int at = 0;
+
+	for (int k = 0; k < PROMPT_TWINS; k++) {
+		struct prompt_twin *o = &pv->twin[k];
+
+		if (o->ts && o->http.sock == t->http.sock && o->http.seq == t->http.seq)
+			return o;
+		if (!o->ts || o->ts + PROMPT_STALE_NS < t->ts)
+			return o;
+		if (o->ts < pv->twin[at & (PROMPT_TWINS - 1)].ts)
+			at = k;
+	}
+	return &pv->twin[at & (PROMPT_TWINS - 1)];
+}
+
+static const struct prompt_val prompt_none;
+
+/* A prompt tokenized: kept by length and last token, with its sums. */
 static __always_inline void tokenize_end(struct pt_regs *ctx, __u32 pid, __u32 tid)
 {
 	struct engine_call *c = bpf_map_lookup_elem(&engine_calls, &tid);
 	__s32 n = (__s32)PT_REGS_RC(ctx);
 	struct prompt_key key = { .pid = pid };
-	struct prompt_val val = {}, *old;
+	struct prompt_twin t = {};
+	struct prompt_walk w = {};
+	struct prompt_val *pv;
 
 	if (!c || !c->tokens || n <= 0 ||
 	    bpf_probe_read_user(&key.last, sizeof(key.last), (void *)(c->tokens + (__u64)(n - 1) * 4)))
 		return;
 	key.n_tokens = (__u32)n;
-	val.ts = c->tokenize_ns;
-	http_link_of_thread(&val.http);
-	/* Another prompt of this length and last token, still waiting for its
-	 * sequence, from another HTTP request: which sequence is whose cannot
-	 * be told, so neither is linked (a wrong link would end the other's). */
-	old = bpf_map_lookup_elem(&prompts, &key);
-	if (old && old->ts + PROMPT_AMBIGUOUS_NS > val.ts &&
-	    (old->http.sock != val.http.sock || old->http.seq != val.http.seq))
-		__builtin_memset(&val.http, 0, sizeof(val.http));
-	bpf_map_update_elem(&prompts, &key, &val, BPF_ANY);
+	t.ts = c->tokenize_ns;
+	t.nth = __sync_fetch_and_add(&prompts_tokenized, 1) + 1;
+	http_link_of_thread(&t.http);
+	w.tokens = c->tokens;
 	c->tokens = 0;
+	w.n = (__u32)n;
+	w.base = (__u32)(t.nth % PROMPT_SLOTS) * PROMPT_PREFIX_MAX;
+	prompt_slot_nth[(t.nth % PROMPT_SLOTS) & (PROMPT_SLOTS - 1)] = t.nth;
+	if (bpf_loop(((__u32)n + PROMPT_CHUNK - 1) / PROMPT_CHUNK, prompt_chunk, &w, 0) < 0 || !w.n)
+		return;   /* too long to walk, or unreadable */
+	t.sum = w.sum;
+	if (!(pv = lookup_or_init(&prompts, &key, &prompt_none)))
+		return;
+	for (int k = 0; k < PROMPT_TWINS; k++) {
+		struct prompt_twin *o = &pv->twin[k];
+
+		if (o->ts && o->sum == t.sum && (o->http.sock != t.http.sock || o->http.seq != t.http.seq))
+			o->identical = t.identical = 1;
+	}
+	*twin_place(pv, &t) = t;
 }
 
 static __always_inline void tensor_scope(__u32 tid, int enter)

@@ -34,6 +34,8 @@ struct req_state {
 	__u32 itl_count;
 	__u32 served;                     /* from the serving probes */
 	struct http_link http;            /* the HTTP request it came in on (reqlink.bpf.h) */
+	__u32 link_flags;                 /* REQ_F_TWIN, REQ_F_UNLINKED: how that link was found */
+	__u32 pad;
 	__u32 itl[HIST_BUCKETS];          /* inter-token gaps, hist.h buckets */
 };
 
@@ -296,7 +298,7 @@ static __always_inline void request_record(__u32 pid, __u64 req, const struct re
 	itl_percentiles(st, e);
 	e->preemptions = st->preemptions;
 	e->finish_reason = reason;
-	e->flags = st->served ? REQ_F_SERVED : 0;
+	e->flags = (st->served ? REQ_F_SERVED : 0) | st->link_flags;
 	s = bpf_map_lookup_elem(&serving, &e->h.pid);
 	e->running = s ? s->v.running : 0;
 	e->waiting = s ? s->v.waiting : 0;

@@ -140,6 +140,10 @@ struct request_event {
 
 #define REQ_F_SERVED 1        /* from the serving engine's req_* probes */
 #define REQ_F_HTTP_FIRST 2    /* joined with an http record that went out before it (reqjoin.h) */
+#define REQ_F_TWIN 4          /* its prompt had identical twins pending: the kernel's link is a guess, */
+                              /* and the join pairs it by its end (reqjoin.c) */
+#define REQ_F_UNLINKED 8      /* its prompt had twins, none provably its own: not linked */
+#define REQ_F_CROSSED 16      /* its link's socket wrote a token before it made one: not joined */
 
 enum req_from {
 	REQ_FROM_ENGINE = 0,      /* the engine's probes alone */

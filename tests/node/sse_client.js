@@ -15,6 +15,8 @@
 // starts (llama-server does not answer a second request on a connection
 // that streamed). SSE_WARMUP=K: K rounds first, not reported (the client's
 // own code is compiled on first use: that is no part of the server's time).
+// SSE_PROMPT=TEXT: the prompt, with {i} the request's index and {r} its round
+// (default "Once upon a time {i}"): twins of one length and last token.
 'use strict';
 const net = require('net');
 
@@ -37,7 +39,9 @@ function connect() {
 
 // One request on socket s; resolves at the end of its chunked body.
 function one(s, round, index) {
-	const prompt = ids === '1' ? [1, 400 + index, 500 + round] : `Once upon a time ${index}`;
+	const template = process.env.SSE_PROMPT || 'Once upon a time {i}';
+	const prompt = ids === '1' ? [1, 400 + index, 500 + round]
+		: template.replaceAll('{i}', String(index)).replaceAll('{r}', String(Math.max(round, 0)));
 	const body = JSON.stringify({ prompt, max_tokens: maxTokens + index, temperature: 0, stream: true });
 	const text = `POST ${path} HTTP/1.1\r\nHost: ${url.host}\r\nContent-Type: application/json\r\n` +
 		`Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;

@@ -4,7 +4,10 @@
  * the later requests of its link, the one open when the engine had each; an
  * unlinked request passes straight on; one whose link's records cannot be
  * its own (they began after the engine had it, or had ended) waits; a request whose http record never comes goes on at
- * the flush, or before a record from 30 s past its end. */
+ * the flush, or before a record from 30 s past its end. A request chosen
+ * among identical prompts (REQ_F_TWIN) pairs with the socket whose response
+ * ended first after its last token, whatever the kernel's guess; a link
+ * whose socket wrote a token before the engine made one is crossed. */
 #include <string.h>
 #include "check.h"
 #include "core/reqjoin.h"
@@ -167,8 +170,41 @@ static void test_stale(void)
 	reqjoin_free(&j);
 }
 
+/* Two identical prompts, the kernel's links swapped (the planted cross):
+ * A (1000..1500) guessed onto B's socket, B (1010..1900) onto A's. */
+static void test_twins(void)
+{
+	struct out o = { 0 };
+	struct reqjoin j;
+	struct http_event ha = http(900, 0xa, 1), hb = http(905, 0xb, 1);
+	struct request_event a = request(1, 1000, 0xb, 1), b = request(2, 1010, 0xa, 1), c;
+
+	ha.end_ns = 1550;
+	hb.end_ns = 1950;
+	a.flags = b.flags = REQ_F_TWIN;
+	a.ttft_ns = b.ttft_ns = 40;   /* first tokens at 1040 and 1050, the sockets' at 1050 and 1055 */
+	b.dur_ns = 890;
+	reqjoin_init(&j, deliver, &o);
+	reqjoin_feed(&j, &ha, sizeof(ha));
+	reqjoin_feed(&j, &hb, sizeof(hb));
+	reqjoin_feed(&j, &a, sizeof(a));
+	reqjoin_feed(&j, &b, sizeof(b));
+	CHECK(o.nreq == 2 && o.req[0].from == REQ_FROM_SOCKET && o.req[0].http_sock == 0xa &&
+	      o.req[0].dur_ns == 650, "twin A pairs with the socket that ended after its last token (A's)");
+	CHECK(o.req[1].from == REQ_FROM_SOCKET && o.req[1].http_sock == 0xb && o.req[1].dur_ns == 1045,
+	      "and twin B with B's, not the kernel's guess");
+	/* a crossed link: the socket's first event (1050) before the engine's
+	 * first token (1010 + 100) */
+	c = request(3, 1010, 0xc, 1);
+	c.flags = REQ_F_TWIN;
+	CHECK(reqjoin_apply(&c, &(struct http_event){ .start_ns = 900, .first_event_ns = 1050, .end_ns = 2000 }) == -1 &&
+	      (c.flags & REQ_F_CROSSED) && c.from == REQ_FROM_ENGINE, "a crossed twin link is refused, and says so");
+	reqjoin_free(&j);
+}
+
 int main(void)
 {
+	test_twins();
 	test_request_first();
 	test_http_first();
 	test_unlinked_and_bad();

@@ -31,6 +31,12 @@ int reqjoin_apply(struct request_event *r, struct http_event *h)
 	 * open then: else the link is stale (a socket address reused) */
 	if (h->start_ns > r->h.ts_ns || h->end_ns < r->h.ts_ns)
 		return -1;
+	/* a link chosen among identical prompts (REQ_F_TWIN) is crossed when
+	 * the socket wrote its first token before the engine made one */
+	if ((r->flags & REQ_F_TWIN) && r->ttft_ns && first && r->h.ts_ns + r->ttft_ns > first) {
+		r->flags |= REQ_F_CROSSED;
+		return -1;
+	}
 	r->from = REQ_FROM_SOCKET;
 	r->engine_ts_ns = r->h.ts_ns;
 	r->engine_ttft_ns = r->ttft_ns;
@@ -77,9 +83,46 @@ static int release_stale(struct reqjoin *j)
 	return rc;
 }
 
+/* The recent http record a request chosen among identical prompts
+ * (REQ_F_TWIN: the kernel's choice is a guess) belongs to: of those of its
+ * process not yet joined that were open while it ran, the one whose
+ * response ended first after its last token. -1: none. */
+static long twin_http(const struct reqjoin *j, const struct request_event *r)
+{
+	uint64_t end = r->h.ts_ns + r->dur_ns, first = r->ttft_ns ? r->h.ts_ns + r->ttft_ns : 0, gap = UINT64_MAX;
+	long best = -1;
+
+	for (size_t n = 1; n <= j->nrecent; n++) {
+		size_t k = (j->next_recent + REQJOIN_RECENT - n) % REQJOIN_RECENT;
+		const struct http_event *h = &j->recent[k];
+
+		if (h->h.pid != r->h.pid || h->req || h->start_ns > r->h.ts_ns || h->end_ns < end ||
+		    (first && http_first_token_ns(h) < first))
+			continue;
+		if (h->end_ns - end < gap) {
+			gap = h->end_ns - end;
+			best = (long)k;
+		}
+	}
+	return best;
+}
+
 static int on_request(struct reqjoin *j, const struct request_event *in)
 {
 	struct request_event r = *in;
+	long k;
+
+	if ((r.flags & REQ_F_TWIN) && (k = twin_http(j, &r)) >= 0) {
+		struct http_event h = j->recent[k];
+
+		r.http_sock = h.sock;
+		r.http_seq = h.seq;
+		if (reqjoin_apply(&r, &h) == 0) {
+			j->recent[k].req = r.req;
+			r.flags |= REQ_F_HTTP_FIRST;
+			return deliver_request(j, &r, 1);
+		}
+	}
 
 	/* its http record came first (the engine's end was seen late, or the
 	 * client left first): of that link's records (a socket address and

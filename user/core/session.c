@@ -212,7 +212,9 @@ static int engines_set_autoload(struct session *s, int on, char *err, size_t err
 	}
 	if (!on && (bpf_map__set_max_entries(s->skel->maps.seqs, 1) ||
 		    bpf_map__set_max_entries(s->skel->maps.engine_calls, 1) ||
-		    bpf_map__set_max_entries(s->skel->maps.prompts, 1))) {
+		    bpf_map__set_max_entries(s->skel->maps.prompts, 1) ||
+		    bpf_map__set_max_entries(s->skel->maps.prompt_prefix, 1) ||   /* 2 MiB */
+		    bpf_map__set_max_entries(s->skel->maps.seq_kv, 1))) {         /* 4 MiB */
 		snprintf(err, errlen, "cannot size the engine profile maps");
 		return -1;
 	}
