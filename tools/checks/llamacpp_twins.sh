@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# t_llamacpp_twins.sh - llama-server's requests linked to their sockets when
+# llamacpp_twins.sh - llama-server's requests linked to their sockets when
 # prompts are twins (issue 61): 8 concurrent streams x 4 rounds whose
 # prompts share length and last token ("... kid 3 1 ran and then"), then 8
 # identical prompts. llama-server keeps each slot's prompt cache, so from
