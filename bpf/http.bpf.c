@@ -16,8 +16,10 @@
 #define WIN_MASK (HTTP_WIN - 1)
 /* x & mask that the compiler cannot fold away when it already knows x is
  * in range: the verifier needs to see the bound on the register itself. */
+/* A kernel pointer read with plain loads (Linux 6.3; no helper call). */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+
 #define BOUNDED(x, mask) ({ __u64 v__ = (x); asm volatile("" : "+r"(v__)); v__ & (mask); })
-#define NL_MAX 512   /* line ends noted in one window */
 
 /* x86-64 system call numbers; elsewhere --http is refused before load */
 enum {
@@ -25,13 +27,10 @@ enum {
 	NR_sendto = 44, NR_recvfrom = 45, NR_sendmsg = 46, NR_recvmsg = 47,
 };
 
-/* One window of a piece, and where its line ends are. The buffer is twice
- * the window so that a masked offset plus a short read stays inside. */
+/* One window of a piece. The buffer is twice the window so that a masked
+ * offset plus a short read stays inside. */
 struct scratch {
 	char buf[2 * HTTP_WIN];
-	__u16 nl[NL_MAX];
-	__u32 nl_n, nl_from, nl_to;   /* find_newlines(): found, and where it looks */
-	__u32 pad;
 };
 
 struct {
@@ -54,6 +53,12 @@ static __always_inline struct scratch *scratch(void)
 	__u32 zero = 0;
 
 	return bpf_map_lookup_elem(&http_scratch, &zero);
+}
+
+/* The calling process's sockets are traced. */
+static __always_inline int http_watched(void)
+{
+	return bit_test(http_pid_bits, PID_MASK, bpf_get_current_pid_tgid() >> 32);
 }
 
 /* The tree the calling process is traced in (its root), else 0. */
@@ -163,63 +168,57 @@ static __always_inline __u64 newline_bits(__u64 w)
 	return ~(((x & low7) + low7) | x | low7);
 }
 
-/* The '\n' bytes of the window's 8-byte word at base (bits m, from
- * newline_bits) into sc->nl, lowest first: one step per line end, not per
- * byte. A global function, checked once and not for each caller's state. */
-__noinline int nl_word_at(__u32 base, __u64 m)
-{
-	struct scratch *sc = scratch();
-	__u64 low;
-	__u32 p;
+/* Line ends are found a block of 64 bytes at a time: the block's 8 words
+ * become one mask, a bit for each '\n', with no branch; then one step a
+ * line end. One bpf_loop callback a block and one call a line. */
+#define BLOCK 64
 
-	if (!sc)
-		return 1;
-	base &= WIN_MASK & ~7u;
-	for (int k = 0; k < 8 && m; k++) {
-		low = m & -m;
-		m &= m - 1;
-		/* the bytes below low's, plus one: 0x01 in each, summed */
-		p = base + (__u32)((((low - 1) & 0x0101010101010101ull) * 0x0101010101010101ull) >> 56) - 1;
-		if (p < sc->nl_from || p >= sc->nl_to)
-			continue;
-		if (sc->nl_n >= NL_MAX)
-			return 1;
-		sc->nl[sc->nl_n & (NL_MAX - 1)] = p;
-		sc->nl_n++;
-	}
-	return 0;
+/* Bit k: byte k of the word is '\n' (the top bits, gathered). */
+static __always_inline __u64 newline_byte_bits(__u64 w)
+{
+	return ((newline_bits(w) >> 7) * 0x0102040810204080ull) >> 56;
 }
 
-/* Four words a step: most have no line end and cost a load and a test. */
-static long nl_words(__u64 j, void *ctx)
+/* The line ends of the window's block at base, bytes [from, to) only: bit
+ * k is the byte at base + k. */
+static __always_inline __u64 block_lines(const char *buf, __u32 base, __u32 from, __u32 to)
 {
-	struct scratch *sc = scratch();
-	__u32 base;
-	__u64 m;
+	const __u64 *w = (const __u64 *)(buf + (base & (WIN_MASK & ~7u)));
+	__u64 m = 0;
 
-	if (!sc)
-		return 1;
-	for (int q = 0; q < 4; q++) {
-		base = ((sc->nl_from & ~7u) + (j * 4 + q) * 8) & (WIN_MASK & ~7u);
-		if (base >= sc->nl_to)
-			return 1;
-		m = newline_bits(*(__u64 *)(sc->buf + base));
-		if (m)
-			nl_word_at(base, m);
-	}
-	return 0;
+#pragma unroll
+	for (int q = 0; q < BLOCK / 8; q++)
+		m |= newline_byte_bits(w[q]) << (q * 8);
+	if (from > base)
+		m &= from - base >= 64 ? 0 : ~((1ull << (from - base)) - 1);
+	if (to < base + 64)
+		m &= to <= base ? 0 : (1ull << (to - base)) - 1;
+	return m;
 }
 
-/* The line ends in bytes [from, to) of the window, into sc->nl. */
-static __always_inline __u32 find_newlines(struct scratch *sc, __u32 from, __u32 to)
+/* The offset of m's lowest set bit (m != 0): the bits below it, counted. */
+static __always_inline __u32 lowest_bit(__u64 m)
 {
-	sc->nl_n = 0;
-	if (to <= from)
-		return 0;
-	sc->nl_from = from;
-	sc->nl_to = to;
-	bpf_loop((((to + 7) >> 3) - (from >> 3) + 3) / 4, nl_words, NULL, 0);
-	return sc->nl_n;
+	__u64 x = (m & -m) - 1;
+
+	x = x - ((x >> 1) & 0x5555555555555555ull);
+	x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+	return (__u32)((x * 0x0101010101010101ull) >> 56);
+}
+
+/* Block j of bytes [from, to): its offset, or HTTP_WIN past the end. */
+static __always_inline __u32 block_at(__u32 from, __u32 to, __u64 j)
+{
+	__u32 base = (from & ~7u) + (__u32)j * BLOCK;
+
+	return base >= to || base >= HTTP_WIN ? HTTP_WIN : base;
+}
+
+/* bpf_loop's count for bytes [from, to) of a window. */
+static __always_inline __u32 blocks_of(__u32 from, __u32 to)
+{
+	return to <= from ? 0 : (to - (from & ~7u) + BLOCK - 1) / BLOCK;
 }
 
 /* ---- header blocks: a request's or a response's ---- */
@@ -265,16 +264,17 @@ static __always_inline int header_name(struct hdr_scan *h, __u32 i)
 	return 0;
 }
 
-/* Line end j of the window: a blank line ends the headers; else the next
- * line begins. 1: stop. */
-__noinline int header_line_at(struct hdr_scan *h, __u32 j)
+/* The line end at p of the window: a blank line ends the headers; else
+ * the next line begins, and a line that may name how the body ends
+ * (Content-*, Transfer-Encoding) is looked at. 1: stop. */
+__noinline int header_line_at(struct hdr_scan *h, __u32 p)
 {
 	struct scratch *sc = scratch();
-	__u32 p, start, len;
+	__u32 start, len;
+	char f;
 
 	if (!h || !sc)
 		return 1;
-	p = sc->nl[j & (NL_MAX - 1)];
 	start = h->prev ? h->prev : h->from;
 	len = p - start + (h->prev ? 0 : h->line_len);
 	if (len && p > h->from && at(sc->buf, p - 1) == '\r')
@@ -288,25 +288,37 @@ __noinline int header_line_at(struct hdr_scan *h, __u32 j)
 	}
 	h->first = 0;
 	h->last_start = p + 1;
-	header_name(h, p + 1);
+	f = lower(at(sc->buf, p + 1));
+	if (f == 'c' || f == 't')
+		header_name(h, p + 1);
 	return 0;
 }
 
-static long header_line(__u64 j, void *ctx)
+/* Block j of the header block's bytes: each line end, in order. */
+static long header_block(__u64 j, void *ctx)
 {
-	return header_line_at(ctx, j) ? 1 : 0;
+	struct hdr_scan *h = ctx;
+	struct scratch *sc = scratch();
+	__u32 base;
+	__u64 m;
+
+	if (!sc || (base = block_at(h->from, h->to, j)) >= HTTP_WIN)
+		return 1;
+	m = block_lines(sc->buf, base, h->from, h->to);
+	for (int k = 0; k < BLOCK && m; k++, m &= m - 1)
+		if (header_line_at(h, base + lowest_bit(m)))
+			return 1;
+	return 0;
 }
 
 /* Scans the window's bytes [from, to) of a header block; h->end says
  * where the block ended, if it did. */
 static __always_inline void scan_headers(struct hdr_scan *h, struct scratch *sc)
 {
-	__u32 n = find_newlines(sc, h->from, h->to);
-
 	h->last_start = h->from;
 	if (!h->line_len && !h->first)   /* a header line starts the window */
 		header_name(h, h->from);
-	bpf_loop(n, header_line, h, 0);
+	bpf_loop(blocks_of(h->from, h->to), header_block, h, 0);
 	if (!h->end)   /* the last line goes on in the next window */
 		h->line_len = h->prev ? h->to - h->prev : h->line_len + (h->to - h->from);
 }
@@ -451,8 +463,6 @@ __noinline int chunk_walk(struct chunk_walk *io)
 
 struct sse_scan {
 	struct http_conn *c;
-	const char *buf;
-	__u16 *nl;
 	__u32 to;
 	__u64 now;
 };
@@ -486,14 +496,33 @@ static __always_inline __u32 match_data(const char *buf, __u32 i, __u32 to, __u3
 	return 5;
 }
 
-static long sse_line(__u64 j, void *ctx)
+/* The line end at p of the window (its bytes end at to): a line that
+ * starts "data:" is an event. A global function, checked once. */
+__noinline int sse_line_at(struct http_conn *c, __u32 p, __u32 to, __u64 now)
+{
+	struct scratch *sc = scratch();
+
+	if (!c || !sc)
+		return 0;
+	c->dmatch = match_data(sc->buf, p + 1, to, 0);
+	if (c->dmatch == 5)
+		count_event(c, now);
+	return 0;
+}
+
+/* Block j of the window's bytes: each line end, in order. */
+static long sse_block(__u64 j, void *ctx)
 {
 	struct sse_scan *s = ctx;
-	__u32 p = s->nl[j & (NL_MAX - 1)];
+	struct scratch *sc = scratch();
+	__u32 base;
+	__u64 m;
 
-	s->c->dmatch = match_data(s->buf, p + 1, s->to, 0);
-	if (s->c->dmatch == 5)
-		count_event(s->c, s->now);
+	if (!sc || (base = block_at(0, s->to, j)) >= HTTP_WIN)
+		return 1;
+	m = block_lines(sc->buf, base, 0, s->to);
+	for (int k = 0; k < BLOCK && m; k++, m &= m - 1)
+		sse_line_at(s->c, base + lowest_bit(m), s->to, s->now);
 	return 0;
 }
 
@@ -509,8 +538,6 @@ __noinline int sse_scan(struct http_conn *c, __u64 ubuf, __u64 n, __u64 now)
 		return 0;
 	before = c->e.events;
 	last = c->e.last_event_ns;
-	s.buf = sc->buf;
-	s.nl = sc->nl;
 #pragma clang loop unroll(disable)
 	for (int w = 0; w < HTTP_WINS && n; w++) {
 		len = n < HTTP_WIN ? n : HTTP_WIN;
@@ -523,7 +550,7 @@ __noinline int sse_scan(struct http_conn *c, __u64 ubuf, __u64 n, __u64 now)
 			if (c->dmatch == 5)
 				count_event(c, now);
 		}
-		bpf_loop(find_newlines(sc, 0, len), sse_line, &s, 0);
+		bpf_loop(blocks_of(0, len), sse_block, &s, 0);
 		ubuf += len;
 		n -= len;
 	}
@@ -662,22 +689,26 @@ static __always_inline void request_bytes(struct http_conn *c, __u64 n)
 
 /* ---- the response, scanned as it is sent ---- */
 
-/* The status line's code, at the response's first byte. */
-static __always_inline void response_start(struct http_conn *c, __u64 ubuf, __u64 now)
+/* A response begins: its headers come first, the status line first of
+ * them (its code is read with the first window). */
+static __always_inline void response_start(struct http_conn *c, __u64 now)
 {
-	char b[16] = {};
-	__u32 code = 0;
-
 	c->e.resp_ns = now;
 	c->state = HC_HEADERS;
 	c->line_len = 0;
-	c->dmatch = 1;   /* the status line is no header: see rsp_first */
-	bpf_probe_read_user(b, sizeof(b), (void *)ubuf);
+	c->dmatch = 1;   /* the status line is no header (hdr_scan.first) */
+}
+
+/* The status line's code from its first bytes b ("HTTP/1.1 200"). */
+static __always_inline __u32 status_code(const char *b)
+{
+	__u32 code = 0;
+
 	if (b[0] == 'H' && b[1] == 'T' && b[2] == 'T' && b[3] == 'P' && b[4] == '/')
 		for (int k = 9; k < 12; k++)
 			if (b[k] >= '0' && b[k] <= '9')
 				code = code * 10 + (b[k] - '0');
-	c->e.status = code;
+	return code;
 }
 
 /* The headers ended: how the body will. */
@@ -700,18 +731,27 @@ static __always_inline void response_body(struct http_conn *c, __u32 flags, __s6
 	c->body_left = length;
 }
 
-/* Response headers in the piece: the bytes they took of it. */
+/* Response headers in the piece: the bytes they took of it. The status
+ * line's code comes from the window its first bytes were read into. */
 __noinline __u64 response_headers(struct http_conn *c, __u64 ubuf, __u64 n)
 {
 	struct hdr_scan h = { .response = 1 };
 	__u32 len = n < HTTP_WIN ? n : HTTP_WIN;
+	struct scratch *sc = scratch();
+	char b[16] = {};
 
-	if (!c)
+	if (!c || !sc)
 		return n;
 	h.line_len = c->line_len;
 	h.first = c->dmatch;
 	if (scan_window(&h, ubuf, len, 0))
 		return n;
+	if (c->dmatch && !c->line_len) {   /* the status line starts here */
+		if (len >= 12)
+			c->e.status = status_code(sc->buf);
+		else if (!bpf_probe_read_user(b, sizeof(b), (void *)ubuf))
+			c->e.status = status_code(b);
+	}
 	c->line_len = h.line_len;
 	c->dmatch = h.first;
 	if (!h.end)
@@ -780,7 +820,7 @@ __noinline __u64 response_step(struct http_conn *c, __u64 ubuf, __u64 n, __u64 n
 	if (c->state == HC_IDLE || c->state == HC_NOT_HTTP)
 		return n;   /* nothing was asked (a request before the attach) */
 	if (c->state == HC_REQUEST)
-		response_start(c, ubuf, now);
+		response_start(c, now);
 	if (c->state == HC_HEADERS) {
 		took = response_headers(c, ubuf, n);
 		c->e.resp_bytes += took;
@@ -1185,9 +1225,8 @@ int http_recv(struct bpf_raw_tracepoint_args *ctx)
 	struct http_conn *c;
 	__u32 root, port;
 
-	if (ret <= 0 || (flags & 2 /* MSG_PEEK: a look, not a read */) || detaching)
+	if (ret <= 0 || (flags & 2 /* MSG_PEEK: a look, not a read */) || detaching || !http_watched())
 		return 0;
-	/* a known connection is a traced process's: no look at the pid */
 	c = bpf_map_lookup_elem(&http_conns, &sk);
 	if (c && c->state == HC_NOT_HTTP)
 		return 0;
@@ -1208,10 +1247,9 @@ int http_recv(struct bpf_raw_tracepoint_args *ctx)
 		note_reading(c);
 	if (c->rq_seq == 1 && c->e.seq == 1 && c->state == HC_REQUEST) {
 		/* a port that serves HTTP: its next connections are timed from arrival */
-		__u32 one = 1;
-
 		port = BPF_CORE_READ((struct sock *)sk, __sk_common.skc_num);
-		bpf_map_update_elem(&http_ports, &port, &one, BPF_NOEXIST);
+		if (!bit_test(http_port_bits, PORT_MASK, port))
+			bit_set(http_port_bits, PORT_MASK, port, 1);
 	}
 	return 0;
 }
@@ -1223,7 +1261,7 @@ int http_send_length(struct bpf_raw_tracepoint_args *ctx)
 	int ret = (int)ctx->args[1];
 	struct http_conn *c;
 
-	if (detaching || !(c = bpf_map_lookup_elem(&http_conns, &sk)))
+	if (detaching || !http_watched() || !(c = bpf_map_lookup_elem(&http_conns, &sk)))
 		return 0;
 	if (c->state != HC_REQUEST && c->state != HC_HEADERS && c->state != HC_BODY)
 		return 0;
@@ -1246,19 +1284,16 @@ int http_tcp_probe(struct bpf_raw_tracepoint_args *ctx)
 	struct sock *sk = (void *)ctx->args[0];
 	struct sk_buff *skb = (void *)ctx->args[1];
 	__u64 key = (__u64)sk, now;
-	struct http_conn *c = bpf_map_lookup_elem(&http_conns, &key);
-	__u32 port;
+	struct http_conn *c;
 	unsigned char *head;
 	__u16 th;
 	__u8 doff = 0;
 
+	if (!bit_test(http_port_bits, PORT_MASK, BPF_CORE_READ(sk, __sk_common.skc_num)))
+		return 0;
+	c = bpf_map_lookup_elem(&http_conns, &key);
 	if (c && c->arrival_ns)
 		return 0;
-	if (!c) {
-		port = BPF_CORE_READ(sk, __sk_common.skc_num);
-		if (!bpf_map_lookup_elem(&http_ports, &port))
-			return 0;
-	}
 	head = BPF_CORE_READ(skb, head);
 	th = BPF_CORE_READ(skb, transport_header);
 	if (bpf_probe_read_kernel(&doff, 1, head + th + 12))
@@ -1276,24 +1311,26 @@ int http_tcp_probe(struct bpf_raw_tracepoint_args *ctx)
 /* Data queued on a socket (Linux 6.6's sock:sk_data_ready, which fires
  * for data only, not for each ACK as tcp_probe does, and needs no look at
  * the segment): the first since the last read starts the next request's
- * clock. The hook of choice; tcp_probe is the fallback. */
+ * clock. The hook of choice; tcp_probe is the fallback. It runs for every
+ * socket on the host, so the port is looked at first: a socket of a port
+ * no traced server serves costs a read and a test. A read through
+ * bpf_rdonly_cast is a load, not a helper call. */
 SEC("raw_tp/sk_data_ready")
 int http_data_ready(struct bpf_raw_tracepoint_args *ctx)
 {
-	struct sock *sk = (void *)ctx->args[0];
-	__u64 key = (__u64)sk, now;
-	struct http_conn *c = bpf_map_lookup_elem(&http_conns, &key);
-	__u32 port;
+	struct sock *sk = bpf_rdonly_cast((void *)ctx->args[0], bpf_core_type_id_kernel(struct sock));
+	__u64 key = ctx->args[0], now;
+	struct http_conn *c;
 
-	if (c) {
+	if (!bit_test(http_port_bits, PORT_MASK, sk->__sk_common.skc_num))
+		return 0;
+	if ((c = bpf_map_lookup_elem(&http_conns, &key))) {
 		if (!c->arrival_ns)
 			c->arrival_ns = bpf_ktime_get_ns();
 		return 0;
 	}
-	port = BPF_CORE_READ(sk, __sk_common.skc_num);
-	if (!bpf_map_lookup_elem(&http_ports, &port) ||
-	    BPF_CORE_READ(sk, __sk_common.skc_state) != 1 /* TCP_ESTABLISHED: not the listener */ ||
-	    BPF_CORE_READ(sk, sk_protocol) != 6 /* TCP */)
+	if (sk->__sk_common.skc_state != 1 /* TCP_ESTABLISHED: not the listener */ ||
+	    sk->sk_protocol != 6 /* TCP */)
 		return 0;
 	now = bpf_ktime_get_ns();
 	bpf_map_update_elem(&http_arrivals, &key, &now, BPF_NOEXIST);
@@ -1338,6 +1375,7 @@ int http_fork(struct bpf_raw_tracepoint_args *ctx)
 
 	if (ptgid == ctgid || !(w = bpf_map_lookup_elem(&http_pids, &ptgid)) || !(w->flags & HTTP_W_TREE))
 		return 0;
-	bpf_map_update_elem(&http_pids, &ctgid, w, BPF_ANY);
+	if (!bpf_map_update_elem(&http_pids, &ctgid, w, BPF_ANY))
+		bit_set(http_pid_bits, PID_MASK, ctgid, 1);
 	return 0;
 }

@@ -126,17 +126,36 @@ struct {
 	__type(value, __u64);
 } http_arrivals __weak SEC(".maps");
 
-/* Local ports the traced servers serve HTTP on (tcp_probe's filter): from
- * userspace's scan of their listening sockets, and from each request seen. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);
-	__type(key, __u32);
-	__type(value, __u32);
-} http_ports __weak SEC(".maps");
+/* Bit p: local port p serves HTTP for a traced server (the arrival
+ * hooks' filter, which run for every socket on the host): from
+ * userspace's scan of their listening sockets, and from each request seen.
+ * A bit array in global data: one load, not a hash lookup. */
+__u64 http_port_bits[HTTP_PORT_BITS / 64] __weak;
+
+/* Bit t: process t is in http_pids. The socket hooks fire for every
+ * process's sockets; this is all that a process nobody traces pays. Bits
+ * for every pid the kernel can give (PID_MAX_LIMIT, 4M): 512 KiB. */
+__u64 http_pid_bits[HTTP_PID_BITS / 64] __weak;
+
+static __always_inline int bit_test(const __u64 *bits, __u32 mask, __u32 i)
+{
+	return (bits[(i >> 6) & mask] >> (i & 63)) & 1;
+}
+
+static __always_inline void bit_set(__u64 *bits, __u32 mask, __u32 i, int on)
+{
+	if (on)
+		__sync_fetch_and_or(&bits[(i >> 6) & mask], 1ull << (i & 63));
+	else
+		__sync_fetch_and_and(&bits[(i >> 6) & mask], ~(1ull << (i & 63)));
+}
+
+#define PORT_MASK (HTTP_PORT_BITS / 64 - 1)
+#define PID_MASK (HTTP_PID_BITS / 64 - 1)
 
 /* Processes whose sockets are traced: record's -p, -- CMD and --binary,
- * the daemon's engines, and their children (http_fork). */
+ * the daemon's engines, and their children (http_fork). Each has its bit
+ * in http_pid_bits. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
@@ -208,6 +227,7 @@ static __always_inline void http_forget_pid(__u32 tgid)
 		return;
 	bpf_for_each_map_elem(&http_conns, http_end_of_pid, &tgid, 0);
 	bpf_map_delete_elem(&http_pids, &tgid);
+	bit_set(http_pid_bits, PID_MASK, tgid, 0);
 }
 
 #endif

@@ -239,6 +239,10 @@ struct http_watch {
 	__u32 root;    /* the pid the user named: the tree's series carry it */
 	__u32 flags;   /* HTTP_W_* */
 };
+/* The bit arrays beside it (global data, http.bpf.h): one bit a pid the
+ * kernel can give (PID_MAX_LIMIT), one a TCP port. */
+#define HTTP_PID_BITS (1u << 22)
+#define HTTP_PORT_BITS 65536u
 
 struct http_event {
 	struct event_header h;

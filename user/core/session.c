@@ -182,7 +182,7 @@ static struct bpf_program *http_arrival_prog(struct session *s, int used)
 static int http_set_autoload(struct session *s, int on)
 {
 	struct bpf_map *maps[] = { s->skel->maps.http_conns, s->skel->maps.http_arrivals,
-				   s->skel->maps.http_pending, s->skel->maps.http_ports, s->skel->maps.http_pids,
+				   s->skel->maps.http_pending, s->skel->maps.http_pids,
 				   s->skel->maps.http_reading, s->skel->maps.http_engine_reqs };
 	struct bpf_program *prog;
 
@@ -561,13 +561,25 @@ static int attach_http(struct session *s, char *err, size_t errlen)
 	return 0;
 }
 
+/* Bit i of the programs' bit array (http.bpf.h's http_pid_bits and
+ * http_port_bits, shared memory), of nbits, set or cleared. */
+static void watch_bit(__u64 *bits, uint32_t nbits, uint32_t i, int on)
+{
+	if (i >= nbits)
+		return;
+	if (on)
+		__atomic_fetch_or(&bits[i / 64], 1ull << (i % 64), __ATOMIC_SEQ_CST);
+	else
+		__atomic_fetch_and(&bits[i / 64], ~(1ull << (i % 64)), __ATOMIC_SEQ_CST);
+}
+
 /* One process's sockets, in root's tree, and the ports it listens on, so
  * that the first request on each new connection is timed from its
  * arrival too. */
 static int watch_one(struct session *s, pid_t pid, pid_t root, char *err, size_t errlen)
 {
 	struct http_watch w = { .root = (uint32_t)root, .flags = s->http_alone ? 0 : HTTP_W_TREE };
-	uint32_t ports[64], one = 1, key = (uint32_t)pid;
+	uint32_t ports[64], key = (uint32_t)pid;
 	int n;
 
 	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.http_pids), &key, &w, BPF_ANY)) {
@@ -575,9 +587,10 @@ static int watch_one(struct session *s, pid_t pid, pid_t root, char *err, size_t
 			snprintf(err, errlen, "--http: cannot watch pid %d: %s", (int)pid, strerror(errno));
 		return -1;
 	}
+	watch_bit(s->skel->bss->http_pid_bits, HTTP_PID_BITS, key, 1);
 	n = http_listening_ports(pid, ports, 64);
 	for (int i = 0; i < n; i++)
-		bpf_map_update_elem(bpf_map__fd(s->skel->maps.http_ports), &ports[i], &one, BPF_ANY);
+		watch_bit(s->skel->bss->http_port_bits, HTTP_PORT_BITS, ports[i], 1);
 	st_debug("--http: %d listening port(s) of pid %d (tree %d)", n < 0 ? 0 : n, (int)pid, (int)root);
 	return 0;
 }
@@ -707,8 +720,10 @@ void session_http_unwatch(struct session *s, pid_t pid)
 {
 	uint32_t key = (uint32_t)pid;
 
-	if (s->http_attached)
+	if (s->http_attached) {
 		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.http_pids), &key);
+		watch_bit(s->skel->bss->http_pid_bits, HTTP_PID_BITS, key, 0);
+	}
 }
 
 int session_attach(struct session *s, const char *elf, pid_t pid, char *err, size_t errlen)
