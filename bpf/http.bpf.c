@@ -158,14 +158,20 @@ static __always_inline __s64 value_number(const char *buf, __u32 i)
 	return digits ? v : -1;
 }
 
-/* The bytes of w that are '\n', as their top bits (0x80 in each such
- * byte), exactly: no carry crosses bytes, unlike the has-zero trick. */
-static __always_inline __u64 newline_bits(__u64 w)
+/* The bytes of w equal to pat's (a byte repeated), as their top bits
+ * (0x80 in each such byte), exactly: no carry crosses bytes, unlike the
+ * has-zero trick. */
+static __always_inline __u64 byte_eq_bits(__u64 w, __u64 pat)
 {
-	__u64 x = w ^ 0x0a0a0a0a0a0a0a0aull;
+	__u64 x = w ^ pat;
 	__u64 low7 = 0x7f7f7f7f7f7f7f7full;
 
 	return ~(((x & low7) + low7) | x | low7);
+}
+
+static __always_inline __u64 newline_bits(__u64 w)
+{
+	return byte_eq_bits(w, 0x0a0a0a0a0a0a0a0aull);
 }
 
 /* Line ends are found a block of 64 bytes at a time: the block's 8 words
@@ -173,10 +179,28 @@ static __always_inline __u64 newline_bits(__u64 w)
  * line end. One bpf_loop callback a block and one call a line. */
 #define BLOCK 64
 
-/* Bit k: byte k of the word is '\n' (the top bits, gathered). */
-static __always_inline __u64 newline_byte_bits(__u64 w)
+/* Bit k: byte k of the word has its top bit set (a byte_eq_bits mask's
+ * top bits, gathered). */
+static __always_inline __u64 gather_bits(__u64 top)
 {
-	return ((newline_bits(w) >> 7) * 0x0102040810204080ull) >> 56;
+	return ((top >> 7) * 0x0102040810204080ull) >> 56;
+}
+
+/* Bit k: byte k of the block at base is c, C, t or T, the first letter
+ * of every header that says how a body ends (Content-*, Transfer-*). */
+static __always_inline __u64 block_ct(const char *buf, __u32 base)
+{
+	const __u64 *w = (const __u64 *)(buf + (base & (WIN_MASK & ~7u)));
+	__u64 m = 0;
+
+#pragma unroll
+	for (int q = 0; q < BLOCK / 8; q++) {
+		__u64 x = w[q] | 0x2020202020202020ull;   /* ASCII letters folded */
+
+		m |= gather_bits(byte_eq_bits(x, 0x6363636363636363ull) |
+				 byte_eq_bits(x, 0x7474747474747474ull)) << (q * 8);
+	}
+	return m;
 }
 
 /* The line ends of the window's block at base, bytes [from, to) only: bit
@@ -188,7 +212,7 @@ static __always_inline __u64 block_lines(const char *buf, __u32 base, __u32 from
 
 #pragma unroll
 	for (int q = 0; q < BLOCK / 8; q++)
-		m |= newline_byte_bits(w[q]) << (q * 8);
+		m |= gather_bits(newline_bits(w[q])) << (q * 8);
 	if (from > base)
 		m &= from - base >= 64 ? 0 : ~((1ull << (from - base)) - 1);
 	if (to < base + 64)
@@ -294,20 +318,35 @@ __noinline int header_line_at(struct hdr_scan *h, __u32 p)
 	return 0;
 }
 
-/* Block j of the header block's bytes: each line end, in order. */
+/* Block j of the header block's bytes: each line end, in order. Only
+ * the line ends that may matter call header_line_at: the window's first
+ * (the line may have begun before it), one that may end a blank line (a
+ * line end 1 or 2 bytes before), and one followed by a c or t (or by the
+ * next block). Any other is a header line that says nothing of the body:
+ * its bookkeeping is done here, as header_line_at would. */
 static long header_block(__u64 j, void *ctx)
 {
 	struct hdr_scan *h = ctx;
 	struct scratch *sc = scratch();
-	__u32 base;
-	__u64 m;
+	__u32 base, p;
+	__u64 m, hot;
 
 	if (!sc || (base = block_at(h->from, h->to, j)) >= HTTP_WIN)
 		return 1;
 	m = block_lines(sc->buf, base, h->from, h->to);
-	for (int k = 0; k < BLOCK && m; k++, m &= m - 1)
-		if (header_line_at(h, base + lowest_bit(m)))
-			return 1;
+	hot = m & ((m << 1) | (m << 2) | 3 | (block_ct(sc->buf, base) >> 1) | (1ull << 63));
+	if (!h->prev)
+		hot |= m & -m;
+	for (int k = 0; k < BLOCK && m; k++, m &= m - 1) {
+		p = base + lowest_bit(m);
+		if (m & -m & hot) {
+			if (header_line_at(h, p))
+				return 1;
+		} else {
+			h->prev = h->last_start = p + 1;
+			h->first = 0;
+		}
+	}
 	return 0;
 }
 
