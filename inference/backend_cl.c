@@ -604,6 +604,16 @@ static int upload_weights(ClState *s, const Model *m, InferError *err)
 	return 0;
 }
 
+static int upload_weights_span(ClState *s, const Model *m, InferError *err)
+{
+	int rc;
+
+	trace_span_begin(SPAN_PACK, LAYER_NONE);
+	rc = upload_weights(s, m, err);
+	trace_span_end(SPAN_PACK, LAYER_NONE);
+	return rc;
+}
+
 /* The forward kernel's task counters, zeroed (the kernel leaves them so). */
 static int sync_buffer(ClState *s, InferError *err)
 {
@@ -627,7 +637,7 @@ static int upload_model(ClState *s, const Model *m, InferError *err)
 	/* the KV cache counts in POOL_KV_CACHE, as on the cpu backend; a
 	 * layer's part starts where a sub-buffer may */
 	s->kv_stride = round_up((size_t)s->n_blocks * s->block_size * kv, s->align * f / s->kv_elem);
-	if (upload_weights(s, m, err) || upload_rope(s, err) ||
+	if (upload_weights_span(s, m, err) || upload_rope(s, err) ||
 	    dev_buffer_in(s, POOL_KV_CACHE, c->n_layers * s->kv_stride * s->kv_elem, NULL, &s->kcache, err) ||
 	    dev_buffer_in(s, POOL_KV_CACHE, c->n_layers * s->kv_stride * s->kv_elem, NULL, &s->vcache, err) ||
 	    (s->want != CL_LAUNCH_FORWARD && split_buffers(s, err)))

@@ -1442,6 +1442,16 @@ static int pack_weights(CpuState *s, InferError *err)
 	return 0;
 }
 
+static int pack_weights_span(CpuState *s, InferError *err)
+{
+	int rc;
+
+	trace_span_begin(SPAN_PACK, LAYER_NONE);
+	rc = pack_weights(s, err);
+	trace_span_end(SPAN_PACK, LAYER_NONE);
+	return rc;
+}
+
 /* Each thread's quantized input (s->quant), if any matrix is quantized: rows
  * for the widest input and the largest batch (and the Q8_K form for k-quants). */
 static int alloc_quant(CpuState *s, InferError *err)
@@ -1512,7 +1522,7 @@ static int cpu_create(const Model *m, const BackendOptions *opt, void **state,
 	if (opt && opt->threads > 0)
 		omp_set_num_threads(opt->threads);
 	s->threads = omp_get_max_threads();
-	if (cpu_alloc(s, err) < 0 || alloc_scratch(s, err) < 0 || pack_weights(s, err) < 0 ||
+	if (cpu_alloc(s, err) < 0 || alloc_scratch(s, err) < 0 || pack_weights_span(s, err) < 0 ||
 	    alloc_quant(s, err) < 0) {
 		cpu_destroy(s);
 		return -1;

@@ -23,6 +23,15 @@ __attribute__((noinline)) int profile_test_inner(int x)
 	return acc;
 }
 
+/* Named as libgomp's own waits are (gomp_*): a pool worker's spin. */
+__attribute__((noinline)) int gomp_test_wait(int x)
+{
+	volatile int acc = x;
+	for (int i = 0; i < 4; i++)
+		acc = acc * 3 + i;
+	return acc;
+}
+
 __attribute__((noinline)) int profile_test_outer(int x)
 {
 	volatile int acc = x;
@@ -61,8 +70,13 @@ static void test_samples(void)
 	CHECK(profile_samples_add(&ps, getpid(), "ffn", kernel, 2, user, 4, 2) == 0, "add");
 	CHECK(profile_samples_add(&ps, getpid(), NULL, NULL, 0, user, 1, 1) == 0, "add no span");
 	CHECK(profile_samples_add(&ps, getpid(), "ffn", NULL, 0, NULL, 0, 1) == 0, "add no stack");
-	CHECK(ps.samples == 4 && ps.no_span == 1 && ps.no_user_stack == 1, "counts %llu %llu %llu",
-	      (unsigned long long)ps.samples, (unsigned long long)ps.no_span,
+	/* outside every span in a pool's wait: named so, not counted as no span */
+	__u64 idle[2] = { (__u64)(uintptr_t)&gomp_test_wait + 4, 0 };
+	CHECK(gomp_test_wait(1) != 0, "keep the function");
+	CHECK(profile_samples_add(&ps, getpid(), NULL, NULL, 0, idle, 2, 3) == 0, "add pool idle");
+	CHECK(ps.samples == 7 && ps.no_span == 1 && ps.pool_idle == 3 && ps.no_user_stack == 1,
+	      "counts %llu %llu %llu %llu", (unsigned long long)ps.samples,
+	      (unsigned long long)ps.no_span, (unsigned long long)ps.pool_idle,
 	      (unsigned long long)ps.no_user_stack);
 	char *text = folded_text(ps.folded);
 	char want[256];
@@ -70,6 +84,8 @@ static void test_samples(void)
 		 kname ? ";schedule" : "", kname ? PROFILE_KERNEL_SUFFIX : "");
 	CHECK(text && strstr(text, want), "folded:\n%s\nwant line: %s", text ? text : "", want);
 	CHECK(text && strstr(text, "[no span];profile_test_inner 1\n"), "no-span line:\n%s", text ? text : "");
+	CHECK(text && strstr(text, PROFILE_POOL_IDLE ";gomp_test_wait 3\n"), "pool idle line:\n%s",
+	      text ? text : "");
 	CHECK(text && strstr(text, "ffn 1\n"), "empty stack line:\n%s", text ? text : "");
 	CHECK(text && !strstr(text, "dead"), "frames after a zero address must be ignored");
 	if (!kname)

@@ -36,6 +36,19 @@ static size_t stack_len(const __u64 *ips, size_t n)
 	return len;
 }
 
+/* A frame of a thread pool's wait for work: libgomp's (unsymbolized, or
+ * gomp_*), or ggml's threadpool poll and barrier. */
+static int pool_wait_frame(const char *f)
+{
+	static const char *const pools[] = { "libgomp.", "gomp_", "ggml_graph_compute_poll_for_work",
+					     "ggml_graph_compute_secondary_thread", "ggml_barrier" };
+
+	for (size_t i = 0; i < sizeof(pools) / sizeof(pools[0]); i++)
+		if (!strncmp(f, pools[i], strlen(pools[i])))
+			return 1;
+	return 0;
+}
+
 int profile_samples_add(struct profile_samples *ps, pid_t pid, const char *span,
 			const __u64 *kips, size_t nk, const __u64 *uips, size_t nu,
 			uint64_t count)
@@ -61,13 +74,18 @@ int profile_samples_add(struct profile_samples *ps, pid_t pid, const char *span,
 		sym_user(ps->sym, pid, uips[i], buf, FRAME_NAME_MAX);
 		frames[n] = buf;
 	}
-	int rc = folded_add(ps->folded, span ? span : PROFILE_NO_SPAN, frames, n, count);
+	/* frames[klen] is the innermost user frame */
+	int idle = !span && ulen && pool_wait_frame(frames[klen]);
+	int rc = folded_add(ps->folded, span ? span : idle ? PROFILE_POOL_IDLE : PROFILE_NO_SPAN,
+			    frames, n, count);
 	free(names);
 	free(frames);
 	if (rc)
 		return -1;
 	ps->samples += count;
-	if (!span)
+	if (idle)
+		ps->pool_idle += count;
+	else if (!span)
 		ps->no_span += count;
 	if (!uips)
 		ps->no_user_stack += count;

@@ -6,7 +6,10 @@
  * Samples: a stack pair as BPF stack maps store it (innermost first, kernel
  * stack above the user stack) becomes "span;user outer..inner;kernel
  * outer..inner" with kernel frames suffixed "_[k]" (flamegraph.pl colours
- * those as kernel). Samples outside any span are rooted at "[no span]".
+ * those as kernel). Samples outside any span are rooted at "[no span]",
+ * but a thread pool's worker waiting for work (its innermost user frame
+ * libgomp's or ggml's threadpool wait) at "[pool idle]": its spin is the
+ * pool's cost, not work outside the spans.
  *
  * Counters: a span whose event carries ncounters == 0 while counters are on
  * had no valid delta (the thread changed CPU; see perfev.h) and is counted
@@ -27,6 +30,7 @@
 #include "analysis/symbols.h"
 
 #define PROFILE_NO_SPAN "[no span]"
+#define PROFILE_POOL_IDLE "[pool idle]"
 #define PROFILE_KERNEL_SUFFIX "_[k]"
 #define PROFILE_MAX_FRAMES 127   /* PERF_MAX_STACK_DEPTH's default */
 
@@ -34,7 +38,8 @@ struct profile_samples {
 	struct folded *folded;
 	struct symbolizer *sym;
 	uint64_t samples;
-	uint64_t no_span;        /* samples outside every span */
+	uint64_t no_span;        /* samples outside every span (pool_idle not among them) */
+	uint64_t pool_idle;      /* outside every span, a pool's worker waiting for work */
 	uint64_t no_user_stack;  /* stack id missing (e.g. -EFAULT, map full) */
 };
 

@@ -233,6 +233,7 @@ static json_object *samples_json(const struct profiler *p, const struct counters
 	json_object_object_add(j, "hz", json_object_new_int64(hz));
 	json_object_object_add(j, "total", json_object_new_uint64(p->samples.samples));
 	json_object_object_add(j, "no_span", json_object_new_uint64(p->samples.no_span));
+	json_object_object_add(j, "pool_idle", json_object_new_uint64(p->samples.pool_idle));
 	json_object_object_add(j, "inherited", json_object_new_uint64(p->inherited));
 	json_object_object_add(j, "no_user_stack", json_object_new_uint64(p->samples.no_user_stack));
 	json_object_object_add(j, "stack_errors", json_object_new_uint64(c->stack_errors));
@@ -333,9 +334,10 @@ static void report(const struct profile_opts *o, const struct profiler *p, const
 {
 	if (o->common.quiet)
 		return;
-	fprintf(stderr, "spantrace: %llu samples (%llu outside spans, %llu dropped), %llu spans, "
-		"%llu events dropped in total\n",
+	fprintf(stderr, "spantrace: %llu samples (%llu outside spans, %llu a pool waiting, %llu dropped), "
+		"%llu spans, %llu events dropped in total\n",
 		(unsigned long long)p->samples.samples, (unsigned long long)p->samples.no_span,
+		(unsigned long long)p->samples.pool_idle,
 		(unsigned long long)c->dropped[EV_SAMPLE], (unsigned long long)c->fired[EV_SPAN],
 		(unsigned long long)event_types_sum(c->dropped));
 	profile_counters_write(&p->counters, stderr);
