@@ -164,6 +164,7 @@ int engine_open(Engine *e, const EngineOptions *opt, InferError *err)
 
 void engine_close(Engine *e)
 {
+	trace_span_begin(SPAN_UNLOAD, LAYER_NONE);
 	if (e->backend)
 		e->ops->destroy(e->backend);
 	pool_free(POOL_ACTIVATIONS, e->logits,
@@ -174,6 +175,7 @@ void engine_close(Engine *e)
 		tokenizer_free(&e->tokenizer);
 	model_free(&e->model);
 	memset(e, 0, sizeof(*e));
+	trace_span_end(SPAN_UNLOAD, LAYER_NONE);
 }
 
 static int prompt_alloc(EnginePrompt *p, size_t capacity, InferError *err)

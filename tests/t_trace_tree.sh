@@ -41,7 +41,8 @@ model_load null 0
 pack model_load 1
 qkv layer 2
 rope qkv 3
-sample null 0"
+sample null 0
+unload null 0"
 assert_eq "cpu: the tree of docs/probes.md" "$expect" "$(cat "$TMP/cpu.tree")"
 expect="attention layer 2
 attn_out layer 2
@@ -54,13 +55,15 @@ model_load null 0
 pack model_load 1
 qkv layer 2
 sample null 0
-sync forward 1"
+sync forward 1
+unload null 0"
 assert_eq "opencl phases: spans that launch, and the sync" "$expect" "$(cat "$TMP/phases.tree")"
 expect="forward null 0
 model_load null 0
 pack model_load 1
 sample null 0
-sync forward 1"
+sync forward 1
+unload null 0"
 assert_eq "opencl forward launch: no empty spans" "$expect" "$(cat "$TMP/fused.tree")"
 
 # launch modes on the forward records, device time on every span that launched
@@ -73,6 +76,6 @@ assert_eq "cpu forwards run on the host" "host" \
 assert_eq "no device time on the cpu backend" 0 \
 	"$(jq -s '[.[] | select(.type == "span" and has("device_ns"))] | length' "$TMP/cpu.jsonl")"
 assert_eq "phases: launching spans without device time" 0 \
-	"$(jq -s '[.[] | select(.type == "span" and (.name | IN("sync", "sample", "model_load", "pack") | not) and ((.device_ns // 0) <= 0))] | length' "$TMP/phases.jsonl")"
+	"$(jq -s '[.[] | select(.type == "span" and (.name | IN("sync", "sample", "model_load", "pack", "unload") | not) and ((.device_ns // 0) <= 0))] | length' "$TMP/phases.jsonl")"
 assert_eq "host-only spans carry no device time" 0 \
-	"$(jq -s '[.[] | select(.type == "span" and (.name | IN("sync", "sample", "model_load", "pack")) and has("device_ns"))] | length' "$TMP/phases.jsonl")"
+	"$(jq -s '[.[] | select(.type == "span" and (.name | IN("sync", "sample", "model_load", "pack", "unload")) and has("device_ns"))] | length' "$TMP/phases.jsonl")"
