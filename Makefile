@@ -261,7 +261,7 @@ $(BUILD)/probedoc.stamp: $(BUILD)/probedoc include/spantrace/probes.def include/
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libspantrace.a $(BUILD)/libinfer.so
 	@mkdir -p $(@D)
 	$(CC) $(USER_CFLAGS) $(DEPFLAGS) -MF $@.d -Itests/unit -Iinference -o $@ $< $(BUILD)/libspantrace.a \
-	    -L$(BUILD) -linfer -Wl,-rpath,'$$ORIGIN/..' $(LDFLAGS) $(USER_LIBS)
+	    -L$(BUILD) -linfer -Wl,-rpath,'$$ORIGIN/..' $(LDFLAGS) $(USER_LIBS) -lOpenCL
 
 # ---- models: deterministic, made here ----
 $(DEMO_MODEL): $(BUILD)/mkmodel

@@ -79,8 +79,12 @@ static void test_refusals(void)
 	expect_refused((ChatFormat){ CHAT_CHATML, 0 }, trailing, 2, "assistant");
 	CHECK(!chat_render((ChatFormat){ CHAT_CHATML, 0 }, two_users, 0, "<s>", "</s>", err, sizeof(err)),
 	      "no messages rendered");
-	/* chatml takes any order, as its template does */
-	free(chat_render((ChatFormat){ CHAT_CHATML, 0 }, two_users, 2, "<s>", "</s>", err, sizeof(err)));
+	/* chatml takes any order, as its template does: both turns, then the reply's */
+	char *both = chat_render((ChatFormat){ CHAT_CHATML, 0 }, two_users, 2, "<s>", "</s>", err, sizeof(err));
+	CHECK(both && !strcmp(both, "<|im_start|>user\na<|im_end|>\n<|im_start|>user\nb<|im_end|>\n"
+				    "<|im_start|>assistant\n"),
+	      "chatml, two user turns: %s", both ? both : err);
+	free(both);
 }
 
 static void expect_detect(const char *tmpl, ChatFamily family, int variant)

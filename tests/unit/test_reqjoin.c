@@ -170,6 +170,29 @@ static void test_stale(void)
 	reqjoin_free(&j);
 }
 
+/* The release at exactly 30 s past the held request's end: a record that
+ * ends at 30 s leaves it held, one that ends 1 ns later releases it. */
+static void test_stale_boundary(void)
+{
+	struct out o = { 0 };
+	struct reqjoin j;
+	uint64_t end = 1000 + 500, hold = 30ull * 1000000000ull;
+	struct request_event r = request(5, 1000, 0x22, 1);
+	struct request_event at = request(6, end + hold - 500, 0, 0), past = request(7, end + hold - 499, 0, 0);
+
+	reqjoin_init(&j, deliver, &o);
+	reqjoin_feed(&j, &r, sizeof(r));
+	reqjoin_feed(&j, &at, sizeof(at));
+	CHECK(j.nheld == 1 && o.nreq == 1 && o.req[0].req == 6 && j.unjoined == 0,
+	      "a record ending 30 s after the held request's end: still held (held %zu, out %zu)",
+	      j.nheld, o.nreq);
+	reqjoin_feed(&j, &past, sizeof(past));
+	CHECK(j.nheld == 0 && o.nreq == 3 && o.req[1].req == 5 && o.req[1].from == REQ_FROM_ENGINE &&
+	      j.unjoined == 1, "1 ns past 30 s: released unjoined, before the record (held %zu, out %zu)",
+	      j.nheld, o.nreq);
+	reqjoin_free(&j);
+}
+
 /* Two identical prompts, the kernel's links swapped (the planted cross):
  * A (1000..1500) guessed onto B's socket, B (1010..1900) onto A's. */
 static void test_twins(void)
@@ -210,6 +233,7 @@ int main(void)
 	test_unlinked_and_bad();
 	test_stale_link();
 	test_stale();
+	test_stale_boundary();
 	printf("reqjoin: %d failures\n", failures);
 	return check_report();
 }
