@@ -76,6 +76,14 @@ client() { node "$NODE_DIR/client.js" "$BASE" run "$1" >"$2" 2>"$TMP/client.err"
 
 # health FIELD: a field of GET /health
 health() { curl -s "$BASE/health" | jq -r ".$1"; }
+# wire_done URL JSON: a streamed response as curl reads it off the wire
+# (the openai SDK's iterator ends alike on [DONE] and on the body's end):
+# "DONES LAST_DATA_LINE EVENTS", e.g. "1 [DONE] 17" for a stream that ends right
+wire_done() {
+	curl -sN --max-time 60 -H 'Content-Type: application/json' -d "$2" "$1" |
+		awk '/^data: / { n++; last = substr($0, 7); if (last == "[DONE]") d++ }
+		     END { printf "%d %s %d\n", d, last, n }'
+}
 # stat JQ: a field of GET /stats
 stat() { curl -s "$BASE/stats" | jq -r "$1"; }
 

@@ -70,14 +70,22 @@ J
 		local who=${out##*.}
 		assert_eq "$f $who: object, role" "chat.completion assistant 1" \
 			"$(r "$out" 0 '"\(.object) \(.role) \(.choices)"')"
-		assert_eq "$f $who: stream ended with [DONE], role" "true assistant" "$(r "$out" 1 '"\(.done) \(.role)"')"
-		assert_eq "$f $who: every chunk a chat.completion.chunk" true \
-			"$(r "$out" 1 '[.chunk_objects[] == "chat.completion.chunk"] | all')"
+		assert_eq "$f $who: the SDK's stream ended, role" "true assistant" "$(r "$out" 1 '"\(.done) \(.role)"')"
+		assert_eq "$f $who: chunks, every one a chat.completion.chunk" true \
+			"$(r "$out" 1 '(.chunk_objects | length) > 0 and ([.chunk_objects[] == "chat.completion.chunk"] | all)')"
 		assert_eq "$f $who: streamed text = whole text" "$(r "$out" 0 .text)" "$(r "$out" 1 .text)"
 		assert_eq "$f $who: streamed usage = whole usage" "$(r "$out" 0 '.usage.total_tokens')" \
 			"$(r "$out" 1 '.usage.total_tokens')"
 		assert_eq "$f $who: finish_reason" true "$(r "$out" 0 '.finish_reason == "length" or .finish_reason == "stop"')"
 		assert_eq "$f $who: max_completion_tokens honoured" true "$(r "$out" 2 '.usage.completion_tokens <= 6 and .usage.completion_tokens > 0')"
+	done
+	# [DONE] as the wire has it, from each server (the SDK does not say)
+	local base dones last events
+	for base in "$BASE" "$LBASE"; do
+		read -r dones last events < <(wire_done "$base/v1/chat/completions" \
+			'{"model": "m", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 6, "temperature": 0, "stream": true}')
+		assert_eq "$f $base: chat stream on the wire ends with one [DONE]" "1 [DONE]" "$dones $last"
+		assert_ge "$f $base: chat events before it" "$events" 2
 	done
 	assert_eq "$f: prompt tokens, ours = llama-server's" "$(r "$TMP/$f.llama" 0 .usage.prompt_tokens)" \
 		"$(r "$TMP/$f.ours" 0 .usage.prompt_tokens)"

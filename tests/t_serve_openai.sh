@@ -28,7 +28,11 @@ assert_eq "non-streaming object" text_completion "$(r 0 .object)"
 assert_eq "usage.prompt_tokens (BOS + 4 words)" 5 "$(r 0 .usage.prompt_tokens)"
 assert_eq "usage.completion_tokens" 24 "$(r 0 .usage.completion_tokens)"
 assert_eq "finish_reason at max_tokens" length "$(r 0 .finish_reason)"
-assert_eq "stream ended with [DONE]" true "$(r 1 .done)"
+assert_eq "stream: the SDK's iterator ended" true "$(r 1 .done)"
+read -r dones last events < <(wire_done "$BASE/v1/completions" \
+	'{"model": "m", "prompt": "Once upon a time", "max_tokens": 8, "temperature": 0, "stream": true}')
+assert_eq "stream on the wire: one [DONE], the last data line" "1 [DONE]" "$dones $last"
+assert_ge "stream on the wire: events before it" "$events" 2
 # A chunk carries the tokens made since the last one: one each while the
 # connection keeps up with the engine, several when it falls behind.
 assert_le "stream: more than one chunk" 2 "$(r 1 .chunks)"

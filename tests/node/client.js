@@ -13,7 +13,8 @@
 // result with role, object, the text as .text, and chunk_objects (each chunk's object);
 // "abort_after" (streaming only) closes the stream after N chunks, as a client
 // that goes away. A result: {index, text, token_ids, finish_reason, usage, chunks,
-// done (the stream ended with [DONE]), ttft_ms, gaps_ms, total_ms, sent_epoch_ms,
+// done (the SDK's iterator ended, which it does alike on [DONE] and on the body's end:
+// serve_lib.sh's wire_done checks [DONE] itself), ttft_ms, gaps_ms, total_ms, sent_epoch_ms,
 // first_chunk_epoch_ms (wall clock, to line up with a tracer)} or {index, status, error}.
 'use strict';
 const fs = require('fs');
@@ -57,7 +58,7 @@ async function streamed(params, abortAfter, t0) {
 			return out;
 		}
 	}
-	out.done = true; // the iterator ends only on [DONE] or the end of the body
+	out.done = true; // the iterator ended: on [DONE] or the body's end, it does not say which
 	return out;
 }
 
