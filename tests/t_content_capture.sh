@@ -38,10 +38,23 @@ run() {
 }
 
 keys_in() { grep -Eo '"(spantrace\.)?token_(in|out|id)"' "$@" | sort -u | tr '\n' ' '; }
+# csv_positions NAME: the CSV has no id column, and its token column is a
+# position (the seed's): never above the JSONL's largest pos, as an id
+# (up to the vocabulary's 32,000) would be
+csv_positions() {
+	assert_eq "$1: the CSV's columns" "timestamp,device,worker,duration_ms,token,layer,operation,success,memory_used_mb,error" \
+		"$(head -n 1 "$TMP/$1.csv")"
+	local top maxpos
+	top=$(awk -F, 'NR > 1 && $5 > m { m = $5 } END { print m + 0 }' "$TMP/$1.csv")
+	maxpos=$(jq -s 'map(.pos // 0) | max' "$TMP/$1.jsonl")
+	assert_pos "$1: CSV rows" "$(($(wc -l <"$TMP/$1.csv") - 1))"
+	assert_le "$1: the CSV's token column, a position, up to the JSONL's largest" "$top" "$maxpos"
+}
 
 run plain
 assert_empty "no token id key in the JSONL, CSV, Chrome trace, OTLP or summary" \
 	"$(keys_in "$TMP/plain.jsonl" "$TMP/plain.csv" "$TMP/plain.chrome.json" "$TMP/plain.otlp" "$TMP/plain.summary.json")"
+csv_positions plain
 assert_eq "the session says so" false "$(jq -r 'select(.type == "session") | .capture_tokens' "$TMP/plain.jsonl")"
 assert_eq "the summary says so" false "$(jq -r .capture_tokens "$TMP/plain.summary.json")"
 tokens=$(jq -s 'map(.usage.completion_tokens) | add' "$TMP/plain.client")
@@ -69,6 +82,8 @@ PY
 run flag --capture-tokens
 assert_eq "--capture-tokens: the session says so" true "$(jq -r 'select(.type == "session") | .capture_tokens' "$TMP/flag.jsonl")"
 ids_match "$TMP/flag.jsonl" "$TMP/flag.client" || fail "--capture-tokens: the ids are not the client's"
+# asked for, ids go to the JSONL and OTLP only (docs/record.md): the CSV keeps positions
+csv_positions flag
 [ -n "$(keys_in "$TMP/flag.otlp")" ] || fail "--capture-tokens: no token id in the OTLP spans"
 ok "--capture-tokens: token ids in the OTLP spans: $(keys_in "$TMP/flag.otlp")"
 SPANTRACE_CAPTURE_TOKENS=1 run env
