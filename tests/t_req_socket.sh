@@ -130,6 +130,12 @@ check(len(joined) >= join_min and len(joined) == sum(1 for h in http if "req" in
       f"{len(joined)} requests joined with their socket's, want >= {join_min}, http records naming one: "
       f"{sum(1 for h in http if 'req' in h)}")
 print(f"ok: {len(joined)} engine requests joined with their socket's")
+# every request not joined is counted as such, never silent
+summ = recs[-1]
+links = summ.get("http", {}).get("engine_requests", {})
+check(links.get("joined") == len(joined) and links.get("not_joined") == len(reqs) - len(joined),
+      f"summary engine_requests {links}: {len(joined)} joined of {len(reqs)} request records")
+print(f"ok: summary engine_requests {links}")
 others = [r for r in http if r not in streams]
 if not others_too:
     check(not others, f"{len(others)} other requests: {others[:2]}")

@@ -137,6 +137,12 @@ static int on_request(void *ctx, const struct request_event *e)
 		dist_add(&r->queue, e->queue_ns);
 	r->preemptions += e->preemptions;
 	r->slo_met += meets_slo(&r->slo, e);
+	if (e->from == REQ_FROM_SOCKET)
+		r->req_joined++;
+	else
+		r->req_engine_only++;
+	r->req_twins_unlinked += (e->flags & REQ_F_UNLINKED) != 0;
+	r->req_crossed += (e->flags & REQ_F_CROSSED) != 0;
 	return 0;
 }
 

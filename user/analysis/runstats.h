@@ -27,6 +27,9 @@ struct runstats {
 	/* --http: requests from the socket (arrival to first event or byte, to end) */
 	struct dist http_ttft, http_e2e;
 	uint64_t http_events, http_streams;
+	/* engine requests by their join with the socket (core/reqjoin.h):
+	 * joined, not (from the engine alone), and why not where known */
+	uint64_t req_joined, req_engine_only, req_twins_unlinked, req_crossed;
 	struct slo slo;
 	uint64_t slo_met;        /* requests that met every SLO set */
 	uint64_t preemptions;

@@ -326,6 +326,40 @@ static void error_counters(json_object *j, const struct counters *c)
 	add_u64(j, "req_orphans", c->req_orphans);
 }
 
+/* Engine requests by their join with the socket: joined (the socket's
+ * times), not (the engine's alone), and of those, why where known. */
+static json_object *engine_links_json(const struct runstats *r)
+{
+	json_object *l = json_object_new_object();
+
+	add_u64(l, "joined", r->req_joined);
+	add_u64(l, "not_joined", r->req_engine_only);
+	add_u64(l, "twins_unlinked", r->req_twins_unlinked);
+	add_u64(l, "crossed", r->req_crossed);
+	return l;
+}
+
+/* --http: the socket's requests, and every loss by kind. */
+static json_object *http_json(struct runstats *r, const struct counters *c)
+{
+	json_object *h = json_object_new_object();
+
+	add_u64(h, "requests", r->http_e2e.hist.count);
+	add_u64(h, "streams", r->http_streams);
+	add_u64(h, "events", r->http_events);
+	json_object_object_add(h, "ttft", dist_json(&r->http_ttft, NULL));
+	json_object_object_add(h, "e2e", dist_json(&r->http_e2e, NULL));
+	add_u64(h, "unparsed_connections", c->http_unparsed);
+	add_u64(h, "tls_connections", c->http_tls);
+	add_u64(h, "table_full", c->http_table_full);
+	add_u64(h, "h2_connections", c->http_h2);
+	add_u64(h, "lost_closed", c->http_lost_closed);
+	add_u64(h, "lost_pipeline", c->http_lost_pipeline);
+	add_u64(h, "lost_boundary", c->http_lost_boundary);
+	json_object_object_add(h, "engine_requests", engine_links_json(r));
+	return h;
+}
+
 json_object *summary_json(struct runstats *r, const struct session *s, const struct counters *c,
 			  double wall_s, const char *stop_reason, const struct perf_counters *pc,
 			  const struct profile_counters *perf)
@@ -355,23 +389,8 @@ json_object *summary_json(struct runstats *r, const struct session *s, const str
 	json_object_object_add(j, "token", dist_json(&r->tokens, NULL));
 	json_object_object_add(j, "request", dist_json(&r->requests, NULL));
 	requests_json(j, r);
-	if (r->http_e2e.hist.count || s->http) {   /* --http: the socket's view, losses even alone */
-		json_object *h = json_object_new_object();
-
-		add_u64(h, "requests", r->http_e2e.hist.count);
-		add_u64(h, "streams", r->http_streams);
-		add_u64(h, "events", r->http_events);
-		json_object_object_add(h, "ttft", dist_json(&r->http_ttft, NULL));
-		json_object_object_add(h, "e2e", dist_json(&r->http_e2e, NULL));
-		add_u64(h, "unparsed_connections", c->http_unparsed);
-		add_u64(h, "tls_connections", c->http_tls);
-		add_u64(h, "table_full", c->http_table_full);
-		add_u64(h, "h2_connections", c->http_h2);
-		add_u64(h, "lost_closed", c->http_lost_closed);
-		add_u64(h, "lost_pipeline", c->http_lost_pipeline);
-		add_u64(h, "lost_boundary", c->http_lost_boundary);
-		json_object_object_add(j, "http", h);
-	}
+	if (r->http_e2e.hist.count || s->http)   /* --http: the socket's view, losses even alone */
+		json_object_object_add(j, "http", http_json(r, c));
 	add_u64(j, "device_busy_ns", r->device_busy_ns);
 	json_object_object_add(j, "device_utilization", json_object_new_double(runstats_device_utilization(r)));
 	add_u64(j, "device_utilization_wall_ns",
