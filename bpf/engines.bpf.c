@@ -148,8 +148,10 @@ __noinline int seq_link_prompt(__u32 pid, struct seq_state *st)
 SEC("uprobe")
 int engine_span_entry(struct pt_regs *ctx)
 {
-	ENGINE_PROLOGUE;
-	(void)tid;
+	__u32 tid, pid = engine_caller(&tid);
+
+	if (!pid)
+		return 0;
 	return span_begin_entry(ctx, ENGINE_COOKIE_KIND(bpf_get_attach_cookie(ctx)), LAYER_NONE);
 }
 
@@ -166,7 +168,10 @@ int engine_span_return(struct pt_regs *ctx)
 SEC("uprobe")
 int engine_decode_entry(struct pt_regs *ctx)
 {
-	ENGINE_PROLOGUE;
+	__u32 tid, pid = engine_caller(&tid);
+
+	if (!pid)
+		return 0;
 	decode_begin(ctx, pid, tid);
 	return 0;
 }
@@ -186,8 +191,10 @@ int engine_decode_return(struct pt_regs *ctx)
 SEC("uprobe")
 int engine_seq_remove(struct pt_regs *ctx)
 {
-	ENGINE_PROLOGUE;
-	(void)tid;
+	__u32 tid, pid = engine_caller(&tid);
+
+	if (!pid)
+		return 0;
 	seq_remove(ctx, pid, bpf_ktime_get_ns());
 	return 0;
 }
@@ -195,10 +202,11 @@ int engine_seq_remove(struct pt_regs *ctx)
 SEC("uprobe")
 int engine_memory_clear(struct pt_regs *ctx)
 {
-	ENGINE_PROLOGUE;
+	__u32 tid, pid = engine_caller(&tid);
 	struct seq_scan sc = { .pid = pid, .now = bpf_ktime_get_ns() };
 
-	(void)tid;
+	if (!pid)
+		return 0;
 	bpf_for_each_map_elem(&seqs, seq_end_cb, &sc, 0);
 	return 0;
 }
@@ -208,8 +216,10 @@ int engine_buf_size(struct pt_regs *ctx)
 {
 	/* both read first: the verifier wants each context read at a fixed offset */
 	__u64 arg2 = PT_REGS_PARM2(ctx), arg3 = PT_REGS_PARM3(ctx);
-	ENGINE_PROLOGUE;
-	(void)pid;
+	__u32 tid, pid = engine_caller(&tid);
+
+	if (!pid)
+		return 0;
 	call_size(tid, ENGINE_COOKIE_ROLE(bpf_get_attach_cookie(ctx)) == FN_BUF_FROM_HOST ? arg3 : arg2);
 	return 0;
 }
@@ -217,7 +227,10 @@ int engine_buf_size(struct pt_regs *ctx)
 SEC("uretprobe")
 int engine_buf_made(struct pt_regs *ctx)
 {
-	ENGINE_PROLOGUE;
+	__u32 tid, pid = engine_caller(&tid);
+
+	if (!pid)
+		return 0;
 	buffer_made(ctx, pid, tid);
 	return 0;
 }
@@ -225,8 +238,10 @@ int engine_buf_made(struct pt_regs *ctx)
 SEC("uprobe")
 int engine_buf_usage(struct pt_regs *ctx)
 {
-	ENGINE_PROLOGUE;
-	(void)tid;
+	__u32 tid, pid = engine_caller(&tid);
+
+	if (!pid)
+		return 0;
 	buffer_usage(ctx, pid);
 	return 0;
 }
@@ -234,8 +249,10 @@ int engine_buf_usage(struct pt_regs *ctx)
 SEC("uprobe")
 int engine_buf_free(struct pt_regs *ctx)
 {
-	ENGINE_PROLOGUE;
-	(void)tid;
+	__u32 tid, pid = engine_caller(&tid);
+
+	if (!pid)
+		return 0;
 	buffer_free(pid, PT_REGS_PARM1(ctx));
 	return 0;
 }
@@ -243,8 +260,10 @@ int engine_buf_free(struct pt_regs *ctx)
 SEC("uprobe")
 int engine_scope_entry(struct pt_regs *ctx)
 {
-	ENGINE_PROLOGUE;
-	(void)pid;
+	__u32 tid, pid = engine_caller(&tid);
+
+	if (!pid)
+		return 0;
 	tensor_scope(tid, 1);
 	return 0;
 }
@@ -252,8 +271,10 @@ int engine_scope_entry(struct pt_regs *ctx)
 SEC("uretprobe")
 int engine_scope_return(struct pt_regs *ctx)
 {
-	ENGINE_PROLOGUE;
-	(void)pid;
+	__u32 tid, pid = engine_caller(&tid);
+
+	if (!pid)
+		return 0;
 	tensor_scope(tid, 0);
 	return 0;
 }
@@ -261,8 +282,10 @@ int engine_scope_return(struct pt_regs *ctx)
 SEC("uprobe")
 int engine_tokenize_entry(struct pt_regs *ctx)
 {
-	ENGINE_PROLOGUE;
-	(void)pid;
+	__u32 tid, pid = engine_caller(&tid);
+
+	if (!pid)
+		return 0;
 	tokenize_begin(ctx, tid);
 	return span_begin_entry(ctx, ENGINE_COOKIE_KIND(bpf_get_attach_cookie(ctx)), LAYER_NONE);
 }
@@ -284,7 +307,10 @@ int engine_tokenize_return(struct pt_regs *ctx)
 SEC("uprobe")
 int engine_logits(struct pt_regs *ctx)
 {
-	ENGINE_PROLOGUE;
+	__u32 tid, pid = engine_caller(&tid);
+
+	if (!pid)
+		return 0;
 	sampling_begin(ctx, pid, tid);
 	return 0;
 }
@@ -292,7 +318,10 @@ int engine_logits(struct pt_regs *ctx)
 SEC("uprobe")
 int engine_accept(struct pt_regs *ctx)
 {
-	ENGINE_PROLOGUE;
+	__u32 tid, pid = engine_caller(&tid);
+
+	if (!pid)
+		return 0;
 	sampling_end(ctx, pid, tid);
 	return 0;
 }

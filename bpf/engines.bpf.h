@@ -863,10 +863,15 @@ static __always_inline void sampling_end(struct pt_regs *ctx, __u32 pid, __u32 t
 /* ---- the programs: one per role, attached by user/core/engines.c with
  * ENGINE_COOKIE(role, kind) ---- */
 
-#define ENGINE_PROLOGUE                                         \
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();          \
-	__u32 pid = traced_tgid();                              \
-	if (!pid || detaching)                                  \
-		return 0
+/* The traced process calling an engine function, and (in *tid) the
+ * thread; 0 when it is none of ours or the tracer is detaching. Each
+ * program returns on 0 itself: no macro hides a return. */
+static __always_inline __u32 engine_caller(__u32 *tid)
+{
+	__u32 pid = traced_tgid();
+
+	*tid = (__u32)bpf_get_current_pid_tgid();
+	return detaching ? 0 : pid;
+}
 
 #endif
