@@ -26,6 +26,10 @@
 #ifndef SPANTRACE_ENGINES_BPF_H
 #define SPANTRACE_ENGINES_BPF_H
 
+#include "core.bpf.h"      /* the maps and types every module shares */
+#include "reqlink.bpf.h"   /* struct http_link */
+#include "requests.bpf.h"  /* struct req_state, serving_state: a llama.cpp sequence is a request */
+
 const volatile struct engine_abi engine_abi __weak = {};
 /* Set while a command may still load its engine: the dynamic linker's
  * notifications stop the process until the session has looked (dl_change). */

@@ -22,6 +22,8 @@
 #ifndef SPANTRACE_OPENCL_BPF_H
 #define SPANTRACE_OPENCL_BPF_H
 
+#include "core.bpf.h"
+
 #include <bpf/bpf_core_read.h>
 
 #define CL_PENDING_MAX 4096

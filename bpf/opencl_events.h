@@ -8,6 +8,8 @@
 #ifndef SPANTRACE_OPENCL_EVENTS_H
 #define SPANTRACE_OPENCL_EVENTS_H
 
+#include "spantrace.h"   /* struct event_header (it includes this file after it) */
+
 #define CL_NAME_MAX 64           /* kernel names kept, NUL included */
 
 /* cl_kernel_event.flags */

@@ -13,6 +13,8 @@
 #ifndef SPANTRACE_REQUESTS_BPF_H
 #define SPANTRACE_REQUESTS_BPF_H
 
+#include "core.bpf.h"
+
 #include "reqlink.bpf.h"
 
 struct req_key {
