@@ -60,5 +60,3 @@ need_daemon_build() {
 	need_cmd jq jq
 }
 
-# wait_long CMD...: like wait_for, for up to 30 s (Prometheus on a busy box).
-wait_long() { local i; for i in $(seq 300); do "$@" && return 0; sleep 0.1; done; return 1; }

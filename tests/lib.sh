@@ -113,6 +113,8 @@ need_opencl() { need_cmd clinfo clinfo; clinfo -l 2>/dev/null | grep -q Device |
 
 # wait_for CMD... : retries for up to 10 s ($WAIT_S s where set)
 wait_for() { local i; for i in $(seq $((${WAIT_S:-10} * 10))); do "$@" && return 0; sleep 0.1; done; return 1; }
+# wait_long CMD...: wait_for, for up to 30 s (a loaded box, Prometheus's start): the one poll loop
+wait_long() { WAIT_S=30 wait_for "$@"; }
 # stop_bpftrace PID: SIGINT, repeated each second until bpftrace exits (it then
 # prints its maps); 30 s without an exit fails. bpftrace 0.17 leaves its poll
 # loop only when the signal interrupts epoll_wait or an event follows it: a

@@ -40,7 +40,6 @@ ours_left() {
 		"$TMP/seen" "$TMP/pids"
 }
 none_left() { [ "$(ours_left)" = 0 ]; }
-wait_long() { local i; for i in $(seq 300); do "$@" && return 0; sleep 0.1; done; return 1; }
 # The last engine exited just before: with --expire 1 its series go 1 s
 # after the daemon sees it dead, and the daemon looks every 0.2 s (one tick
 # to see the exit, one to pass the grace): 1.4 s. 3 s leaves the rest for

@@ -43,8 +43,6 @@ done_frame() {
 }
 # done_forward_above FILE N: that frame's forward count is > N
 done_forward_above() { done_frame "$1"; [ "$(count_of "$TMP/done" forward)" -gt "$2" ]; }
-# wait_long CMD...: like wait_for, for up to 30 s (a loaded box)
-wait_long() { local i; for i in $(seq 300); do "$@" && return 0; sleep 0.1; done; return 1; }
 
 # ---- a command: 3 requests through --serve from a fifo we feed, a frame
 # every 0.5 s. The next request goes only once a frame shows the last one's
