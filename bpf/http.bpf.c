@@ -881,24 +881,30 @@ __noinline __u64 response_step(struct http_conn *c, __u64 ubuf, __u64 n, __u64 n
 
 __noinline __u64 request_step(struct http_conn *c, __u64 ubuf, __u64 n, __u64 start, __u64 now);
 
-/* A piece's walk, one request or response step at a time. */
+/* A piece's walk, one request or response step at a time: a callback
+ * for each direction, so that neither program verifies the other's. */
 struct piece_walk {
 	struct http_conn *c;
 	__u64 ubuf, n, off, start, now;
-	__u32 recv;
 };
 
-static long piece_step(__u64 i, void *ctx)
+static long request_piece_step(__u64 i, void *ctx)
 {
 	struct piece_walk *w = ctx;
-	__u64 at = w->ubuf ? w->ubuf + w->off : 0;
 
 	if (w->off >= w->n)
 		return 1;
-	if (w->recv)
-		w->off += request_step(w->c, at, w->n - w->off, w->start, w->now);
-	else
-		w->off += response_step(w->c, at, w->n - w->off, w->now);
+	w->off += request_step(w->c, w->ubuf ? w->ubuf + w->off : 0, w->n - w->off, w->start, w->now);
+	return 0;
+}
+
+static long response_piece_step(__u64 i, void *ctx)
+{
+	struct piece_walk *w = ctx;
+
+	if (w->off >= w->n)
+		return 1;
+	w->off += response_step(w->c, w->ubuf ? w->ubuf + w->off : 0, w->n - w->off, w->now);
 	return 0;
 }
 
@@ -914,7 +920,7 @@ static __always_inline int response_piece(struct http_conn *c, __u64 ubuf, __u64
 
 	if (!c)
 		return 0;
-	bpf_loop(PIECE_STEPS, piece_step, &w, 0);
+	bpf_loop(PIECE_STEPS, response_piece_step, &w, 0);
 	/* a body with no bytes left to take (BM_NONE) ends with its headers */
 	if (c->state == HC_BODY && c->body == BM_NONE)
 		end_response(c, HTTP_END_RESPONSE, now);
@@ -1143,11 +1149,11 @@ __noinline __u64 request_step(struct http_conn *c, __u64 ubuf, __u64 n, __u64 st
  * boundary, counted. */
 static __always_inline int request_piece(struct http_conn *c, __u64 ubuf, __u64 n, __u64 start, __u64 now)
 {
-	struct piece_walk w = { .c = c, .ubuf = ubuf, .n = n, .start = start, .now = now, .recv = 1 };
+	struct piece_walk w = { .c = c, .ubuf = ubuf, .n = n, .start = start, .now = now };
 
 	if (!c)
 		return 0;
-	bpf_loop(PIECE_STEPS, piece_step, &w, 0);
+	bpf_loop(PIECE_STEPS, request_piece_step, &w, 0);
 	if (w.off < n && c->rq_state != RQ_LOST) {
 		COUNT(http_lost_boundary);
 		c->rq_state = RQ_LOST;
@@ -1171,19 +1177,18 @@ static __always_inline void note_reading(struct http_conn *c)
 struct iov_walk {
 	struct http_conn *c;
 	__u64 iov, left, start, now;
-	__u32 recv;
 };
 
-static long iov_step(__u64 i, void *ctx)
+/* One iovec of a walk: its bytes, as a piece of the request or the response. */
+static __always_inline long iov_step(__u64 i, struct iov_walk *w, int recv)
 {
-	struct iov_walk *w = ctx;
 	struct iovec v;
 	__u64 n;
 
 	if (!w->left || bpf_probe_read_user(&v, sizeof(v), (void *)(w->iov + i * sizeof(v))))
 		return 1;
 	n = v.iov_len < w->left ? v.iov_len : w->left;
-	if (w->recv)
+	if (recv)
 		request_piece(w->c, (__u64)v.iov_base, n, w->start, w->now);
 	else
 		response_piece(w->c, (__u64)v.iov_base, n, w->now);
@@ -1191,14 +1196,24 @@ static long iov_step(__u64 i, void *ctx)
 	return 0;
 }
 
+static long iov_recv_step(__u64 i, void *ctx)
+{
+	return iov_step(i, ctx, 1);
+}
+
+static long iov_send_step(__u64 i, void *ctx)
+{
+	return iov_step(i, ctx, 0);
+}
+
 /* ret bytes received or sent on c's socket by the current system call:
  * its buffer, or each of its iovecs (any count the kernel takes); a call
  * whose bytes cannot be found (sendfile, splice, io_uring) by count. */
-__noinline int http_bytes(struct http_conn *c, __u64 ret, __u32 recv, __u64 start, __u64 now)
+static __always_inline int http_bytes(struct http_conn *c, __u64 ret, const int recv, __u64 start, __u64 now)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	struct iov_walk w = { .c = c, .left = ret, .start = start, .now = now, .recv = recv };
+	struct iov_walk w = { .c = c, .left = ret, .start = start, .now = now };
 	__u64 nr, niov = 0;
 
 	if (!c || !regs)
@@ -1228,8 +1243,21 @@ __noinline int http_bytes(struct http_conn *c, __u64 ret, __u32 recv, __u64 star
 		response_opaque(c, ret, now);
 		return 0;
 	}
-	bpf_loop(niov < 1024 ? niov : 1024, iov_step, &w, 0);
+	bpf_loop(niov < 1024 ? niov : 1024, recv ? iov_recv_step : iov_send_step, &w, 0);
 	return 0;
+}
+
+/* Each direction its own global function: a program verifies only its
+ * own side's parsing (attach time: the verifier took ~0.9 s for each of
+ * http_recv and http_send_length when both had both). */
+__noinline int http_recv_bytes(struct http_conn *c, __u64 ret, __u64 start, __u64 now)
+{
+	return http_bytes(c, ret, 1, start, now);
+}
+
+__noinline int http_send_bytes(struct http_conn *c, __u64 ret, __u64 now)
+{
+	return http_bytes(c, ret, 0, 0, now);
 }
 
 /* ---- the programs ---- */
@@ -1281,7 +1309,7 @@ int http_recv(struct bpf_raw_tracepoint_args *ctx)
 			start = *arrived;
 		bpf_map_delete_elem(&http_arrivals, &sk);
 	}
-	http_bytes(c, ret, 1, start, now);
+	http_recv_bytes(c, ret, start, now);
 	if (loaded & (LOADED_PROBES | LOADED_ENGINES))   /* an engine may take the link */
 		note_reading(c);
 	if (c->rq_seq == 1 && c->e.seq == 1 && c->state == HC_REQUEST) {
@@ -1309,7 +1337,7 @@ int http_send_length(struct bpf_raw_tracepoint_args *ctx)
 			end_response(c, HTTP_END_RESET, bpf_ktime_get_ns());
 		return 0;
 	}
-	http_bytes(c, ret, 0, 0, bpf_ktime_get_ns());
+	http_send_bytes(c, ret, bpf_ktime_get_ns());
 	return 0;
 }
 
