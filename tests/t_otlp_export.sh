@@ -60,11 +60,15 @@ assert summ["otlp"]["spans"] == summ["otlp"]["sent"] == len(spans), summ["otlp"]
 assert summ["otlp"]["dropped_queue_full"] == summ["otlp"]["dropped_failed"] == summ["otlp"]["dropped_at_exit"] == 0
 print("ok: summary otlp: %s" % summ["otlp"])
 traces = {s["traceId"] for s in spans}
-assert len(traces) == eng["requests"], ("one trace per request", len(traces))
+# one trace per request, and one for each span outside them (the engine's
+# load and unload): every trace has one root
+roots = collections.Counter(s["name"] for s in spans if not s["parentSpanId"])
+assert set(roots) <= {"request", "model_load", "unload"} and roots["request"] == eng["requests"], roots
+assert len(traces) == sum(roots.values()), ("one trace per root", len(traces), roots)
 expect_parent = {"request": None, "token": "request", "forward": "token", "sample": "token", "embed": "forward",
                  "layer": "forward", "logits": "forward", "final_norm": "logits", "qkv": "layer", "attn_norm": "qkv",
                  "rope": "qkv", "attention": "layer", "attn_out": "layer", "ffn": "layer", "ffn_norm": "ffn",
-                 "sync": "forward"}
+                 "sync": "forward", "model_load": None, "pack": "model_load", "unload": None}
 launching = ("embed", "qkv", "attention", "attn_out", "ffn", "logits", "layer", "forward")
 for s in spans:
     p = byid.get(s["parentSpanId"]) if s["parentSpanId"] else None
@@ -141,7 +145,9 @@ echo '{"concurrent": true, "requests": [
  {"prompt": [1, 400], "max_tokens": 9, "temperature": 0},
  {"prompt": [1, 77, 78, 79], "max_tokens": 6, "temperature": 0}]}' >"$TMP/spec.json"
 client "$TMP/spec.json" "$TMP/client.jsonl"
-sleep 1
+# the three requests out, each joined with its socket (both records written)
+three() { [ "$(grep -c '"type":"http"' "$TMP/serve.jsonl")" -ge 3 ] && [ "$(grep -c '"type":"request"' "$TMP/serve.jsonl")" -ge 3 ]; }
+wait_for three || fail "record -p wrote $(grep -c '"type":"http"' "$TMP/serve.jsonl") http and $(grep -c '"type":"request"' "$TMP/serve.jsonl") request records of 3"
 kill -INT $RPID; wait $RPID || fail "record -p exited $?: $(cat "$TMP/serve.err")"
 stop_engine
 /usr/bin/python3 - "$TMP/serve.recv" "$TMP/client.jsonl" <<'PY' || fail "the serving engine's spans are wrong"

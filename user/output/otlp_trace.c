@@ -218,15 +218,29 @@ static void work_context(struct otlp_trace *t, __u32 pid, uint64_t req, __u32 po
 	}
 }
 
+/* The engine's load and unload are no request's work nor a step's: such
+ * a span tree (its outermost span one of these kinds, and its children)
+ * is a trace of its own, rooted at that span. */
+static int own_trace(unsigned kind)
+{
+	return kind == SPAN_MODEL_LOAD || kind == SPAN_UNLOAD || kind == SPAN_CTX_INIT;
+}
+
 static int on_span(void *ctx, const struct span_event *e)
 {
 	struct otlp_trace *t = ctx;
 	struct trace_id tr;
 	uint64_t outer, parent, id;
 	json_object *s, *attrs;
-
-	work_context(t, e->h.pid, e->req, e->pos, &tr, &outer);
 	struct thread_slot *th = thread_get(t, e->h.pid, e->h.tid);
+
+	if ((e->depth == 0 && own_trace(e->kind)) || (e->depth == 1 && own_trace(e->parent_kind))) {
+		/* the thread's epoch names its outermost span until that ends */
+		tr = trace_of(t, e->h.pid, ((uint64_t)e->h.tid << 32) | th->epoch, 2);
+		outer = 0;
+	} else {
+		work_context(t, e->h.pid, e->req, e->pos, &tr, &outer);
+	}
 	id = span_id(t, th, e->kind, e->layer, e->depth);
 	parent = e->depth == 0 || e->parent_kind >= SPAN_KIND_COUNT
 			 ? outer : span_id(t, th, e->parent_kind, e->parent_layer, e->depth - 1);
