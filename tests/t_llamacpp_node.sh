@@ -122,8 +122,9 @@ DPORT=$(sed -n 's|.*metrics at http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$
 NPID=$!
 wait $NPID || fail "the program under the daemon"
 P="pid=\"$NPID\""
-sleep 1
-metrics >"$TMP/m.txt" || fail "no metrics"
+# the exit's last spans reach /metrics at the daemon's next interval
+all_forwards() { metrics >"$TMP/m.txt" && [ "$(msum "$TMP/m.txt" spantrace_span_duration_seconds_count 'span=\"forward\"' "$P")" = 31 ]; }
+wait_for all_forwards || true   # the assertions below say what is missing
 stop_daemon
 grep -q 'engine="llamacpp"' "$TMP/m.txt" || fail "no engine label: $(grep forward "$TMP/m.txt" | head -n 2)"
 assert_eq "daemon: forward count" 31 "$(msum "$TMP/m.txt" spantrace_span_duration_seconds_count 'span=\"forward\"' "$P")"
@@ -142,8 +143,11 @@ NPID=$!
 wait_for grep -q "engine pid $NPID " "$TMP/daemon.log" || fail "host mode did not find pid $NPID: $(cat "$TMP/daemon.log")"
 touch "$TMP/go"
 wait $NPID || fail "the program under daemon --all-engines"
-sleep 1
-metrics >"$TMP/mh.txt" || fail "no metrics"
+host_forwards() {
+	metrics >"$TMP/mh.txt" &&
+		[ "$(msum "$TMP/mh.txt" spantrace_span_duration_seconds_count 'span=\"forward\"' "pid=\\\"$NPID\\\"" 'engine=\"llamacpp\"')" = 31 ]
+}
+wait_for host_forwards || true   # the assertion below says what is missing
 stop_daemon
 got=$(msum "$TMP/mh.txt" spantrace_span_duration_seconds_count 'span=\"forward\"' "pid=\\\"$NPID\\\"" 'engine=\"llamacpp\"')
 [ "$got" = 31 ] || { grep -v '^#' "$TMP/mh.txt" | grep forward >&2; cat "$TMP/daemon.log" >&2; }

@@ -173,12 +173,13 @@ ok "no prompt, completion text or query string in the JSONL"
 # and joined with its engine's
 start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b cpu --threads 1 --max-seqs 2
 first_pid=$EPID first_base=$BASE
-"$SPANTRACE" record -q --binary "$INFER" --http --level coarse -o "$TMP/bin.jsonl" 2>"$TMP/bin.err" &
+"$SPANTRACE" record -v --binary "$INFER" --http --level coarse -o "$TMP/bin.jsonl" 2>"$TMP/bin.err" &
 brec=$!
 wait_for grep -qs '"type":"session"' "$TMP/bin.jsonl" || fail "record --binary did not attach: $(cat "$TMP/bin.err")"
 mv "$TMP/engine.err" "$TMP/engine1.err"
 start_engine "$DEMO_MODEL" -z "$DEMO_TOK" -b cpu --threads 1 --max-seqs 2
-sleep 1.5   # the next scan (every second) finds it
+# the next scan (every second) finds it, and watches its sockets (-v says so)
+wait_for grep -q -- "--http: .* of pid $EPID " "$TMP/bin.err" || fail "record --binary never watched pid $EPID: $(cat "$TMP/bin.err")"
 for base in "$first_base" "$BASE"; do
 	CLIENT_KEEPALIVE=0 node "$ROOT/tests/node/sse_client.js" "$base" 2 1 8 >/dev/null 2>"$TMP/client.err" ||
 		fail "sse_client ($base): $(cat "$TMP/client.err")"
