@@ -153,7 +153,7 @@ check_traced() {
 	wait_for grep -qs '"type":"session"' "$TMP/run.jsonl" || fail "record did not attach: $(cat "$TMP/record.err")"
 	curl -s "$BASE/v1/chat/completions" -d '{"messages":[{"role":"system","content":"Be brief."},
 		{"role":"user","content":"Hello there"}],"max_tokens":5,"temperature":0}' >"$TMP/traced.json"
-	sleep 0.5
+	wait_for grep -qs '"type":"request"' "$TMP/run.jsonl" || fail "record wrote no request record: $(cat "$TMP/record.err")"
 	kill -INT "$rec"
 	wait "$rec" || fail "record exited $?: $(cat "$TMP/record.err")"
 	assert_eq "traced chat: one request, its prompt and reply tokens, joined with its socket" \

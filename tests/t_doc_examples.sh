@@ -78,10 +78,10 @@ for url in "$BASE" "http://127.0.0.1:$lport" "http://127.0.0.1:$p8000"; do
 	while :; do
 		curl -s -m 5 "$url/v1/completions" -H 'Content-Type: application/json' \
 			-d '{"prompt":"Once upon","max_tokens":4,"stream":true}' >/dev/null
-		sleep 0.3
+		sleep 0.3   # load: a streamed request every 0.3 s while the examples run
 	done &
 done
-while :; do curl -s -m 5 -o /dev/null "http://127.0.0.1:$pyport/"; sleep 0.3; done &
+while :; do curl -s -m 5 -o /dev/null "http://127.0.0.1:$pyport/"; sleep 0.3; done &   # load, as above
 
 # a daemon the docs start without --listen takes the variable (the flag would win)
 export SPANTRACE_LISTEN=127.0.0.1:$(free_port)

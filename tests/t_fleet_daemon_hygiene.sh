@@ -51,7 +51,7 @@ quiet() {
 	wait_long none_left || fail "series of $(ours_left) exited engines still in /metrics"
 	ms=$((($(date +%s%N) - t0) / 1000000))
 	assert_between "ms from the last engine's exit to none of our series left" 800 "$ms" 3000
-	sleep 1
+	sleep 1   # five more ticks (0.2 s) with nothing to expire: the RSS settles (quiet_rss)
 }
 run_many 100
 quiet

@@ -26,9 +26,9 @@ rec=$!
 wait_attached "$d/t.jsonl" "$d/rec.err"
 # A fast consumer may keep up with a 4 KiB ring on a quiet machine: stall it
 # for a moment mid-storm so that losses are certain.
-sleep 0.2
+sleep 0.2   # into the storm
 kill -STOP $rec
-sleep 0.3
+sleep 0.3   # the stall itself: a consumer that stops reading for 0.3 s
 kill -CONT $rec
 wait $rec || fail "record failed: $(tail -n 3 "$d/rec.err")"
 ok "$(grep probestorm: "$d/rec.err")"

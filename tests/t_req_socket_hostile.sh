@@ -103,7 +103,7 @@ for c in flood big_next abort half; do
 done
 logged() { [ "$(grep -c '"type":"http"' "$TMP/run.jsonl")" -ge "$(($(nginx_log_lines) - 64))" ]; }
 wait_for logged
-sleep 0.5
+sleep 0.5   # the last closes' records (a lost or unparsed one has no line to wait for)
 kill -INT "$rec"
 wait "$rec" || fail "record exited $?: $(cat "$TMP/record.err")"
 jq -c 'select(.type == "http")' "$TMP/run.jsonl" >"$TMP/ngx.jsonl"

@@ -63,8 +63,8 @@ dpid=$!
 wait_for grep -q 'metrics at http' "$TMP/daemon.log" || fail "daemon did not start: $(cat "$TMP/daemon.log")"
 port=$(sed -n 's|.*metrics at http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$TMP/daemon.log")
 "$WEXE" "$MODELS/stories260K.bin" -b cpu -n 5 -t 0 --ids >/dev/null 2>&1 || fail "the copied engine failed"
-sleep 0.5
-curl -sf "http://127.0.0.1:$port/metrics" >"$TMP/m.txt" || fail "no /metrics"
+labelled() { curl -sf "http://127.0.0.1:$port/metrics" >"$TMP/m.txt" && grep -q 'binary="' "$TMP/m.txt"; }
+wait_for labelled || true   # the checks below say what is missing
 kill -TERM $dpid
 wait $dpid || fail "daemon exited $?"
 grep -q 'binary="' "$TMP/m.txt" || fail "no binary label in the metrics"

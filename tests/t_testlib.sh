@@ -41,7 +41,7 @@ must_fail "fail in the test's shell" 'fail here'
 must_fail "fail inside \$(...)" 'x=$(fail inner); echo "after: $x"'
 must_fail "fail inside \$(...) inside a string" 'ok "value $(fail inner)"'
 must_fail "fail in a pipeline" 'echo a | while read -r l; do fail "in a pipe: $l"; done; echo after'
-must_fail "fail in a background subshell" '( fail "in the background" ) & wait $!; sleep 1'
+must_fail "fail in a background subshell" '( fail "in the background" ) & wait $!; sleep 1'   # the subshell's fail must end the test before this sleep does
 r=$(child 'x=$(skip "no device here"); echo "after: $x"')
 assert_eq "skip inside \$(...): the child's status" 77 "${r%% *}"
 assert_eq "skip inside \$(...): its reason, last" "no device here" "$(tail -n 1 "$TMP/child.err")"
