@@ -29,7 +29,8 @@ for k in embed final_norm logits; do assert_eq "$k spans" "$F" "$(j .spans.$k.co
 assert_eq "sample spans" "$T" "$(j .spans.sample.count)"
 assert_eq "span_begin calls" $((F * (1 + L))) "$(j .probes.span_begin)"
 assert_eq "span_end calls" $((F * (1 + L))) "$(j .probes.span_end)"
-assert_eq "op_begin calls" $((F * (3 + 7 * L) + T)) "$(j .probes.op_begin)"
+# + 3: the load's model_load and pack, the exit's unload
+assert_eq "op_begin calls" $((F * (3 + 7 * L) + T + 3)) "$(j .probes.op_begin)"
 assert_eq "op_end calls" "$(j .probes.op_begin)" "$(j .probes.op_end)"
 assert_eq "token_begin calls" "$T" "$(j .probes.token_begin)"
 assert_eq "token_end calls" "$T" "$(j .probes.token_end)"
