@@ -176,7 +176,8 @@ static __always_inline __u64 newline_bits(__u64 w)
 
 /* Line ends are found a block of 64 bytes at a time: the block's 8 words
  * become one mask, a bit for each '\n', with no branch; then one step a
- * line end. One bpf_loop callback a block and one call a line. */
+ * line end, one bpf_loop callback a block. Which line ends call a parser
+ * is each scan's own (header_block, sse_block). */
 #define BLOCK 64
 
 /* Bit k: byte k of the word has its top bit set (a byte_eq_bits mask's
