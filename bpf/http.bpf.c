@@ -639,8 +639,11 @@ static __always_inline void next_request(struct http_conn *c)
 		return;
 	s = bpf_map_lookup_elem(&http_pending, &k);
 	c->q_head++;
-	if (!s)
+	if (!s) {   /* its slot went: lost, never answered */
+		COUNT(http_lost_pipeline);
+		COUNT(http_done);
 		return;
+	}
 	__builtin_memset(&c->e, 0, sizeof(c->e));
 	fill_header(&c->e.h, EV_HTTP, s->start_ns);
 	c->e.sock = sock;
@@ -694,6 +697,7 @@ static __always_inline void begin_request(struct http_conn *c, const char *buf, 
 		c->no_body = at(buf, o) == 'H';   /* HEAD */
 		c->state = HC_REQUEST;
 		c->rq_head = 1;
+		COUNT(http_begun);
 		return;
 	}
 	c->rq_head = 0;
@@ -712,6 +716,7 @@ static __always_inline void begin_request(struct http_conn *c, const char *buf, 
 		return;
 	}
 	c->q_tail++;
+	COUNT(http_begun);
 }
 
 /* n more bytes of the request being read. */

@@ -171,6 +171,7 @@ static __always_inline void http_send(struct http_conn *c, __u32 end, __u64 now)
 	__u32 root = c->root;
 	struct http_event *e;
 
+	COUNT(http_done);
 	/* a llama.cpp request linked to it ends first, so that its record
 	 * reaches the join (user/core/reqjoin.h) before this one; only on a
 	 * response that ended (a client gone may leave the engine a step yet) */
@@ -205,6 +206,7 @@ static __always_inline void http_drop_pending(struct http_conn *c)
 		bpf_map_delete_elem(&http_pending, &k);
 	}
 	COUNT_N(http_lost_closed, c->q_tail - c->q_head);
+	COUNT_N(http_done, c->q_tail - c->q_head);
 	c->q_head = c->q_tail;
 }
 

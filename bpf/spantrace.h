@@ -339,6 +339,11 @@ struct counters {
 	__u64 http_lost_pipeline;
 	__u64 http_lost_boundary;
 	__u64 http_h2;
+	/* --http: requests read (begun) and gone from the table (done:
+	 * answered, or lost with their connection); begun - done is the
+	 * socket's requests in flight since the attach */
+	__u64 http_begun;
+	__u64 http_done;
 };
 
 

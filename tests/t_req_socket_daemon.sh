@@ -58,6 +58,8 @@ serve_and_check() {
 		fail "$engine: 1 s after the last response the daemon says $(grep -E '^spantrace_http_(requests_total|time_to_first_token_seconds_count|response_events_sum)' "$TMP/m.txt"), want $n requests and $events events"
 	dt=$((($(date +%s%N) - t0) / 1000000))
 	ok "$engine: $n requests, $n TTFT observations and $events events on /metrics ${dt} ms after the last response"
+	assert_eq "$engine: the socket's requests in flight once all were answered" 0 \
+		"$(awk '$1 == "spantrace_http_requests_in_flight" { print $2 }' "$TMP/m.txt")"
 	if [ -n "$port2" ]; then
 		counts_match "$port2" "$TMP/m2.txt" "$n" "$events" "$engine2" ||
 			fail "$engine2: the daemon says $(grep -E '^spantrace_http_(requests_total|response_events_sum)' "$TMP/m2.txt"), want $n requests and $events events"

@@ -71,6 +71,7 @@ assert_eq "events dropped" 0 "$(jq .loss.dropped "$TMP/s.json")"
 assert_eq "connections not parsed" $((3 + 50 + 3333)) "$(jq .http.unparsed_connections "$TMP/s.json")"
 assert_eq "TLS connections" 1 "$(jq .http.tls_connections "$TMP/s.json")"
 assert_eq "connection table full" 0 "$(jq .http.table_full "$TMP/s.json")"
+assert_eq "requests open at the end (every connection closed)" 0 "$(jq .http.open_at_end "$TMP/s.json")"
 # what was HTTP is recorded: the slow GET answered, the reset stream, the huge POST refused
 python3 - "$TMP/run.jsonl" <<'PY' || fail "the hostile requests as recorded"
 import json, sys
@@ -112,6 +113,7 @@ lost=$(jq '.http.lost_pipeline + .http.lost_boundary + .http.lost_closed + .http
 assert_eq "records + requests counted lost or unparsed = nginx's access log" "$(nginx_log_lines)" \
 	$(($(wc -l <"$TMP/ngx.jsonl") + lost))
 assert_eq "the half request line counted unparsed" 1 "$(jq .http.unparsed_connections "$TMP/s.json")"
+assert_eq "nginx: requests open at the end (every connection closed)" 0 "$(jq .http.open_at_end "$TMP/s.json")"
 # the sendfile response ends at its length, and the next one is its own
 big=$((20 << 20))
 assert_eq "20 MiB by sendfile, ended at its response" 1 \

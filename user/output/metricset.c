@@ -680,6 +680,12 @@ static void http_losses(struct metric_set *m, const struct counters *c)
 			label_str(p, "kind", rows[i].kind);
 			value_u64(p, rows[i].n);
 		}
+	/* the socket's in flight: where an engine tells no queue (llama.cpp,
+	 * any server with no profile), what is open now */
+	FAMILY(m, "spantrace_http_requests_in_flight", METRIC_GAUGE, "{request}",
+	       "Requests read from traced servers' sockets and not yet answered, all servers together (since "
+	       "the attach: one already open then is not seen).");
+	value_u64(point(m), c->http_begun > c->http_done ? c->http_begun - c->http_done : 0);
 }
 
 static void losses(struct metric_set *m, const struct metrics_snapshot *s)

@@ -356,6 +356,8 @@ static json_object *http_json(struct runstats *r, const struct counters *c)
 	add_u64(h, "lost_closed", c->http_lost_closed);
 	add_u64(h, "lost_pipeline", c->http_lost_pipeline);
 	add_u64(h, "lost_boundary", c->http_lost_boundary);
+	/* read and not answered when the session stopped: not in requests */
+	add_u64(h, "open_at_end", c->http_begun > c->http_done ? c->http_begun - c->http_done : 0);
 	json_object_object_add(h, "engine_requests", engine_links_json(r));
 	return h;
 }
