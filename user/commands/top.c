@@ -142,8 +142,10 @@ static void update_losses(struct top_run *r)
 {
 	struct counters c;
 
-	if (maps_read_counters(&r->s, &c) == 0)
+	if (maps_read_counters(&r->s, &c) == 0) {
 		topview_set_drops(r->tv, event_types_sum(c.dropped));
+		topview_set_http(r->tv, r->s.http, c.http_begun > c.http_done ? c.http_begun - c.http_done : 0);
+	}
 	topview_set_invalid(r->tv, session_invalid_total(&r->s));
 }
 

@@ -218,9 +218,15 @@ static int launch_seen(const struct topview *tv)
 	       tv->forwards_by_launch[LAUNCH_LAYERS] || device_columns(tv);
 }
 
+/* The requests pane: a serving engine's, or the socket's requests. */
+static int serving_pane(const struct topview *tv)
+{
+	return tv->serving_seen || tv->http_traced;
+}
+
 int topview_header_count(const struct topview *tv)
 {
-	return 5 + 2 * tv->serving_seen + launch_seen(tv) + has_problems(tv);
+	return 5 + 2 * serving_pane(tv) + launch_seen(tv) + has_problems(tv);
 }
 
 /* How the forwards ran, and which clock each column is. A fused forward is
@@ -375,7 +381,7 @@ static void format_kv_rss(const struct topview *tv, char *buf, size_t size, int 
 		if (cap)
 			put(buf, size, width, &pos, " (%.1f%%)", 100.0 * (double)used / (double)cap);
 	} else {
-		put(buf, size, width, &pos, "kv -");
+		put(buf, size, width, &pos, "kv ? (none told since the attach)");
 	}
 	if (rss_ok) {
 		char c[16];
@@ -422,7 +428,14 @@ static void format_serving(const struct topview *tv, char *buf, size_t size, int
 		used += tv->procs.procs[i].kv_used;
 		cap += tv->procs.procs[i].kv_cap;
 	}
-	put(buf, size, width, &pos, "requests: running %u  waiting %u", tv->running, tv->waiting);
+	if (tv->gauges_seen)
+		put(buf, size, width, &pos, "requests: running %u  waiting %u", tv->running, tv->waiting);
+	else if (tv->serving_seen)
+		put(buf, size, width, &pos, "requests: running ?  waiting ? (the engine tells no queue)");
+	else
+		put(buf, size, width, &pos, "requests:");
+	if (!tv->serving_seen)
+		return;
 	if (cap)
 		put(buf, size, width, &pos, "  kv %.0f%%", 100.0 * (double)used / (double)cap);
 	put(buf, size, width, &pos, "  batch %u seqs %u+%u tok", st->nseqs, st->prefill_tokens, st->decode_tokens);
@@ -431,10 +444,10 @@ static void format_serving(const struct topview *tv, char *buf, size_t size, int
 		    tv->prefix_hits, tv->prefix_cached_tokens, tv->prefix_entries, tv->prefix_blocks);
 }
 
-/* The requests in flight longest, by age since queued. */
-static void format_oldest(const struct topview *tv, char *buf, size_t size, int width)
+/* The engine's requests in flight longest, by age since queued. */
+static void format_oldest_engine(const struct topview *tv, char *buf, size_t size, int width, int *at)
 {
-	int shown[3] = { -1, -1, -1 }, pos = 0;
+	int shown[3] = { -1, -1, -1 }, pos = *at;
 
 	for (int k = 0; k < 3; k++)
 		for (unsigned i = 0; i < tv->nactive; i++) {
@@ -444,7 +457,13 @@ static void format_oldest(const struct topview *tv, char *buf, size_t size, int 
 			if (!taken && (shown[k] < 0 || tv->active[i].queued_ns < tv->active[shown[k]].queued_ns))
 				shown[k] = (int)i;
 		}
-	put(buf, size, width, &pos, "oldest in flight:");
+	put(buf, size, width, &pos, "oldest:");
+	if (!tv->gauges_seen) {
+		put(buf, size, width, &pos, tv->serving_seen ? " ? (the engine tells no queue)"
+						     : " ? (the socket times a request when it ends)");
+		*at = pos;
+		return;
+	}
 	if (shown[0] < 0)
 		put(buf, size, width, &pos, " none");
 	for (int k = 0; k < 3 && shown[k] >= 0; k++) {
@@ -454,6 +473,20 @@ static void format_oldest(const struct topview *tv, char *buf, size_t size, int 
 		put(buf, size, width, &pos, "  #%llu %s %utok %s", (unsigned long long)r->req, age, r->tokens,
 		    r->running ? "run" : "wait");
 	}
+	*at = pos;
+}
+
+/* The requests in flight longest, by age since queued; with --http, the
+ * socket's count of them too (read and not yet answered, since the attach). */
+static void format_oldest(const struct topview *tv, char *buf, size_t size, int width)
+{
+	int pos = 0;
+
+	if (tv->http_traced)
+		put(buf, size, width, &pos, "in flight %" PRIu64 " (socket, since attach), ", tv->http_in_flight);
+	else
+		put(buf, size, width, &pos, "in flight, ");
+	format_oldest_engine(tv, buf, size, width, &pos);
 }
 
 void topview_format_header(const struct topview *tv, int i, char *buf, size_t size, int width, int *alert)
@@ -461,7 +494,7 @@ void topview_format_header(const struct topview *tv, int i, char *buf, size_t si
 	width = effective_width(width);
 	buf[0] = '\0';
 	*alert = 0;
-	if (i >= 5 && tv->serving_seen) {
+	if (i >= 5 && serving_pane(tv)) {
 		if (i == 5) {
 			format_serving(tv, buf, size, width);
 			return;

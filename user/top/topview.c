@@ -136,6 +136,12 @@ void topview_set_invalid(struct topview *tv, uint64_t invalid)
 	tv->invalid = invalid;
 }
 
+void topview_set_http(struct topview *tv, int traced, uint64_t in_flight)
+{
+	tv->http_traced = traced;
+	tv->http_in_flight = in_flight;
+}
+
 void topview_set_ended(struct topview *tv, int ended)
 {
 	tv->ended = ended;
@@ -233,8 +239,10 @@ void topview_on_request(struct topview *tv, const struct request_event *ev)
 	row_add(tv, &tv->request, end, ev->dur_ns);
 	if (ev->flags & REQ_F_SERVED) {
 		row_add(tv, &tv->req_rows[RR_QUEUE], end, ev->queue_ns);
-		tv->running = ev->running;
-		tv->waiting = ev->waiting;
+		if (tv->gauges_seen) {   /* an engine that tells its queue (req_state); llama.cpp does not */
+			tv->running = ev->running;
+			tv->waiting = ev->waiting;
+		}
 	}
 	active_remove(tv, ev->h.pid, ev->req);
 }
@@ -277,7 +285,7 @@ void topview_on_req_state(struct topview *tv, const struct req_state_event *ev)
 	struct tv_req *r = active_find(tv, ev->h.pid, ev->req);
 
 	note_pid(tv, &ev->h);
-	tv->serving_seen = 1;
+	tv->serving_seen = tv->gauges_seen = 1;
 	tv->running = ev->running;
 	tv->waiting = ev->waiting;
 	if (!r && ev->state == REQ_QUEUED) {
@@ -666,9 +674,20 @@ void topview_refresh(struct topview *tv, uint64_t now_ns)
 /* ttft: queued .. first token; itl: each gap after it; queue: queued ..
  * admitted; step: one serving engine step; http ttft and http e2e: from a
  * request's arrival on the server's socket to its first event (or byte)
- * written, and to its response's end. */
+ * written, and to its response's end. Where the socket's rows have data
+ * they are the request's ttft and e2e, first, and the engine's ttft is
+ * its part (socket_first_names): one TTFT, the one the client felt. */
 static const char *const req_row_names[TV_REQ_ROWS] = { "ttft", "itl", "queue", "step", "http ttft",
 							"http e2e" };
+static const char *const socket_first_names[TV_REQ_ROWS] = { "engine ttft", "itl", "queue", "step", "ttft",
+							     "e2e" };
+static const unsigned socket_first_order[TV_REQ_ROWS] = { RR_HTTP_TTFT, RR_TTFT, RR_QUEUE, RR_ITL, RR_STEP,
+							  RR_HTTP_E2E };
+
+static int socket_first(const struct topview *tv)
+{
+	return tv->req_rows[RR_HTTP_TTFT].count || tv->req_rows[RR_HTTP_E2E].count;
+}
 static const char *const cl_row_names[TV_CL_ROWS] = { "cl enqueue", "cl wait", "cl transfer", "cl build",
 						      "cl device" };
 
@@ -731,7 +750,9 @@ static void node_name(const struct topview *tv, const struct tv_node *n, char *b
 	switch (n->type) {
 	case N_REQUEST: snprintf(buf, size, "request"); break;
 	case N_TOKEN: snprintf(buf, size, "token"); break;
-	case N_REQ_ROW: snprintf(buf, size, "%s", req_row_names[n->kind]); break;
+	case N_REQ_ROW:
+		snprintf(buf, size, "%s", (socket_first(tv) ? socket_first_names : req_row_names)[n->kind]);
+		break;
 	case N_CL_ROW: snprintf(buf, size, "%s", cl_row_names[n->kind]); break;
 	case N_LAYERS: snprintf(buf, size, "layers (%u)", layers_with_data(tv)); break;
 	case N_LAYER: snprintf(buf, size, "layer %d", (int)n->layer); break;
@@ -764,9 +785,12 @@ static size_t children_of(const struct topview *tv, const struct tv_node *parent
 			n = push_kid(kids, n, N_REQUEST, 0, LAYER_NONE);
 		if (tv->token.count)
 			n = push_kid(kids, n, N_TOKEN, 0, LAYER_NONE);
-		for (unsigned r = 0; r < TV_REQ_ROWS; r++)
+		for (unsigned i = 0; i < TV_REQ_ROWS; i++) {
+			unsigned r = socket_first(tv) ? socket_first_order[i] : i;
+
 			if (tv->req_rows[r].count)
 				n = push_kid(kids, n, N_REQ_ROW, r, LAYER_NONE);
+		}
 		if (any_span(tv))
 			n = push_kid(kids, n, N_FORWARD, SPAN_FORWARD, LAYER_NONE);
 		for (unsigned k = 0; k < SPAN_KIND_COUNT; k++)

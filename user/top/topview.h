@@ -52,6 +52,8 @@ int topview_set_target(struct topview *tv, const char *binary, const char *level
 void topview_set_drops(struct topview *tv, uint64_t dropped);
 /* Records the session's decoder rejected; shown among the bad events. */
 void topview_set_invalid(struct topview *tv, uint64_t invalid);
+/* --http is traced, with the socket's requests in flight now. */
+void topview_set_http(struct topview *tv, int traced, uint64_t in_flight);
 /* Say the traced program has gone (shown in the header). */
 void topview_set_ended(struct topview *tv, int ended);
 

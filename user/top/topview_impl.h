@@ -76,7 +76,12 @@ struct topview {
 	struct tv_row cl_rows[TV_CL_ROWS];         /* enum tv_cl_row */
 	/* serving: the engine's gauges, its last step, the requests in flight */
 	int serving_seen;
+	int gauges_seen;            /* the engine told running/waiting (ours does; llama.cpp not) */
 	uint32_t running, waiting;
+	/* --http: the socket's requests in flight since the attach (the
+	 * kernel's begun - done), shown where the engine cannot tell */
+	int http_traced;
+	uint64_t http_in_flight;
 	struct step_event last_step;
 	/* the prefix cache: hits and their tokens since attach; its size now */
 	int prefix_seen;
