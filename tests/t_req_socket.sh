@@ -136,6 +136,14 @@ links = summ.get("http", {}).get("engine_requests", {})
 check(links.get("joined") == len(joined) and links.get("not_joined") == len(reqs) - len(joined),
       f"summary engine_requests {links}: {len(joined)} joined of {len(reqs)} request records")
 print(f"ok: summary engine_requests {links}")
+# the headline's request figures are the socket's only: those not joined
+# keep their engine times apart (not_joined_ttft), never in the headline
+check(summ.get("requests_timed_from") == ("socket" if joined else "none") and
+      summ["ttft"]["count"] == sum(1 for r in joined if r["ttft_ns"]) and summ["e2e"]["count"] == len(joined) and
+      links["not_joined_e2e"]["count"] == len(reqs) - len(joined) and summ["requests"] == len(reqs),
+      f"summary headline: from {summ.get('requests_timed_from')}, ttft {summ['ttft']['count']}, e2e "
+      f"{summ['e2e']['count']}, {len(joined)} joined of {len(reqs)}")
+print(f"ok: the summary's headline ttft and e2e: the {len(joined)} joined requests' socket times")
 others = [r for r in http if r not in streams]
 if not others_too:
     check(not others, f"{len(others)} other requests: {others[:2]}")

@@ -6,7 +6,8 @@
 static struct dist *all_dists(struct runstats *r, size_t i)
 {
 	struct dist *named[] = { &r->tokens, &r->requests, &r->ttft, &r->itl, &r->queue, &r->prefill,
-				 &r->decode, &r->steps, &r->step_tokens, &r->http_ttft, &r->http_e2e };
+				 &r->decode, &r->steps, &r->step_tokens, &r->http_ttft, &r->http_e2e,
+				 &r->unjoined_ttft, &r->unjoined_e2e };
 
 	if (i < SPAN_KINDS)
 		return &r->spans[i];
@@ -123,20 +124,36 @@ static int meets_slo(const struct slo *slo, const struct request_event *e)
 	return 1;
 }
 
+/* A served request that came over HTTP and was not joined with it: its
+ * socket's figures are in the http records, so its engine's stay out of
+ * the headline. */
+static int unjoined_served(const struct runstats *r, const struct request_event *e)
+{
+	return r->http && (e->flags & REQ_F_SERVED) && e->from != REQ_FROM_SOCKET;
+}
+
 static int on_request(void *ctx, const struct request_event *e)
 {
 	struct runstats *r = ctx;
 
-	dist_add(&r->requests, e->dur_ns);
 	if (e->ttft_ns) {
-		dist_add(&r->ttft, e->ttft_ns);
 		dist_add(&r->prefill, e->prefill_ns);
 		dist_add(&r->decode, e->decode_ns);
 	}
 	if (e->flags & REQ_F_SERVED)
 		dist_add(&r->queue, e->queue_ns);
 	r->preemptions += e->preemptions;
-	r->slo_met += meets_slo(&r->slo, e);
+	if (unjoined_served(r, e)) {
+		dist_add(&r->unjoined_e2e, e->dur_ns);
+		if (e->ttft_ns)
+			dist_add(&r->unjoined_ttft, e->ttft_ns);
+	} else {
+		dist_add(&r->requests, e->dur_ns);
+		if (e->ttft_ns)
+			dist_add(&r->ttft, e->ttft_ns);
+		r->slo_met += meets_slo(&r->slo, e);
+		r->headline_from_engine += e->from != REQ_FROM_SOCKET;
+	}
 	if (e->from == REQ_FROM_SOCKET)
 		r->req_joined++;
 	else

@@ -30,6 +30,12 @@ struct runstats {
 	/* engine requests by their join with the socket (core/reqjoin.h):
 	 * joined, not (from the engine alone), and why not where known */
 	uint64_t req_joined, req_engine_only, req_twins_unlinked, req_crossed;
+	/* http: the session times HTTP. A served request not joined with its
+	 * socket then stays out of ttft and requests (the headline: the
+	 * socket's figures only); its engine times go here, beside them */
+	int http;
+	struct dist unjoined_ttft, unjoined_e2e;
+	uint64_t headline_from_engine;   /* headline requests timed by the engine (not over HTTP) */
 	struct slo slo;
 	uint64_t slo_met;        /* requests that met every SLO set */
 	uint64_t preemptions;

@@ -533,6 +533,7 @@ static int record_main(const struct record_opts *o)
 	runloop_install_signals();
 	if (open_outputs(&r, err, sizeof(err)) || start_session(&r, err, sizeof(err)))
 		goto out;
+	r.stats.http = r.s.http;   /* the socket's figures are the requests' headline */
 	r.start_ns = r.last_tick_ns = mono_now_ns();
 	if (write_session_line(&r)) {
 		if (r.jsonl.error)

@@ -284,6 +284,17 @@ json_object *summary_loss_json(const struct session *s, const struct counters *c
 	return j;
 }
 
+/* Whose clock the headline's request figures (ttft, e2e, request) are
+ * on: the socket's (joined requests), the engine's, or both (requests
+ * that did not come over HTTP beside joined ones); "none" without any.
+ * Served requests not joined are never in it (runstats.h). */
+static const char *headline_from(const struct runstats *r)
+{
+	uint64_t n = r->requests.hist.count, engine = r->headline_from_engine;
+
+	return !n ? "none" : !engine ? "socket" : engine == n ? "engine" : "socket and engine";
+}
+
 /* The request-level distributions and goodput: the share of requests that
  * met every SLO set (all of them when none is). */
 static void requests_json(json_object *j, struct runstats *r)
@@ -328,7 +339,7 @@ static void error_counters(json_object *j, const struct counters *c)
 
 /* Engine requests by their join with the socket: joined (the socket's
  * times), not (the engine's alone), and of those, why where known. */
-static json_object *engine_links_json(const struct runstats *r)
+static json_object *engine_links_json(struct runstats *r)
 {
 	json_object *l = json_object_new_object();
 
@@ -336,6 +347,9 @@ static json_object *engine_links_json(const struct runstats *r)
 	add_u64(l, "not_joined", r->req_engine_only);
 	add_u64(l, "twins_unlinked", r->req_twins_unlinked);
 	add_u64(l, "crossed", r->req_crossed);
+	/* the engine's times of those not joined: kept, never the headline */
+	json_object_object_add(l, "not_joined_ttft", dist_json(&r->unjoined_ttft, NULL));
+	json_object_object_add(l, "not_joined_e2e", dist_json(&r->unjoined_e2e, NULL));
 	return l;
 }
 
@@ -384,7 +398,8 @@ json_object *summary_json(struct runstats *r, const struct session *s, const str
 	add_u64(j, "tokens_generated", runstats_tokens_generated(r));
 	json_object_object_add(j, "tokens_per_s", json_object_new_double(runstats_tokens_per_s(r)));
 	json_object_object_add(j, "tokens_from", json_object_new_string(runstats_tokens_from(r)));
-	add_u64(j, "requests", r->requests.hist.count);
+	add_u64(j, "requests", r->requests.hist.count + r->unjoined_e2e.hist.count);
+	json_object_object_add(j, "requests_timed_from", json_object_new_string(headline_from(r)));
 	add_u64(j, "total_operations", ops);
 	json_object_object_add(j, "spans", spans_json(r, s));
 	json_object_object_add(j, "kernels", kernels_json(r));
