@@ -284,7 +284,17 @@ static json_object *profile_summary_json(const struct profile_opts *o, const str
 }
 
 /* ---- writing everything ---- */
-static int write_samples(const struct profile_opts *o, const struct profiler *p, char *err, size_t errlen)
+/* What the tables below stand on: every stack lost, said first. */
+static void write_stack_losses(FILE *f, const struct profiler *p, const struct counters *c)
+{
+	fprintf(f, "# %llu samples; %llu without a user stack (their id failed: %llu stack errors in the "
+		"kernel, map full or unreadable), charged to their span with no frames\n",
+		(unsigned long long)p->samples.samples, (unsigned long long)p->samples.no_user_stack,
+		(unsigned long long)c->stack_errors);
+}
+
+static int write_samples(const struct profile_opts *o, const struct profiler *p, const struct counters *c,
+			 char *err, size_t errlen)
 {
 	FILE *f = out_file(o, "folded.txt", err, errlen);
 	if (!f)
@@ -295,6 +305,7 @@ static int write_samples(const struct profile_opts *o, const struct profiler *p,
 	f = out_file(o, "top_functions.txt", err, errlen);
 	if (!f)
 		return -1;
+	write_stack_losses(f, p, c);
 	folded_write_top(p->samples.folded, f, TOP_FUNCTIONS);
 	return close_file(f, o, "top_functions.txt", err, errlen);
 }
@@ -305,7 +316,7 @@ static int write_outputs(const struct profile_opts *o, struct profiler *p, const
 {
 	int rc = 0;
 
-	if (write_samples(o, p, err, errlen) ||
+	if (write_samples(o, p, c, err, errlen) ||
 	    write_json(o, "counters.json", profile_counters_json(&p->counters), err, errlen) ||
 	    write_json(o, "summary.json", profile_summary_json(o, p, s, c, pc, l, wall_s), err, errlen))
 		rc = -1;
@@ -334,10 +345,10 @@ static void report(const struct profile_opts *o, const struct profiler *p, const
 {
 	if (o->common.quiet)
 		return;
-	fprintf(stderr, "spantrace: %llu samples (%llu outside spans, %llu a pool waiting, %llu dropped), "
-		"%llu spans, %llu events dropped in total\n",
+	fprintf(stderr, "spantrace: %llu samples (%llu outside spans, %llu a pool waiting, %llu without a user "
+		"stack, %llu dropped), %llu spans, %llu events dropped in total\n",
 		(unsigned long long)p->samples.samples, (unsigned long long)p->samples.no_span,
-		(unsigned long long)p->samples.pool_idle,
+		(unsigned long long)p->samples.pool_idle, (unsigned long long)p->samples.no_user_stack,
 		(unsigned long long)c->dropped[EV_SAMPLE], (unsigned long long)c->fired[EV_SPAN],
 		(unsigned long long)event_types_sum(c->dropped));
 	profile_counters_write(&p->counters, stderr);
