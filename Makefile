@@ -13,7 +13,8 @@
 #
 # Knobs: NO_PROBES=1 compiles the probes out; SANITIZE=1 builds with ASan+UBSan.
 #
-# Layout: inference/ (the engine) -> libinfer.so, infer, mkmodel;
+# Layout: inference/ (the engine, by role: base format text model backend engine
+# serve; inference/README.md) -> libinfer.so, infer, mkmodel;
 # bpf/*.bpf.c -> build/bpf/*.bpf.o -> (linked) -> build/spantrace.skel.h; user/*/*.c (the tracer,
 # by role) -> libspantrace.a + user/commands/main.c -> spantrace.
 
@@ -58,15 +59,14 @@ endif
 
 # ---- the engine ----
 # -mno-red-zone because an optimized uprobe turns the 5-byte probe nop into a
-# call, which writes below %rsp (see inference/usdt.h). Frame pointers:
+# call, which writes below %rsp (see inference/base/usdt.h). Frame pointers:
 # `spantrace profile` walks user stacks with them.
 ENGINE_CFLAGS := $(CFLAGS) -Iinference -fPIC -mno-red-zone -fopenmp -fno-omit-frame-pointer
 ifeq ($(NO_PROBES),1)
 ENGINE_CFLAGS += -DINFER_NO_PROBES
 endif
 ENGINE_LIBS   := -lOpenCL -lm -fopenmp -lpthread -ljson-c -lmicrohttpd
-ENGINE_MAINS  := inference/main.c inference/mkmodel.c
-ENGINE_SRCS   := $(filter-out $(ENGINE_MAINS) inference/matmul_kernel.c,$(wildcard inference/*.c))
+ENGINE_SRCS   := $(filter-out inference/backend/matmul_kernel.c,$(wildcard inference/*/*.c))
 # The CPU backend's products, built once per x86-64 level (matmul.c picks
 # one for the CPU at load); elsewhere once, for the compiler's default.
 ifeq ($(MACHINE),x86_64)
@@ -78,9 +78,9 @@ MATMUL_MARCH_v4vnni := -march=x86-64-v4 -mavx512vnni
 MATMUL_MARCH_v4   := -march=x86-64-v4
 MATMUL_MARCH_v3   := -march=x86-64-v3
 MATMUL_MARCH_base :=
-MATMUL_OBJS   := $(patsubst %,$(BUILD)/inference/matmul_kernel_%.o,$(MATMUL_LEVELS))
+MATMUL_OBJS   := $(patsubst %,$(BUILD)/inference/backend/matmul_kernel_%.o,$(MATMUL_LEVELS))
 ENGINE_OBJS   := $(patsubst %.c,$(BUILD)/%.o,$(ENGINE_SRCS)) $(BUILD)/inference/cl_source.o $(MATMUL_OBJS)
-CL_SOURCES    := inference/cl_layout.h $(sort $(wildcard inference/kernels/*.cl))
+CL_SOURCES    := inference/backend/cl_layout.h $(sort $(wildcard inference/backend/kernels/*.cl))
 
 # ---- BPF ----
 # Each bpf/*.bpf.c is one object; they are linked into one (bpftool gen
@@ -177,7 +177,7 @@ $(BUILD)/inference/%.o: inference/%.c
 # checks their FMA chains bit for bit against -O2's, and -O1 orders a tail's
 # sums otherwise.
 MATMUL_SAN := $(if $(filter 1,$(SANITIZE)),-fno-sanitize=signed-integer-overflow -O2)
-$(MATMUL_OBJS): $(BUILD)/inference/matmul_kernel_%.o: inference/matmul_kernel.c
+$(MATMUL_OBJS): $(BUILD)/inference/backend/matmul_kernel_%.o: inference/backend/matmul_kernel.c
 	@mkdir -p $(@D)
 	$(CC) $(ENGINE_CFLAGS) $(MATMUL_SAN) -fno-var-tracking-assignments $(MATMUL_MARCH_$*) -DMATMUL_LEVEL=$* \
 	    $(DEPFLAGS) -c $< -o $@

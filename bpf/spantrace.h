@@ -198,7 +198,7 @@ struct alloc_event {
 			     * EV_ALLOC, 2: made before the attach (state_alloc) */
 };
 
-/* One weight tensor of a state dump (inference/state.h). */
+/* One weight tensor of a state dump (inference/base/state.h). */
 struct tensor_event {
 	struct event_header h;
 	char name[48];

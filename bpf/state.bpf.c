@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* state.bpf.c - the engine's state dump (inference/state.h), on the pool
+/* state.bpf.c - the engine's state dump (inference/base/state.h), on the pool
  * accounting of core.bpf.h. An allocation the
  * tracer has not seen (made before the attach) is added to its pool and to
  * `allocs`, so its free later matches; one it has seen is left alone, so a

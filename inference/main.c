@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "engine.h"
-#include "http.h"
-#include "serve.h"
-#include "trace.h"
+#include "engine/engine.h"
+#include "serve/http.h"
+#include "serve/serve.h"
+#include "base/trace.h"
 #include "version.h"
 
 typedef struct {

@@ -13,10 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "chat.h"
-#include "gguf_write.h"
-#include "model.h"
-#include "tokenizer.h"
+#include "text/chat.h"
+#include "model/gguf_write.h"
+#include "model/model.h"
+#include "text/tokenizer.h"
 
 typedef struct {
 	const char *name;

@@ -38,7 +38,7 @@ notes() { run_ok "readelf -n $1" readelf -n "$1" | grep -c stapsdt; }
 for src in trace pool; do
 	for def in "" -DINFER_NO_PROBES; do
 		gcc -std=gnu11 -D_GNU_SOURCE -I"$ROOT/include" -O2 -fPIC -mno-red-zone $def \
-			-c "$ROOT/inference/$src.c" -I"$ROOT/inference" -o "$TMP/$src$def.o" || fail "compile $src.c $def"
+			-c "$ROOT/inference/base/$src.c" -I"$ROOT/inference" -o "$TMP/$src$def.o" || fail "compile $src.c $def"
 	done
 	assert_pos "stapsdt notes in $src.o" "$(notes "$TMP/$src.o")"
 	assert_eq "stapsdt notes in NO_PROBES $src.o" 0 "$(notes "$TMP/$src-DINFER_NO_PROBES.o")"

@@ -5,7 +5,10 @@
 #     they share the vocabulary through include/spantrace/ only;
 #   - no two .c files include each other's headers (an include cycle);
 #   - user/'s stages depend downward only: core <- analysis <- output <-
-#     commands, and top on core and analysis.
+#     commands, and top on core and analysis;
+#   - inference/'s folders too: base <- format <- text <- model <- backend
+#     <- engine <- serve (backend needs no text), the programs (main.c,
+#     mkmodel.c) on top; every engine source is in a folder.
 source "$(dirname "$0")/lib.sh"
 need_cmd python3 python3
 cd "$ROOT" || fail "no $ROOT"
@@ -13,7 +16,8 @@ cd "$ROOT" || fail "no $ROOT"
 python3 - <<'PY' || fail "a dependency goes the wrong way"
 import collections, glob, os, re, sys
 
-files = glob.glob("user/*/*.[ch]") + glob.glob("bpf/*.[ch]") + glob.glob("inference/*.[ch]")
+files = glob.glob("user/*/*.[ch]") + glob.glob("bpf/*.[ch]") + glob.glob("inference/*.[ch]") + \
+    glob.glob("inference/*/*.[ch]")
 assert len(files) > 100, len(files)
 inc = {f: re.findall(r'^#include "([^"]+)"', open(f).read(), re.M) for f in files}
 
@@ -56,8 +60,26 @@ for f in glob.glob("user/*/*.[ch]"):
             d2 = r.split("/")[1]
             if d2 != d and d2 not in allowed.get(d, set()):
                 print(f"FAIL: {f} ({d}) includes {r} ({d2})"); bad += 1
+order = ["base", "format", "text", "model", "backend", "engine", "serve"]
+below = {d: set(order[:i]) for i, d in enumerate(order)}
+below["backend"].discard("text")
+for f in glob.glob("inference/*.[ch]"):
+    if os.path.basename(f) not in ("main.c", "mkmodel.c"):
+        print(f"FAIL: {f} is in no folder of inference/"); bad += 1
+for f in glob.glob("inference/*/*.[ch]"):
+    d = f.split("/")[1]
+    if d not in below:
+        print(f"FAIL: {f}: inference/{d}/ is no layer"); bad += 1
+        continue
+    for h in inc[f]:
+        r = resolve(f, h)
+        if r and r.startswith("inference/") and r.count("/") == 2:
+            d2 = r.split("/")[1]
+            if d2 != d and d2 not in below[d]:
+                print(f"FAIL: {f} ({d}) includes {r} ({d2})"); bad += 1
 if not bad:
     print(f"ok: {len(files)} files: no engine header in user/ or bpf/, no include cycle between "
-          f".c files, user/ layered core <- analysis <- output <- commands")
+          f".c files, user/ layered core <- analysis <- output <- commands, inference/ layered "
+          f"{' <- '.join(order)}")
 sys.exit(1 if bad else 0)
 PY

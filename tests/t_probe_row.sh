@@ -30,7 +30,7 @@ mkdir -p "$SRC"
 # a plain build made as BUILD=build (its dependency files name build/...
 # targets, as the make below does); a sanitizer build's flags differ.
 mkdir -p "$SRC/build"
-if grep -q '^build/inference/trace\.o:' "$BUILD/inference/trace.d" 2>/dev/null &&
+if grep -q '^build/inference/base/trace\.o:' "$BUILD/inference/base/trace.d" 2>/dev/null &&
 	! nm -D "$BUILD/libinfer.so" 2>/dev/null | grep -q __asan_init; then
 	tar -C "$BUILD" --exclude=./models --exclude=./fuzz --exclude=./tests --exclude=./test-logs \
 		--exclude=./demo --exclude=./bench -cf - . | tar -C "$SRC/build" -xf - ||
@@ -51,8 +51,8 @@ s = s.replace(anchor, row + anchor)
 open(p, 'w').write(s)
 EOF
 # The one call: the engine says test_row at each request's start.
-sed -i 's/^\(\tusdt_request_begin(req, prompt_tokens);\)$/\1\n\tusdt_test_row(42, -7);/' "$SRC/inference/trace.c"
-grep -q 'usdt_test_row(42, -7);' "$SRC/inference/trace.c" || fail "cannot add the call"
+sed -i 's/^\(\tusdt_request_begin(req, prompt_tokens);\)$/\1\n\tusdt_test_row(42, -7);/' "$SRC/inference/base/trace.c"
+grep -q 'usdt_test_row(42, -7);' "$SRC/inference/base/trace.c" || fail "cannot add the call"
 
 # BUILD on the command line: the runner's BUILD (this tree's) must not leak in.
 make -C "$SRC" -j2 BUILD=build build/libinfer.so build/infer build/spantrace build/probedoc.stamp \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools/bench_probes.sh - what one USDT probe hit costs: the engine's 5-byte
-# nop probe (inference/usdt.h) against sys/sdt.h's 1-byte nop, not attached
+# nop probe (inference/base/usdt.h) against sys/sdt.h's 1-byte nop, not attached
 # and attached with a bpftrace count(). tools/probecost.c fires one site in a
 # loop; rounds interleave the variants and the medians are printed.
 #

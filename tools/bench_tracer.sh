@@ -25,7 +25,7 @@ cat >"$TMP/loop.c" <<'EOF'
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#include "usdt.h"   /* semaphores and counts: inference/usdt.c, linked in */
+#include "base/usdt.h"   /* semaphores and counts: inference/base/usdt.c, linked in */
 int main(int argc, char **argv)
 {
 	long n = argc > 1 ? strtol(argv[1], NULL, 10) : 100000;
@@ -42,7 +42,7 @@ int main(int argc, char **argv)
 	return 0;
 }
 EOF
-gcc -O2 -mno-red-zone -Iinference -Iinclude -o "$TMP/loop" "$TMP/loop.c" inference/usdt.c || exit 1
+gcc -O2 -mno-red-zone -Iinference -Iinclude -o "$TMP/loop" "$TMP/loop.c" inference/base/usdt.c || exit 1
 
 base=$(for i in $(seq "$REPEAT"); do "$TMP/loop" "$PAIRS"; done | median)
 ours=$(for i in $(seq "$REPEAT"); do

@@ -16,9 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "backend.h"
-#include "model.h"
-#include "trace.h"
+#include "backend/backend.h"
+#include "model/model.h"
+#include "base/trace.h"
 
 #define PREFILL_RUNS 9
 #define LAUNCHES 1000

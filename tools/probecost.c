@@ -3,7 +3,7 @@
  *   probecost HITS      prints "ns_per_hit X hits N trampoline T"
  *
  * Built three ways by tools/bench_probes.sh:
- *   -DPROBECOST_NOP5   the probe sits on a 5-byte nop, as in inference/usdt.h
+ *   -DPROBECOST_NOP5   the probe sits on a 5-byte nop, as in inference/base/usdt.h
  *                      (the kernel can optimize the uprobe into a call)
  *   (nothing)          sys/sdt.h's own 1-byte nop (every hit traps on int3)
  *   -DPROBECOST_NONE   no probe at all: the bare loop, to subtract

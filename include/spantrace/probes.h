@@ -1,7 +1,7 @@
 /* spantrace/probes.h - the `infer` provider's vocabulary, made from the rows
  * of probes.def: ids and names of probes, span kinds, pools, OpenCL kernels,
  * launch modes and finish reasons, and the cl_kernel_record layout. The
- * engine (which fires the probes, through inference/usdt.h), the BPF
+ * engine (which fires the probes, through inference/base/usdt.h), the BPF
  * programs and the tracer include this; nothing else names them. */
 #ifndef SPANTRACE_PROBES_H
 #define SPANTRACE_PROBES_H

@@ -1,15 +1,15 @@
 /* fuzz_completion_request.c - the HTTP engine's request parsers
- * (inference/reqparse.c) on any bytes as a POST /v1/completions body and
+ * (inference/serve/reqparse.c) on any bytes as a POST /v1/completions body and
  * as a /v1/chat/completions body. A body it accepts must keep its
  * promises: a prompt (text without NULs, or ids), or messages with roles
  * and contents; fields in their ranges; and every template family renders
- * the messages or refuses them with a reason (inference/chat.c).
- * fuzz-sources: inference/reqparse.c inference/chat.c
+ * the messages or refuses them with a reason (inference/text/chat.c).
+ * fuzz-sources: inference/serve/reqparse.c inference/text/chat.c
  * fuzz-libs: -ljson-c
  */
 #include <math.h>
 #include "fuzz_common.h"
-#include "reqparse.h"
+#include "serve/reqparse.h"
 
 static void check_fields(const CompletionRequest *r)
 {

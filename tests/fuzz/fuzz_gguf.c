@@ -1,9 +1,9 @@
 /* fuzz_gguf.c - the GGUF reader and the tokenizer it carries: any bytes.
- * fuzz-sources: inference/gguf.c inference/tokenizer.c inference/error.c inference/pool.c inference/state.c inference/usdt.c
+ * fuzz-sources: inference/format/gguf.c inference/text/tokenizer.c inference/base/error.c inference/base/pool.c inference/base/state.c inference/base/usdt.c
  */
 #include "fuzz_common.h"
-#include "gguf.h"
-#include "tokenizer.h"
+#include "format/gguf.h"
+#include "text/tokenizer.h"
 
 /* After a successful parse every lookup stays inside the buffer. */
 static void check_parsed(const struct gguf *g, const uint8_t *data, size_t size)

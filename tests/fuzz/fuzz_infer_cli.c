@@ -2,7 +2,7 @@
  * inference/main.c), which is static: main.c is included here with its main
  * renamed to an unused static function, so nothing past parsing is linked.
  * The input is NUL-separated words, argv[0] first.
- * fuzz-sources: inference/error.c inference/chat.c
+ * fuzz-sources: inference/base/error.c inference/text/chat.c
  */
 #include "fuzz_common.h"
 

@@ -1,10 +1,10 @@
 /* fuzz_model.c - the model loader: any bytes as a llama2.c .bin or GGUF file.
- * fuzz-sources: inference/model.c inference/model_gguf.c inference/gguf.c inference/error.c inference/pool.c inference/state.c inference/usdt.c
+ * fuzz-sources: inference/model/model.c inference/model/model_gguf.c inference/format/gguf.c inference/base/error.c inference/base/pool.c inference/base/state.c inference/base/usdt.c
  * fuzz-libs: -lm
  */
 #include "fuzz_common.h"
-#include "gguf.h"
-#include "model.h"
+#include "format/gguf.h"
+#include "model/model.h"
 
 /* Every tensor must lie inside the mapping, whole, in its type's bytes. */
 static void check_tensor(const Model *m, Tensor t, size_t rows, size_t cols)

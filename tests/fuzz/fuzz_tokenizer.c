@@ -1,6 +1,6 @@
 /* fuzz_tokenizer.c - the tokenizer file loader on arbitrary bytes, then
  * encode, decode, lookup and piece_is_printable on whatever it accepted.
- * fuzz-sources: inference/tokenizer.c inference/gguf.c inference/error.c inference/pool.c inference/state.c inference/usdt.c
+ * fuzz-sources: inference/text/tokenizer.c inference/format/gguf.c inference/base/error.c inference/base/pool.c inference/base/state.c inference/base/usdt.c
  */
 #include "fuzz_tokenizer_util.h"
 

@@ -2,7 +2,7 @@
  * broken UTF-8) with a fixed tokenizer built here: the special tokens, all
  * 256 byte tokens, printable ASCII and a few merges including multi-byte
  * codepoints. Decoding must give the text back exactly.
- * fuzz-sources: inference/tokenizer.c inference/gguf.c inference/error.c inference/pool.c inference/state.c inference/usdt.c
+ * fuzz-sources: inference/text/tokenizer.c inference/format/gguf.c inference/base/error.c inference/base/pool.c inference/base/state.c inference/base/usdt.c
  */
 #include "fuzz_tokenizer_util.h"
 

@@ -3,7 +3,7 @@
 #define FUZZ_TOKENIZER_UTIL_H
 
 #include "fuzz_common.h"
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 /* Encodes text and checks what tokenizer.h promises: at most strlen + 3 ids
  * (the caller's buffer size), each a valid id. With round_trip, decoding the

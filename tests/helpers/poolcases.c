@@ -7,7 +7,7 @@
  *      raises it to its size).
  *
  * usage: poolcases   (built by t_trace_pool_edges.sh) */
-#include "pool.h"
+#include "base/pool.h"
 
 int main(void)
 {

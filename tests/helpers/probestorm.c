@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "trace.h"
+#include "base/trace.h"
 
 static int parse_iterations(const char *s, uint64_t *out)
 {

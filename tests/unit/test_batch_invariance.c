@@ -9,9 +9,9 @@
 #include <unistd.h>
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
-#include "backend.h"
+#include "backend/backend.h"
 #include "check.h"
-#include "model.h"
+#include "model/model.h"
 
 const char *__lsan_default_options(void);
 const char *__lsan_default_options(void)

@@ -4,7 +4,7 @@
  * conversation; t_chat_llamacpp checks them against a running llama-server. */
 #include <stdlib.h>
 #include <string.h>
-#include "chat.h"
+#include "text/chat.h"
 #include "check.h"
 
 static const ChatMessage TALK[] = {

@@ -3,7 +3,7 @@
  * uses), and the real kernels build. Exit 77 without an OpenCL platform. */
 #include <stdio.h>
 #include <string.h>
-#include "error.h"
+#include "base/error.h"
 
 /* Under SANITIZE=1, LeakSanitizer's exit-time scan crashes (SIGSEGV in its
  * tracer) on a bogus dynamic-TLS range left by PoCL's dlopen'd libraries

@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "backend.h"
-#include "gguf_write.h"
-#include "matmul.h"
-#include "model.h"
+#include "backend/backend.h"
+#include "model/gguf_write.h"
+#include "backend/matmul.h"
+#include "model/model.h"
 
 /* Under SANITIZE=1, LeakSanitizer's exit-time scan crashes (SIGSEGV in its
  * tracer) on a bogus dynamic-TLS range left by PoCL's dlopen'd libraries

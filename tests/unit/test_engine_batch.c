@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "backend.h"
-#include "sampler.h"
+#include "backend/backend.h"
+#include "engine/sampler.h"
 
 static int failures;
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
-#include "sampler.h"
+#include "engine/sampler.h"
 
 /* run.c's argmax, the reference. */
 static int reference_argmax(const float *p, int n)

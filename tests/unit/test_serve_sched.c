@@ -7,8 +7,8 @@
  * starts with the same tokens, evicted before anyone is preempted). */
 #include <string.h>
 #include "check.h"
-#include "kvcache.h"
-#include "scheduler.h"
+#include "serve/kvcache.h"
+#include "serve/scheduler.h"
 
 static void test_blocks(void)
 {

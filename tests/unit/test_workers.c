@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
-#include "workers.h"
+#include "base/workers.h"
 
 #define MAX_ITEMS 64
 

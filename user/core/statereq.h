@@ -1,7 +1,7 @@
 /* statereq.h - asks a running engine to re-fire its state (live
  * allocations, pool peaks, KV figures, weight tensors) through the state_*
  * probes, so a tracer that attaches late starts from the engine's own
- * figures (inference/state.h says why the engine re-emits rather than
+ * figures (inference/base/state.h says why the engine re-emits rather than
  * exposing a table). Call it after session_attach. */
 #ifndef SPANTRACE_STATEREQ_H
 #define SPANTRACE_STATEREQ_H
