@@ -1,5 +1,7 @@
-/* main.c - the engine's command line: one generation, or --serve for one
- * request per stdin line. Thin: the work is in engine.c. */
+/* main.c - the engine's command line: one generation, --serve for one
+ * request per stdin line, or --http for the OpenAI-compatible server
+ * (serve/http.c) over the batching engine (serve/serve.c). Thin: the work
+ * is in engine/ and serve/. */
 #include <errno.h>
 #include <pthread.h>
 #include <math.h>

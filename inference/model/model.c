@@ -1,4 +1,5 @@
-/* model.c - maps and validates llama2.c checkpoints.
+/* model.c - maps a model file and validates it: llama2.c checkpoints here,
+ * GGUF files through model_gguf.c (by the file's magic).
  *
  * The file is a 7 x int32 header followed by fp32 tensors in a fixed order
  * (see model.h). Nothing from the header is trusted: every size is bounded

@@ -1,5 +1,5 @@
-/* userspans.c - the table of --span specs (see userspans.h); the attach is
- * userspans_attach.c, so the table links without libbpf. */
+/* userspans.c - the table of --span specs (see userspans.h); session_attach
+ * (core/session.c) attaches it, so the table links without libbpf. */
 #include "core/userspans.h"
 
 #include <argp.h>
