@@ -1,8 +1,7 @@
 /* pool.c - accounting for the engine's memory pools.
  *
- * Counters are updated atomically: the OpenCL backend, the CPU backend's
- * OpenMP workers and the serving engine's HTTP and worker threads allocate
- * off the main thread. Each probe name has exactly one
+ * Counters are updated atomically: the OpenCL backend and the serving
+ * engine's threads (HTTP, step workers) may allocate off the main thread. Each probe name has exactly one
  * site (announce_alloc / announce_free), so a tracer attaches once. Each
  * alloc/free is counted, announced and noted in the live table (state.c)
  * under one lock, so a state dump sits at one point of the probe stream. */
