@@ -433,7 +433,7 @@ static void format_serving(const struct topview *tv, char *buf, size_t size, int
 	else if (tv->serving_seen)
 		put(buf, size, width, &pos, "requests: running ?  waiting ? (the engine tells no queue)");
 	else
-		put(buf, size, width, &pos, "requests:");
+		put(buf, size, width, &pos, "requests: from the socket only (no engine queue seen)");
 	if (!tv->serving_seen)
 		return;
 	if (cap)
