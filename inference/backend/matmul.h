@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "model/model.h"
+#include "backend/amx.h"   /* matmul_want_amx: Q4_K batches through tiles, the same bits */
 
 #define PANEL_ROWS 16
 #define Q8_0_BLOCK 32        /* values per Q8_0 block (ggml's QK8_0) */
@@ -44,9 +45,6 @@ typedef struct {
 } PackedMatrix;
 size_t packed_bytes(WeightType type, int d, int n);
 void pack_matrix_typed(void *dst, WeightType type, const void *w, int d, int n);
-/* Asks Linux for AMX tile state, once, where the CPU has AMX: Q4_K
- * batches then go through tiles, with the same bits (matmul_kernel.c). */
-void matmul_want_amx(void);
 
 /* Rows of n floats quantized in blocks of 32 (Q8_0_BLOCK): d = max|x| / 127,
  * q = x / d rounded to the nearest integer (ties to even) as int8, and s =

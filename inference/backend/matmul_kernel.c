@@ -12,6 +12,7 @@
  * AVX512-VNNI) does them with vpdpbusd, v4 and v3 with AVX2's vpmaddubsw,
  * base in plain int32 lanes. */
 #include <string.h>
+#include "backend/amx.h"
 #include "backend/matmul_panels.h"
 
 #ifndef MATMUL_LEVEL
@@ -531,7 +532,7 @@ q4k_panel_amx(const char *w, const QuantRows *xq, int n, float *out, size_t ldo,
 }
 
 /* The first tokens of a Q4_K product by AMX, 16 at a time, where the CPU
- * lets us (matmul.c asked the kernel for the tiles); returns the tokens
+ * lets us (amx.c asked the kernel for the tiles); returns the tokens
  * done. */
 __attribute__((target("amx-tile,amx-int8"))) static int q4k_rows_amx(const char *w, int n, int r0, int r1, const MatInput *in, int batch, float *out,
 			size_t ldo)

@@ -81,11 +81,6 @@ static inline size_t panel_bytes(WeightType type, int n)
 	}
 }
 
-/* Whether the products may use AMX tiles (amx-int8, and the kernel let this
- * process have their state: matmul.c asks at load); the v4vnni build then
- * takes batched Q4_K products 16 tokens at a time through TDPBSUD. */
-extern int matmul_amx_ready;
-
 /* One kernel build (matmul_kernel.c): matmul_rows_typed and quantize_rows
  * for one x86-64 level, named <function>_<level>. */
 typedef void matmul_kernel_fn(const void *w, WeightType type, int n, int r0, int r1, const MatInput *in,
