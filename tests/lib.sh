@@ -17,6 +17,10 @@ _on_exit() {
 	for c in "${_AT_EXIT[@]}"; do eval "$c"; done
 	[ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"
 	jobs -p | xargs -r kill 2>/dev/null
+	if [ "${_CASES_FAILED:-0}" -gt 0 ]; then   # test_case: the test fails at its end
+		echo "FAIL: $_CASES_FAILED of $_CASES cases failed:$_CASES_FAILED_NAMES" >&2
+		exit 1
+	fi
 }
 trap _on_exit EXIT
 
@@ -29,8 +33,32 @@ trap 'exit 1' USR1
 trap 'exit 77' USR2
 fail() {
 	echo "FAIL: $*" >&2
+	if [ -n "${CASE_PID:-}" ]; then   # in a test_case: it ends the case, not the test
+		[ "$BASHPID" = "$CASE_PID" ] || kill -USR1 "$CASE_PID" 2>/dev/null
+		exit 1
+	fi
 	[ "$BASHPID" = "$TEST_PID" ] || kill -USR1 "$TEST_PID" 2>/dev/null
 	exit 1
+}
+
+# test_case NAME CMD [ARGS...]: one named case (git's test_expect_success).
+# CMD runs in a subshell of its own: a failed check ends the case, from
+# wherever it is given, and the next case runs; the test fails at its end,
+# naming each failed case. Every case says "case NAME: ok" or "FAILED".
+# A skip still skips the whole test. Variables a case sets stay in it.
+_CASES=0 _CASES_FAILED=0 _CASES_FAILED_NAMES=
+test_case() {
+	local name=$1 rc
+	shift
+	_CASES=$((_CASES + 1))
+	( CASE_PID=$BASHPID; trap 'exit 1' USR1; "$@" )
+	rc=$?
+	if [ $rc = 0 ]; then
+		echo "case $name: ok"
+	else
+		echo "case $name: FAILED" >&2
+		_CASES_FAILED=$((_CASES_FAILED + 1)) _CASES_FAILED_NAMES="$_CASES_FAILED_NAMES $name;"
+	fi
 }
 skip() { # the reason is the log's last line: stderr from a subshell, whose stdout is captured
 	[ "$BASHPID" = "$TEST_PID" ] && echo "$*" || { echo "$*" >&2; kill -USR2 "$TEST_PID" 2>/dev/null; }

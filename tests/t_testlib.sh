@@ -104,3 +104,24 @@ must_fail "sem_total of a process without libinfer" "assert_eq total 0 \"\$(sem_
 must_fail "sites_patched of a process without libinfer" "assert_eq sites 0 \"\$(sites_patched $other)\""
 must_fail "sem_total of no process" 'assert_eq total 0 "$(sem_total 999999999)"'
 kill "$other"
+
+# test_case: a failed check ends its case, not the test; the next case runs
+# and the test fails at its end, naming the case
+r=$(child 'first() { x=$(fail "inner of the first"); echo "first went on: $x"; }
+second() { echo "second ran"; assert_eq two 2 2; }
+test_case first first
+test_case second second')
+assert_eq "a failed case: the child's status" 1 "${r%% *}"
+assert_eq "a failed case: the child still ran to its end" reached "${r#* }"
+out=$(ROOT=$ROOT BUILD=$BUILD bash -c 'source "$ROOT/tests/lib.sh"
+first() { x=$(fail "inner of the first"); echo "first went on: $x"; }
+test_case first first; test_case second echo "second ran"' 2>/dev/null)
+grep -q '^second ran$' <<<"$out" || fail "the case after a failed one did not run: $out"
+ok "the case after a failed one ran"
+grep -q 'first went on' <<<"$out" && fail "the first case went on after its failed check: $out"
+ok "a failed check inside \$(...) ended its case"
+grep -q '^case second: ok$' <<<"$out" || fail "no 'case second: ok' line: $out"
+ok "each case reported"
+grep -q '^FAIL: 1 of 2 cases failed: first;$' "$TMP/child.err" || fail "no final FAIL naming the case: $(cat "$TMP/child.err")"
+ok "the test's end names the failed case"
+must_pass "test_case: passing cases" 'test_case a assert_eq one 1 1; test_case b assert_pos two 2'

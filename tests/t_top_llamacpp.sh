@@ -41,18 +41,30 @@ wait_for drained || { cat "$TMP/last"; fail "no drained frame with $N socket TTF
 kill -TERM $top
 wait $top || fail "top exited $?: $(cat "$TMP/top.err")"
 
-grep -o "^in flight [0-9]* (socket" "$TMP/frames" | awk '{ print $3 }' >"$TMP/open"
-assert_pos "frames with the socket's requests in flight" "$(awk '$1 > 0' "$TMP/open" | wc -l)"
-assert_le "most in flight on the socket in a frame" "$(sort -n "$TMP/open" | tail -n1)" $N
-grep -q "requests: running ?  waiting ? (the engine tells no queue)" "$TMP/last" ||
-	fail "llama.cpp's untold queue not said so: $(grep '^requests:' "$TMP/last")"
-ok "running and waiting read as unknown, with the reason"
-grep -q "requests: running [0-9]" "$TMP/frames" && fail "a frame showed llama.cpp's untold queue as a number"
-ok "no frame shows a false 0 running"
-grep -q "kv -" "$TMP/frames" && fail "a frame showed KV as '-', not why it is unknown"
-ok "no frame shows KV as a bare '-'"
-assert_eq "ttft (the socket's) = the client's requests" $N "$(row_count ttft)"
-assert_eq "e2e (the socket's) = the client's requests" $N "$(row_count e2e)"
-awk '$1 == "ttft" { t = NR } $1 == "engine" && $2 == "ttft" { e = NR } END { exit !(t && e > t) }' "$TMP/last" ||
-	{ cat "$TMP/last"; fail "the socket's ttft row is not first, with the engine's under it"; }
-ok "one TTFT first (the socket's), the engine's part under it"
+in_flight() {
+	grep -o "^in flight [0-9]* (socket" "$TMP/frames" | awk '{ print $3 }' >"$TMP/open"
+	assert_pos "frames with the socket's requests in flight" "$(awk '$1 > 0' "$TMP/open" | wc -l)"
+	assert_le "most in flight on the socket in a frame" "$(sort -n "$TMP/open" | tail -n1)" $N
+}
+untold_queue() {
+	grep -q "requests: running ?  waiting ? (the engine tells no queue)" "$TMP/last" ||
+		fail "llama.cpp's untold queue not said so: $(grep '^requests:' "$TMP/last")"
+	ok "running and waiting read as unknown, with the reason"
+	grep -q "requests: running [0-9]" "$TMP/frames" && fail "a frame showed llama.cpp's untold queue as a number"
+	ok "no frame shows a false 0 running"
+}
+untold_kv() {
+	grep -q "kv -" "$TMP/frames" && fail "a frame showed KV as '-', not why it is unknown"
+	ok "no frame shows KV as a bare '-'"
+}
+socket_first() {
+	assert_eq "ttft (the socket's) = the client's requests" $N "$(row_count ttft)"
+	assert_eq "e2e (the socket's) = the client's requests" $N "$(row_count e2e)"
+	awk '$1 == "ttft" { t = NR } $1 == "engine" && $2 == "ttft" { e = NR } END { exit !(t && e > t) }' "$TMP/last" ||
+		{ cat "$TMP/last"; fail "the socket's ttft row is not first, with the engine's under it"; }
+	ok "one TTFT first (the socket's), the engine's part under it"
+}
+test_case "in flight from the socket" in_flight
+test_case "llama.cpp's queue untold" untold_queue
+test_case "KV untold since the attach" untold_kv
+test_case "the socket's TTFT first" socket_first
