@@ -36,6 +36,7 @@ typedef struct {
 	WeightType gguf_type;
 	ChatFamily chat;         /* --chat-template: the family's template, its tokens added */
 	Config c;
+	float norm_eps, rope_theta;   /* --norm-eps, --rope-theta (GGUF): 0, llama2.c's */
 	uint64_t seed;
 } MkArgs;
 
@@ -90,10 +91,10 @@ static int parse_shape(const char *s, Config *c)
 		v[i] = (int)x;
 		p = end + 1;
 	}
-	*c = (Config){ v[0], v[1], v[2], v[3], v[4], v[5], v[6], strchr(s, '-') == NULL };
+	*c = (Config){ v[0], v[1], v[2], v[3], v[4], v[5], v[6], strchr(s, '-') == NULL, 0, 0 };
 	return 0;
 found:
-	*c = (Config){ v[0], v[1], v[2], v[3], v[4], v[5], v[6], 1 };
+	*c = (Config){ v[0], v[1], v[2], v[3], v[4], v[5], v[6], 1, 0, 0 };
 	return 0;
 }
 
@@ -161,6 +162,15 @@ static int parse_args(MkArgs *a, int argc, char **argv)
 			a->from = val;
 		} else if (!strcmp(opt, "--vocab")) {
 			a->vocab = val;
+		} else if (!strcmp(opt, "--norm-eps") || !strcmp(opt, "--rope-theta")) {
+			char *end;
+			float x;
+
+			errno = 0;
+			x = strtof(val, &end);
+			if (errno || end == val || *end || !(x > 0))
+				return die("%s '%s': not a number above 0", opt, val);
+			*(opt[2] == 'n' ? &a->norm_eps : &a->rope_theta) = x;
 		} else if (!strcmp(opt, "--chat-template")) {
 			if ((a->chat = chat_family_by_name(val)) == CHAT_NONE)
 				return die("--chat-template '%s': want one of %s", val, chat_family_list());
@@ -171,9 +181,12 @@ static int parse_args(MkArgs *a, int argc, char **argv)
 	if (!a->out)
 		return die("usage: mkmodel OUT [--shape stories15M|stories260K|D,H,L,NH,NKV,V,S] "
 			   "[--seed N] [--tokenizer OUT_TOK.bin] [--gguf f32|f16|q8_0|q4_0|q4_k|q6_k [--from CKPT.bin] "
-			   "[--vocab TOK.bin] [--chat-template NAME]]");
-	if ((a->from || a->vocab || a->chat != CHAT_NONE) && !a->gguf)
-		return die("--from, --vocab and --chat-template go with --gguf");
+			   "[--vocab TOK.bin] [--chat-template NAME] [--norm-eps E] [--rope-theta T]]");
+	if ((a->from || a->vocab || a->chat != CHAT_NONE || a->norm_eps || a->rope_theta) && !a->gguf)
+		return die("--from, --vocab, --chat-template, --norm-eps and --rope-theta go with --gguf "
+			   "(a llama2.c checkpoint states neither constant)");
+	a->c.norm_eps = a->norm_eps;
+	a->c.rope_theta = a->rope_theta;
 	if (a->chat != CHAT_NONE && add_chat_rows(a) < 0)
 		return -1;
 	if (config_validate(&a->c, &err) < 0)
@@ -462,6 +475,10 @@ static int make_gguf(const MkArgs *a)
 		die("%s", err.msg);
 		goto out;
 	}
+	if (a->norm_eps)   /* the constants the GGUF file states */
+		m.config.norm_eps = a->norm_eps;
+	if (a->rope_theta)
+		m.config.rope_theta = a->rope_theta;
 	if (a->tok_out) {   /* the synthetic tokenizer, sized for the model read */
 		MkArgs sized = *a;
 

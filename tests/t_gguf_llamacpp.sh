@@ -37,6 +37,12 @@ backends="cpu opencl"
 mk() { "$MKMODEL" "$@" >"$TMP/mk.err" 2>&1 || fail "mkmodel $*: $(cat "$TMP/mk.err")"; }
 mk "$TMP/s260f32.gguf" --gguf f32 --from "$MODELS/stories260K.bin" --tokenizer "$TMP/tok.bin"
 mk "$TMP/s260f16.gguf" --gguf f16 --from "$MODELS/stories260K.bin" --tokenizer "$TMP/tok.bin"
+# the constants a file states, read, not assumed: an RMSNorm epsilon of 1e-6
+# (Llama-2's files) and Llama-3's RoPE base 500000
+mk "$TMP/s260l3.gguf" --gguf f32 --from "$MODELS/stories260K.bin" --tokenizer "$TMP/tok.bin" \
+	--norm-eps 1e-6 --rope-theta 500000
+mk "$TMP/s260l3f16.gguf" --gguf f16 --from "$MODELS/stories260K.bin" --tokenizer "$TMP/tok.bin" \
+	--norm-eps 1e-6 --rope-theta 500000
 mk "$TMP/d15q8_0.gguf" --gguf q8_0 --from "$DEMO_MODEL" --vocab "$DEMO_TOK"
 mk "$TMP/d15q4_0.gguf" --gguf q4_0 --from "$DEMO_MODEL" --vocab "$DEMO_TOK"
 # grouped-query attention in quantized layers: 6 query heads share 2 kv heads
@@ -167,6 +173,8 @@ run_checks() {
 }
 check "$TMP/s260f32.gguf" "stories260K F32" $backends
 check "$TMP/s260f16.gguf" "stories260K F16" $backends
+check "$TMP/s260l3.gguf" "stories260K F32, eps 1e-6 and RoPE base 500000" $backends
+check "$TMP/s260l3f16.gguf" "stories260K F16, eps 1e-6 and RoPE base 500000" $backends
 check "$TMP/d15q8_0.gguf" "stories15M shape Q8_0" $backends
 check "$TMP/d15q4_0.gguf" "stories15M shape Q4_0" $backends
 check "$TMP/gqa_q8_0.gguf" "Q8_0, 6 heads on 2 kv heads" $backends
@@ -191,6 +199,12 @@ check "$TMP/lq_Q4_0_out_q6_k.gguf" "llama-quantize's Q4_0, output.weight Q6_K" $
 # kernels for one type and says which two differ
 check "$TMP/lq_Q4_K_M.gguf" "llama-quantize's Q4_K_M" cpu
 run_checks reference
+# and those constants change what a trained model says: the ids above are
+# not the ones of the same weights with llama2.c's constants
+ids_of() { "$INFER" "$1" -b cpu -n 32 -t 0 --ids 2>/dev/null; }
+[ "$(ids_of "$TMP/s260l3.gguf")" != "$(ids_of "$TMP/s260f32.gguf")" ] ||
+	fail "eps 1e-6 and RoPE base 500000 gave llama2.c's constants' ids: the file's constants are not used"
+ok "the file's eps and RoPE base change stories260K's ids, and llama.cpp's agree"
 # The variant ggml picks for this CPU, as node-llama-cpp's users get it (AMX
 # on a Sapphire Rapids): where it is not the reference, every file's ids are
 # checked against it too, on the cpu backend, under the same near-tie rule.

@@ -285,9 +285,9 @@ static const char *dot4_option(cl_device_id dev)
 /* Builds src for dev; on failure the error carries the build log, newlines
  * folded so it stays one line. */
 static int build_program(cl_context ctx, cl_device_id dev, const char *src, WeightType wtype,
-			 enum kv_type kv, cl_program *out, InferError *err)
+			 enum kv_type kv, float eps, cl_program *out, InferError *err)
 {
-	char opts[128];
+	char opts[192];
 	cl_int rc;
 	cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &rc);
 
@@ -296,8 +296,9 @@ static int build_program(cl_context ctx, cl_device_id dev, const char *src, Weig
 	cl_device_type type = 0;
 
 	clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
-	/* the matrices' type and the cache's are the kernels' own */
-	snprintf(opts, sizeof(opts), "-cl-std=CL1.2 -DWTYPE=%d%s%s%s", (int)wtype,
+	/* the matrices' type, the cache's and the norm's epsilon (a hex
+	 * literal: the host's float exactly) are the kernels' own */
+	snprintf(opts, sizeof(opts), "-cl-std=CL1.2 -DWTYPE=%d -DNORM_EPS=%af%s%s%s", (int)wtype, (double)eps,
 		 kv == KV_F16 ? " -DKV_HALF" : "", type & CL_DEVICE_TYPE_CPU ? " -DCPU_DEVICE" : "",
 		 dot4_option(dev));
 	rc = clBuildProgram(prog, 1, &dev, opts, NULL, NULL);
@@ -332,7 +333,7 @@ int infer_cl_build_check(const char *src, InferError *err)
 	ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &rc);
 	if (!ctx)
 		return cl_fail(err, "clCreateContext", rc);
-	rc = build_program(ctx, dev, src ? src : infer_cl_source, WEIGHT_F32, KV_F32, &prog, err);
+	rc = build_program(ctx, dev, src ? src : infer_cl_source, WEIGHT_F32, KV_F32, 1e-5f, &prog, err);
 	if (rc == 0)
 		clReleaseProgram(prog);
 	clReleaseContext(ctx);
@@ -570,7 +571,7 @@ static int upload_rope(ClState *s, InferError *err)
 		return infer_fail(err, "opencl: out of memory for the rope table");
 	for (int p = 0; p < c->seq_len; p++)
 		for (int i = 0; i < pairs; i++) {
-			float freq = 1.0f / powf(10000.0f, (2 * i) / (float)hs);
+			float freq = 1.0f / powf(config_rope_theta(c), (2 * i) / (float)hs);
 			float val = p * freq;
 			tab[((size_t)p * pairs + i) * 2] = cosf(val);
 			tab[((size_t)p * pairs + i) * 2 + 1] = sinf(val);
@@ -758,17 +759,19 @@ static void choose_launches(ClState *s, cl_device_id dev, enum cl_launch want)
  * layers'. Equal types share one. */
 static int build_programs(ClState *s, cl_device_id dev, InferError *err)
 {
-	if (build_program(s->ctx, dev, infer_cl_source, s->wtype, s->kv_type, &s->prog, err))
+	float eps = config_norm_eps(s->c);
+
+	if (build_program(s->ctx, dev, infer_cl_source, s->wtype, s->kv_type, eps, &s->prog, err))
 		return -1;
 	s->prog_emb = s->prog;
 	if (s->emb_type != s->wtype &&
-	    build_program(s->ctx, dev, infer_cl_source, s->emb_type, s->kv_type, &s->prog_emb, err))
+	    build_program(s->ctx, dev, infer_cl_source, s->emb_type, s->kv_type, eps, &s->prog_emb, err))
 		return -1;
 	if (s->cls_type == s->wtype || s->cls_type == s->emb_type) {
 		s->prog_cls = s->cls_type == s->wtype ? s->prog : s->prog_emb;
 		return 0;
 	}
-	return build_program(s->ctx, dev, infer_cl_source, s->cls_type, s->kv_type, &s->prog_cls, err);
+	return build_program(s->ctx, dev, infer_cl_source, s->cls_type, s->kv_type, eps, &s->prog_cls, err);
 }
 
 static int setup_device(ClState *s, const BackendOptions *opt, InferError *err)

@@ -152,14 +152,14 @@ typedef struct {
 /* A layer's matrices, in LayerWeights' order less the norms. */
 enum { MAT_WQ, MAT_WK, MAT_WV, MAT_WO, MAT_W1, MAT_W2, MAT_W3, MAT_PER_LAYER };
 
-static void rmsnorm(float *o, const float *x, const float *weight, int size)
+static void rmsnorm(float *o, const float *x, const float *weight, int size, float eps)
 {
 	float ss = 0.0f;
 
 	for (int j = 0; j < size; j++)
 		ss += x[j] * x[j];
 	ss /= size;
-	ss += 1e-5f;
+	ss += eps;
 	ss = 1.0f / sqrtf(ss);
 	for (int j = 0; j < size; j++)
 		o[j] = weight[j] * (ss * x[j]);
@@ -261,15 +261,17 @@ static void rope_head(float *q, float *k, int head_size, const float *cs)
 	}
 }
 
-/* The table rope reads: (cos, sin) of pos * 10000^(-2i / head_size) per
- * position and pair, computed as run.c computes each angle. */
+/* The table rope reads: (cos, sin) of pos * theta^(-2i / head_size) per
+ * position and pair (theta: the model's base, llama2.c's 10000), computed
+ * as run.c computes each angle. */
 static void fill_rope_table(CpuState *s)
 {
 	int hs = s->head_size;
+	float theta = config_rope_theta(&s->c);
 
 	for (int p = 0; p < s->c.seq_len; p++)
 		for (int i = 0; i < hs; i += 2) {
-			float freq = 1.0f / powf(10000.0f, i / (float)hs);
+			float freq = 1.0f / powf(theta, i / (float)hs);
 			float val = p * freq;
 
 			s->rope_cs[(size_t)p * hs + i] = cosf(val);
@@ -974,7 +976,7 @@ static void run_tile(const CpuState *s, const Phase *ph, int t, const MatInput *
 	switch (ph->kind) {
 	case PH_ATTN_NORM:
 		rmsnorm(s->xb + (size_t)t * dim, s->x + (size_t)t * dim,
-			tensor_f32(w->layers[l].rms_att), dim);
+			tensor_f32(w->layers[l].rms_att), dim, config_norm_eps(c));
 		break;
 	case PH_QKV:
 		qkv_projs(s, l, p);
@@ -991,7 +993,7 @@ static void run_tile(const CpuState *s, const Phase *ph, int t, const MatInput *
 		break;
 	case PH_FFN_NORM:
 		rmsnorm(s->xb + (size_t)t * dim, s->x + (size_t)t * dim,
-			tensor_f32(w->layers[l].rms_ffn), dim);
+			tensor_f32(w->layers[l].rms_ffn), dim, config_norm_eps(c));
 		break;
 	case PH_FFN_UP:
 		ffn_up_tile(s, l, t, in);
@@ -1001,7 +1003,7 @@ static void run_tile(const CpuState *s, const Phase *ph, int t, const MatInput *
 		break;
 	case PH_FINAL_NORM:
 		rmsnorm(s->xo + (size_t)t * dim, s->x + (size_t)s->out_tok[t] * dim,
-			tensor_f32(w->rms_final_weight), dim);
+			tensor_f32(w->rms_final_weight), dim, config_norm_eps(c));
 		break;
 	case PH_LOGITS:
 		p[0] = (Proj){ s->logits, s->mats[(size_t)c->n_layers * MAT_PER_LAYER], c->vocab_size };

@@ -399,8 +399,8 @@ static void put_metadata(struct out *o, const Model *m, const Tokenizer *tok, co
 	kv_u32(o, "llama.rope.dimension_count", (uint32_t)(c->dim / c->n_heads));
 	kv_u32(o, "llama.attention.head_count", (uint32_t)c->n_heads);
 	kv_u32(o, "llama.attention.head_count_kv", (uint32_t)c->n_kv_heads);
-	kv_f32(o, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-	kv_f32(o, "llama.rope.freq_base", 10000.0f);
+	kv_f32(o, "llama.attention.layer_norm_rms_epsilon", config_norm_eps(c));
+	kv_f32(o, "llama.rope.freq_base", config_rope_theta(c));
 	kv_u32(o, "llama.vocab_size", (uint32_t)c->vocab_size);
 	if (tok)
 		put_tokenizer(o, tok, chat, c->vocab_size);

@@ -52,6 +52,10 @@ int config_validate(const Config *c, InferError *err)
 	if (c->n_heads % c->n_kv_heads)
 		return infer_fail(err, "n_heads %d is not a multiple of n_kv_heads %d",
 				  c->n_heads, c->n_kv_heads);
+	if (!(c->norm_eps >= 0 && c->norm_eps < 1e-2f))   /* NaN fails too */
+		return infer_fail(err, "RMSNorm epsilon %g is not in [0, 0.01)", (double)c->norm_eps);
+	if (!(c->rope_theta == 0 || (c->rope_theta >= 1 && c->rope_theta <= 1e9f)))
+		return infer_fail(err, "RoPE base %g is not in [1, 1e9]", (double)c->rope_theta);
 	/* RoPE rotates pairs inside a head. */
 	if ((c->dim / c->n_heads) % 2)
 		return infer_fail(err, "head size %d is odd", c->dim / c->n_heads);

@@ -17,7 +17,23 @@ typedef struct {
 	int vocab_size; /* always positive here; the file's sign is in shared_classifier */
 	int seq_len;    /* max positions */
 	int shared_classifier; /* 1 when the file's vocab_size was positive */
+	/* RMSNorm's epsilon and RoPE's base, as the file states them (GGUF's
+	 * llama.attention.layer_norm_rms_epsilon, llama.rope.freq_base); 0:
+	 * llama2.c's 1e-5 and 10000 (its checkpoints state neither). Read
+	 * them through config_norm_eps and config_rope_theta. */
+	float norm_eps;
+	float rope_theta;
 } Config;
+
+static inline float config_norm_eps(const Config *c)
+{
+	return c->norm_eps > 0 ? c->norm_eps : 1e-5f;
+}
+
+static inline float config_rope_theta(const Config *c)
+{
+	return c->rope_theta > 0 ? c->rope_theta : 10000.0f;
+}
 
 /* A tensor's element type: ggml's numbers, so a GGUF tensor's type is its
  * type here. llama2.c checkpoints are all F32. */

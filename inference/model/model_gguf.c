@@ -3,10 +3,10 @@
  * The shape comes from the llama.* metadata, the vocabulary size from the
  * embedding. Every tensor the engine needs must be there with its exact
  * shape and a type it computes with; norms are F32, matrices F32, F16,
- * Q8_0, Q4_0, Q4_K or Q6_K, each as stored (nothing is converted here). The engine
- * computes RMSNorm with eps 1e-5 and RoPE with theta 10000 on adjacent
- * pairs, as llama2.c does, so a file that asks for others is refused, not
- * run wrong. */
+ * Q8_0, Q4_0, Q4_K or Q6_K, each as stored (nothing is converted here).
+ * RMSNorm's epsilon and RoPE's base are the file's (Llama-3 says 1e-5 and
+ * 500000); RoPE turns adjacent pairs of the whole head, unscaled, so a file
+ * that asks for partial or scaled RoPE is refused, not run wrong. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,21 +81,20 @@ static int check_rope_scaling(const struct gguf *g, InferError *err)
 	return 0;
 }
 
-/* What the engine computes with fixed constants must be what the file asks. */
-static int check_constants(const struct gguf *g, int head_size, InferError *err)
+/* The norm's epsilon and RoPE's base are read (llama.cpp's defaults where
+ * the file is silent); what the engine cannot compute is refused. */
+static int read_constants(const struct gguf *g, Config *c, InferError *err)
 {
-	float eps = 1e-5f, theta = 10000.0f;
-	int rope_dims = head_size;
+	int head_size = c->dim / c->n_heads, rope_dims = head_size;
 
-	if (gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", 0, &eps, err) ||
-	    gguf_get_f32(g, "llama.rope.freq_base", 0, &theta, err) ||
+	c->norm_eps = 1e-5f;
+	c->rope_theta = 10000.0f;
+	if (gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", 0, &c->norm_eps, err) ||
+	    gguf_get_f32(g, "llama.rope.freq_base", 0, &c->rope_theta, err) ||
 	    get_int(g, "llama.rope.dimension_count", 0, &rope_dims, err))
 		return -1;
-	if (fabsf(eps - 1e-5f) > 1e-9f)
-		return infer_fail(err, "llama.attention.layer_norm_rms_epsilon is %g; the engine computes with 1e-5",
-				  (double)eps);
-	if (theta != 10000.0f)
-		return infer_fail(err, "llama.rope.freq_base is %g; the engine computes with 10000", (double)theta);
+	if (!(c->norm_eps > 0))
+		return infer_fail(err, "llama.attention.layer_norm_rms_epsilon is %g, not above 0", (double)c->norm_eps);
 	if (rope_dims != head_size)
 		return infer_fail(err, "llama.rope.dimension_count %d is not the head size %d (partial RoPE "
 				  "is not supported)", rope_dims, head_size);
@@ -128,9 +127,9 @@ static int read_config(const struct gguf *g, Config *c, InferError *err)
 		return infer_fail(err, "llama.vocab_size %d differs from token_embd.weight's %d rows", vocab,
 				  c->vocab_size);
 	c->shared_classifier = gguf_tensor(g, "output.weight") == NULL;
-	if (config_validate(c, err))
+	if (c->n_heads <= 0 || read_constants(g, c, err))
 		return -1;
-	return check_constants(g, c->dim / c->n_heads, err);
+	return config_validate(c, err);
 }
 
 static int type_ok(const struct gguf_tensor *t, int matrix)

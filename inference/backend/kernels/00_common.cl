@@ -48,9 +48,14 @@ static inline float hsum16(float16 v)
 #define SUM_SPAN Q8_BLOCK
 #endif
 
+#ifndef NORM_EPS
+#define NORM_EPS 1e-5f   /* llama2.c's; the host says the model's */
+#endif
+
 /* Staging: n token vectors of width k from x into local memory xs, token t
  * being row idx[t] of x, or row t when idx is NULL. With g non-NULL each is
- * rmsnorm'ed as llama2.c does: g[j] * (x[j] / sqrt(mean(x^2) + 1e-5)).
+ * rmsnorm'ed as llama2.c does: g[j] * (x[j] / sqrt(mean(x^2) + eps)), eps the
+ * model's (NORM_EPS, from the host's build options).
  * F32 and F16 programs stage n*k floats, then the n per-token scales. With
  * quantized weights (QUANTIZED) the tokens are quantized as llama.cpp
  * quantizes such a product's input, straight from x: xs holds the n
@@ -86,7 +91,7 @@ static void stage_scales(const __global float *x, const __global int *idx, int n
 			float ss = hsum16(acc);
 			for (; j < k; j++)
 				ss = fma(xt[j], xt[j], ss);
-			ss = ss / k + 1e-5f;
+			ss = ss / k + NORM_EPS;
 			s = 1.0f / sqrt(ss);
 		}
 		scale[t] = s;
