@@ -5,35 +5,9 @@
 
 #include <stddef.h>
 #include "base/error.h"
+#include "model/config.h"
 
 struct gguf;
-
-typedef struct {
-	int dim;        /* transformer width */
-	int hidden_dim; /* ffn width */
-	int n_layers;
-	int n_heads;    /* query heads */
-	int n_kv_heads; /* key/value heads; < n_heads means grouped-query attention */
-	int vocab_size; /* always positive here; the file's sign is in shared_classifier */
-	int seq_len;    /* max positions */
-	int shared_classifier; /* 1 when the file's vocab_size was positive */
-	/* RMSNorm's epsilon and RoPE's base, as the file states them (GGUF's
-	 * llama.attention.layer_norm_rms_epsilon, llama.rope.freq_base); 0:
-	 * llama2.c's 1e-5 and 10000 (its checkpoints state neither). Read
-	 * them through config_norm_eps and config_rope_theta. */
-	float norm_eps;
-	float rope_theta;
-} Config;
-
-static inline float config_norm_eps(const Config *c)
-{
-	return c->norm_eps > 0 ? c->norm_eps : 1e-5f;
-}
-
-static inline float config_rope_theta(const Config *c)
-{
-	return c->rope_theta > 0 ? c->rope_theta : 10000.0f;
-}
 
 /* A tensor's element type: ggml's numbers, so a GGUF tensor's type is its
  * type here. llama2.c checkpoints are all F32. */
@@ -81,12 +55,6 @@ typedef struct {
  * On failure m is left empty. */
 int model_load(Model *m, const char *path, InferError *err);
 void model_free(Model *m);
-
-/* Validates header values alone (dims positive, divisible, sizes bounded). */
-int config_validate(const Config *c, InferError *err);
-
-/* Bytes of fp32 weights the file must hold after the header for c. */
-size_t config_weights_bytes(const Config *c);
 
 /* The tensor as floats, or NULL when it is stored in another type. */
 static inline const float *tensor_f32(Tensor t)

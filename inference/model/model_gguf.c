@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "format/gguf.h"
+#include "model/config.h"
 #include "model/model_gguf.h"
 #include "base/pool.h"
 #include "base/state.h"

@@ -1,5 +1,5 @@
 /* fuzz_model.c - the model loader: any bytes as a llama2.c .bin or GGUF file.
- * fuzz-sources: inference/model/model.c inference/model/model_gguf.c inference/format/gguf.c inference/base/error.c inference/base/pool.c inference/base/state.c inference/base/usdt.c
+ * fuzz-sources: inference/model/model.c inference/model/config.c inference/model/model_gguf.c inference/format/gguf.c inference/base/error.c inference/base/pool.c inference/base/state.c inference/base/usdt.c
  * fuzz-libs: -lm
  */
 #include "fuzz_common.h"
