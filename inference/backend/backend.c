@@ -1,16 +1,7 @@
-/* backend.c - the table of forward-pass implementations. */
-#include <string.h>
+/* backend.c - what every backend shares: the KV cache's shape and types,
+ * a batch's checks. The backends call it; it calls none of them
+ * (registry.c names them). */
 #include "backend/backend.h"
-
-const BackendOps *backend_find(const char *name)
-{
-	static const BackendOps *const all[] = { &backend_cpu, &backend_opencl };
-
-	for (size_t i = 0; name && i < sizeof(all) / sizeof(all[0]); i++)
-		if (strcmp(all[i]->name, name) == 0)
-			return all[i];
-	return NULL;
-}
 
 const char *backend_kv_type_name(enum kv_type t)
 {
