@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "text/chat.h"
-#include "serve/serve.h"
+#include "serve/params.h"
 
 #define REQ_DEFAULT_MAX_TOKENS 16     /* OpenAI's default */
 #define REQ_MAX_MAX_TOKENS (1 << 20)  /* beyond any context this engine runs */

@@ -14,11 +14,9 @@
 #include <pthread.h>
 #include <stdint.h>
 #include "engine/engine.h"
+#include "serve/params.h"
 #include "serve/scheduler.h"
 #include "base/workers.h"
-
-#define SERVE_MAX_STOP 4     /* stop strings per request, as OpenAI allows */
-#define SERVE_MAX_BIAS 1024  /* logit_bias entries per request */
 
 typedef struct {
 	int max_seqs;          /* sequences running at once */
@@ -28,25 +26,6 @@ typedef struct {
 	int prefix_entries;    /* finished sequences the prefix cache keeps; 0: off,
 				* -1: max_seqs */
 } ServeOptions;
-
-/* What a completion asks for, already type-checked (reqparse.h). */
-typedef struct {
-	const char *prompt_text;   /* or, when NULL: */
-	const int *prompt_ids;
-	int n_prompt_ids;
-	int max_tokens;            /* 0: the rest of the context */
-	float temperature, top_p;
-	uint64_t seed;
-	int has_seed;
-	const char *stop[SERVE_MAX_STOP];
-	int n_stop;
-	int no_prefix_cache;       /* llama-server's cache_prompt false */
-	const int *bias_ids;       /* OpenAI's logit_bias: bias[i] is added to the */
-	const float *bias;         /* logit of token bias_ids[i] before sampling */
-	int n_bias;
-	int chat;                  /* a chat turn: EOS ends it too, and control
-				    * tokens add no text */
-} ServeParams;
 
 /* Called under the server lock when a request has new output or is done. */
 typedef void (*ServeWakeFn)(void *ctx);
