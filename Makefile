@@ -199,7 +199,7 @@ $(BUILD)/libinfer.so: $(ENGINE_OBJS)
 # from ../lib (installed: PREFIX/bin and PREFIX/lib).
 LINK_ENGINE_PROGRAM = $(CC) $(ENGINE_CFLAGS) $(DEPFLAGS) -MF $@.d -o $@ $< -L$(BUILD) -linfer \
                       -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' $(LDFLAGS) -lm
-$(BUILD)/infer: inference/main.c $(BUILD)/libinfer.so $(BUILD)/version.h
+$(BUILD)/infer: inference/cmd/main.c $(BUILD)/libinfer.so $(BUILD)/version.h
 	$(LINK_ENGINE_PROGRAM)
 
 # --version of both programs: VERSION and the commit built (rewritten only
@@ -210,7 +210,7 @@ $(BUILD)/version.h: FORCE
 	 printf '#define SPANTRACE_VERSION "%s"\n' "$$v" >$@.tmp; cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
 .PHONY: FORCE
 FORCE:
-$(BUILD)/mkmodel: inference/mkmodel.c $(BUILD)/libinfer.so
+$(BUILD)/mkmodel: inference/cmd/mkmodel.c $(BUILD)/libinfer.so
 	$(LINK_ENGINE_PROGRAM)
 
 # ---- BPF: vmlinux.h -> object -> skeleton ----

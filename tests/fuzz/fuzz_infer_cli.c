@@ -1,5 +1,5 @@
 /* fuzz_infer_cli.c - the engine CLI's argument parsing (parse_args in
- * inference/main.c), which is static: main.c is included here with its main
+ * inference/cmd/main.c), which is static: main.c is included here with its main
  * renamed to an unused static function, so nothing past parsing is linked.
  * The input is NUL-separated words, argv[0] first.
  * fuzz-sources: inference/base/error.c inference/text/chat.c
@@ -7,7 +7,7 @@
 #include "fuzz_common.h"
 
 #define main static __attribute__((unused)) infer_cli_main_unused
-#include "../../inference/main.c"
+#include "../../inference/cmd/main.c"
 #undef main
 
 #define MAX_WORDS 64
