@@ -466,7 +466,7 @@ enum trace_level {
  * Knob `perf_ncounters` (0 = off): span begins and ends read counters
  * i < perf_ncounters of their CPU from map `perf_counters`
  * (BPF_MAP_TYPE_PERF_EVENT_ARRAY, index cpu * perf_ncounters + i, see
- * user/perfev.h); a span that ends on its begin CPU carries the deltas.
+ * user/analysis/perfev.h); a span that ends on its begin CPU carries the deltas.
  * Knob `perf_mode` (1 = sampling): program profile_sample runs on a per-CPU
  * cpu-clock sampling event and streams EV_SAMPLE; map `proc_span` (tgid ->
  * struct proc_span) holds each process's innermost open span, which threads

@@ -1,7 +1,7 @@
 /* spans_example.c - a tiny "engine" that fires spans of its own through
  * include/spantrace/spans.h: one `load`, then N `step`s inside it, each
  * with a `sample` inside. Prints how many of each it fired, for the test
- * (tests/t_userspan_usdt.sh).
+ * (tests/t_userspan.sh).
  *
  *   build/spans_example [N] [STEP_US]
  *   spantrace record --span usdt:build/spans_example:example:step_begin,step_end:step \

@@ -1,6 +1,6 @@
 /* fuzz_maps.c - /proc/PID/maps text: the symbolizer's maps reader
  * (sym_load_maps_file, then lookups in what it kept) and the target
- * finder's line splitter (maps_path in user/target.c, static: included).
+ * finder's line splitter (maps_path in user/core/target.c, static: included).
  * Paths in the input are opened only if they are regular files outside
  * /dev, /proc and /sys (see fuzz_safe_open.h).
  * fuzz-cflags: -DSPANTRACE_USER_SPANS

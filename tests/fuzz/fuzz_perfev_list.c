@@ -1,5 +1,5 @@
 /* fuzz_perfev_list.c - the tracer's --events list ("a,b,c": perfev_parse_list)
- * and -p PID text (parse_pid in user/target.c, included for it). The input's
+ * and -p PID text (parse_pid in user/core/target.c, included for it). The input's
  * first byte picks the list's maximum length (0..PERF_COUNTERS_MAX).
  * fuzz-cflags: -DSPANTRACE_USER_SPANS
  * fuzz-sources: user/analysis/perfev.c user/core/stapsdt.c user/core/numparse.c

@@ -1,4 +1,4 @@
-/* test_launch.c - the target plumbing of user/launch.c without BPF: option
+/* test_launch.c - the target plumbing of user/core/launch.c without BPF: option
  * checks, a held child that runs only once released (and never when
  * abandoned), output redirection, exec failure, "is it gone" for a pid and
  * for a command, and the SIGTERM stop of a command still running. */
