@@ -1,8 +1,8 @@
 /* matmul.c - products over panel-packed weights; see matmul.h. */
 #include <stdint.h>
 #include <string.h>
-#include "backend/matmul.h"
-#include "backend/matmul_panels.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/matmul_panels.h"
 
 size_t packed_floats(int d, int n)
 {

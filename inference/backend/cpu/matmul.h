@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "model/model.h"
-#include "backend/amx.h"   /* matmul_want_amx: Q4_K batches through tiles, the same bits */
+#include "backend/cpu/amx.h"   /* matmul_want_amx: Q4_K batches through tiles, the same bits */
 
 #define PANEL_ROWS 16
 #define Q8_0_BLOCK 32        /* values per Q8_0 block (ggml's QK8_0) */

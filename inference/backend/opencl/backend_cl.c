@@ -48,9 +48,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "backend/backend.h"
-#include "backend/cl_layout.h"
+#include "backend/opencl/cl_layout.h"
 #include "format/gguf.h"
-#include "backend/matmul.h"
+#include "backend/cpu/matmul.h"
 #include "base/pool.h"
 #include "base/trace.h"
 

@@ -31,7 +31,7 @@
 #include <string.h>
 #include "backend/backend.h"
 #include "format/gguf.h"
-#include "backend/matmul.h"
+#include "backend/cpu/matmul.h"
 #include "base/pool.h"
 #include "base/trace.h"
 

@@ -12,8 +12,8 @@
  * AVX512-VNNI) does them with vpdpbusd, v4 and v3 with AVX2's vpmaddubsw,
  * base in plain int32 lanes. */
 #include <string.h>
-#include "backend/amx.h"
-#include "backend/matmul_panels.h"
+#include "backend/cpu/amx.h"
+#include "backend/cpu/matmul_panels.h"
 
 #ifndef MATMUL_LEVEL
 #error "build with -DMATMUL_LEVEL=v4vnni, v4, v3 or base"

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "backend/matmul.h"
+#include "backend/cpu/matmul.h"
 
 #define TOKEN_GROUP 8 /* tokens per pass over the weights */
 /* Bytes ahead in a panel to prefetch F32 and F16 columns: 32 columns of
