@@ -9,7 +9,9 @@
 #   - inference/'s folders too: base <- format <- text <- model <- backend
 #     <- engine <- serve (backend needs no text), the programs (main.c,
 #     mkmodel.c) on top; every engine source is in a folder (a file in a
-#     subfolder, as backend/cpu/, is of its top folder's layer).
+#     subfolder, as backend/cpu/, is of its top folder's layer); the
+#     backends' folders (backend/cpu/, backend/opencl/) share backend/'s
+#     own headers, never each other's.
 source "$(dirname "$0")/lib.sh"
 need_cmd python3 python3
 cd "$ROOT" || fail "no $ROOT"
@@ -78,6 +80,12 @@ for f in engine:
             d2 = r.split("/")[1]
             if d2 != d and d2 not in below[d]:
                 print(f"FAIL: {f} ({d}) includes {r} ({d2})"); bad += 1
+for f in glob.glob("inference/backend/*/*.[ch]"):
+    for h in inc[f]:
+        r = resolve(f, h)
+        if r and r.startswith("inference/backend/") and r.count("/") == 3 and \
+                r.split("/")[2] != f.split("/")[2]:
+            print(f"FAIL: {f} includes {r}, another backend's"); bad += 1
 if not bad:
     print(f"ok: {len(files)} files: no engine header in user/ or bpf/, no include cycle between "
           f".c files, user/ layered core <- analysis <- output <- commands, inference/ layered "

@@ -9,7 +9,7 @@
 #include <string.h>
 #include "check.h"
 #include "backend/cpu/matmul.h"
-#include "backend/cpu/matmul_panels.h"
+#include "backend/cpu/matmul_kernel.h"
 
 #define SENTINEL -12345.0f
 

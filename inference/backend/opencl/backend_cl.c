@@ -50,7 +50,7 @@
 #include "backend/backend.h"
 #include "backend/opencl/cl_layout.h"
 #include "format/gguf.h"
-#include "backend/cpu/matmul.h"
+#include "backend/panels.h"
 #include "base/pool.h"
 #include "base/trace.h"
 
@@ -60,8 +60,8 @@ extern const char infer_cl_source[];
  * wide model on a device with little of it gets fewer (s->max_batch). */
 #define CL_MAX_BATCH 64
 /* Work-items per group of the matrix kernels, each a 16-row panel
- * (matmul.h): 64 rows a group, as many as the 4-row items had when 16 of
- * them read memory fastest among 1..64 on PoCL's CPU device. */
+ * (backend/panels.h): 64 rows a group, as many as the 4-row items had when
+ * 16 of them read memory fastest among 1..64 on PoCL's CPU device. */
 #define MAT_LOCAL 4
 /* With more than one token on a CPU device, each group's staging (all its
  * tokens normed and quantized again) costs as much as its products: groups
@@ -411,10 +411,10 @@ static size_t row_bytes(WeightType t, int n)
 	return (size_t)ggml_type_bytes((uint32_t)t, (uint64_t)n);
 }
 
-/* Writes matrices of type t packed for the panel kernels (matmul.h) into
- * the weights buffer at off (floats). fused: the parts' rows are one matrix
- * (wq, wk, wv as wqkv); else each part is packed on its own, one after the
- * other (w1 then w3). */
+/* Writes matrices of type t packed for the panel kernels (backend/panels.h)
+ * into the weights buffer at off (floats). fused: the parts' rows are one
+ * matrix (wq, wk, wv as wqkv); else each part is packed on its own, one
+ * after the other (w1 then w3). */
 static int upload_packed(ClState *s, WeightType t, const MatrixPart *parts, int nparts, int n,
 			 int fused, size_t off, InferError *err)
 {
