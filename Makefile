@@ -50,7 +50,8 @@ DEPFLAGS    = -MMD -MP
 LDFLAGS    ?=
 
 # -O1, as ASan's authors advise: at -O2 gcc 12 took 56 s on backend_cpu.c alone
-# under ASan+UBSan (22 s at -O1, 6.6 s unsanitized), most of CI's sanitizer pass.
+# (the CPU backend before its split into backend/cpu/) under ASan+UBSan (22 s
+# at -O1, 6.6 s unsanitized), most of CI's sanitizer pass.
 ifeq ($(SANITIZE),1)
 SAN_FLAGS  := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 CFLAGS     += $(SAN_FLAGS) -O1
