@@ -254,7 +254,7 @@ static void stage_alone(const __global float *x, const __global int *idx, int n,
 
 /* The stored type of the matrices this program's kernels read, set by the
  * host at build (ggml's numbers: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0, 12 Q4_K,
- * 14 Q6_K; a program per type a model has: backend_cl.c), packed as
+ * 14 Q6_K; a program per type a model has: opencl/device.c), packed as
  * backend/panels.c packs it: an F16 panel holds 16 halves a column. A Q8_0 or Q4_0 panel holds
  * its blocks' scales as stored, 16 halves a block of 32 columns, padded to
  * 64 bytes (SCALE_BYTES), then each block's values (QBLOCK_BYTES): Q8_0's
