@@ -50,7 +50,8 @@ DEPFLAGS    = -MMD -MP
 LDFLAGS    ?=
 
 # -O1, as ASan's authors advise: at -O2 gcc 12 took 56 s on backend_cpu.c alone
-# under ASan+UBSan (22 s at -O1, 6.6 s unsanitized), most of CI's sanitizer pass.
+# (the CPU backend before its split into backend/cpu/) under ASan+UBSan (22 s
+# at -O1, 6.6 s unsanitized), most of CI's sanitizer pass.
 ifeq ($(SANITIZE),1)
 SAN_FLAGS  := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 CFLAGS     += $(SAN_FLAGS) -O1
@@ -66,7 +67,9 @@ ifeq ($(NO_PROBES),1)
 ENGINE_CFLAGS += -DINFER_NO_PROBES
 endif
 ENGINE_LIBS   := -lOpenCL -lm -fopenmp -lpthread -ljson-c -lmicrohttpd
-ENGINE_SRCS   := $(filter-out inference/backend/matmul_kernel.c,$(wildcard inference/*/*.c))
+# Sources by role, a folder each; the backends' own one level deeper
+# (inference/backend/cpu/, inference/backend/opencl/).
+ENGINE_SRCS   := $(filter-out inference/backend/cpu/matmul_kernel.c,$(wildcard inference/*/*.c inference/*/*/*.c))
 # The CPU backend's products, built once per x86-64 level (matmul.c picks
 # one for the CPU at load); elsewhere once, for the compiler's default.
 ifeq ($(MACHINE),x86_64)
@@ -78,9 +81,9 @@ MATMUL_MARCH_v4vnni := -march=x86-64-v4 -mavx512vnni
 MATMUL_MARCH_v4   := -march=x86-64-v4
 MATMUL_MARCH_v3   := -march=x86-64-v3
 MATMUL_MARCH_base :=
-MATMUL_OBJS   := $(patsubst %,$(BUILD)/inference/backend/matmul_kernel_%.o,$(MATMUL_LEVELS))
+MATMUL_OBJS   := $(patsubst %,$(BUILD)/inference/backend/cpu/matmul_kernel_%.o,$(MATMUL_LEVELS))
 ENGINE_OBJS   := $(patsubst %.c,$(BUILD)/%.o,$(ENGINE_SRCS)) $(BUILD)/inference/cl_source.o $(MATMUL_OBJS)
-CL_SOURCES    := inference/backend/cl_layout.h $(sort $(wildcard inference/backend/kernels/*.cl))
+CL_SOURCES    := inference/backend/opencl/cl_layout.h $(sort $(wildcard inference/backend/opencl/kernels/*.cl))
 
 # ---- BPF ----
 # Each bpf/*.bpf.c is one object; they are linked into one (bpftool gen
@@ -177,7 +180,7 @@ $(BUILD)/inference/%.o: inference/%.c
 # checks their FMA chains bit for bit against -O2's, and -O1 orders a tail's
 # sums otherwise.
 MATMUL_SAN := $(if $(filter 1,$(SANITIZE)),-fno-sanitize=signed-integer-overflow -O2)
-$(MATMUL_OBJS): $(BUILD)/inference/backend/matmul_kernel_%.o: inference/backend/matmul_kernel.c
+$(MATMUL_OBJS): $(BUILD)/inference/backend/cpu/matmul_kernel_%.o: inference/backend/cpu/matmul_kernel.c
 	@mkdir -p $(@D)
 	$(CC) $(ENGINE_CFLAGS) $(MATMUL_SAN) -fno-var-tracking-assignments $(MATMUL_MARCH_$*) -DMATMUL_LEVEL=$* \
 	    $(DEPFLAGS) -c $< -o $@

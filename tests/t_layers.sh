@@ -8,7 +8,10 @@
 #     commands, and top on core and analysis;
 #   - inference/'s folders too: base <- format <- text <- model <- backend
 #     <- engine <- serve (backend needs no text), the programs (cmd/:
-#     main.c, mkmodel.c) on top; every engine source is in a folder.
+#     main.c, mkmodel.c) on top; every engine source is in a folder (a file in a
+#     subfolder, as backend/cpu/, is of its top folder's layer); the
+#     backends' folders (backend/cpu/, backend/opencl/) share backend/'s
+#     own headers, never each other's.
 source "$(dirname "$0")/lib.sh"
 need_cmd python3 python3
 cd "$ROOT" || fail "no $ROOT"
@@ -16,8 +19,8 @@ cd "$ROOT" || fail "no $ROOT"
 python3 - <<'PY' || fail "a dependency goes the wrong way"
 import collections, glob, os, re, sys
 
-files = glob.glob("user/*/*.[ch]") + glob.glob("bpf/*.[ch]") + glob.glob("inference/*.[ch]") + \
-    glob.glob("inference/*/*.[ch]")
+engine = glob.glob("inference/*/*.[ch]") + glob.glob("inference/*/*/*.[ch]")
+files = glob.glob("user/*/*.[ch]") + glob.glob("bpf/*.[ch]") + glob.glob("inference/*.[ch]") + engine
 assert len(files) > 100, len(files)
 inc = {f: re.findall(r'^#include "([^"]+)"', open(f).read(), re.M) for f in files}
 
@@ -65,17 +68,23 @@ below = {d: set(order[:i]) for i, d in enumerate(order)}
 below["backend"].discard("text")
 for f in glob.glob("inference/*.[ch]"):
     print(f"FAIL: {f} is in no folder of inference/"); bad += 1
-for f in glob.glob("inference/*/*.[ch]"):
+for f in engine:
     d = f.split("/")[1]
     if d not in below:
         print(f"FAIL: {f}: inference/{d}/ is no layer"); bad += 1
         continue
     for h in inc[f]:
         r = resolve(f, h)
-        if r and r.startswith("inference/") and r.count("/") == 2:
+        if r and r.startswith("inference/") and r.count("/") >= 2:
             d2 = r.split("/")[1]
             if d2 != d and d2 not in below[d]:
                 print(f"FAIL: {f} ({d}) includes {r} ({d2})"); bad += 1
+for f in glob.glob("inference/backend/*/*.[ch]"):
+    for h in inc[f]:
+        r = resolve(f, h)
+        if r and r.startswith("inference/backend/") and r.count("/") == 3 and \
+                r.split("/")[2] != f.split("/")[2]:
+            print(f"FAIL: {f} includes {r}, another backend's"); bad += 1
 if not bad:
     print(f"ok: {len(files)} files: no engine header in user/ or bpf/, no include cycle between "
           f".c files, user/ layered core <- analysis <- output <- commands, inference/ layered "

@@ -193,7 +193,7 @@ static void put_q4_0_row(struct out *o, const float *x, uint64_t n)
 	}
 }
 
-/* Q6_K as ggml lays it out (matmul.c, q6k_code), quantized as ggml does
+/* Q6_K as ggml lays it out (backend/panels.c, q6k_code), quantized as ggml does
  * but for its search: each sub-block of 16 gets the scale that codes its
  * value of largest magnitude -32 (ggml's first guess); the scales are
  * int8 steps of d = (the largest in magnitude) / -128, and each value is
@@ -232,7 +232,7 @@ static void put_q6_k_row(struct out *o, const float *x, uint64_t n)
 				code[16 * s + i] = (uint8_t)((l < -32 ? -32 : l > 31 ? 31 : l) + 32);
 			}
 		}
-		for (int v = 0; v < Q6_K_BLOCK; v++) { /* matmul.c's q6k_code, backwards */
+		for (int v = 0; v < Q6_K_BLOCK; v++) { /* panels.c's q6k_code, backwards */
 			int h = v / 128, g = v % 128 / 32, l = v % 32;
 
 			blk[h * 64 + l + 32 * (g & 1)] |= (uint8_t)((code[v] & 15) << (g / 2 * 4));
@@ -288,7 +288,7 @@ static void put_q4_k_row(struct out *o, const float *x, uint64_t n)
 				blk[4 + s] |= (uint8_t)(lm[s] >> 4 << 6);
 			}
 		}
-		for (int v = 0; v < Q6_K_BLOCK; v++) { /* matmul.c's q4k_code, backwards */
+		for (int v = 0; v < Q6_K_BLOCK; v++) { /* panels.c's q4k_code, backwards */
 			float d = (float)dv * (float)ls[v / 32], dm = (float)mv * (float)lm[v / 32];
 			int l = d != 0.0f ? (int)nearbyintf((x[v] + dm) / d) : 0;
 

@@ -15,9 +15,9 @@ const char *__lsan_default_options(void)
 	return "use_tls=0";
 }
 
-/* backend_cl.c's test hook; src NULL builds the engine's own kernels.
- * (The test does not name infer_cl_source itself: a copy relocation would
- * freeze its size at link time.) */
+/* backend/opencl/device.c's test hook; src NULL builds the engine's own
+ * kernels. (The test does not name infer_cl_source itself: a copy
+ * relocation would freeze its size at link time.) */
 int infer_cl_build_check(const char *src, InferError *err);
 
 int main(void)

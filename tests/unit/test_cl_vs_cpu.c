@@ -20,7 +20,7 @@
 #include <unistd.h>
 #include "backend/backend.h"
 #include "model/gguf_write.h"
-#include "backend/matmul.h"
+#include "backend/panels.h"
 #include "model/model.h"
 
 /* Under SANITIZE=1, LeakSanitizer's exit-time scan crashes (SIGSEGV in its

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
-#include "backend/matmul.h"
-#include "backend/matmul_panels.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/matmul_kernel.h"
 
 #define SENTINEL -12345.0f
 

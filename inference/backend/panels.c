@@ -1,8 +1,9 @@
-/* matmul.c - products over panel-packed weights; see matmul.h. */
+/* panels.c - the packing into panels (panels.h): each stored type's rows
+ * moved, not changed, into the layout the products read; and a stored
+ * row's values as floats (dequantize_row), from the same decoding. */
 #include <stdint.h>
 #include <string.h>
-#include "backend/matmul.h"
-#include "backend/matmul_panels.h"
+#include "backend/panels.h"
 
 size_t packed_floats(int d, int n)
 {
@@ -56,7 +57,7 @@ static uint16_t block_codes(WeightType type, const uint8_t *src, uint8_t v[Q8_0_
 
 /* Panel p of a Q8_0 or Q4_0 (d, n) matrix (rows of blocks: f16 scale,
  * then the values): the scales as they are, the codes (block_codes) moved
- * into quads, or Q4_0's pairs of quads (matmul_panels.h). Rows past d are
+ * into quads, or Q4_0's pairs of quads (panels.h). Rows past d are
  * zero. */
 static void pack_panel_quant(char *out, WeightType type, const uint8_t *w, int d, int n, int p)
 {
@@ -98,7 +99,7 @@ static int q6k_code(const uint8_t *blk, int v)
 	return low | ((qh[l] >> (2 * g)) & 3) << 4;
 }
 
-/* Panel p of a Q6_K (d, n) matrix (matmul_panels.h): the int8 and f16
+/* Panel p of a Q6_K (d, n) matrix (panels.h): the int8 and f16
  * scales as stored, each code as a byte, q + 96. Rows past d are zero. */
 static void pack_panel_q6k(char *out, const uint8_t *w, int d, int n, int p)
 {
@@ -147,7 +148,7 @@ static void q4k_scale_min(const uint8_t *blk, int j, uint8_t *sc, uint8_t *m)
 	}
 }
 
-/* Panel p of a Q4_K (d, n) matrix (matmul_panels.h): the codes in Q4_0's
+/* Panel p of a Q4_K (d, n) matrix (panels.h): the codes in Q4_0's
  * pairs of quads, the scales and mins unpacked to a byte each, d and dmin
  * as stored. Rows past d are zero. */
 static void pack_panel_q4k(char *out, const uint8_t *w, int d, int n, int p)
@@ -222,35 +223,6 @@ void dequantize_row(float *out, const void *row, WeightType type, int n)
 	}
 }
 
-size_t quant_rows_bytes(int batch, int n, int kform)
-{
-	size_t values = ((size_t)batch * n + 63) / 64 * 64, blocks = (size_t)batch * (n / Q8_0_BLOCK);
-	size_t bytes = values + blocks * (sizeof(float) + sizeof(int32_t));
-
-	if (kform)
-		bytes += values + (size_t)batch * (n / Q6_K_BLOCK) * sizeof(float) +
-			 (size_t)batch * (n / 16) * sizeof(int32_t);
-	return bytes;
-}
-
-QuantRows quant_rows_at(void *mem, int batch, int n, int kform)
-{
-	size_t values = ((size_t)batch * n + 63) / 64 * 64, blocks = (size_t)batch * (n / Q8_0_BLOCK);
-	char *p = mem;
-	QuantRows r = { 0 };
-
-	r.q = (int8_t *)p;
-	r.d = (float *)(void *)(p + values);
-	r.s = (int32_t *)(void *)(p + values + blocks * sizeof(float));
-	if (kform) {
-		p = (char *)(r.s + blocks);
-		r.kq = (int8_t *)p;
-		r.kd = (float *)(void *)(p + values);
-		r.ks = (int32_t *)(void *)(r.kd + (size_t)batch * (n / Q6_K_BLOCK));
-	}
-	return r;
-}
-
 void pack_matrix_typed(void *dst, WeightType type, const void *w, int d, int n)
 {
 	int panels = (d + PANEL_ROWS - 1) / PANEL_ROWS;
@@ -289,63 +261,4 @@ void pack_matrix(float *dst, const float *w, int d, int n)
 				out[(size_t)j * PANEL_ROWS + i] = r < d ? w[(size_t)r * n + j] : 0.0f;
 		}
 	}
-}
-
-/* The kernels, built once per x86-64 level (matmul_kernel.c); the dynamic
- * linker picks one for this CPU when the library loads, so one process
- * always runs one of them and its sums never mix. */
-#if defined(__x86_64__)
-MATMUL_KERNEL(v4vnni);
-MATMUL_KERNEL(v4);
-MATMUL_KERNEL(v3);
-MATMUL_KERNEL(base);
-
-/* The build for this CPU: 0 v4vnni, 1 v4, 2 v3, 3 base. */
-static int matmul_level(void)
-{
-	__builtin_cpu_init();
-	if (__builtin_cpu_supports("x86-64-v4"))
-		return __builtin_cpu_supports("avx512vnni") ? 0 : 1;
-	return __builtin_cpu_supports("x86-64-v3") ? 2 : 3;
-}
-
-static matmul_kernel_fn *matmul_resolve(void)
-{
-	matmul_kernel_fn *const fns[] = { matmul_rows_typed_v4vnni, matmul_rows_typed_v4, matmul_rows_typed_v3,
-					  matmul_rows_typed_base };
-
-	return fns[matmul_level()];
-}
-
-static quantize_fn *quantize_resolve(void)
-{
-	quantize_fn *const fns[] = { quantize_rows_v4vnni, quantize_rows_v4, quantize_rows_v3, quantize_rows_base };
-
-	return fns[matmul_level()];
-}
-
-void matmul_rows_typed(const void *w, WeightType type, int n, int r0, int r1, const MatInput *in, int batch,
-		       float *out, size_t ldo) __attribute__((ifunc("matmul_resolve")));
-void quantize_rows(const float *x, int batch, int n, QuantRows *out, int forms)
-	__attribute__((ifunc("quantize_resolve")));
-#else
-MATMUL_KERNEL(base);
-
-void matmul_rows_typed(const void *w, WeightType type, int n, int r0, int r1, const MatInput *in, int batch,
-		       float *out, size_t ldo)
-{
-	matmul_rows_typed_base(w, type, n, r0, r1, in, batch, out, ldo);
-}
-
-void quantize_rows(const float *x, int batch, int n, QuantRows *out, int forms)
-{
-	quantize_rows_base(x, batch, n, out, forms);
-}
-#endif
-
-void matmul_rows(const float *w, int n, int r0, int r1, const float *x, int batch, float *out, size_t ldo)
-{
-	MatInput in = { x, NULL };
-
-	matmul_rows_typed(w, WEIGHT_F32, n, r0, r1, &in, batch, out, ldo);
 }

@@ -12,8 +12,8 @@
  * AVX512-VNNI) does them with vpdpbusd, v4 and v3 with AVX2's vpmaddubsw,
  * base in plain int32 lanes. */
 #include <string.h>
-#include "backend/amx.h"
-#include "backend/matmul_panels.h"
+#include "backend/cpu/amx.h"
+#include "backend/cpu/matmul_kernel.h"
 
 #ifndef MATMUL_LEVEL
 #error "build with -DMATMUL_LEVEL=v4vnni, v4, v3 or base"
@@ -207,7 +207,7 @@ static inline __attribute__((always_inline)) void dot4(BlockSums *acc, const Qua
 #endif
 }
 
-/* Quad k of a Q8_0 or Q4_0 block's values (matmul_panels.h) as 16 lanes
+/* Quad k of a Q8_0 or Q4_0 block's values (backend/panels.h) as 16 lanes
  * of 4 unsigned bytes: Q4_0's pair k / 2, masked or shifted. */
 static inline __attribute__((always_inline)) void quad_at(Quad *wq, const char *blk, WeightType type, int k)
 {
@@ -428,7 +428,7 @@ q_panel_block(const char *w, WeightType type, size_t ldp, int G, const QuantRows
 #define AMX_TOKENS 16 /* a tile's rows: tokens per AMX pass */
 
 /* The AMX tiles: A, 16 tokens' 32 int8 inputs of a sub-block (rows n
- * bytes apart); B, its 8 quads of 16 rows' unsigned codes (matmul_panels.h:
+ * bytes apart); B, its 8 quads of 16 rows' unsigned codes (backend/panels.h:
  * a quad is a B row as TDPBSUD reads it); C, the 16 x 16 int32 sums. Two
  * sets, for even and odd sub-blocks (q4k_panel_amx). */
 #define TILE_A 0

@@ -1,6 +1,6 @@
 /* cl_layout.h - what the OpenCL host code and the kernels must agree on
  * beyond kernel arguments. Plain C that is also OpenCL C: the build puts it
- * ahead of the kernel sources (inference/backend/kernels). */
+ * ahead of the kernel sources (inference/backend/opencl/kernels). */
 #ifndef INFER_CL_LAYOUT_H
 #define INFER_CL_LAYOUT_H
 

@@ -244,7 +244,7 @@ static void stage_alone(const __global float *x, const __global int *idx, int n,
 	stage_values(x, idx, n, k, g, xs, 0, 1);
 }
 
-/* Matrices come packed as on the CPU backend (matmul.h): a (rows, k)
+/* Matrices come packed as for the CPU backend (backend/panels.h): a (rows, k)
  * matrix is ceil(rows / 16) panels, panel p holding rows 16p..16p+15
  * column by column, so one 64-byte load is 16 rows' weights for one input.
  * A work-item takes a panel (or two) and multiplies each load by staged
@@ -254,8 +254,8 @@ static void stage_alone(const __global float *x, const __global int *idx, int n,
 
 /* The stored type of the matrices this program's kernels read, set by the
  * host at build (ggml's numbers: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0, 12 Q4_K,
- * 14 Q6_K; a program per type a model has: backend_cl.c), packed as
- * matmul.c packs it: an F16 panel holds 16 halves a column. A Q8_0 or Q4_0 panel holds
+ * 14 Q6_K; a program per type a model has: backend/opencl/device.c), packed as
+ * backend/panels.c packs it: an F16 panel holds 16 halves a column. A Q8_0 or Q4_0 panel holds
  * its blocks' scales as stored, 16 halves a block of 32 columns, padded to
  * 64 bytes (SCALE_BYTES), then each block's values (QBLOCK_BYTES): Q8_0's
  * 8 quads of 4 columns, 64 bytes each: row i's 4 values at 4i, plus 128,
@@ -268,7 +268,7 @@ static void stage_alone(const __global float *x, const __global int *idx, int n,
 #else
 #define QBLOCK_BYTES (Q8_BLOCK * PANEL_ROWS)
 #endif
-/* The k-quants (matmul_panels.h). Q6_K: Q8_0's quads, each code plus 96;
+/* The k-quants (backend/panels.h). Q6_K: Q8_0's quads, each code plus 96;
  * per block the rows' int8 scales of its two sub-blocks of 16, then per
  * superblock of 256 the rows' f16 scales, from KQ_D_OFFSET on. Q4_K: Q4_0's
  * pairs of quads, each code as it is; per block (a sub-block) the rows'

@@ -1,7 +1,7 @@
 /* amx.c - the AMX tile grant (see amx.h): asked for by the CPU backend
  * (matmul_want_amx), read by the kernels (matmul_amx_ready). */
 #include <pthread.h>
-#include "backend/amx.h"
+#include "backend/cpu/amx.h"
 
 int matmul_amx_ready;
 
