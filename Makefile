@@ -69,9 +69,11 @@ endif
 ENGINE_LIBS   := -lOpenCL -lm -fopenmp -lpthread -ljson-c -lmicrohttpd
 # Sources by role, a folder each; the backends' own one level deeper
 # (inference/backend/cpu/, inference/backend/opencl/).
-ENGINE_SRCS   := $(filter-out inference/backend/cpu/matmul_kernel.c,$(wildcard inference/*/*.c inference/*/*/*.c))
-# The CPU backend's products, built once per x86-64 level (matmul.c picks
-# one for the CPU at load); elsewhere once, for the compiler's default.
+ENGINE_SRCS   := $(filter-out inference/backend/cpu/matmul_kernel.c inference/backend/cpu/quantize_kernel.c,\
+                 $(wildcard inference/*/*.c inference/*/*/*.c))
+# The CPU backend's products and their input's quantizing, built once per
+# x86-64 level (matmul.c picks one for the CPU at load); elsewhere once, for
+# the compiler's default.
 ifeq ($(MACHINE),x86_64)
 MATMUL_LEVELS := v4vnni v4 v3 base
 else
@@ -82,7 +84,9 @@ MATMUL_MARCH_v4   := -march=x86-64-v4
 MATMUL_MARCH_v3   := -march=x86-64-v3
 MATMUL_MARCH_base :=
 MATMUL_OBJS   := $(patsubst %,$(BUILD)/inference/backend/cpu/matmul_kernel_%.o,$(MATMUL_LEVELS))
-ENGINE_OBJS   := $(patsubst %.c,$(BUILD)/%.o,$(ENGINE_SRCS)) $(BUILD)/inference/cl_source.o $(MATMUL_OBJS)
+QUANT_OBJS    := $(patsubst %,$(BUILD)/inference/backend/cpu/quantize_kernel_%.o,$(MATMUL_LEVELS))
+ENGINE_OBJS   := $(patsubst %.c,$(BUILD)/%.o,$(ENGINE_SRCS)) $(BUILD)/inference/cl_source.o $(MATMUL_OBJS) \
+                 $(QUANT_OBJS)
 CL_SOURCES    := inference/backend/opencl/cl_layout.h $(sort $(wildcard inference/backend/opencl/kernels/*.cl))
 
 # ---- BPF ----
@@ -166,8 +170,9 @@ $(BUILD)/inference/%.o: inference/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ENGINE_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
-# A static pattern: only these targets (make would otherwise chain it into
-# remaking the .d files, as matmul_kernel_v4.d.o). Its many inlined shapes
+# Static patterns, the products' builds and the quantizing's with the same
+# flags: only these targets (make would otherwise chain them into remaking
+# the .d files, as matmul_kernel_v4.d.o). Its many inlined shapes
 # overflow GCC's variable tracking, which then starts over without it:
 # asking for none up front builds each level in 6.8 s instead of 10.2 (42
 # instead of 50 under ASan). Frames and lines stay; profile unwinds by
@@ -180,10 +185,14 @@ $(BUILD)/inference/%.o: inference/%.c
 # checks their FMA chains bit for bit against -O2's, and -O1 orders a tail's
 # sums otherwise.
 MATMUL_SAN := $(if $(filter 1,$(SANITIZE)),-fno-sanitize=signed-integer-overflow -O2)
+LEVEL_CC    = $(CC) $(ENGINE_CFLAGS) $(MATMUL_SAN) -fno-var-tracking-assignments $(MATMUL_MARCH_$*) \
+              -DMATMUL_LEVEL=$* $(DEPFLAGS) -c $< -o $@
 $(MATMUL_OBJS): $(BUILD)/inference/backend/cpu/matmul_kernel_%.o: inference/backend/cpu/matmul_kernel.c
 	@mkdir -p $(@D)
-	$(CC) $(ENGINE_CFLAGS) $(MATMUL_SAN) -fno-var-tracking-assignments $(MATMUL_MARCH_$*) -DMATMUL_LEVEL=$* \
-	    $(DEPFLAGS) -c $< -o $@
+	$(LEVEL_CC)
+$(QUANT_OBJS): $(BUILD)/inference/backend/cpu/quantize_kernel_%.o: inference/backend/cpu/quantize_kernel.c
+	@mkdir -p $(@D)
+	$(LEVEL_CC)
 
 $(BUILD)/kernels.cl: $(CL_SOURCES)
 	@mkdir -p $(@D)

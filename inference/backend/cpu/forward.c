@@ -10,9 +10,10 @@
  * backend/cpu/ by role: this file lays the batch out, runs the forward and
  * holds the ops table; phases.c cuts the forward into phases and their
  * tiles, threads.c runs them on the threads, attention.c and ops.c (norms,
- * RoPE, SwiGLU, the KV cache's element) are what tiles compute, matmul.c
- * and matmul_kernel.c the products; alloc.c creates and destroys the
- * state (state.h); arch.h is what the ISA gets of its own.
+ * RoPE, the embedding, f16 conversions) are what tiles compute, matmul.c,
+ * matmul_kernel.c and quantize_kernel.c the products and their input;
+ * alloc.c creates and destroys the state (state.h); arch.h is what the ISA
+ * gets of its own.
  *
  * Batch invariance: each output element of a matrix product is one
  * multiply-add chain over its row, whatever the batch (matmul.h);

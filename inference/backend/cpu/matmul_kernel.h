@@ -19,9 +19,11 @@
 
 typedef float v16f __attribute__((vector_size(PANEL_ROWS * sizeof(float))));
 typedef _Float16 v16h __attribute__((vector_size(PANEL_ROWS * sizeof(_Float16))));
+typedef int32_t v16i __attribute__((vector_size(PANEL_ROWS * sizeof(int32_t))));
+typedef uint32_t v16u __attribute__((vector_size(PANEL_ROWS * sizeof(uint32_t))));
 
-/* One kernel build (matmul_kernel.c): matmul_rows_typed and quantize_rows
- * for one x86-64 level, named <function>_<level>. */
+/* One kernel build (matmul_kernel.c, quantize_kernel.c): matmul_rows_typed
+ * and quantize_rows for one x86-64 level, named <function>_<level>. */
 typedef void matmul_kernel_fn(const void *w, WeightType type, int n, int r0, int r1, const MatInput *in,
 			      int batch, float *out, size_t ldo);
 typedef void quantize_fn(const float *x, int batch, int n, QuantRows *out, int forms);

@@ -1,7 +1,7 @@
 /* buffers.c - the OpenCL backend's device buffers: every weight packed
  * (backend/panels.h) into one buffer, the sub-buffers the phase kernels
- * take, the RoPE table, the KV cache and the activations; each counted in
- * its pool (pool.h) as it is made. */
+ * take (views, not counted), the RoPE table, the KV cache and the
+ * activations; each buffer counted in its pool (pool.h) as it is made. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>

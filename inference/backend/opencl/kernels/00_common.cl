@@ -63,7 +63,7 @@ static inline float hsum16(float16 v)
  * s (128 x the block's sum of its values); for the k-quants (KQUANT, Q8_K)
  * n*k/256 scales and n*k/16 sums. Staging no floats lets a call
  * take 64 tokens of the stories110M shape's 2048-wide input, not 48. The
- * operations are the CPU backend's (matmul.c, quantize_rows), so both get
+ * operations are the CPU backend's (quantize_kernel.c, quantize_rows), so both get
  * the same values. Work-item lid of lsz does every lsz-th token's scale,
  * then every lsz-th column (or block). */
 static inline __local float *staged_scales(__local float *xs, int n, int k)
@@ -113,7 +113,7 @@ static inline float normed_value(const __global float *xt, const __global float 
 
 #if KQUANT
 /* A k-quant's input as llama.cpp quantizes it (Q8_K), as the CPU backend does
- * (matmul_kernel.c, quantize_q8k): the value of largest magnitude (the
+ * (quantize_kernel.c, quantize_q8k): the value of largest magnitude (the
  * first on a tie) codes -127; each product rounded, then to an integer,
  * ties to even; at most 127. A float scale for the 256 values, an int per
  * 16 (128 x their sum). The loop is scalar. */
@@ -164,7 +164,7 @@ static inline void quantize_block(const __global float *xt, const __global float
 	float4 m4 = fmax(m8.lo, m8.hi);
 	float amax = fmax(fmax(fmax(0.0f, m4.x), m4.y), fmax(m4.z, m4.w));
 	float db = amax / 127.0f, id = db != 0.0f ? 1.0f / db : 0.0f;
-	/* ties to even, as matmul_kernel.c's scaled_round */
+	/* ties to even, as quantize_kernel.c's scaled_round */
 	char16 q0 = convert_char16(fma(v0, id, 12582912.0f) - 12582912.0f);
 	char16 q1 = convert_char16(fma(v1, id, 12582912.0f) - 12582912.0f);
 	short16 qs = convert_short16(q0) + convert_short16(q1);
