@@ -20,11 +20,13 @@ circles() {   # circles DIR...: prints each circle of objects under DIR, exits 1
 	python3 - "$@" <<'PY'
 import collections, os, re, subprocess, sys
 
-def source_of(o):   # the .c an object came from, or None if it is gone (a stale object)
-    o = re.sub(r"_(generic|avx2|avx512|avx512bf16|amx)\.o$", ".o", o)   # matmul_kernel per ISA
-    rel = os.path.relpath(o, os.environ["BUILD"])
-    c = o[:-2] + ".c" if rel.startswith("..") else os.path.join(os.environ["ROOT"], rel[:-2] + ".c")
-    return o if os.path.exists(c) else None
+def source_of(o):   # the object its .c makes, or None if that .c is gone (a stale object)
+    for cand in (o, re.sub(r"_[^_/]+\.o$", ".o", o)):   # X_<level>.o: X.c built per ISA level
+        rel = os.path.relpath(cand, os.environ["BUILD"])
+        c = cand[:-2] + ".c" if rel.startswith("..") else os.path.join(os.environ["ROOT"], rel[:-2] + ".c")
+        if os.path.exists(c):
+            return cand
+    return None
 
 objs = []
 for d in sys.argv[1:]:
