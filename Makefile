@@ -68,9 +68,10 @@ ENGINE_CFLAGS += -DINFER_NO_PROBES
 endif
 ENGINE_LIBS   := -lOpenCL -lm -fopenmp -lpthread -ljson-c -lmicrohttpd
 # Sources by role, a folder each; the backends' own one level deeper
-# (inference/backend/cpu/, inference/backend/opencl/).
-ENGINE_SRCS   := $(filter-out inference/backend/cpu/matmul_kernel.c inference/backend/cpu/quantize_kernel.c,\
-                 $(wildcard inference/*/*.c inference/*/*/*.c))
+# (inference/backend/cpu/, inference/backend/opencl/); the programs in
+# inference/cmd/ link against the library, not into it.
+ENGINE_SRCS   := $(filter-out inference/backend/cpu/matmul_kernel.c inference/backend/cpu/quantize_kernel.c \
+                 inference/cmd/%,$(wildcard inference/*/*.c inference/*/*/*.c))
 # The CPU backend's products and their input's quantizing, built once per
 # x86-64 level (matmul.c picks one for the CPU at load); elsewhere once, for
 # the compiler's default.
