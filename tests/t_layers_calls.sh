@@ -21,7 +21,7 @@ circles() {   # circles DIR...: prints each circle of objects under DIR, exits 1
 import collections, os, re, subprocess, sys
 
 def source_of(o):   # the object its .c makes, or None if that .c is gone (a stale object)
-    for cand in (o, re.sub(r"_[^_/]+\.o$", ".o", o)):   # X_<level>.o: X.c built per ISA level
+    for cand in (o, re.sub(r"_[^_/]+\.o$", ".o", o)):   # matmul_kernel_v4.o: matmul_kernel.c built per ISA level
         rel = os.path.relpath(cand, os.environ["BUILD"])
         c = cand[:-2] + ".c" if rel.startswith("..") else os.path.join(os.environ["ROOT"], rel[:-2] + ".c")
         if os.path.exists(c):
