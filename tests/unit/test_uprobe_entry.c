@@ -81,7 +81,7 @@ static uint64_t nm_value(const char *lib, const char *func)
 	return v;
 }
 
-/* How far past func's entry its probe goes, as session.c finds it: the
+/* How far past func's entry its probe goes, as session_attach.c finds it: the
  * function's offset by name, then the skip of the code there. */
 static uint64_t func_skip(const char *path, const char *func)
 {

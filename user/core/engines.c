@@ -1,6 +1,6 @@
 /* engines.c - engine profiles (see engines.h): the llama.cpp table, where
  * its objects are, and the plan of what to attach where (the session
- * attaches it: core/session.c). */
+ * attaches it: core/session_attach.c). */
 #include "core/engines.h"
 
 #include <errno.h>

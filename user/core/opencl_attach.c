@@ -1,5 +1,5 @@
 /* opencl_attach.c - finds the OpenCL ICD loader and plans the uprobes of
- * bpf/opencl.bpf.h on it (see opencl_attach.h); core/session.c attaches. */
+ * bpf/opencl.bpf.h on it (see opencl_attach.h); core/session_attach.c attaches. */
 #include "core/opencl_attach.h"
 
 #include <dlfcn.h>

@@ -1,8 +1,9 @@
 /* opencl_attach.h - `--opencl`: where a target's OpenCL ICD loader is and
  * which uprobes go on its entry points (bpf/opencl.bpf.h). Needs no preload
  * and no restart: the probes sit in libOpenCL.so.1, which every OpenCL
- * program calls through. The session (core/session.c) loads the programs
- * (session_opts.opencl) and attaches them (session_attach_target). */
+ * program calls through. The session loads the programs (core/session.c,
+ * session_opts.opencl) and attaches them (core/session_attach.c,
+ * session_attach_target). */
 #ifndef SPANTRACE_OPENCL_ATTACH_H
 #define SPANTRACE_OPENCL_ATTACH_H
 

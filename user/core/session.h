@@ -58,7 +58,7 @@ struct umulti;
 struct follow;
 
 struct session {
-	struct spantrace_bpf *skel;   /* only core/session.c and core/maps.c use it */
+	struct spantrace_bpf *skel;   /* only core/session*.c and core/maps.c use it */
 	struct ring_buffer *rb;
 	struct bpf_link **links;
 	size_t nlinks;

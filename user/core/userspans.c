@@ -1,5 +1,5 @@
 /* userspans.c - the table of --span specs (see userspans.h); session_attach
- * (core/session.c) attaches it, so the table links without libbpf. */
+ * (core/session_attach.c) attaches it, so the table links without libbpf. */
 #include "core/userspans.h"
 
 #include <argp.h>

@@ -8,7 +8,7 @@
  *
  * NAME defaults to FUNCTION, or to BEGIN. One table per process: the
  * tracing commands parse their --span options into it; session_attach
- * (core/session.c) attaches it. */
+ * (core/session_attach.c) attaches it. */
 #ifndef SPANTRACE_USERSPANS_H
 #define SPANTRACE_USERSPANS_H
 
