@@ -9,7 +9,7 @@
  * of `length` bytes (in a buffer of exactly that size) whose header type is
  * `type` when it has room for it, filled with the bytes that follow (zeros
  * past the input's end).
- * fuzz-sources: user/core/events.c user/core/userspans.c user/core/clock.c user/output/outbuf.c user/output/jsonl.c user/output/csv.c user/output/metrics.c user/output/chrome.c user/analysis/stats.c user/analysis/procs.c user/analysis/runstats.c user/top/topview.c user/top/format.c user/analysis/rssattr.c
+ * fuzz-sources: user/core/events.c user/core/userspans.c user/core/clock.c user/output/outbuf.c user/output/jsonl.c user/output/csv.c user/output/metrics.c user/output/chrome.c user/analysis/stats.c user/analysis/procs.c user/analysis/runstats.c user/top/topview.c user/top/topview_refresh.c user/top/topview_tree.c user/top/format.c user/analysis/rssattr.c
  * fuzz-cflags: -DSPANTRACE_USER_SPANS
  * fuzz-libs: -lm
  */

@@ -1,5 +1,6 @@
 /* topview_impl.h - the inside of struct topview, shared by the model
- * (topview.c) and its text (format.c) and by nothing else. */
+ * (topview.c, topview_refresh.c, topview_tree.c) and its text (format.c)
+ * and by nothing else. */
 #ifndef SPANTRACE_TOPVIEW_IMPL_H
 #define SPANTRACE_TOPVIEW_IMPL_H
 
