@@ -13,6 +13,7 @@
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
+#include "core/grow.h"
 
 /* A maps line is at most PATH_MAX of path plus ~80 bytes of fields; longer
  * lines are not from a sane kernel and are skipped whole. */
@@ -367,14 +368,9 @@ static int read_maps(struct symbolizer *s, struct sym_proc *p, const char *path)
 			skip_line(fp);
 			continue;
 		}
-		if (p->nmaps == cap) {
-			cap = cap ? cap * 2 : 32;
-			struct sym_map *maps = realloc(p->maps, cap * sizeof(*maps));
-			if (!maps) {
-				rc = -1;
-				break;
-			}
-			p->maps = maps;
+		if (ARRAY_GROW(p->maps, cap, p->nmaps)) {
+			rc = -1;
+			break;
 		}
 		int got = parse_maps_line(s, p->pid, line, &p->maps[p->nmaps]);
 		if (got < 0)
@@ -504,12 +500,8 @@ static int jit_parse(struct jit_map *j)
 			*next++ = '\0';
 		if (sscanf(line, "%" SCNx64 " %" SCNx64 " %n", &start, &size, &name_at) < 2 || !name_at)
 			continue;   /* not a map line: skipped, never guessed */
-		if (j->nsyms == cap) {
-			struct sym *g = realloc(j->syms, (cap = cap ? cap * 2 : 256) * sizeof(*g));
-			if (!g)
-				return -1;
-			j->syms = g;
-		}
+		if (ARRAY_GROW(j->syms, cap, j->nsyms))
+			return -1;
 		j->syms[j->nsyms++] = (struct sym){ start, size, line + name_at, 0 };
 	}
 	qsort(j->syms, j->nsyms, sizeof(*j->syms), sym_by_addr);
@@ -613,24 +605,10 @@ static int add_ksym(struct symbolizer *s, size_t *cap, size_t *names_len, size_t
 		    uint64_t addr, const char *name)
 {
 	size_t need = strlen(name) + 1;
-	if (*names_len + need > *names_cap) {
-		size_t ncap = *names_cap ? *names_cap * 2 : 1 << 20;
-		while (ncap < *names_len + need)
-			ncap *= 2;
-		char *n = realloc(s->knames, ncap);
-		if (!n)
-			return -1;
-		s->knames = n;
-		*names_cap = ncap;
-	}
-	if (s->nksyms == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 1 << 16;
-		struct ksym *k = realloc(s->ksyms, ncap * sizeof(*k));
-		if (!k)
-			return -1;
-		s->ksyms = k;
-		*cap = ncap;
-	}
+	/* room for the name, its NUL at knames[*names_len + need - 1] */
+	if (ARRAY_GROW(s->knames, *names_cap, *names_len + need - 1) ||
+	    ARRAY_GROW(s->ksyms, *cap, s->nksyms))
+		return -1;
 	memcpy(s->knames + *names_len, name, need);
 	s->ksyms[s->nksyms++] = (struct ksym){ addr, *names_len };
 	*names_len += need;

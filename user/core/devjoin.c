@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/events.h"
+#include "core/grow.h"
 
 /* A thread holds at most this many spans or kernel records; past it the
  * oldest go on unjoined (a forward is ~5 spans and 5 kernels a layer). */
@@ -31,27 +32,12 @@ void devjoin_init(struct devjoin *j, int kernels_traced, devjoin_deliver_fn deli
 	j->ctx = ctx;
 }
 
-static int grow(void **v, size_t *cap, size_t n, size_t elem)
-{
-	size_t want = *cap ? *cap * 2 : 64;
-	void *p;
-
-	if (n < *cap)
-		return 0;
-	p = realloc(*v, want * elem);
-	if (!p)
-		return -1;
-	*v = p;
-	*cap = want;
-	return 0;
-}
-
 static struct devjoin_thread *thread_of(struct devjoin *j, uint32_t pid, uint32_t tid, int create)
 {
 	for (size_t i = 0; i < j->nthreads; i++)
 		if (j->threads[i].tid == tid && j->threads[i].pid == pid)
 			return &j->threads[i];
-	if (!create || grow((void **)&j->threads, &j->cap_threads, j->nthreads, sizeof(*j->threads)))
+	if (!create || ARRAY_GROW(j->threads, j->cap_threads, j->nthreads))
 		return NULL;
 	j->threads[j->nthreads] = (struct devjoin_thread){ .pid = pid, .tid = tid };
 	return &j->threads[j->nthreads++];
@@ -203,7 +189,7 @@ static int on_span(struct devjoin *j, const struct span_event *e)
 		if (rc)
 			return rc;
 	}
-	if (grow((void **)&t->spans, &t->cap_spans, t->nspans, sizeof(*t->spans))) {
+	if (ARRAY_GROW(t->spans, t->cap_spans, t->nspans)) {
 		j->spans_unjoined++;
 		return deliver_span(j, e);
 	}
@@ -221,7 +207,7 @@ static void on_kernel(struct devjoin *j, const struct kernel_event *e)
 		memmove(t->kernels, t->kernels + 1, (t->nkernels - 1) * sizeof(*t->kernels));
 		t->nkernels--;
 	}
-	if (grow((void **)&t->kernels, &t->cap_kernels, t->nkernels, sizeof(*t->kernels)))
+	if (ARRAY_GROW(t->kernels, t->cap_kernels, t->nkernels))
 		return; /* its forward then counts as lost: its count falls short */
 	t->kernels[t->nkernels++] = (struct joined_kernel){
 		.ts_ns = e->h.ts_ns,

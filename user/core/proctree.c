@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/grow.h"
 
 /* A /proc entry that names a process: its pid, else 0. */
 static pid_t entry_pid(const struct dirent *de)
@@ -62,18 +63,13 @@ struct pairs {
 static int add_pair(void *ctx, pid_t pid)
 {
 	struct pairs *ps = ctx;
-	struct pair *nv;
 	const char *f;
 	char buf[512];
 	int ppid = 0;
 
-	if (ps->n == ps->cap) {
-		ps->cap = ps->cap ? 2 * ps->cap : 256;
-		if (!(nv = realloc(ps->v, ps->cap * sizeof(*nv)))) {
-			errno = ENOMEM;
-			return -1;
-		}
-		ps->v = nv;
+	if (ARRAY_GROW(ps->v, ps->cap, ps->n)) {
+		errno = ENOMEM;
+		return -1;
 	}
 	if ((f = proctree_stat_fields(pid, buf, sizeof(buf))) && sscanf(f, "%*c %d", &ppid) != 1)
 		ppid = 0;

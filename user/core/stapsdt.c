@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "core/grow.h"
 
 #define NT_STAPSDT 3
 
@@ -508,15 +509,8 @@ static int syms_add_table(struct elf_file *f, Elf_Scn *scn, const GElf_Shdr *shd
 		    !(name = elf_strptr(f->elf, shdr->sh_link, sym.st_name)) || !*name ||
 		    !(off = vaddr_offset(f, sym.st_value)))
 			continue;
-		if (s->n == s->cap) {
-			size_t cap = s->cap ? 2 * s->cap : 1024;
-			struct elf_sym *v = realloc(s->v, cap * sizeof(*v));
-
-			if (!v)
-				return -1;
-			s->v = v;
-			s->cap = cap;
-		}
+		if (ARRAY_GROW(s->v, s->cap, s->n))
+			return -1;
 		if (!(s->v[s->n].name = strdup(name)))
 			return -1;
 		s->v[s->n++].off = off;

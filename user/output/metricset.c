@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/events.h"
+#include "core/grow.h"
 
 /* ---- building: families, points, labels ---- */
 
@@ -21,16 +22,9 @@ static void family(struct metric_set *m, const char *name, const char *type_unit
 
 	if (m->failed)
 		return;
-	if (m->n == m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 64;
-		struct metric_family *nf = realloc(m->families, cap * sizeof(*nf));
-
-		if (!nf) {
-			m->failed = 1;
-			return;
-		}
-		m->families = nf;
-		m->cap = cap;
+	if (ARRAY_GROW(m->families, m->cap, m->n)) {
+		m->failed = 1;
+		return;
 	}
 	f = &m->families[m->n++];
 	*f = (struct metric_family){ .name = name, .unit = type_unit_help[0], .help = type_unit_help[1],
@@ -47,16 +41,9 @@ static struct metric_point *point(struct metric_set *m)
 	if (m->failed || !m->n)
 		return NULL;
 	f = &m->families[m->n - 1];
-	if (f->npoints == f->cap) {
-		size_t cap = f->cap ? f->cap * 2 : 8;
-		struct metric_point *np = realloc(f->points, cap * sizeof(*np));
-
-		if (!np) {
-			m->failed = 1;
-			return NULL;
-		}
-		f->points = np;
-		f->cap = cap;
+	if (ARRAY_GROW(f->points, f->cap, f->npoints)) {
+		m->failed = 1;
+		return NULL;
 	}
 	memset(&f->points[f->npoints], 0, sizeof(f->points[0]));
 	return &f->points[f->npoints++];

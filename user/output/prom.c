@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/grow.h"
 
 /* ---- a growable output buffer; the first failure sticks ---- */
 struct textbuf {
@@ -24,18 +25,8 @@ struct textbuf {
 
 static void out_reserve(struct textbuf *b, size_t more)
 {
-	if (b->failed || b->len + more + 1 <= b->cap)
-		return;
-	size_t cap = b->cap ? b->cap : 16384;
-	while (cap < b->len + more + 1)
-		cap *= 2;
-	char *p = realloc(b->data, cap);
-	if (!p) {
+	if (!b->failed && ARRAY_GROW(b->data, b->cap, b->len + more))
 		b->failed = 1;
-		return;
-	}
-	b->data = p;
-	b->cap = cap;
 }
 
 __attribute__((format(printf, 2, 3)))
