@@ -33,6 +33,8 @@ struct twin_pick {
 	struct seq_state *st;  /* its match_below: the best match's sum below its first position */
 	__s8 best, only;       /* the oldest match; the last live twin */
 	__u8 n_match, n_live, n_checked;
+	__u8 mixed;            /* the matches are not all one group of identical prompts */
+	__u32 group;           /* the first match's */
 };
 
 /* bpf_loop: whether twin k is st's prompt, by the whole sum where st's
@@ -64,6 +66,10 @@ static long twin_check(__u64 k, struct twin_pick *pk)
 		if (from != st->prompt_sum)
 			return 0;
 	}
+	if (!pk->n_match)
+		pk->group = t->group;
+	else if (!t->group || t->group != pk->group)
+		pk->mixed = 1;
 	pk->n_match++;
 	if (pk->best < 0 || t->ts < pv->twin[pk->best & (PROMPT_TWINS - 1)].ts) {
 		pk->best = (__s8)k;
@@ -74,15 +80,16 @@ static long twin_check(__u64 k, struct twin_pick *pk)
 
 /* The twin of pv that st's prompt is: the one whose sum is st's (the
  * oldest of several identical prompts, as llama.cpp's queue takes them:
- * REQ_F_TWIN says so); else the only one pending, when none could be
- * checked. -1: none provably its own. A match by st's own part tells what
+ * REQ_F_TWIN says so; so too where only st's own part could be checked
+ * and every match is of one identical group); else the only one pending,
+ * when none could be checked. -1: none provably its own. A match by st's own part tells what
  * its cache held below (kv_off). */
 static __always_inline int twin_of(struct prompt_val *pv, struct seq_state *st, __u32 *flags)
 {
 	struct twin_pick pk = { .pv = pv, .st = st, .best = -1, .only = -1 };
 
 	bpf_loop(PROMPT_TWINS, twin_check, &pk, 0);
-	if (pk.n_match > 1 && st->base != BASE_ABSOLUTE)
+	if (pk.n_match > 1 && st->base != BASE_ABSOLUTE && pk.mixed)
 		return -1;   /* they differ, if at all, in what its cache held */
 	if (pk.n_match > 1)
 		*flags |= REQ_F_TWIN;
@@ -125,16 +132,19 @@ __noinline int seq_link_prompt(__u32 pid, struct seq_state *st)
 		return 0;
 	}
 	t = &pv->twin[k & (PROMPT_TWINS - 1)];
-	if (t->identical)
+	if (t->group) {
 		r->link_flags |= REQ_F_TWIN;
+		r->twin_group = t->group;
+	}
 	if (t->ts < r->queued_ns)
 		r->queued_ns = t->ts;
 	r->http = t->http;
-	/* it ends with the response (seq_end_request), unless the choice was
-	 * among identical twins: a crossed link would end another's */
-	if (t->http.sock && !(r->link_flags & REQ_F_TWIN)) {
+	/* it ends with the response (seq_end_request); a guess among identical
+	 * twins only with its group's last response (a crossed link would end
+	 * another's) */
+	if (t->http.sock) {
 		lk->hk = (struct http_req_key){ .tgid = pid, .sock = t->http.sock };
-		lk->hv = (struct http_req_val){ .req = st->req, .seq = t->http.seq };
+		lk->hv = (struct http_req_val){ .req = st->req, .seq = t->http.seq, .twin_group = r->twin_group };
 		bpf_map_update_elem(&http_engine_reqs, &lk->hk, &lk->hv, BPF_ANY);
 	}
 	t->ts = 0;   /* taken */

@@ -102,7 +102,8 @@ struct prompt_twin {
 	__u64 sum;               /* tok_mix summed over the whole prompt */
 	__u64 nth;               /* its tokenization's number (its prefix slot: nth % PROMPT_SLOTS) */
 	struct http_link http;   /* the HTTP request the tokenizing thread read last */
-	__u32 identical;         /* another pending twin had its sum: which is whose is a guess */
+	__u32 group;             /* identical twins' group (another pending twin had its sum,
+				  * so which is whose is a guess): an opaque number, 0 for none */
 	__u32 pad;
 };
 
@@ -128,6 +129,7 @@ struct {
 
 __u64 prompt_slot_nth[PROMPT_SLOTS] __weak = {};
 __u64 prompts_tokenized __weak = 0;
+__u32 prompt_groups __weak = 0;   /* identical twins' groups numbered */
 
 /* What a sequence's cache holds: slot * SEQ_KV_MAX + p -> tok_mix summed
  * over its positions from kv_from up to p (kv_from..kv_known is a run of
@@ -322,21 +324,62 @@ static inline long seq_end_req_cb(struct bpf_map *map, struct seq_key *key, stru
 	return 1;
 }
 
+/* A group of identical twins: its links still open, and its sequences. */
+struct twin_group_scan {
+	__u32 pid, group;
+	__u32 links;        /* one of its links is still open */
+	__u64 now;
+};
+
+static long twin_links_cb(struct bpf_map *map, struct http_req_key *k, struct http_req_val *v,
+			  struct twin_group_scan *g)
+{
+	if (k->tgid != g->pid || v->twin_group != g->group)
+		return 0;
+	g->links = 1;   /* one is enough (a count would make the verifier walk each) */
+	return 1;
+}
+
+static long twin_seqs_end_cb(struct bpf_map *map, struct seq_key *key, struct seq_state *st,
+			     struct twin_group_scan *g)
+{
+	struct req_state *r;
+
+	if (key->pid != g->pid || !st->req || !(r = req_lookup(key->pid, st->req)) || r->twin_group != g->group)
+		return 0;
+	seq_end_link(key->pid, st, g->now, 0);
+	return 0;
+}
+
 /* The HTTP request on sock (its seq-th) was answered: the engine request
  * linked to it (seq_link_prompt) has ended, and says so now rather
- * than at its sequence's next event, however idle the server stays. */
+ * than at its sequence's next event, however idle the server stays. A
+ * link guessed among identical twins may be another's: only when the
+ * group's last response is out are its sequences sure to be done (each
+ * response follows its own's last token), and those still open end. */
 static __always_inline void seq_end_request(__u32 pid, __u64 sock, __u32 seq, __u64 now)
 {
 	struct http_req_key hk = { .tgid = pid, .sock = sock };
 	struct seq_req_end x = { .pid = pid, .now = now };
+	struct twin_group_scan g = { .pid = pid, .now = now };
 	struct http_req_val *hv;
+	__u32 hseq;
 
 	if (!(loaded & LOADED_ENGINES) || !(hv = bpf_map_lookup_elem(&http_engine_reqs, &hk)))
 		return;
 	x.req = hv->req;
-	if (hv->seq == seq)
-		bpf_for_each_map_elem(&seqs, seq_end_req_cb, &x, 0);
+	hseq = hv->seq;
+	g.group = hv->twin_group;
 	bpf_map_delete_elem(&http_engine_reqs, &hk);
+	if (hseq != seq)
+		return;
+	if (!g.group) {
+		bpf_for_each_map_elem(&seqs, seq_end_req_cb, &x, 0);
+		return;
+	}
+	bpf_for_each_map_elem(&http_engine_reqs, twin_links_cb, &g, 0);
+	if (!g.links)
+		bpf_for_each_map_elem(&seqs, twin_seqs_end_cb, &g, 0);
 }
 
 /* handle_exit: a process's sequences end with it. */
@@ -816,8 +859,11 @@ static __always_inline void tokenize_end(struct pt_regs *ctx, __u32 pid, __u32 t
 	for (int k = 0; k < PROMPT_TWINS; k++) {
 		struct prompt_twin *o = &pv->twin[k];
 
-		if (o->ts && o->sum == t.sum && (o->http.sock != t.http.sock || o->http.seq != t.http.seq))
-			o->identical = t.identical = 1;
+		if (!o->ts || o->sum != t.sum || (o->http.sock == t.http.sock && o->http.seq == t.http.seq))
+			continue;
+		if (!t.group)
+			t.group = o->group ? o->group : __sync_fetch_and_add(&prompt_groups, 1) + 1;
+		o->group = t.group;
 	}
 	*twin_place(pv, &t) = t;
 }

@@ -37,7 +37,7 @@ struct http_req_key {
 struct http_req_val {
 	__u64 req;    /* engine_requests' id */
 	__u32 seq;    /* the HTTP request's number on the socket */
-	__u32 pad;
+	__u32 twin_group;   /* the link is a guess among this group's identical prompts; 0: sure */
 };
 
 struct {

@@ -37,7 +37,7 @@ struct req_state {
 	__u32 served;                     /* from the serving probes */
 	struct http_link http;            /* the HTTP request it came in on (reqlink.bpf.h) */
 	__u32 link_flags;                 /* REQ_F_TWIN, REQ_F_UNLINKED: how that link was found */
-	__u32 pad;
+	__u32 twin_group;                 /* REQ_F_TWIN: its identical twins' group */
 	__u32 itl[HIST_BUCKETS];          /* inter-token gaps, hist.h buckets */
 };
 
@@ -306,6 +306,8 @@ static __always_inline void request_record(__u32 pid, __u64 req, const struct re
 	e->waiting = s ? s->v.waiting : 0;
 	e->http_sock = st->http.sock;
 	e->http_seq = st->http.seq;
+	e->twin_group = st->twin_group;
+	e->pad = 0;
 	/* the join's fields (reqjoin.h): not BPF's to fill */
 	e->from = REQ_FROM_ENGINE;
 	e->engine_ts_ns = e->engine_ttft_ns = e->engine_dur_ns = 0;

@@ -136,12 +136,17 @@ struct request_event {
 	__u64 engine_ts_ns;       /* the engine's queued time */
 	__u64 engine_ttft_ns, engine_dur_ns;
 	__u32 http_status, http_events;
+	/* appended: REQ_F_TWIN's group, an opaque number shared by the
+	 * identical prompts pending with its own; the join pairs the group's
+	 * requests with the group's links (reqjoin.c). Never an output. */
+	__u32 twin_group;
+	__u32 pad;
 };
 
 #define REQ_F_SERVED 1        /* from the serving engine's req_* probes */
 #define REQ_F_HTTP_FIRST 2    /* joined with an http record that went out before it (reqjoin.h) */
 #define REQ_F_TWIN 4          /* its prompt had identical twins pending: the kernel's link is a guess, */
-                              /* and the join pairs it by its end (reqjoin.c) */
+                              /* and the join pairs the group's requests and links (reqjoin.c) */
 #define REQ_F_UNLINKED 8      /* its prompt had twins, none provably its own: not linked */
 #define REQ_F_CROSSED 16      /* its link's socket wrote a token before it made one: not joined */
 
