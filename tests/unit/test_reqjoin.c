@@ -4,10 +4,13 @@
  * the later requests of its link, the one open when the engine had each; an
  * unlinked request passes straight on; one whose link's records cannot be
  * its own (they began after the engine had it, or had ended) waits; a request whose http record never comes goes on at
- * the flush, or before a record from 30 s past its end. A request chosen
- * among identical prompts (REQ_F_TWIN) pairs with the socket whose response
- * ended first after its last token, whatever the kernel's guess; a link
- * whose socket wrote a token before the engine made one is crossed. */
+ * the flush, or before a record from 30 s past its end. Requests chosen
+ * among identical prompts (REQ_F_TWIN) wait 300 ms past their end, then
+ * pair as a group with their group's sockets, whatever the kernel's
+ * guesses: each with one that ended after its last token, its events and
+ * tokens agreeing, even where one response's writer came late; a socket
+ * outside the group is never taken; a link whose socket wrote a token
+ * before the engine made one is crossed. */
 #include <string.h>
 #include "check.h"
 #include "core/reqjoin.h"
@@ -212,6 +215,12 @@ static void test_twins(void)
 	reqjoin_feed(&j, &hb, sizeof(hb));
 	reqjoin_feed(&j, &a, sizeof(a));
 	reqjoin_feed(&j, &b, sizeof(b));
+	CHECK(o.nreq == 0 && j.ntwins == 2, "twins wait until their sockets' records are sure to be in");
+	reqjoin_tick(&j, 1500 + 300000000ull - 1);
+	CHECK(o.nreq == 0, "until 300 ms past its end");
+	reqjoin_tick(&j, 1500 + 300000000ull);
+	CHECK(o.nreq == 1 && j.ntwins == 1, "then A goes, and B waits for its own 300 ms");
+	reqjoin_tick(&j, 1900 + 300000000ull);
 	CHECK(o.nreq == 2 && o.req[0].from == REQ_FROM_SOCKET && o.req[0].http_sock == 0xa &&
 	      o.req[0].dur_ns == 650, "twin A pairs with the socket that ended after its last token (A's)");
 	CHECK(o.req[1].from == REQ_FROM_SOCKET && o.req[1].http_sock == 0xb && o.req[1].dur_ns == 1045,
@@ -225,9 +234,84 @@ static void test_twins(void)
 	reqjoin_free(&j);
 }
 
+#define MS 1000000ull
+
+/* The run that crossed under load: A (17 tokens, ends at 165 ms) and B
+ * (23 tokens, ends at 204 ms), guessed onto each other's sockets; A's
+ * writer came 40 ms late, so both sockets ended after both requests, and
+ * B's record came before A's; B's queued time is another's. The events (tokens + 2, the framing learnt
+ * from a request linked by its tokens) tell them apart. */
+static void test_twins_late_writer(void)
+{
+	struct out o = { 0 };
+	struct reqjoin j;
+	struct request_event plain = request(9, 10 * MS, 0x9, 1), a = request(1, 100 * MS, 0xb, 1),
+			     b = request(2, 101 * MS, 0xa, 1);
+	struct http_event hp = http(10 * MS - 50, 0x9, 1), ha = http(99 * MS, 0xa, 1), hb = http(99 * MS + 5, 0xb, 1),
+			  other = http(99 * MS + 9, 0xc, 1);
+
+	hp.events = 11;   /* 9 tokens + 2 */
+	a.flags = b.flags = REQ_F_TWIN;
+	a.twin_group = b.twin_group = 7;
+	a.ttft_ns = b.ttft_ns = 20 * MS;
+	a.dur_ns = 65 * MS;
+	a.generated_tokens = 17;
+	/* B's queued time is the twin it was guessed onto (tokenized at 98
+	 * ms, before both sockets began); its admission at 101 ms is its own */
+	b.h.ts_ns = 98 * MS;
+	b.queue_ns = 3 * MS;
+	b.ttft_ns = 23 * MS;
+	b.dur_ns = 106 * MS;
+	b.generated_tokens = 23;
+	ha.first_event_ns = hb.first_event_ns = other.first_event_ns = 121 * MS + 100;
+	ha.end_ns = 205 * MS;
+	ha.events = 19;
+	hb.end_ns = 204 * MS + 500000;
+	hb.events = 25;
+	other.end_ns = 204 * MS + 100000;   /* not the group's: the nearest end, never taken */
+	other.events = 25;
+	reqjoin_init(&j, deliver, &o);
+	reqjoin_feed(&j, &plain, sizeof(plain));
+	reqjoin_feed(&j, &hp, sizeof(hp));
+	CHECK(o.nreq == 1 && o.req[0].from == REQ_FROM_SOCKET && j.framing == 2, "the framing learnt: 2");
+	reqjoin_feed(&j, &a, sizeof(a));
+	reqjoin_feed(&j, &other, sizeof(other));
+	reqjoin_feed(&j, &hb, sizeof(hb));
+	reqjoin_feed(&j, &b, sizeof(b));
+	reqjoin_feed(&j, &ha, sizeof(ha));
+	reqjoin_tick(&j, 600 * MS);
+	CHECK(o.nreq == 3 && o.req[1].req == 1 && o.req[1].http_sock == 0xa && o.req[1].http_events == 19,
+	      "A (17 tokens) pairs with its own socket of 19 events, written late (got %#llx)",
+	      (unsigned long long)o.req[1].http_sock);
+	CHECK(o.req[2].req == 2 && o.req[2].http_sock == 0xb && o.req[2].http_events == 25,
+	      "and B (23 tokens) with its 25 events, not the foreign socket that ended nearer");
+	CHECK(j.ntwins == 0 && j.joined == 3 && j.unjoined == 0, "all joined, none held");
+	reqjoin_free(&j);
+}
+
+/* A twin whose socket never shows goes on unjoined at the flush, counted. */
+static void test_twin_unpaired(void)
+{
+	struct out o = { 0 };
+	struct reqjoin j;
+	struct request_event a = request(1, 1000, 0xa, 1);
+
+	a.flags = REQ_F_TWIN;
+	a.twin_group = 3;
+	reqjoin_init(&j, deliver, &o);
+	reqjoin_feed(&j, &a, sizeof(a));
+	reqjoin_tick(&j, 10 * 1000 * MS);
+	CHECK(o.nreq == 0 && j.ntwins == 1, "no socket yet: still waiting");
+	reqjoin_flush(&j);
+	CHECK(o.nreq == 1 && o.req[0].from == REQ_FROM_ENGINE && j.unjoined == 1, "unjoined at the flush");
+	reqjoin_free(&j);
+}
+
 int main(void)
 {
 	test_twins();
+	test_twins_late_writer();
+	test_twin_unpaired();
 	test_request_first();
 	test_http_first();
 	test_unlinked_and_bad();

@@ -171,6 +171,11 @@ uint64_t http_first_token_ns(const struct http_event *e)
 	return e->first_event_ns ? e->first_event_ns : e->resp_ns;
 }
 
+uint64_t request_engine_had_ns(const struct request_event *r)
+{
+	return r->flags & REQ_F_TWIN ? r->h.ts_ns + r->queue_ns : r->h.ts_ns;
+}
+
 /* The socket's kernel address must not leave (it would undo KASLR): it is
  * mixed with this process's random salt, the same for every output. */
 uint64_t http_conn_id(uint64_t sock)

@@ -70,6 +70,10 @@ const char *http_end_name(unsigned end);
 /* When an http record's first token left: its first SSE event written, else
  * (not streamed) its response's first byte; 0 if neither happened. */
 uint64_t http_first_token_ns(const struct http_event *e);
+/* When the engine surely had a request: its queued time, or for a twin
+ * (REQ_F_TWIN: its queued time is the guessed twin's tokenizing) its first
+ * admission, which is its own. */
+uint64_t request_engine_had_ns(const struct request_event *r);
 /* An http record's connection as outputs name it: its socket, hashed with
  * a per-run salt (32 bits), never the kernel address. */
 uint64_t http_conn_id(uint64_t sock);

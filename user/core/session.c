@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "core/clock.h"
 #include "core/engines.h"
 #include "core/log.h"
 #include "core/opencl_attach.h"
@@ -388,6 +389,9 @@ int session_consume(struct session *s)
 {
 	int n = ring_buffer__consume(s->rb);
 
+	/* held requests go on by the clock too, however idle the server */
+	if (n >= 0 && !s->detached && (s->reqjoin.ntwins || s->reqjoin.nheld))
+		reqjoin_tick(&s->reqjoin, mono_now_ns());
 	/* once detached nothing more can come: spans waiting for a forward go on */
 	if (n >= 0 && s->detached) {
 		devjoin_flush(&s->join);
