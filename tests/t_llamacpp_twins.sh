@@ -11,7 +11,8 @@
 # stream it was; a crossed link would pair a sequence with another length.
 # Identical prompts' links are guesses the tracer's join pairs as a group
 # (user/core/twinpair.h), and their sequences end with the group's last
-# response: all 48 requests are out within 1 s of it, on an idle server.
+# response: all 48 requests are out within 1 s of it, on an idle server,
+# and the daemon counts 8 more identical ones (and their TTFTs) within 1 s.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 need_bpf
@@ -84,3 +85,23 @@ if bad:
 print(f"ok: {len(reqs)} requests, each linked to its own socket ({len(twins)} among identical prompts)")
 PY
 ok "twins and identical prompts: every request linked to its own socket"
+
+# The daemon, attached to the same server (its slots' caches now hold the
+# identical prompt): 8 more identical prompts, and within 1 s of the last
+# response, on an idle server, llama.cpp's own series count all 8, with
+# their TTFT observations (interval 0.2 s)
+source "$(dirname "$0")/daemon_lib.sh"
+"$SPANTRACE" daemon -p "$lpid" --listen 127.0.0.1:0 --interval 0.2 >"$TMP/daemon.log" 2>&1 &
+DPID=$!
+wait_for grep -q 'metrics at http' "$TMP/daemon.log" || fail "daemon did not start: $(cat "$TMP/daemon.log")"
+DPORT=$(sed -n 's|.*metrics at http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$TMP/daemon.log")
+CLIENT_KEEPALIVE=0 SSE_PROMPT="Once upon a time, a kid ran and then" node "$ROOT/tests/node/sse_client.js" "$base" 8 1 16 \
+	>"$TMP/d.jsonl" 2>"$TMP/client.err" || fail "sse_client (identical, daemon): $(cat "$TMP/client.err")"
+sleep 1
+metrics >"$TMP/m.txt" || fail "no /metrics"
+assert_eq "the daemon's llama.cpp requests 1 s after the last response (idle)" 8 \
+	"$(msum "$TMP/m.txt" spantrace_requests_total 'engine="llamacpp"')"
+assert_eq "and their TTFT observations" 8 \
+	"$(msum "$TMP/m.txt" spantrace_time_to_first_token_seconds_count 'engine="llamacpp"')"
+stop_daemon
+ok "the daemon: identical prompts counted within 1 s of the last response, on an idle server"
