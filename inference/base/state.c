@@ -14,7 +14,7 @@ struct live_alloc {
 	unsigned pool;
 };
 
-struct tensor {
+struct tensor_note {   /* a tensor as announced, for a late tracer (not model.h's Tensor) */
 	char name[48];
 	uint32_t shape[4];
 	uint64_t bytes;
@@ -25,7 +25,7 @@ struct tensor {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct live_alloc *live;
 static size_t nlive, cap_live;
-static struct tensor tensors[MAX_TENSORS];
+static struct tensor_note tensors[MAX_TENSORS];
 static size_t ntensors;
 static uint64_t kv_used, kv_cap;
 static uint32_t kvb_used, kvb_total, kvb_size;
@@ -115,7 +115,7 @@ void state_add_tensor(const char *name, const uint32_t shape[4], uint64_t bytes,
 {
 	state_lock();
 	if (ntensors < MAX_TENSORS) {
-		struct tensor *t = &tensors[ntensors++];
+		struct tensor_note *t = &tensors[ntensors++];
 		strncpy(t->name, name, sizeof(t->name) - 1);
 		t->name[sizeof(t->name) - 1] = 0;
 		memcpy(t->shape, shape, sizeof(t->shape));
@@ -171,7 +171,7 @@ static __attribute__((noinline)) void fire_end(uint32_t allocs, uint32_t ntens)
 static void dump_tensors(void)
 {
 	for (size_t i = 0; i < ntensors; i++) {
-		const struct tensor *t = &tensors[i];
+		const struct tensor_note *t = &tensors[i];
 
 		(void)t;   /* NO_PROBES builds fire nothing */
 		usdt_state_tensor((uint64_t)(uintptr_t)t->name,
