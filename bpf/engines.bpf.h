@@ -357,11 +357,13 @@ static long twin_seqs_end_cb(struct bpf_map *map, struct seq_key *key, struct se
  * link guessed among identical twins may be another's: only when the
  * group's last response is out are its sequences sure to be done (each
  * response follows its own's last token), and those still open end. */
-static __always_inline void seq_end_request(__u32 pid, __u64 sock, __u32 seq, __u64 now)
+static __always_inline void seq_end_request(__u32 pid, __u64 sock, __u32 seq, __u64 start, __u64 first,
+					    __u64 now)
 {
 	struct http_req_key hk = { .tgid = pid, .sock = sock };
 	struct seq_req_end x = { .pid = pid, .now = now };
 	struct twin_group_scan g = { .pid = pid, .now = now };
+	struct http_times *ht;
 	struct http_req_val *hv;
 	__u32 hseq;
 
@@ -374,7 +376,12 @@ static __always_inline void seq_end_request(__u32 pid, __u64 sock, __u32 seq, __
 	if (hseq != seq)
 		return;
 	if (!g.group) {
+		/* its headline times are the socket's (req_finish) */
+		if ((ht = http_ending_times()))
+			*ht = (struct http_times){ .req = x.req, .start_ns = start, .first_ns = first, .end_ns = now };
 		bpf_for_each_map_elem(&seqs, seq_end_req_cb, &x, 0);
+		if (ht)
+			ht->req = 0;
 		return;
 	}
 	bpf_for_each_map_elem(&http_engine_reqs, twin_links_cb, &g, 0);

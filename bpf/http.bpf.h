@@ -176,7 +176,7 @@ static __always_inline void http_send(struct http_conn *c, __u32 end, __u64 now)
 	 * reaches the join (user/core/reqjoin.h) before this one; only on a
 	 * response that ended (a client gone may leave the engine a step yet) */
 	if (end == HTTP_END_RESPONSE)
-		seq_end_request(c->tgid, c->e.sock, c->e.seq, now);
+		seq_end_request(c->tgid, c->e.sock, c->e.seq, c->e.start_ns, first, now);
 	agg_add(root, AGG_KIND_HTTP_REQUEST, (__s32)c->e.status, now - c->e.start_ns, end != HTTP_END_RESPONSE);
 	if (first)
 		agg_add(root, AGG_KIND_HTTP_TTFT, LAYER_NONE, first - c->e.start_ns, 0);

@@ -47,6 +47,32 @@ struct {
 	__type(value, struct http_req_val);
 } http_engine_reqs __weak SEC(".maps");
 
+/* While a response's end ends the engine request linked to it for sure
+ * (seq_end_request, called from http_send): the socket's times, which
+ * that request's headline histograms (e2e, TTFT) take, as the client saw
+ * them, instead of the engine's (req_finish). One a CPU: set and read in
+ * one program's run. */
+struct http_times {
+	__u64 req;        /* the engine request they are for; 0: none */
+	__u64 start_ns;   /* the request's arrival on the socket */
+	__u64 first_ns;   /* its first token written (0: none) */
+	__u64 end_ns;     /* the response's end */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct http_times);
+} http_ending __weak SEC(".maps");
+
+static __always_inline struct http_times *http_ending_times(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&http_ending, &zero);
+}
+
 /* The request the current thread read last, if any (*l zeroed if none). */
 static __always_inline void http_link_of_thread(struct http_link *l)
 {

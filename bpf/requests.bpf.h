@@ -261,13 +261,25 @@ static __always_inline void req_phases(const struct req_state *st, __u64 now, st
 	p->decode = st->first_token_ns ? now - st->first_token_ns : 0;
 }
 
-static __always_inline void aggregate_phases(__u32 pid, const struct req_state *st, const struct req_phases *p)
+/* The headline e2e and TTFT are the socket's where its response's end is
+ * ending the request (reqlink.bpf.h: http_ending), else the engine's; the
+ * phases inside (queue, prefill, decode) are the engine's. */
+static __always_inline void aggregate_phases(__u32 pid, __u64 req, const struct req_state *st,
+					     const struct req_phases *p)
 {
-	agg_add(pid, AGG_KIND_REQUEST, LAYER_NONE, p->e2e, 0);
+	struct http_times *ht = http_ending_times();
+	__u64 e2e = p->e2e, ttft = p->ttft;
+
+	if (ht && ht->req == req && ht->start_ns && ht->end_ns >= ht->start_ns) {
+		e2e = ht->end_ns - ht->start_ns;
+		if (ht->first_ns >= ht->start_ns)
+			ttft = ht->first_ns - ht->start_ns;
+	}
+	agg_add(pid, AGG_KIND_REQUEST, LAYER_NONE, e2e, 0);
 	if (st->first_admit_ns)
 		agg_add(pid, AGG_KIND_QUEUE, LAYER_NONE, p->queue, 0);
 	if (st->first_token_ns) {
-		agg_add(pid, AGG_KIND_TTFT, LAYER_NONE, p->ttft, 0);
+		agg_add(pid, AGG_KIND_TTFT, LAYER_NONE, ttft, 0);
 		agg_add(pid, AGG_KIND_PREFILL, LAYER_NONE, p->prefill, 0);
 		agg_add(pid, AGG_KIND_DECODE, LAYER_NONE, p->decode, 0);
 	}
@@ -328,7 +340,7 @@ static __always_inline int req_finish(__u32 pid, __u64 req, __u64 now, __u32 rea
 	if (!st)
 		return -1;
 	req_phases(st, now, &p);
-	aggregate_phases(pid, st, &p);
+	aggregate_phases(pid, req, st, &p);
 	request_record(pid, req, st, &p, reason, generated);
 	bpf_map_delete_elem(&requests, &key);
 	return 0;

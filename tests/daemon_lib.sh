@@ -27,19 +27,22 @@ metrics() { curl -sf "http://127.0.0.1:$DPORT/metrics"; }
 # NAME's family must be declared in FILE (a "# TYPE" line for NAME, or for
 # its base name for _bucket/_sum/_count): a failed scrape or an empty file is
 # not a sum of 0. A declared family with no matching series sums to 0.
-msum() {
-	local file=$1 name=$2 base; shift 2
+# msum prints an integer (counts); msumf seconds, to the nanosecond.
+msum() { _msum %d "$@"; }
+msumf() { _msum %.9f "$@"; }
+_msum() {
+	local fmt=$1 file=$2 name=$3 base; shift 3
 	base=$name
 	case $name in *_bucket | *_sum | *_count) base=${name%_*} ;; esac
 	grep -q -e "^# TYPE $name " -e "^# TYPE $base " "$file" 2>/dev/null ||
 		fail "msum: no metric family $name in $file ($(wc -c 2>/dev/null <"$file" || echo no) bytes)"
-	awk -v name="$name" -v want="$*" '
+	awk -v name="$name" -v want="$*" -v fmt="$fmt" '
 		BEGIN { n = split(want, w, " ") }
 		index($0, name "{") == 1 || $1 == name {
 			for (i = 1; i <= n; i++) if (index($0, w[i]) == 0) next
 			s += $NF
 		}
-		END { printf "%d\n", s }' "$file"
+		END { printf fmt "\n", s }' "$file"
 }
 
 # run_engine STATS [ARGS...]: the 260K model on the CPU backend; sets EPID.

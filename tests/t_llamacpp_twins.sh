@@ -37,7 +37,7 @@ CLIENT_KEEPALIVE=0 SSE_WARMUP=1 SSE_PROMPT="$twin" node "$ROOT/tests/node/sse_cl
 	>"$TMP/c.jsonl" 2>"$TMP/client.err" || fail "sse_client (twins): $(cat "$TMP/client.err")"
 CLIENT_KEEPALIVE=0 SSE_PROMPT="Once upon a time, a kid ran and then" node "$ROOT/tests/node/sse_client.js" "$base" 8 1 16 \
 	>>"$TMP/c.jsonl" 2>"$TMP/client.err" || fail "sse_client (identical): $(cat "$TMP/client.err")"
-sleep 1
+sleep 1   # the bound itself: what is out 1 s after the last response
 assert_eq "request records out 1 s after the last response (an idle server)" 48 \
 	"$(grep -c '"type":"request"' "$TMP/l.jsonl")"
 kill -INT "$rec"
@@ -97,7 +97,7 @@ wait_for grep -q 'metrics at http' "$TMP/daemon.log" || fail "daemon did not sta
 DPORT=$(sed -n 's|.*metrics at http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$TMP/daemon.log")
 CLIENT_KEEPALIVE=0 SSE_PROMPT="Once upon a time, a kid ran and then" node "$ROOT/tests/node/sse_client.js" "$base" 8 1 16 \
 	>"$TMP/d.jsonl" 2>"$TMP/client.err" || fail "sse_client (identical, daemon): $(cat "$TMP/client.err")"
-sleep 1
+sleep 1   # the bound itself: what the daemon counts 1 s after the last response
 metrics >"$TMP/m.txt" || fail "no /metrics"
 assert_eq "the daemon's llama.cpp requests 1 s after the last response (idle)" 8 \
 	"$(msum "$TMP/m.txt" spantrace_requests_total 'engine="llamacpp"')"

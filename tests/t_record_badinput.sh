@@ -3,7 +3,7 @@
 # exit: no such pid, a process without our probes, a binary without probes,
 # missing CAP_BPF/CAP_PERFMON, an unwritable output, a symlink planted at the
 # output path (not followed), a full disk mid-run (whole lines kept), and
-# contradictory options.
+# contradictory options; a failed profile leaves no empty output directory.
 # fast
 source "$(dirname "$0")/lib.sh"
 source "$ROOT/tests/helpers/fault_lib.sh" # jsonl_check
@@ -23,6 +23,12 @@ expect_fail "command not found" "command not found" "$SPANTRACE" record -o "$TMP
 expect_fail "two targets" "exactly one target" "$SPANTRACE" record -p 1 --binary "$INFER"
 expect_fail "no target" "exactly one target" "$SPANTRACE" record -o "$TMP/x"
 expect_fail "bad level" "invalid level" "$SPANTRACE" record --level loud --binary "$INFER"
+# profile's default output directory (./spantrace-profile-<time>) is made
+# before the attach; a failed attach leaves nothing of it behind
+mkdir "$TMP/cwd"
+(cd "$TMP/cwd" && expect_fail "profile of a nonexistent pid" "no process with pid 99999999" \
+	"$SPANTRACE" profile -p 99999999)
+assert_empty "directories a failed profile left behind" "$(ls -A "$TMP/cwd")"
 expect_fail "bad duration" "invalid duration" "$SPANTRACE" record --duration 1x --binary "$INFER"
 expect_fail "bad pid text" "invalid pid" "$SPANTRACE" record -p 12ab
 expect_fail "list without probes" "no 'infer' USDT probes" "$SPANTRACE" list /bin/true

@@ -119,6 +119,18 @@ llama_done() {
 WAIT_S=8 wait_for llama_done ||
 	fail "llama.cpp's requests_total on an idle server: $(grep -E '^spantrace_(requests_total|time_to_first_token_seconds_count)' "$TMP/m.txt")"
 ok "llama.cpp's own requests_total and TTFT observations, idle, at the next tick: 16"
+# their headline TTFT and e2e are the socket's (each ended by its response):
+# the engine series' sums equal the same daemon's socket series' sums
+for f in time_to_first_token_seconds_sum:http_time_to_first_token_seconds_sum \
+	e2e_request_latency_seconds_sum:http_request_duration_seconds_sum; do
+	eng=$(msumf "$TMP/m.txt" "spantrace_${f%%:*}" 'engine="llamacpp"')
+	sock=$(msumf "$TMP/m.txt" "spantrace_${f#*:}" 'engine="llamacpp"')
+	need_num "$f" "$eng" "$sock"
+	assert_pos "llama.cpp's ${f%%:*}" "$eng"
+	awk -v a="$eng" -v b="$sock" 'BEGIN { d = a - b; exit !(d < 1e-6 && d > -1e-6) }' ||
+		fail "llama.cpp's ${f%%:*} $eng s is not the socket's ${f#*:} $sock s"
+	ok "llama.cpp's ${f%%:*} $eng s = the socket's ${f#*:} $sock s"
+done
 
 # record --engine none: the sockets only
 "$SPANTRACE" record -q --engine none -p "$lpid" -o "$TMP/none.jsonl" --chrome "$TMP/none.chrome.json" \

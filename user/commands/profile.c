@@ -156,6 +156,18 @@ static size_t profiler_sinks(struct profiler *p, struct event_sink *sinks)
 }
 
 /* ---- the output directory ---- */
+
+static int dir_made;   /* make_dir created it: a run that fails before writing removes it */
+
+/* A failed run leaves no empty directory of its own making behind
+ * (rmdir: only an empty one goes, so nothing written is lost). */
+static void drop_empty_dir(const struct profile_opts *o)
+{
+	if (dir_made && o->dir)
+		rmdir(o->dir);
+	dir_made = 0;
+}
+
 static int make_dir(struct profile_opts *o, char *buf, size_t len, char *err, size_t errlen)
 {
 	if (!o->dir) {
@@ -165,7 +177,9 @@ static int make_dir(struct profile_opts *o, char *buf, size_t len, char *err, si
 		strftime(buf, len, "spantrace-profile-%Y%m%d-%H%M%S", &tm);
 		o->dir = buf;
 	}
-	if (mkdir(o->dir, 0750) && errno != EEXIST) {
+	if (mkdir(o->dir, 0750) == 0)
+		dir_made = 1;
+	else if (errno != EEXIST) {
 		snprintf(err, errlen, "cannot create %s: %s", o->dir, strerror(errno));
 		return -1;
 	}
@@ -471,12 +485,14 @@ static int profile_main(struct profile_opts *o)
 	    perfev_sampler_open(&ps, o->hz, err, sizeof(err))) {
 		st_err("%s", err);
 		perfev_counters_close(&pc);
+		drop_empty_dir(o);
 		return 1;
 	}
 	if (launch_start(&l, &o->target, err, sizeof(err))) {
 		st_err("%s", err);
 		perfev_sampler_close(&ps);
 		perfev_counters_close(&pc);
+		drop_empty_dir(o);
 		return 1;
 	}
 	runloop_install_signals();
@@ -491,6 +507,8 @@ static int profile_main(struct profile_opts *o)
 out:
 	if (rc && err[0])
 		st_err("%s", err);
+	if (rc)
+		drop_empty_dir(o);
 	launch_end(&l);
 	if (!rc)
 		rc = launch_command_failure(&l);

@@ -162,6 +162,21 @@ static struct request_event take_twin(struct reqjoin *j, size_t i)
 	return r;
 }
 
+/* A twin going on unpaired: its kernel's guess is crossed (REQ_F_CROSSED)
+ * if that socket wrote its first token before the engine made one. */
+static void mark_crossed(const struct reqjoin *j, struct request_event *r)
+{
+	for (size_t n = 1; n <= j->nrecent; n++) {
+		const struct http_event *h = &j->recent[(j->next_recent + REQJOIN_RECENT - n) % REQJOIN_RECENT];
+		uint64_t first = http_first_token_ns(h);
+
+		if (same_request(r, h) && r->ttft_ns && first && r->h.ts_ns + r->ttft_ns > first) {
+			r->flags |= REQ_F_CROSSED;
+			return;
+		}
+	}
+}
+
 static int settle_round(struct reqjoin *j, struct twin_round *t, int all)
 {
 	struct request_event got[TWINPAIR_MAX];
@@ -187,6 +202,7 @@ static int settle_round(struct reqjoin *j, struct twin_round *t, int all)
 			}
 		}
 		if (all || twin_end(r) + HOLD_MAX_NS < j->newest_ns) {
+			mark_crossed(j, r);
 			joined[ngot] = 0;
 			got[ngot++] = take_twin(j, t->idx[q]);
 		}
