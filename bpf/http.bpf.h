@@ -132,11 +132,6 @@ struct {
  * A bit array in global data: one load, not a hash lookup. */
 __u64 http_port_bits[HTTP_PORT_BITS / 64] __weak;
 
-/* Bit t: process t is in http_pids. The socket hooks fire for every
- * process's sockets; this is all that a process nobody traces pays. Bits
- * for every pid the kernel can give (PID_MAX_LIMIT, 4M): 512 KiB. */
-__u64 http_pid_bits[HTTP_PID_BITS / 64] __weak;
-
 static __always_inline int bit_test(const __u64 *bits, __u32 mask, __u32 i)
 {
 	return (bits[(i >> 6) & mask] >> (i & 63)) & 1;

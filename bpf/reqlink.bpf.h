@@ -11,6 +11,8 @@
 #ifndef SPANTRACE_REQLINK_BPF_H
 #define SPANTRACE_REQLINK_BPF_H
 
+#include "spantrace.h"   /* HTTP_PID_BITS */
+
 struct http_link {
 	__u64 sock;   /* the socket's kernel address; 0: none */
 	__u32 seq;    /* the request's number on it */
@@ -71,6 +73,17 @@ static __always_inline struct http_times *http_ending_times(void)
 	__u32 zero = 0;
 
 	return bpf_map_lookup_elem(&http_ending, &zero);
+}
+
+/* Bit t: process t is in http_pids (http.bpf.h): its sockets are traced.
+ * The socket hooks fire for every process's sockets; this is all that a
+ * process nobody traces pays. Bits for every pid the kernel can give
+ * (PID_MAX_LIMIT, 4M): 512 KiB. */
+__u64 http_pid_bits[HTTP_PID_BITS / 64] __weak;
+
+static __always_inline int http_pid_watched(__u32 tgid)
+{
+	return (http_pid_bits[(tgid >> 6) & (HTTP_PID_BITS / 64 - 1)] >> (tgid & 63)) & 1;
 }
 
 /* The request the current thread read last, if any (*l zeroed if none). */

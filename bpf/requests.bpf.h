@@ -341,6 +341,10 @@ static __always_inline int req_finish(__u32 pid, __u64 req, __u64 now, __u32 rea
 		return -1;
 	req_phases(st, now, &p);
 	aggregate_phases(pid, req, st, &p);
+	/* it came to a server whose sockets are traced, with no HTTP request
+	 * of its own: counted, so its engine-clock figures are never silent */
+	if ((loaded & LOADED_HTTP) && !st->http.sock && http_pid_watched(pid))
+		agg_add(pid, AGG_KIND_REQ_UNLINKED, LAYER_NONE, 0, 0);
 	request_record(pid, req, st, &p, reason, generated);
 	bpf_map_delete_elem(&requests, &key);
 	return 0;

@@ -372,6 +372,8 @@ struct counters {
 #define AGG_KIND_HTTP_TTFT    74     /* arrival .. first SSE event written (else first byte) */
 #define AGG_KIND_HTTP_ITL     75     /* each gap between a response's SSE events */
 #define AGG_KIND_HTTP_EVENTS  76     /* SSE events per request (a count, not ns) */
+#define AGG_KIND_REQ_UNLINKED 77     /* a request of a process whose sockets are traced that no HTTP
+				      * request could be proved its own (a count) */
 #define AGG_KIND_KERNEL_BASE 128     /* + enum cl_kernel_id: device end-start */
 /* + enum span_kind: the device time of each span, its kernels' end-start
  * summed per span (cl_kernel_span_kind; layers: all their kernels) */

@@ -131,6 +131,22 @@ for f in time_to_first_token_seconds_sum:http_time_to_first_token_seconds_sum \
 		fail "llama.cpp's ${f%%:*} $eng s is not the socket's ${f#*:} $sock s"
 	ok "llama.cpp's ${f%%:*} $eng s = the socket's ${f#*:} $sock s"
 done
+assert_eq "llama.cpp's requests no HTTP request was proved to be (all 16 linked)" 0 \
+	"$(msum "$TMP/m.txt" spantrace_request_unlinked_total 'engine="llamacpp"')"
+# a prompt of token ids (llama-server never tokenizes it: nothing links it),
+# then one of text, whose steps end it: counted as unlinked, the text one not
+for p in '[1,2,3,4]' '"Once upon"'; do
+	curl -sf "http://127.0.0.1:$lport/v1/completions" -H 'Content-Type: application/json' \
+		-d "{\"prompt\":$p,\"max_tokens\":4,\"temperature\":0}" >/dev/null || fail "completion of $p failed"
+done
+unlinked_one() {
+	metrics_of "$b_port" >"$TMP/m.txt" &&
+		[ "$(msum "$TMP/m.txt" spantrace_requests_total 'engine="llamacpp"')" = 18 ]
+}
+WAIT_S=5 wait_for unlinked_one ||
+	fail "llama.cpp's requests after a token-id prompt: $(grep -E '^spantrace_request(s|_unlinked)_total' "$TMP/m.txt")"
+assert_eq "llama.cpp's unlinked requests: the token-id prompt" 1 \
+	"$(msum "$TMP/m.txt" spantrace_request_unlinked_total 'engine="llamacpp"')"
 
 # record --engine none: the sockets only
 "$SPANTRACE" record -q --engine none -p "$lpid" -o "$TMP/none.jsonl" --chrome "$TMP/none.chrome.json" \

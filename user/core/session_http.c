@@ -67,8 +67,9 @@ static int attach_http(struct session *s, char *err, size_t errlen)
 	return 0;
 }
 
-/* Bit i of the programs' bit array (http.bpf.h's http_pid_bits and
- * http_port_bits, shared memory), of nbits, set or cleared. */
+/* Bit i of one of the programs' bit arrays (http_pid_bits in
+ * reqlink.bpf.h, http_port_bits in http.bpf.h: shared memory), of nbits,
+ * set or cleared. */
 static void watch_bit(__u64 *bits, uint32_t nbits, uint32_t i, int on)
 {
 	if (i >= nbits)

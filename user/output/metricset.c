@@ -760,6 +760,8 @@ int metric_set_build(const struct metrics_snapshot *s, struct metric_set *m)
 	span_extras(m, &v);
 	kind_counter(m, &v, AGG_KIND_TOKEN, "spantrace_tokens_total", "{token}", "Tokens decoded.");
 	kind_counter(m, &v, AGG_KIND_REQUEST, "spantrace_requests_total", "{request}", "Requests completed.");
+	kind_counter(m, &v, AGG_KIND_REQ_UNLINKED, "spantrace_request_unlinked_total", "{request}",
+		     "Requests of a server whose sockets are traced that no HTTP request could be proved its own: their TTFT and e2e are the engine's.");
 	kind_counter(m, &v, AGG_KIND_HTTP_REQUEST, "spantrace_http_requests_total", "{request}",
 		     "HTTP requests whose response ended (or whose connection closed), by status: 0 when none was written.");
 	pools(m, &v);
