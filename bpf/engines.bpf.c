@@ -141,8 +141,8 @@ __noinline int seq_link_prompt(__u32 pid, struct seq_state *st)
 	r->http = t->http;
 	/* it ends with the response (seq_end_request); a guess among identical
 	 * twins only with its group's last response (a crossed link would end
-	 * another's) */
-	if (t->http.sock) {
+	 * another's), and not at all where a twin came on no traced socket */
+	if (t->http.sock && !(r->twin_group & PROMPT_GROUP_UNSURE)) {
 		lk->hk = (struct http_req_key){ .tgid = pid, .sock = t->http.sock };
 		lk->hv = (struct http_req_val){ .req = st->req, .seq = t->http.seq, .twin_group = r->twin_group };
 		bpf_map_update_elem(&http_engine_reqs, &lk->hk, &lk->hv, BPF_ANY);

@@ -130,6 +130,9 @@ struct {
 __u64 prompt_slot_nth[PROMPT_SLOTS] __weak = {};
 __u64 prompts_tokenized __weak = 0;
 __u32 prompt_groups __weak = 0;   /* identical twins' groups numbered */
+/* A group with a member whose prompt came on no traced socket: its links
+ * are not all its sockets, so its last response may not end it. */
+#define PROMPT_GROUP_UNSURE (1u << 31)
 
 /* What a sequence's cache holds: slot * SEQ_KV_MAX + p -> tok_mix summed
  * over its positions from kv_from up to p (kv_from..kv_known is a run of
@@ -869,7 +872,10 @@ static __always_inline void tokenize_end(struct pt_regs *ctx, __u32 pid, __u32 t
 		if (!o->ts || o->sum != t.sum || (o->http.sock == t.http.sock && o->http.seq == t.http.seq))
 			continue;
 		if (!t.group)
-			t.group = o->group ? o->group : __sync_fetch_and_add(&prompt_groups, 1) + 1;
+			t.group = o->group ? o->group
+					   : (__sync_fetch_and_add(&prompt_groups, 1) + 1) & ~PROMPT_GROUP_UNSURE;
+		if (!t.http.sock || !o->http.sock)
+			t.group |= PROMPT_GROUP_UNSURE;
 		o->group = t.group;
 	}
 	*twin_place(pv, &t) = t;
