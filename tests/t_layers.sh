@@ -12,11 +12,14 @@
 #     subfolder, as backend/cpu/, is of its top folder's layer); the
 #     backends' folders (backend/cpu/, backend/opencl/) share backend/'s
 #     own headers, never each other's.
+# A back-include planted in either half must fail it.
 source "$(dirname "$0")/lib.sh"
 need_cmd python3 python3
 cd "$ROOT" || fail "no $ROOT"
 
-python3 - <<'PY' || fail "a dependency goes the wrong way"
+# layers: the check, run in the current directory (a tree's root)
+layers() {
+python3 - <<'PY'
 import collections, glob, os, re, sys
 
 engine = glob.glob("inference/*/*.[ch]") + glob.glob("inference/*/*/*.[ch]")
@@ -91,3 +94,19 @@ if not bad:
           f"{' <- '.join(order)}")
 sys.exit(1 if bad else 0)
 PY
+}
+layers || fail "a dependency goes the wrong way"
+
+# A planted back-include in either half must fail, and be named: the check
+# run on a copy of the sources, with one include that goes up a layer.
+for plant in "inference/base/error.c:serve/serve.h:inference/base/error.c (base) includes inference/serve/serve.h (serve)" \
+	"user/core/log.c:output/prom.h:user/core/log.c (core) includes user/output/prom.h (output)"; do
+	IFS=: read -r file hdr want <<<"$plant"
+	rm -rf "$TMP/tree" && mkdir -p "$TMP/tree"
+	cp -r user bpf include inference "$TMP/tree/" || fail "cannot copy the tree"
+	[ -f "$TMP/tree/$file" ] && [ -f "$TMP/tree/${file%%/*}/$hdr" ] || fail "the plant's files are gone: $file, $hdr"
+	sed -i "0,/^#include/s|^#include|#include \"$hdr\"\n#include|" "$TMP/tree/$file"
+	out=$(cd "$TMP/tree" && layers 2>&1) && fail "a planted back-include ($file -> $hdr) passed: $out"
+	grep -qF "FAIL: $want" <<<"$out" || fail "the planted back-include was not named: $out"
+	ok "a planted back-include is found: $want"
+done
