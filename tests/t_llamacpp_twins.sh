@@ -13,6 +13,8 @@
 # (user/core/twinpair.h), and their sequences end with the group's last
 # response: all 48 requests are out within 1 s of it, on an idle server,
 # and the daemon counts 8 more identical ones (and their TTFTs) within 1 s.
+# The OTLP request spans (tests/node/otlp_receiver.js) are all from the
+# socket, the identical prompts' 8 marked spantrace.link=identical_twin.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/serve_lib.sh"
 need_bpf
@@ -30,7 +32,12 @@ lens=$(for i in 0 7; do for r in 0 3; do p=${twin//\{i\}/$i}; p=${p//\{r\}/$r}
 	curl -sf "$base/tokenize" -d "{\"content\":\"$p\"}" | jq -c '[(.tokens | length), .tokens[-1]]'; done; done | sort -u)
 assert_eq "twins' [length, last token] (llama-server's /tokenize)" 1 "$(wc -l <<<"$lens")"
 
-"$SPANTRACE" record -q -p "$lpid" --level coarse -o "$TMP/l.jsonl" 2>"$TMP/rec.err" &
+# the OTLP spans too: a receiver of the protocol's own schema
+node "$ROOT/tests/node/otlp_receiver.js" "$TMP/otlp.recv" >"$TMP/otlp.port" 2>"$TMP/otlp.err" &
+at_exit "kill $! 2>/dev/null"
+wait_for grep -q listening "$TMP/otlp.port" || fail "the OTLP receiver did not start: $(cat "$TMP/otlp.err")"
+"$SPANTRACE" record -q -p "$lpid" --level coarse -o "$TMP/l.jsonl" --otlp "http://127.0.0.1:$(awk '{ print $2 }' "$TMP/otlp.port")" \
+	2>"$TMP/rec.err" &
 rec=$!
 wait_for grep -qs '"type":"session"' "$TMP/l.jsonl" || fail "record did not attach: $(cat "$TMP/rec.err")"
 CLIENT_KEEPALIVE=0 SSE_WARMUP=1 SSE_PROMPT="$twin" node "$ROOT/tests/node/sse_client.js" "$base" 8 4 16 \
@@ -83,6 +90,19 @@ for name, g in gaps.items():
 if bad:
     print("\n".join(bad[:12])); sys.exit(1)
 print(f"ok: {len(reqs)} requests, each linked to its own socket ({len(twins)} among identical prompts)")
+PY
+# the OTLP request spans say the same: each from the socket, the 8
+# identical prompts' links named as guesses
+/usr/bin/python3 - "$TMP/otlp.recv" <<'PY' || fail "the OTLP request spans"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+assert not [r for r in recs if "invalid" in r], "payloads the OTLP schema refused"
+reqs = [s for r in recs for s in r.get("spans", []) if s["name"] == "request"]
+assert len(reqs) == 48, f"{len(reqs)} request spans, want 48"
+assert all(s["attributes"]["spantrace.from"] == "socket" for s in reqs), "a request span not from the socket"
+links = [s["attributes"].get("spantrace.link") for s in reqs]
+assert links.count("identical_twin") == 8 and links.count(None) == 40, links
+print("ok: 48 OTLP request spans from the socket, 8 of them named identical_twin")
 PY
 ok "twins and identical prompts: every request linked to its own socket"
 

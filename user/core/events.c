@@ -171,6 +171,13 @@ uint64_t http_first_token_ns(const struct http_event *e)
 	return e->first_event_ns ? e->first_event_ns : e->resp_ns;
 }
 
+const char *request_link_name(const struct request_event *e)
+{
+	if (!(e->flags & (REQ_F_TWIN | REQ_F_UNLINKED | REQ_F_CROSSED)))
+		return NULL;
+	return e->flags & REQ_F_CROSSED ? "crossed" : e->flags & REQ_F_UNLINKED ? "ambiguous" : "identical_twin";
+}
+
 uint64_t request_engine_had_ns(const struct request_event *r)
 {
 	return r->flags & REQ_F_TWIN ? r->h.ts_ns + r->queue_ns : r->h.ts_ns;

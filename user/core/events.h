@@ -65,6 +65,9 @@ int event_dispatch(const void *data, size_t size, const struct event_sink *sinks
 
 /* "span", "token", ... as in the JSONL "type" field; "unknown" otherwise. */
 const char *event_type_name(unsigned type);
+/* How a request's link to its HTTP request was found, where not plainly:
+ * "crossed", "ambiguous" or "identical_twin"; NULL for a plain one. */
+const char *request_link_name(const struct request_event *e);
 /* An http record's end (enum http_end) by name: "response", "close", ... */
 const char *http_end_name(unsigned end);
 /* When an http record's first token left: its first SSE event written, else

@@ -146,9 +146,8 @@ static void request_fields(struct outbuf *ob, const void *rec)
 	ob_lit(ob, e->flags & REQ_F_SERVED ? "true" : "false");
 	ob_key_name(ob, "clock", "host");
 	ob_key_name(ob, "from", e->from == REQ_FROM_SOCKET ? "socket" : "engine");
-	if (e->flags & (REQ_F_TWIN | REQ_F_UNLINKED | REQ_F_CROSSED))   /* how its link was found, if not plainly */
-		ob_key_name(ob, "link", e->flags & REQ_F_CROSSED ? "crossed" :
-			    e->flags & REQ_F_UNLINKED ? "ambiguous" : "identical_twin");
+	if (request_link_name(e))   /* how its link was found, if not plainly */
+		ob_key_name(ob, "link", request_link_name(e));
 	if (e->from != REQ_FROM_SOCKET)
 		return;
 	/* joined with its HTTP request (core/reqjoin.h): ts, ttft and dur are the socket's */

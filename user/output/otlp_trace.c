@@ -311,6 +311,8 @@ static int on_request(void *ctx, const struct request_event *e)
 		     e->h.ts_ns, e->dur_ns, &attrs);
 	common_attrs(t, attrs, &e->h);
 	attr_str(t, attrs, "spantrace.from", e->from == REQ_FROM_SOCKET ? "socket" : "engine");
+	if (request_link_name(e))   /* a guess, or a link that failed: its times say whose clock */
+		attr_str(t, attrs, "spantrace.link", request_link_name(e));
 	if (e->from == REQ_FROM_SOCKET) {
 		attr_int(t, attrs, "spantrace.engine.ttft_ns", (int64_t)e->engine_ttft_ns);
 		attr_int(t, attrs, "spantrace.engine.duration_ns", (int64_t)e->engine_dur_ns);
