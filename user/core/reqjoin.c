@@ -212,7 +212,21 @@ static int settle_round(struct reqjoin *j, struct twin_round *t, int all)
 	return rc;
 }
 
-/* Pairs every group with a due twin; all: the session's end, every twin. */
+/* twins[first]'s group was tried in this pass already: a due twin of it
+ * sits before (a round that paired none leaves all of them in place). */
+static int group_tried(const struct reqjoin *j, size_t first, int all)
+{
+	const struct request_event *r0 = &j->twins[first];
+
+	for (size_t k = 0; k < first; k++)
+		if (j->twins[k].h.pid == r0->h.pid && j->twins[k].twin_group == r0->twin_group &&
+		    twin_due(j, &j->twins[k], all))
+			return 1;
+	return 0;
+}
+
+/* Pairs every group with a due twin, each once a pass; all: the session's
+ * end, every twin. */
 static int settle_twins(struct reqjoin *j, int all)
 {
 	int rc = 0;
@@ -222,7 +236,7 @@ static int settle_twins(struct reqjoin *j, int all)
 		struct twin_round t = { 0 };
 		size_t before;
 
-		if (!twin_due(j, r0, all)) {
+		if (!twin_due(j, r0, all) || group_tried(j, first, all)) {
 			first++;
 			continue;
 		}
