@@ -178,6 +178,13 @@ const char *request_link_name(const struct request_event *e)
 	return e->flags & REQ_F_CROSSED ? "crossed" : e->flags & REQ_F_UNLINKED ? "ambiguous" : "identical_twin";
 }
 
+int request_token_before_engine(const struct request_event *r, const struct http_event *h)
+{
+	uint64_t first = http_first_token_ns(h);
+
+	return r->ttft_ns && first && r->h.ts_ns + r->ttft_ns > first;
+}
+
 uint64_t request_engine_had_ns(const struct request_event *r)
 {
 	return r->flags & REQ_F_TWIN ? r->h.ts_ns + r->queue_ns : r->h.ts_ns;

@@ -77,6 +77,9 @@ uint64_t http_first_token_ns(const struct http_event *e);
  * (REQ_F_TWIN: its queued time is the guessed twin's tokenizing) its first
  * admission, which is its own. */
 uint64_t request_engine_had_ns(const struct request_event *r);
+/* h's socket wrote r's first token before the engine made it (both
+ * known): h cannot be the HTTP request r came on. */
+int request_token_before_engine(const struct request_event *r, const struct http_event *h);
 /* An http record's connection as outputs name it: its socket, hashed with
  * a per-run salt (32 bits), never the kernel address. */
 uint64_t http_conn_id(uint64_t sock);

@@ -39,7 +39,7 @@ int reqjoin_apply(struct request_event *r, struct http_event *h)
 		return -1;
 	/* a link chosen among identical prompts (REQ_F_TWIN) is crossed when
 	 * the socket wrote its first token before the engine made one */
-	if ((r->flags & REQ_F_TWIN) && r->ttft_ns && first && r->h.ts_ns + r->ttft_ns > first) {
+	if ((r->flags & REQ_F_TWIN) && request_token_before_engine(r, h)) {
 		r->flags |= REQ_F_CROSSED;
 		return -1;
 	}
@@ -168,9 +168,8 @@ static void mark_crossed(const struct reqjoin *j, struct request_event *r)
 {
 	for (size_t n = 1; n <= j->nrecent; n++) {
 		const struct http_event *h = &j->recent[(j->next_recent + REQJOIN_RECENT - n) % REQJOIN_RECENT];
-		uint64_t first = http_first_token_ns(h);
 
-		if (same_request(r, h) && r->ttft_ns && first && r->h.ts_ns + r->ttft_ns > first) {
+		if (same_request(r, h) && request_token_before_engine(r, h)) {
 			r->flags |= REQ_F_CROSSED;
 			return;
 		}

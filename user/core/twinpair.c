@@ -16,8 +16,8 @@ uint64_t twinpair_cost(const struct request_event *r, const struct http_event *h
 
 	if (h->h.pid != r->h.pid || h->start_ns > request_engine_had_ns(r) || h->end_ns < end)
 		return TWINPAIR_NONE;   /* not open while the engine had it, or ended before it did */
-	if (first && hfirst && hfirst < first)
-		return TWINPAIR_NONE;   /* wrote a token before the engine made one */
+	if (request_token_before_engine(r, h))
+		return TWINPAIR_NONE;
 	cost = h->end_ns - end + (first && hfirst ? hfirst - first : 0);
 	if (framing >= 0) {
 		off = (int64_t)h->events - (int64_t)r->generated_tokens - framing;
