@@ -22,6 +22,7 @@ struct devjoin_thread {
 	size_t nspans, cap_spans;
 	struct joined_kernel *kernels; /* since the last forward */
 	size_t nkernels, cap_kernels;
+	int launches;               /* its forwards launch kernels: one was seen */
 };
 
 void devjoin_init(struct devjoin *j, int kernels_traced, devjoin_deliver_fn deliver, void *ctx)
@@ -70,8 +71,9 @@ static uint64_t device_without_forward(const struct devjoin_thread *t, const str
 }
 
 /* Hands on held spans [0, n) of t without their forward, and keeps the
- * rest. Where kernels are traced and this thread had some, a device span
- * gets its kernels' time if they all arrived, else it is lost. */
+ * rest. Where kernels are traced and this thread launches them, a device
+ * span gets its kernels' time if they all arrived, else it is lost: also
+ * when none of its forward's arrived (they were dropped, not absent). */
 static int release_held(struct devjoin *j, struct devjoin_thread *t, size_t n)
 {
 	int rc = 0;
@@ -79,7 +81,7 @@ static int release_held(struct devjoin *j, struct devjoin_thread *t, size_t n)
 	for (size_t i = 0; i < n && !rc; i++) {
 		struct span_event *s = &t->spans[i];
 
-		if (j->kernels_traced && t->nkernels && device_kind(s->kind))
+		if (j->kernels_traced && t->launches && device_kind(s->kind))
 			s->device_ns = device_without_forward(t, s);
 		j->spans_unjoined++;
 		rc = deliver_span(j, s);
@@ -154,6 +156,7 @@ static int join_forward(struct devjoin *j, struct devjoin_thread *t, struct span
 	while (mine < t->nspans && t->spans[mine].h.ts_ns < f->h.ts_ns)
 		mine++;
 	rc = release_held(j, t, mine);
+	t->launches |= device;
 	if (device) {
 		for (size_t i = 0; i < t->nspans; i++)
 			set_device(&t->spans[i], lost, k, n);
@@ -203,6 +206,7 @@ static void on_kernel(struct devjoin *j, const struct kernel_event *e)
 
 	if (!t)
 		return;
+	t->launches = 1;
 	if (t->nkernels >= HELD_MAX) {
 		memmove(t->kernels, t->kernels + 1, (t->nkernels - 1) * sizeof(*t->kernels));
 		t->nkernels--;
