@@ -1,8 +1,9 @@
-/* sampler.c - greedy, multinomial and top-p sampling, as llama2.c run.c.
+/* sampler.c - greedy, multinomial and top-p sampling, as llama2.c run.c,
+ * and llama.cpp's top-k, min-p and penalties.
  *
  * Matches run.c bit for bit (the same float operations, and the nucleus in
  * the order run.c's qsort leaves it) so that a given seed picks the same
- * tokens. */
+ * tokens; top-k and min-p only mask logits, and only when asked. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,10 +23,60 @@ int sampler_init(Sampler *s, int vocab_size, float temperature, float topp,
 	return 0;
 }
 
+int sampler_set_filters(Sampler *s, int top_k, float min_p, InferError *err)
+{
+	s->top_k = top_k > 0 && top_k < s->vocab_size ? top_k : 0;
+	s->min_p = min_p > 0 ? min_p : 0;
+	if (!s->top_k || s->kscratch)
+		return 0;
+	s->kscratch = pool_alloc(POOL_ACTIVATIONS, (size_t)s->vocab_size * sizeof(float));
+	if (!s->kscratch)
+		return infer_fail(err, "sampler: out of memory for top-k over %d entries", s->vocab_size);
+	return 0;
+}
+
 void sampler_free(Sampler *s)
 {
 	pool_free(POOL_ACTIVATIONS, s->probindex, (size_t)s->vocab_size * sizeof(ProbIndex));
+	pool_free(POOL_ACTIVATIONS, s->kscratch, (size_t)s->vocab_size * sizeof(float));
 	s->probindex = NULL;
+	s->kscratch = NULL;
+}
+
+int penalties_active(const Penalties *p)
+{
+	return p->repeat != 1.0f || p->frequency != 0.0f || p->presence != 0.0f;
+}
+
+static int int_cmp(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+void penalties_apply(const Penalties *p, const int *window, int n, int *scratch,
+		     float *logits, int vocab)
+{
+	if (n <= 0 || !penalties_active(p))
+		return;
+	memcpy(scratch, window, (size_t)n * sizeof(int));
+	qsort(scratch, (size_t)n, sizeof(int), int_cmp);
+	for (int i = 0; i < n;) {
+		int id = scratch[i], c = 0;
+
+		while (i < n && scratch[i] == id) {
+			i++;
+			c++;
+		}
+		if (id < 0 || id >= vocab)
+			continue;
+		if (logits[id] <= 0)
+			logits[id] *= p->repeat;
+		else
+			logits[id] /= p->repeat;
+		logits[id] -= (float)c * p->frequency + p->presence;
+	}
 }
 
 uint32_t sampler_random_u32(uint64_t *state)
@@ -281,12 +332,66 @@ static int sample_topp(const float *p, int n, float topp, ProbIndex *pi, float c
 	return pi[n0 - kept].index;
 }
 
+/* The k-th largest of x[0..n), 0 < k < n, by quickselect on a copy. */
+static float kth_largest(const float *x, int n, int k, float *a)
+{
+	int lo = 0, hi = n - 1, want = k - 1;
+
+	memcpy(a, x, (size_t)n * sizeof(float));
+	while (lo < hi) {
+		float pivot = a[lo + (hi - lo) / 2];
+		int i = lo, j = hi;
+
+		while (i <= j) {
+			while (a[i] > pivot)
+				i++;
+			while (a[j] < pivot)
+				j--;
+			if (i <= j) {
+				float t = a[i];
+
+				a[i++] = a[j];
+				a[j--] = t;
+			}
+		}
+		if (want <= j)
+			hi = j;
+		else if (want >= i)
+			lo = i;
+		else
+			break;
+	}
+	return a[want];
+}
+
+/* top-k, then min-p (in logits: p_i >= min_p * p_max is l_i >= l_max +
+ * log min_p): the tokens left out get -inf, which softmax makes 0. */
+static void mask_filters(Sampler *s, float *logits)
+{
+	float floor = -INFINITY;
+	int n = s->vocab_size;
+
+	if (s->top_k)
+		floor = kth_largest(logits, n, s->top_k, s->kscratch);
+	if (s->min_p > 0) {
+		float m = max_of(logits, n) + logf(s->min_p);
+
+		if (m > floor)
+			floor = m;
+	}
+	for (int i = 0; i < n; i++)
+		if (logits[i] < floor)
+			logits[i] = -INFINITY;
+}
+
 int sampler_sample(Sampler *s, float *logits)
 {
 	float coin;
 
 	if (s->temperature == 0.0f)
 		return sample_argmax(logits, s->vocab_size);
+	if (s->top_k || s->min_p > 0)
+		mask_filters(s, logits);
 	divide_all(logits, s->vocab_size, s->temperature);
 	softmax(logits, s->vocab_size);
 	coin = sampler_random_f32(&s->rng_state);

@@ -25,6 +25,12 @@ typedef struct {
 	int n_bias;
 	int chat;                  /* a chat turn: EOS ends it too, and control
 				    * tokens add no text */
+	/* llama.cpp's sampling (sampler.h); every zero is off */
+	float frequency_penalty, presence_penalty;
+	float repeat_penalty;      /* 0 or 1: off */
+	int repeat_last_n;         /* the penalties' window; -1: the context, 0: off */
+	int top_k;                 /* 0: all */
+	float min_p;               /* 0: all */
 } ServeParams;
 
 #endif

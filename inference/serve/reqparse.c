@@ -229,6 +229,48 @@ static int parse_bias(json_object *o, CompletionRequest *r, char *err, size_t er
 	return 0;
 }
 
+/* max_tokens, or llama.cpp's n_predict where it is absent: -1 is the rest
+ * of the context (0 here), as llama-server takes it; 0 asks for nothing. */
+static int parse_limit(json_object *o, int64_t *max_tokens, char *err, size_t errlen)
+{
+	static const char *const names[2] = { "max_tokens", "n_predict" };
+	int64_t v = 0;
+
+	for (int i = 0; i < 2; i++) {
+		int present = 0;
+
+		if (get_int(o, names[i], -1, REQ_MAX_MAX_TOKENS, &v, &present, err, errlen) < 0)
+			return -1;
+		if (!present)
+			continue;
+		if (v == 0)
+			return bad(err, errlen, "'%s' is 0; it must be at least 1, or -1 for the "
+				   "rest of the context", names[i]);
+		*max_tokens = v < 0 ? 0 : v;
+		return 0;
+	}
+	return 0;
+}
+
+/* The penalties, top-k and min-p: OpenAI's and llama.cpp's names. */
+static int parse_sampling(json_object *o, CompletionRequest *r, char *err, size_t errlen)
+{
+	int64_t last_n = r->repeat_last_n, top_k = 0;
+
+	if (get_number(o, "frequency_penalty", -2, 2, &r->frequency_penalty, err, errlen) < 0 ||
+	    get_number(o, "presence_penalty", -2, 2, &r->presence_penalty, err, errlen) < 0 ||
+	    get_number(o, "repeat_penalty", 0, 10, &r->repeat_penalty, err, errlen) < 0 ||
+	    get_int(o, "repeat_last_n", -1, INT32_MAX, &last_n, NULL, err, errlen) < 0 ||
+	    get_int(o, "top_k", 0, INT32_MAX, &top_k, NULL, err, errlen) < 0 ||
+	    get_number(o, "min_p", 0, 1, &r->min_p, err, errlen) < 0)
+		return -1;
+	if (r->repeat_penalty <= 0)
+		return bad(err, errlen, "'repeat_penalty' must be above 0 (1 is off)");
+	r->repeat_last_n = (int)last_n;
+	r->top_k = (int)top_k;
+	return 0;
+}
+
 /* What completions and chat share: sampling, limits, stop, streaming. */
 static int parse_common(json_object *o, CompletionRequest *r, int64_t *max_tokens, char *err,
 			size_t errlen)
@@ -236,7 +278,8 @@ static int parse_common(json_object *o, CompletionRequest *r, int64_t *max_token
 	int64_t seed = 0;
 	json_object *v;
 
-	if (get_int(o, "max_tokens", 1, REQ_MAX_MAX_TOKENS, max_tokens, NULL, err, errlen) < 0 ||
+	if (parse_limit(o, max_tokens, err, errlen) < 0 ||
+	    parse_sampling(o, r, err, errlen) < 0 ||
 	    get_number(o, "temperature", 0, 2, &r->temperature, err, errlen) < 0 ||
 	    get_number(o, "top_p", 0, 1, &r->top_p, err, errlen) < 0 ||
 	    get_int(o, "seed", INT64_MIN, INT64_MAX, &seed, &r->has_seed, err, errlen) < 0 ||
@@ -504,6 +547,8 @@ static int parse_body(const char *body, size_t len, CompletionRequest *out, Fiel
 	out->temperature = 1.0;
 	out->top_p = 1.0;
 	out->cache_prompt = 1;
+	out->repeat_penalty = 1.0;
+	out->repeat_last_n = 64;  /* llama-server's default */
 	if (!(o = parse_object(body, len, err, errlen)))
 		return -1;
 	rc = fields(o, out, err, errlen);
@@ -576,4 +621,10 @@ void completion_request_params(const CompletionRequest *r, ServeParams *p)
 	p->bias_ids = r->bias_ids;
 	p->bias = r->bias;
 	p->n_bias = r->n_bias;
+	p->frequency_penalty = (float)r->frequency_penalty;
+	p->presence_penalty = (float)r->presence_penalty;
+	p->repeat_penalty = (float)r->repeat_penalty;
+	p->repeat_last_n = r->repeat_last_n;
+	p->top_k = r->top_k;
+	p->min_p = (float)r->min_p;
 }

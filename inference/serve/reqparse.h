@@ -46,6 +46,11 @@ typedef struct {
 	ChatMessage *messages; /* owned, (n_messages) with their contents; NULL: not chat */
 	int n_messages;
 	int include_usage;  /* stream_options.include_usage: a last chunk with usage */
+	double frequency_penalty, presence_penalty; /* OpenAI's, -2..2 */
+	double repeat_penalty;  /* llama.cpp's, default 1 (off) */
+	int repeat_last_n;      /* llama.cpp's, default 64; -1: the context */
+	int top_k;              /* llama.cpp's, 0: off */
+	double min_p;           /* llama.cpp's, 0: off */
 } CompletionRequest;
 
 /* Parses len bytes of JSON; on failure writes one line to err (errlen

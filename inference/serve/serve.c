@@ -33,8 +33,7 @@ static void live_remove(Server *s, ServeRequest *r)
 static void request_free(ServeRequest *r)
 {
 	seq_free(&r->seq);
-	if (r->sampler.probindex)
-		sampler_free(&r->sampler);
+	sampler_free(&r->sampler);
 	pool_free(POOL_ACTIVATIONS, r->mem, r->mem_bytes);
 	pool_free(POOL_ACTIVATIONS, r, sizeof(*r));
 }
@@ -46,22 +45,38 @@ static void request_unref(ServeRequest *r)
 		request_free(r);
 }
 
-/* The logit biases, the text buffer (every token's longest piece) and the
- * stop strings, in one pool block. */
+/* The penalties' window: repeat_last_n tokens (-1: the whole sequence),
+ * none when no penalty acts. */
+static void request_penalties(ServeRequest *r, const ServeParams *p)
+{
+	r->pen = (Penalties){ .repeat = p->repeat_penalty > 0 ? p->repeat_penalty : 1.0f,
+			      .frequency = p->frequency_penalty,
+			      .presence = p->presence_penalty };
+	r->pen_window = 0;
+	if (penalties_active(&r->pen) && p->repeat_last_n != 0)
+		r->pen_window = p->repeat_last_n < 0 || p->repeat_last_n > r->seq.cap
+				? r->seq.cap : p->repeat_last_n;
+}
+
+/* The penalties' scratch, the logit biases, the text buffer (every
+ * token's longest piece) and the stop strings, in one pool block. */
 static int request_strings(ServeRequest *r, const ServeParams *p, int max_piece,
 			   InferError *err)
 {
 	size_t stop_bytes = 0, bias_bytes = (size_t)p->n_bias * (sizeof(int) + sizeof(float));
+	size_t pen_bytes = (size_t)r->pen_window * sizeof(int);
 	char *m;
 
 	for (int i = 0; i < p->n_stop; i++)
 		stop_bytes += strlen(p->stop[i]) + 1;
 	r->text_cap = (size_t)p->max_tokens * ((size_t)max_piece + 1) + 1;
-	r->mem_bytes = bias_bytes + r->text_cap + stop_bytes;
+	r->mem_bytes = pen_bytes + bias_bytes + r->text_cap + stop_bytes;
 	r->mem = pool_alloc(POOL_ACTIVATIONS, r->mem_bytes);
 	if (!r->mem)
 		return infer_fail(err, "out of memory for a request's text");
 	m = r->mem;
+	r->pen_scratch = pen_bytes ? (int *)m : NULL;
+	m += pen_bytes;
 	r->bias_ids = (int *)m;
 	m += (size_t)p->n_bias * sizeof(int);
 	r->bias = (float *)m;
@@ -91,11 +106,14 @@ static int request_sampler(ServeRequest *r, const ServeParams *p, int vocab, uin
 	uint64_t seed = p->has_seed ? (p->seed ? p->seed : 0x9e3779b97f4a7c15ull)
 				    : ((uint64_t)time(NULL) << 20) ^ (id * 0x9e3779b97f4a7c15ull);
 
-	if (p->temperature > 0 && p->top_p > 0 && p->top_p < 1)
-		return sampler_init(&r->sampler, vocab, p->temperature, p->top_p, seed, err);
-	r->sampler = (Sampler){ .vocab_size = vocab, .temperature = p->temperature,
-				.topp = p->top_p, .rng_state = seed | 1 };
-	return 0;
+	if (p->temperature > 0 && p->top_p > 0 && p->top_p < 1) {
+		if (sampler_init(&r->sampler, vocab, p->temperature, p->top_p, seed, err))
+			return -1;
+	} else {
+		r->sampler = (Sampler){ .vocab_size = vocab, .temperature = p->temperature,
+					.topp = p->top_p, .rng_state = seed | 1 };
+	}
+	return sampler_set_filters(&r->sampler, p->top_k, p->min_p, err);
 }
 
 /* ---- output: text, stop strings, what may be sent ---- */
@@ -238,8 +256,14 @@ static void sample_one(void *ctx, int i)
 	SampleJob *j = &((Server *)ctx)->samples[i];
 	const ServeRequest *r = j->r;
 
+	const Seq *q = &r->seq;
+	int w = r->pen_window < q->n_tokens ? r->pen_window : q->n_tokens;
+
 	for (int k = 0; k < r->n_bias; k++)
 		j->logits[r->bias_ids[k]] += r->bias[k];
+	/* after the biases, as llama.cpp's chain runs them */
+	penalties_apply(&r->pen, q->tokens + q->n_tokens - w, w, r->pen_scratch, j->logits,
+			r->sampler.vocab_size);
 	j->token = sampler_sample(&j->r->sampler, j->logits);
 }
 
@@ -660,25 +684,28 @@ static int build_request(Server *s, const ServeParams *p, const EnginePrompt *ep
 	r->client_fd = -1;
 	r->max_tokens = p->max_tokens;
 	r->chat = p->chat;
-	if (seq_init(&r->seq, id, ep->ids, ep->n, p->max_tokens, s->sched.kv.block_size, err) ||
-	    request_strings(r, p, piece, err) ||
+	if (seq_init(&r->seq, id, ep->ids, ep->n, p->max_tokens, s->sched.kv.block_size, err))
+		return -1;
+	request_penalties(r, p);
+	if (request_strings(r, p, piece, err) ||
 	    request_sampler(r, p, vocab, id, err))
 		return -1;
 	r->seq.no_prefix_cache = p->no_prefix_cache;
 	return 0;
 }
 
-/* max_tokens 0 (a chat's default): what the context leaves after the prompt. */
+/* max_tokens 0 (a chat's default, or -1 asked), or more than the context
+ * leaves after the prompt: what it leaves, as llama-server stops there
+ * (finish_reason length). */
 static int resolve_max_tokens(Server *s, int n_prompt, int *max_tokens, InferError *err)
 {
 	int seq_len = s->engine.model.config.seq_len;
 
-	if (*max_tokens > 0)
-		return 0;
 	if (n_prompt >= seq_len)
 		return infer_fail(err, "This model's maximum context length is %d tokens, but the "
 				  "prompt has %d: no room is left for the reply", seq_len, n_prompt);
-	*max_tokens = seq_len - n_prompt;
+	if (*max_tokens <= 0 || *max_tokens > seq_len - n_prompt)
+		*max_tokens = seq_len - n_prompt;
 	return 0;
 }
 

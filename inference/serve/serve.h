@@ -33,6 +33,9 @@ typedef void (*ServeWakeFn)(void *ctx);
 typedef struct ServeRequest {
 	Seq seq;
 	Sampler sampler;
+	Penalties pen;          /* over the last pen_window tokens of seq */
+	int pen_window;         /* 0: no penalties */
+	int *pen_scratch;       /* (pen_window) in mem */
 	int max_tokens;
 	int chat;               /* ServeParams' */
 	int *bias_ids;          /* (n_bias) ServeParams', in mem */

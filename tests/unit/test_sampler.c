@@ -5,7 +5,9 @@
  * are not multiples of the vector width the fast path uses.
  * At a temperature: run.c's scalar loops, softmax and qsort'ed top-p, with
  * the same seed, draw the same tokens and leave the same probabilities,
- * though the sampler vectorizes its passes and sorts only the nucleus. */
+ * though the sampler vectorizes its passes and sorts only the nucleus.
+ * top-k and min-p draw only the tokens they keep, all of them, ties at the
+ * k-th kept; llama.cpp's penalties change exactly the window's tokens. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,6 +186,58 @@ static void check_draws(float *p, int n, unsigned *seed)
 		}
 }
 
+/* Which of 6 tokens 4000 draws at temperature 1 give, as a bit set. */
+static unsigned drawn(int top_k, float min_p, const float *logits)
+{
+	InferError err;
+	Sampler s;
+	unsigned seen = 0;
+
+	if (sampler_init(&s, 6, 1.0f, 1.0f, 12345, &err) || sampler_set_filters(&s, top_k, min_p, &err)) {
+		CHECK(0, "sampler: %s", err.msg);
+		return 0;
+	}
+	for (int i = 0; i < 4000; i++) {
+		float x[6];
+
+		memcpy(x, logits, sizeof(x));
+		seen |= 1u << sampler_sample(&s, x);
+	}
+	sampler_free(&s);
+	return seen;
+}
+
+static void check_filters(void)
+{
+	const float l[6] = { 1.0f, 5.0f, 3.0f, 4.0f, 3.0f, 0.0f };
+
+	CHECK(drawn(0, 0, l) == 0x3f, "no filter: all 6 drawn (%#x)", drawn(0, 0, l));
+	CHECK(drawn(2, 0, l) == 0x0a, "top_k 2: tokens 1 and 3 (%#x)", drawn(2, 0, l));
+	CHECK(drawn(3, 0, l) == 0x1e, "top_k 3: 1, 3 and both tied at 3.0 (%#x)", drawn(3, 0, l));
+	CHECK(drawn(1, 0, l) == 0x02, "top_k 1: the largest (%#x)", drawn(1, 0, l));
+	/* p >= 0.3 p_max: logit >= 5 + ln 0.3 = 3.80 */
+	CHECK(drawn(0, 0.3f, l) == 0x0a, "min_p 0.3: tokens 1 and 3 (%#x)", drawn(0, 0.3f, l));
+	CHECK(drawn(0, 0.1f, l) == 0x1e, "min_p 0.1: logits >= 2.70 (%#x)", drawn(0, 0.1f, l));
+	CHECK(drawn(3, 0.3f, l) == 0x0a, "top_k 3 then min_p 0.3 (%#x)", drawn(3, 0.3f, l));
+}
+
+static void check_penalties(void)
+{
+	float l[4] = { 2.0f, -1.0f, 0.5f, 3.0f };
+	const int window[5] = { 0, 0, 1, 7, -1 }; /* 7 and -1: outside the vocabulary */
+	int scratch[5];
+	Penalties off = { .repeat = 1.0f }, p = { .repeat = 2.0f, .frequency = 0.5f, .presence = 0.25f };
+
+	CHECK(!penalties_active(&off) && penalties_active(&p), "active");
+	penalties_apply(&off, window, 5, scratch, l, 4);
+	CHECK(l[0] == 2.0f && l[1] == -1.0f, "off changes nothing");
+	penalties_apply(&p, window, 5, scratch, l, 4);
+	/* 2 seen twice: 2 / 2 - 2 * 0.5 - 0.25; -1 once: -1 * 2 - 0.5 - 0.25 */
+	CHECK(l[0] == -0.25f, "positive logit seen twice: %g", l[0]);
+	CHECK(l[1] == -2.75f, "negative logit seen once: %g", l[1]);
+	CHECK(l[2] == 0.5f && l[3] == 3.0f, "unseen tokens untouched: %g %g", l[2], l[3]);
+}
+
 int main(void)
 {
 	static const int widths[] = { 1, 2, 15, 16, 17, 31, 32, 33, 512, 1000, 32000 };
@@ -218,6 +272,8 @@ int main(void)
 	}
 	for (size_t w = 0; w < sizeof(widths) / sizeof(widths[0]); w++)
 		check_draws(p, widths[w], &seed);
+	check_filters();
+	check_penalties();
 	free(p);
 	return check_report();
 }
