@@ -77,6 +77,8 @@ static void usage(FILE *f)
 		"                  mistral, zephyr, gemma or phi3 (/v1/chat/completions)\n"
 		"  --max-conns N   connections served at once, more get 503 (default 64)\n"
 		"  --max-body N    largest request body in bytes, larger get 413 (default 1048576)\n"
+		"  --cors-origin O the Access-Control-Allow-Origin of every response (default *:\n"
+		"                  a browser's Origin echoed, as llama-server)\n"
 		"  -h              this help\n");
 }
 
@@ -187,6 +189,9 @@ static int parse_serving(Args *a, const char *opt, const char *val)
 	else if (!strcmp(opt, "--max-body")) {
 		rc = parse_int(opt, val, 64, 1 << 30, &body);
 		a->http_opt.max_body = (size_t)body;
+	} else if (!strcmp(opt, "--cors-origin")) {
+		a->http_opt.cors_origin = val;
+		rc = !*val || strpbrk(val, "\r\n") ? bad_arg(opt, val, "not an origin") : 0;
 	} else
 		return 0;
 	return rc < 0 ? -1 : 1;

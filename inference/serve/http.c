@@ -56,6 +56,56 @@ typedef struct {
 
 static const char JSON_TYPE[] = "application/json";
 
+/* ---- CORS, and every response queued through it ---- */
+
+/* llama-server's defaults: with --cors-origin "*" (the default) a
+ * browser's Origin is echoed, credentials allowed; else the one origin
+ * asked for is named, and the browser enforces it. The server is found
+ * through the socket context connection_note leaves. */
+static void add_cors(struct MHD_Connection *c, struct MHD_Response *r)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	const HttpServer *h = ci ? ci->socket_context : NULL;
+	const char *allow = h && h->opt.cors_origin ? h->opt.cors_origin : "*";
+	const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+
+	if (!strcmp(allow, "*") && origin && *origin) {
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+		MHD_add_response_header(r, "Access-Control-Allow-Credentials", "true");
+		MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Origin");
+	} else {
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, allow);
+	}
+}
+
+static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *r)
+{
+	enum MHD_Result rc;
+
+	if (!r)
+		return MHD_NO;
+	add_cors(c, r);
+	rc = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+/* A browser's preflight: the methods served and the headers it asks for. */
+static enum MHD_Result preflight(struct MHD_Connection *c)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+	const char *want = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						       "Access-Control-Request-Headers");
+
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+	MHD_add_response_header(r, "Access-Control-Allow-Headers", want && *want ? want : "*");
+	MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
+	return queue(c, 200, r);
+}
+
 /* ---- plain JSON responses ---- */
 
 static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *type,
@@ -63,14 +113,10 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
 {
 	struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body,
 								 MHD_RESPMEM_MUST_COPY);
-	enum MHD_Result rc;
 
-	if (!r)
-		return MHD_NO;
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-	rc = MHD_queue_response(c, status, r);
-	MHD_destroy_response(r);
-	return rc;
+	if (r)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	return queue(c, status, r);
 }
 
 static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_object *o)
@@ -432,16 +478,13 @@ static enum MHD_Result start_response(Call *k)
 {
 	struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384,
 								   read_body, k, NULL);
-	enum MHD_Result rc;
 
-	if (!r)
-		return MHD_NO;
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-				k->stream ? "text/event-stream" : JSON_TYPE);
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-	rc = MHD_queue_response(k->conn, 200, r);
-	MHD_destroy_response(r);
-	return rc;
+	if (r) {
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+					k->stream ? "text/event-stream" : JSON_TYPE);
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	}
+	return queue(k->conn, 200, r);
 }
 
 /* A chat request's prompt, rendered from the model's template. */
@@ -647,6 +690,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	if (!is_post) {
 		if (!strcmp(method, "GET"))
 			return route_get(h, c, url);
+		if (!strcmp(method, MHD_HTTP_METHOD_OPTIONS))
+			return preflight(c);
 		return known_path(url) ? send_error(c, 405, "method not allowed")
 				       : send_error(c, 404, "no such endpoint");
 	}
@@ -686,7 +731,7 @@ static void connection_note(void *cls, struct MHD_Connection *c, void **socket_c
 	HttpServer *h = cls;
 
 	(void)c;
-	(void)socket_context;
+	*socket_context = h; /* add_cors finds the server's options here */
 	__atomic_fetch_add(&h->conns, toe == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1,
 			   __ATOMIC_RELAXED);
 }

@@ -7,7 +7,9 @@
  *   GET  /v1/models        the one model (also without /v1, as the POST paths)
  *   GET  /health           status and the engine's gauges (running, waiting, KV blocks)
  *   GET  /stats            the engine's --stats JSON, live
- * Errors are OpenAI-shaped JSON: {"error":{"message","type","param","code"}}. */
+ * Errors are OpenAI-shaped JSON: {"error":{"message","type","param","code"}}.
+ * Every response carries CORS headers, and OPTIONS (a browser's preflight)
+ * is answered on any path, as llama-server does. */
 #ifndef INFER_HTTP_H
 #define INFER_HTTP_H
 
@@ -20,6 +22,8 @@ typedef struct {
 	int max_conns;       /* connections served at once; more get 503 */
 	size_t max_body;     /* request bodies above this get 413 */
 	const char *model_name;
+	const char *cors_origin; /* Access-Control-Allow-Origin; NULL or "*": the
+				  * request's Origin echoed, as llama-server */
 } HttpOptions;
 
 typedef struct HttpServer HttpServer;
