@@ -19,17 +19,34 @@ start_engine() {
 	ok "engine $EPID on $BASE: $*"
 }
 
-# start_llama_server: llama-server (make llama-server) on the demo model as
-# Q8_0 GGUF, 8 slots, one thread, on a free loopback port; sets lpid, lport.
-start_llama_server() {
-	local server
+# free_port: a free loopback TCP port
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# demo_gguf TYPE OUT: the demo model as a GGUF file of TYPE (mkmodel)
+demo_gguf() {
+	"$MKMODEL" "$2" --gguf "$1" --from "$DEMO_MODEL" --vocab "$DEMO_TOK" >"$TMP/mk.err" 2>&1 ||
+		fail "mkmodel --gguf $1: $(cat "$TMP/mk.err")"
+}
+
+# llama_on FILE ARGS...: llama-server (make llama-server) on FILE with ARGS
+# on a free loopback port, up; sets lpid, lport, LBASE.
+llama_on() {
+	local server file=$1
+	shift
 	server=$("$ROOT/tools/build_llama_server.sh" --check) || fail "no llama-server fixture (make llama-server)"
-	"$MKMODEL" "$TMP/m.gguf" --gguf q8_0 --from "$DEMO_MODEL" --vocab "$DEMO_TOK" >/dev/null || fail "mkmodel gguf"
-	lport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-	"$server" -m "$TMP/m.gguf" -c 2048 -np 8 -t 1 --host 127.0.0.1 --port "$lport" >"$TMP/llama.log" 2>&1 &
+	lport=$(free_port)
+	"$server" -m "$file" "$@" --host 127.0.0.1 --port "$lport" >"$TMP/llama.log" 2>&1 &
 	lpid=$!
-	WAIT_S=60 wait_for curl -sf -o /dev/null "http://127.0.0.1:$lport/health" ||
+	LBASE=http://127.0.0.1:$lport
+	WAIT_S=60 wait_for curl -sf -o /dev/null "$LBASE/health" ||
 		fail "llama-server did not start: $(tail -n 3 "$TMP/llama.log")"
+}
+
+# start_llama_server: llama-server on the demo model as Q8_0 GGUF, 8
+# slots, one thread.
+start_llama_server() {
+	demo_gguf q8_0 "$TMP/m.gguf"
+	llama_on "$TMP/m.gguf" -c 2048 -np 8 -t 1
 }
 
 # stop_engine: SIGTERM, and it must exit 0.

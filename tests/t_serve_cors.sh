@@ -10,14 +10,8 @@ source "$(dirname "$0")/serve_lib.sh"
 need_cmd curl curl
 need_cmd python3 python3
 [ -r "$DEMO_MODEL" ] && [ -r "$DEMO_TOK" ] || fail "no demo model (make models first)"
-SERVER=$("$ROOT/tools/build_llama_server.sh" --check) || fail "no llama-server fixture (make llama-server)"
-"$MKMODEL" "$TMP/m.gguf" --gguf q8_0 --from "$DEMO_MODEL" --vocab "$DEMO_TOK" >"$TMP/mk.err" 2>&1 ||
-	fail "mkmodel: $(cat "$TMP/mk.err")"
-lport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$SERVER" -m "$TMP/m.gguf" -c 256 -np 1 -t 1 --host 127.0.0.1 --port "$lport" >"$TMP/llama.log" 2>&1 &
-lpid=$!
-LBASE=http://127.0.0.1:$lport
-WAIT_S=60 wait_for curl -sf -o /dev/null "$LBASE/health" || fail "llama-server did not start: $(tail -n 3 "$TMP/llama.log")"
+demo_gguf q8_0 "$TMP/m.gguf"
+llama_on "$TMP/m.gguf" -c 256 -np 1 -t 1
 start_engine "$TMP/m.gguf" -b cpu
 ORIGIN=http://app.example:5173
 

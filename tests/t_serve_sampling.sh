@@ -19,17 +19,10 @@ need_cmd jq jq
 need_cmd curl curl
 need_cmd python3 python3
 [ -r "$DEMO_MODEL" ] && [ -r "$DEMO_TOK" ] || fail "no demo model (make models first)"
-SERVER=$("$ROOT/tools/build_llama_server.sh" --check) || fail "no llama-server fixture (make llama-server)"
 N=40
 
-"$MKMODEL" "$TMP/m.gguf" --gguf f32 --from "$DEMO_MODEL" --vocab "$DEMO_TOK" >"$TMP/mk.err" 2>&1 ||
-	fail "mkmodel: $(cat "$TMP/mk.err")"
-lport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$SERVER" -m "$TMP/m.gguf" -c 512 -np 1 -t 1 -ctk f32 -ctv f32 --host 127.0.0.1 --port "$lport" \
-	>"$TMP/llama.log" 2>&1 &
-lpid=$!
-LBASE=http://127.0.0.1:$lport
-WAIT_S=60 wait_for curl -sf -o /dev/null "$LBASE/health" || fail "llama-server did not start: $(tail -n 3 "$TMP/llama.log")"
+demo_gguf f32 "$TMP/m.gguf"
+llama_on "$TMP/m.gguf" -c 512 -np 1 -t 1 -ctk f32 -ctv f32
 start_engine "$TMP/m.gguf" -b cpu
 
 ours() { # PROMPT_JSON EXTRA: our greedy ids

@@ -12,6 +12,7 @@
 #include <time.h>
 #include "engine/engine.h"
 #include "serve/http.h"
+#include "serve/llama_cli.h"
 #include "serve/serve.h"
 #include "base/trace.h"
 #include "version.h"
@@ -79,6 +80,13 @@ static void usage(FILE *f)
 		"  --max-body N    largest request body in bytes, larger get 413 (default 1048576)\n"
 		"  --cors-origin O the Access-Control-Allow-Origin of every response (default *:\n"
 		"                  a browser's Origin echoed, as llama-server)\n"
+		"  --ctx-size N    positions a request may use (at most the model's) and, without\n"
+		"                  --kv-blocks, the KV pool's size in all (default: the model's)\n"
+		"  --alias NAME    the model's name in /v1/models (default: the file's)\n"
+		"llama-server's command line also starts the HTTP engine: -m MODEL, --host H\n"
+		"(default 127.0.0.1), --port P (8080), -c N (--ctx-size), -np N (--max-seqs),\n"
+		"-t N (--threads), -b N (--max-batch-tokens), -a NAME, --chat-template, -ngl N\n"
+		"(0: the CPU backend), --jinja and -cb (accepted); -b is then spelled --backend\n"
 		"  -h              this help\n");
 }
 
@@ -189,6 +197,11 @@ static int parse_serving(Args *a, const char *opt, const char *val)
 	else if (!strcmp(opt, "--max-body")) {
 		rc = parse_int(opt, val, 64, 1 << 30, &body);
 		a->http_opt.max_body = (size_t)body;
+	} else if (!strcmp(opt, "--ctx-size"))
+		rc = parse_int(opt, val, 0, 1 << 24, &a->serve_opt.ctx_size);
+	else if (!strcmp(opt, "--alias")) {
+		a->http_opt.model_name = val;
+		rc = *val ? 0 : bad_arg(opt, val, "an empty model name");
 	} else if (!strcmp(opt, "--cors-origin")) {
 		a->http_opt.cors_origin = val;
 		rc = !*val || strpbrk(val, "\r\n") ? bad_arg(opt, val, "not an origin") : 0;
@@ -249,7 +262,7 @@ static int parse_valued(Args *a, const char *opt, const char *val)
 		return parse_seed(val, &a->eng.seed) < 0 ? -1 : 1;
 	else if (!strcmp(opt, "-i"))
 		a->prompt = val;
-	else if (!strcmp(opt, "-b"))
+	else if (!strcmp(opt, "-b") || !strcmp(opt, "--backend"))
 		a->eng.backend = val;
 	else if (!strcmp(opt, "--cl-platform"))
 		return parse_int(opt, val, 0, 1024, &a->eng.backend_opt.cl_platform) < 0 ? -1 : 1;
@@ -470,7 +483,8 @@ static int run_http(Args *a)
 	uint64_t t0 = trace_now_ns();
 
 	block_signals(&set);
-	a->http_opt.model_name = base_name(a->eng.model_path);
+	if (!a->http_opt.model_name)
+		a->http_opt.model_name = base_name(a->eng.model_path);
 	if (server_open(&srv, &a->eng, &a->serve_opt, &err) < 0) {
 		fprintf(stderr, "infer: %s\n", err.msg);
 		return 1;
@@ -496,7 +510,7 @@ static int run_http(Args *a)
 	return rc;
 }
 
-int main(int argc, char **argv)
+static int infer_main(int argc, char **argv)
 {
 	Args a;
 	Engine engine;
@@ -548,4 +562,21 @@ int main(int argc, char **argv)
 		rc = -1;
 	}
 	return rc < 0 ? 1 : 0;
+}
+
+/* llama-server's command line (-m FILE ...) is first spelled as infer's. */
+int main(int argc, char **argv)
+{
+	char **targv = NULL, msg[256];
+	int targc = 0, rc;
+
+	if (!llama_cli_wanted(argc, argv))
+		return infer_main(argc, argv);
+	if (llama_cli_translate(argc, argv, stderr, &targv, &targc, msg, sizeof(msg)) < 0) {
+		fprintf(stderr, "infer: %s\n", msg);
+		return 2;
+	}
+	rc = infer_main(targc, targv);
+	free(targv);
+	return rc;
 }

@@ -493,8 +493,7 @@ static int serve_sizes(Server *s, InferError *err)
 	if (sched_init(&s->sched, s->opt.kv_blocks, s->opt.block_size, s->opt.max_seqs,
 		       s->opt.max_batch_tokens, err) < 0)
 		return -1;
-	return sched_prefix_init(&s->sched, s->opt.prefix_entries, s->engine.model.config.seq_len,
-				 err);
+	return sched_prefix_init(&s->sched, s->opt.prefix_entries, s->ctx, err);
 }
 
 /* Threads besides the engine's that share a step's sampling: one per CPU
@@ -524,8 +523,14 @@ int server_open(Server *s, const EngineOptions *eo, const ServeOptions *so, Infe
 	/* the pool size depends on seq_len: peek at the header first */
 	if (model_load(&probe, eo->model_path, err) < 0)
 		return -1;
-	blocks = kv_blocks_for(probe.config.seq_len, s->opt.block_size);
+	s->ctx = probe.config.seq_len;
 	model_free(&probe);
+	if (s->opt.ctx_size > 0 && s->opt.ctx_size < s->ctx)
+		s->ctx = s->opt.ctx_size;
+	blocks = kv_blocks_for(s->ctx, s->opt.block_size);
+	/* --ctx-size alone is llama-server's -c: the pool's positions in all */
+	if (s->opt.kv_blocks <= 0 && s->opt.ctx_size > 0)
+		s->opt.kv_blocks = kv_blocks_for(s->opt.ctx_size, s->opt.block_size);
 	if (s->opt.kv_blocks <= 0)
 		s->opt.kv_blocks = s->opt.max_seqs * blocks;
 	e.backend_opt.kv_blocks = s->opt.kv_blocks;
@@ -620,17 +625,17 @@ static int prompt_ids(Server *s, const ServeParams *p, EnginePrompt *ep, int *st
 		 * the square of its length, and which hold the server's lock */
 		size_t least = strlen(p->prompt_text) / (size_t)(s->engine.tokenizer.max_token_length + 1);
 
-		if (least + 1 > (size_t)c->seq_len)
+		if (least + 1 > (size_t)s->ctx)
 			return infer_fail(err, "This model's maximum context length is %d tokens, but "
-					  "the prompt has at least %zu", c->seq_len, least + 1);
+					  "the prompt has at least %zu", s->ctx, least + 1);
 	}
 	if (p->prompt_text)
 		return engine_encode(&s->engine, p->prompt_text, ep, err);
 	if (p->n_prompt_ids < 1)
 		return infer_fail(err, "prompt: an empty list of token ids");
-	if (p->n_prompt_ids > c->seq_len)
+	if (p->n_prompt_ids > s->ctx)
 		return infer_fail(err, "This model's maximum context length is %d tokens, "
-				  "but the prompt has %d", c->seq_len, p->n_prompt_ids);
+				  "but the prompt has %d", s->ctx, p->n_prompt_ids);
 	for (int i = 0; i < p->n_prompt_ids; i++)
 		if (p->prompt_ids[i] < 0 || p->prompt_ids[i] >= vocab)
 			return infer_fail(err, "prompt: token id %d is outside the vocabulary "
@@ -659,7 +664,7 @@ static int check_bias(Server *s, const ServeParams *p, InferError *err)
 
 static int check_fits(Server *s, int n_prompt, int max_tokens, InferError *err)
 {
-	int seq_len = s->engine.model.config.seq_len;
+	int seq_len = s->ctx;
 
 	if ((long)n_prompt + max_tokens > seq_len)
 		return infer_fail(err, "This model's maximum context length is %d tokens. However, "
@@ -699,7 +704,7 @@ static int build_request(Server *s, const ServeParams *p, const EnginePrompt *ep
  * (finish_reason length). */
 static int resolve_max_tokens(Server *s, int n_prompt, int *max_tokens, InferError *err)
 {
-	int seq_len = s->engine.model.config.seq_len;
+	int seq_len = s->ctx;
 
 	if (n_prompt >= seq_len)
 		return infer_fail(err, "This model's maximum context length is %d tokens, but the "

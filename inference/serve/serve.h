@@ -25,6 +25,8 @@ typedef struct {
 	int block_size;        /* positions per block */
 	int prefix_entries;    /* finished sequences the prefix cache keeps; 0: off,
 				* -1: max_seqs */
+	int ctx_size;          /* positions a request may use, at most the model's, and
+				* the pool's size when kv_blocks is 0; 0: the model's */
 } ServeOptions;
 
 /* Called under the server lock when a request has new output or is done. */
@@ -69,6 +71,7 @@ typedef struct {
 	Engine engine;
 	Sched sched;
 	ServeOptions opt;
+	int ctx;                   /* positions a request may use: the model's, or ctx_size */
 	pthread_mutex_t lock;
 	pthread_cond_t work;       /* a request arrived, or stop */
 	pthread_t thread;
