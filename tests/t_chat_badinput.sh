@@ -2,7 +2,7 @@
 # fast
 # /v1/chat/completions on `infer --http` (issue 49): what the engine cannot
 # do is a 400 that names the field (n > 1, tools, images, audio, logprobs,
-# response formats, a trailing assistant turn, roles out of turn), as is a
+# response formats, two assistant turns at the end, roles out of turn), as is a
 # model with no usable chat template, which is told how to pass one; a bad
 # --chat-template is refused at start. Every refusal leaves the engine
 # serving: a chat after them all still answers.
@@ -68,8 +68,8 @@ chat "user content missing" "'messages[0].content'" '{"messages":[{"role":"user"
 chat "max_completion_tokens 0" "'max_completion_tokens'" "{\"messages\":[$U],\"max_completion_tokens\":0}"
 chat "max_tokens a string" "'max_tokens'" "{\"messages\":[$U],\"max_tokens\":\"4\"}"
 chat "stream_options not an object" "'stream_options'" "{\"messages\":[$U],\"stream_options\":true}"
-chat "a trailing assistant message" "assistant" \
-	"{\"messages\":[$U,{\"role\":\"assistant\",\"content\":\"Hi\"}]}"
+chat "two assistant messages at the end" "2 or more assistant" \
+	"{\"messages\":[$U,{\"role\":\"assistant\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":\"there\"}]}"
 chat "roles out of turn (llama2's template)" "alternate" "{\"messages\":[$U,$U]}"
 chat "malformed JSON" "JSON" '{"messages": ['
 chat "logit_bias a list" "'logit_bias'" "{\"messages\":[$U],\"logit_bias\":[1]}"

@@ -410,14 +410,18 @@ char *chat_render(ChatFormat fmt, const ChatMessage *m, int n, const char *bos, 
 	ChatMessage *msgs = NULL;
 	char *merged = NULL;
 	size_t bl = strlen(bos);
+	const char *prefill = NULL;
 
 	if (n < 1)
 		return snprintf(err, errlen, "'messages' must not be empty"), NULL;
-	/* llama-server continues a trailing assistant message; this engine
-	 * does not, rather than answer after a turn it never closed */
-	if (m[n - 1].role == CHAT_ROLE_ASSISTANT)
-		return snprintf(err, errlen, "the last message is the assistant's: continuing an "
-				"assistant message is not supported"), NULL;
+	/* a trailing assistant message is continued, as llama-server does: the
+	 * rest rendered up to the assistant's turn, then its text as it is */
+	if (m[n - 1].role == CHAT_ROLE_ASSISTANT) {
+		if (n >= 2 && m[n - 2].role == CHAT_ROLE_ASSISTANT)
+			return snprintf(err, errlen, "Cannot have 2 or more assistant messages at the "
+					"end of the list."), NULL;
+		prefill = m[--n].content;
+	}
 	if (!takes_system(fmt)) {
 		if ((n = merge_system(m, n, &msgs, &merged)) < 0)
 			return snprintf(err, errlen, "out of memory"), NULL;
@@ -428,6 +432,8 @@ char *chat_render(ChatFormat fmt, const ChatMessage *m, int n, const char *bos, 
 		refuse(&o, "out of memory");
 	else {
 		render(&o, fmt, m, n);
+		if (prefill)
+			put(&o, prefill);
 		if (fclose(o.f) != 0)
 			refuse(&o, "out of memory");
 	}

@@ -7,7 +7,8 @@ equal; llama-server's text tokenized by llama.cpp (/tokenize, add_special
 and parse_special, as its chat completions tokenize) must equal our
 tokenization of our text; and our /v1/chat/completions must count exactly
 that many prompt tokens. A conversation that llama-server's template
-refuses must be refused by ours too (400). Prints one line per
+refuses must be refused by ours too (400). A trailing assistant message is
+continued (llama-server's prefill). Prints one line per
 conversation and exits 1 on the first difference."""
 import json
 import sys
@@ -33,7 +34,16 @@ CONVERSATIONS = [
     [{"role": "user", "content": "a literal <s> and </s> inside"}],
     [{"role": "system", "content": "Only a system message"}],
     [{"role": "user", "content": "x"}, {"role": "user", "content": "two users"}],
+    # a trailing assistant message: continued (prefill), as llama-server does
+    [{"role": "user", "content": "Tell me a story"}, {"role": "assistant", "content": "Once upon"}],
+    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+     {"role": "assistant", "content": " Sure, here is "}],
+    [{"role": "user", "content": "x"}, {"role": "assistant", "content": "a"},
+     {"role": "assistant", "content": "b"}],
 ]
+
+
+MANGLED = "</s>|assistant|>"
 
 
 def post(base, path, body):
@@ -61,10 +71,18 @@ def main():
         if os_ != 200:
             sys.exit(f"conversation {i}: ours refuses ({os_}: {ot}), llama-server renders "
                      f"{lt['prompt']!r}")
-        if ot["prompt"] != lt["prompt"]:
+        lp, note = lt["prompt"], ""
+        if msgs[-1]["role"] == "assistant" and MANGLED in lp:
+            # llama-server's prefill takes the assistant's header as the text
+            # after the longest prefix shared with the prompt rendered without
+            # it; phi3's template then ends in </s>, so the header loses its
+            # "<". That defect is not copied: the header is compared whole.
+            lp = lp.replace(MANGLED, "<|assistant|>", 1)
+            note = " (llama-server's prefill drops the '<' of phi3's <|assistant|>: compared whole)"
+        if ot["prompt"] != lp:
             sys.exit(f"conversation {i}: prompts differ\n ours:  {ot['prompt']!r}\n"
                      f" llama: {lt['prompt']!r}")
-        tok = {"content": lt["prompt"], "add_special": True, "parse_special": True}
+        tok = {"content": lp, "add_special": True, "parse_special": True}
         _, lids = post(llama, "/tokenize", tok)
         _, oids = post(ours, "/tokenize", dict(tok, content=ot["prompt"]))
         if lids["tokens"] != oids["tokens"]:
@@ -76,7 +94,7 @@ def main():
             sys.exit(f"conversation {i}: our chat completion ran {st} "
                      f"{res.get('usage', res)}, want {len(lids['tokens'])} prompt tokens")
         compared += 1
-        print(f"conversation {i}: equal, {len(lids['tokens'])} tokens: {lt['prompt']!r}")
+        print(f"conversation {i}: equal, {len(lids['tokens'])} tokens: {lp!r}{note}")
     if compared < len(CONVERSATIONS) // 2:
         sys.exit(f"only {compared} conversations rendered: too few to compare")
     print(f"{compared} conversations equal, token for token")

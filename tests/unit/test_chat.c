@@ -68,7 +68,8 @@ static void expect_refused(ChatFormat fmt, const ChatMessage *m, int n, const ch
 static void test_refusals(void)
 {
 	ChatMessage two_users[] = { { CHAT_ROLE_USER, "a" }, { CHAT_ROLE_USER, "b" } };
-	ChatMessage trailing[] = { { CHAT_ROLE_USER, "a" }, { CHAT_ROLE_ASSISTANT, "b" } };
+	ChatMessage trailing[] = { { CHAT_ROLE_USER, "a" }, { CHAT_ROLE_ASSISTANT, "b" },
+				   { CHAT_ROLE_ASSISTANT, "c" } };
 	ChatMessage second_system[] = { { CHAT_ROLE_USER, "a" }, { CHAT_ROLE_SYSTEM, "c" } };
 	char err[64];
 
@@ -76,7 +77,12 @@ static void test_refusals(void)
 	expect_refused((ChatFormat){ CHAT_GEMMA, 0 }, two_users, 2, "alternate");
 	expect_refused((ChatFormat){ CHAT_MISTRAL, 0 }, two_users, 2, "alternate");
 	expect_refused((ChatFormat){ CHAT_MISTRAL, 0 }, second_system, 2, "Only user and assistant");
-	expect_refused((ChatFormat){ CHAT_CHATML, 0 }, trailing, 2, "assistant");
+	expect_refused((ChatFormat){ CHAT_CHATML, 0 }, trailing, 3, "2 or more assistant");
+	/* one trailing assistant message is continued (llama-server's prefill) */
+	char *pre = chat_render((ChatFormat){ CHAT_CHATML, 0 }, trailing, 2, "<s>", "</s>", err, sizeof(err));
+	CHECK(pre && !strcmp(pre, "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nb"),
+	      "chatml prefill: %s", pre ? pre : err);
+	free(pre);
 	CHECK(!chat_render((ChatFormat){ CHAT_CHATML, 0 }, two_users, 0, "<s>", "</s>", err, sizeof(err)),
 	      "no messages rendered");
 	/* chatml takes any order, as its template does: both turns, then the reply's */
