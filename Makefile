@@ -127,7 +127,7 @@ DEB_PKGS := build-essential clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev 
             systemtap-sdt-dev libncurses-dev libmicrohttpd-dev libcurl4-openssl-dev bpftrace linux-perf \
             prometheus tmux valgrind libclang-rt-14-dev python3-pandas python3-altair python3-matplotlib groff-base jq binutils curl bc libcap2-bin iproute2 \
             clpeak clblast-utils python3-pyopencl hashcat cmake ninja-build \
-            nginx-light apache2-utils wrk golang-go python3-fastapi python3-uvicorn
+            nginx-light apache2-utils wrk golang-go python3-fastapi python3-uvicorn python3-jsonschema
 # npm (tests/node): the official OpenAI client for the HTTP engine's tests,
 # demo and bench; vega-lite, vega and resvg to save Altair charts as PNG;
 # the OTLP protobuf types for the OTLP receiver of the tests.

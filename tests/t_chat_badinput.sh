@@ -2,7 +2,7 @@
 # fast
 # /v1/chat/completions on `infer --http` (issue 49): what the engine cannot
 # do is a 400 that names the field (n > 1, tools, images, audio, logprobs,
-# response formats, two assistant turns at the end, roles out of turn), as is a
+# schema keywords the compiler lacks, two assistant turns at the end, roles out of turn), as is a
 # model with no usable chat template, which is told how to pass one; a bad
 # --chat-template is refused at start. Every refusal leaves the engine
 # serving: a chat after them all still answers.
@@ -46,7 +46,7 @@ start_engine "$TMP/l2.gguf" -b cpu
 grep -q "chat template llama2" "$TMP/engine.err" || fail "start-up line does not name the template"
 chat "n = 2" "'n'" "{\"messages\":[$U],\"n\":2}"
 chat "tools" "'tools'" "{\"messages\":[$U],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}"
-chat "tool_choice" "'tool_choice'" "{\"messages\":[$U],\"tool_choice\":\"auto\"}"
+chat "tool_choice required" "'tool_choice'" "{\"messages\":[$U],\"tool_choice\":\"required\"}"
 chat "functions" "'functions'" "{\"messages\":[$U],\"functions\":[{\"name\":\"f\"}]}"
 chat "a tool message" "'messages[1].role'" "{\"messages\":[$U,{\"role\":\"tool\",\"content\":\"x\"}]}"
 chat "tool calls" "'messages[1].tool_calls'" \
@@ -57,7 +57,11 @@ chat "audio" "'messages[0].content[0]': audio" \
 	'{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AA==","format":"wav"}}]}]}'
 chat "logprobs" "'logprobs'" "{\"messages\":[$U],\"logprobs\":true}"
 chat "top_logprobs" "'top_logprobs'" "{\"messages\":[$U],\"top_logprobs\":2}"
-chat "response_format json" "'response_format'" "{\"messages\":[$U],\"response_format\":{\"type\":\"json_object\"}}"
+chat "a schema keyword not supported" "'pattern'" \
+	"{\"messages\":[$U],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"pattern\":\"b+\"}}}}}}"
+chat "response_format of no known type" "'response_format.type'" "{\"messages\":[$U],\"response_format\":{\"type\":\"xml\"}}"
+chat "json_schema without its schema" "'response_format.json_schema.schema'" \
+	"{\"messages\":[$U],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\"}}}"
 chat "no messages" "'messages'" '{"max_tokens":3}'
 chat "empty messages" "'messages'" '{"messages":[]}'
 chat "messages not a list" "'messages'" '{"messages":"hi"}'
@@ -78,6 +82,10 @@ chat "logit_bias past 100" "'logit_bias'" "{\"messages\":[$U],\"logit_bias\":{\"
 chat "logit_bias outside the vocabulary" "logit_bias" "{\"messages\":[$U],\"logit_bias\":{\"99999\":1}}"
 expect_status 400 "/apply-template, no messages" "'messages'" /apply-template '{}'
 expect_status 400 "/tokenize, no content" "'content'" /tokenize '{"text":"x"}'
+# no tools with tool_choice auto is a plain reply, as llama-server's
+assert_eq "tools [] with tool_choice auto: a plain reply" "chat.completion stop-or-length" \
+	"$(curl -s "$BASE/v1/chat/completions" -d "{\"messages\":[$U],\"tools\":[],\"tool_choice\":\"auto\",\"max_tokens\":3}" |
+		jq -r '"\(.object) \(if (.choices[0].finish_reason | test("^(stop|length)$")) then "stop-or-length" else .choices[0].finish_reason end)"')"
 # still serving, and the reply carries the shapes the clients read
 got=$(curl -s "$BASE/v1/chat/completions" -d "{\"messages\":[$U],\"max_tokens\":4,\"temperature\":0}")
 assert_eq "a chat after the refusals" "chat.completion assistant 4" \

@@ -9,7 +9,7 @@
 #     the check names it; the window holds the prompt's tokens, as
 #     llama-server's does (a presence penalty on the prompt's ids);
 #   - top_k 1 and min_p 1 at temperature 1.5 are greedy, whatever the seed,
-#     while the seeds alone give other texts;
+#     while the seeds alone give other texts, each its own;
 #   - max_tokens -1 and n_predict -1 run to the context, and a max_tokens
 #     past the context stops there with finish_reason length, as
 #     llama-server does; 0 and out-of-range values are a 400 naming the field.
@@ -77,7 +77,9 @@ for seed in 1 2 3; do
 	free=$(curl -s "$BASE/v1/completions" -d "{\"prompt\":$PROMPT,\"max_tokens\":$N,\"temperature\":1.5,\"seed\":$seed}" |
 		jq -c '.choices[0].token_ids')
 	[ "$free" != "$plain" ] || fail "seed $seed at temperature 1.5 without top_k gave the greedy ids: the check above proves nothing"
+	echo "$free" >>"$TMP/frees"
 done
+assert_eq "seeds 1, 2 and 3 draw three different replies (2 and 3 were once one)" 3 "$(sort -u "$TMP/frees" | wc -l)"
 ok "without top_k or min_p, the same seeds give other ids"
 
 # the context, as the engine's /stats gives it

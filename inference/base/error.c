@@ -15,6 +15,17 @@ int infer_fail(InferError *err, const char *fmt, ...)
 	return -1;
 }
 
+int infer_failn(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (err && errlen) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
 int infer_prefix(InferError *err, const char *fmt, ...)
 {
 	if (err) {

@@ -2,24 +2,13 @@
 #include <errno.h>
 #include <json-c/json.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "serve/jsonschema.h"
+#include "base/error.h"
 #include "serve/reqparse.h"
 
-static int bad(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int bad(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 /* A copy of a JSON string, refusing embedded NULs (the engine's strings
  * are C strings). */
@@ -29,9 +18,9 @@ static int copy_string(json_object *v, const char *field, char **out, char *err,
 	int len = json_object_get_string_len(v);
 
 	if (memchr(s, '\0', (size_t)len))
-		return bad(err, errlen, "'%s' contains a NUL character", field);
+		return infer_failn(err, errlen, "'%s' contains a NUL character", field);
 	*out = strndup(s, (size_t)len);
-	return *out ? 0 : bad(err, errlen, "out of memory");
+	return *out ? 0 : infer_failn(err, errlen, "out of memory");
 }
 
 static int parse_prompt_ids(json_object *arr, CompletionRequest *r, char *err, size_t errlen)
@@ -39,21 +28,21 @@ static int parse_prompt_ids(json_object *arr, CompletionRequest *r, char *err, s
 	size_t n = json_object_array_length(arr);
 
 	if (n > REQ_MAX_PROMPT_IDS)
-		return bad(err, errlen, "'prompt' has %zu token ids (at most %d)", n,
+		return infer_failn(err, errlen, "'prompt' has %zu token ids (at most %d)", n,
 			   REQ_MAX_PROMPT_IDS);
 	r->prompt_ids = malloc((n ? n : 1) * sizeof(int));
 	if (!r->prompt_ids)
-		return bad(err, errlen, "out of memory");
+		return infer_failn(err, errlen, "out of memory");
 	for (size_t i = 0; i < n; i++) {
 		json_object *v = json_object_array_get_idx(arr, i);
 		int64_t id;
 
 		if (!json_object_is_type(v, json_type_int))
-			return bad(err, errlen, "'prompt' must be a string or a list of token ids: "
+			return infer_failn(err, errlen, "'prompt' must be a string or a list of token ids: "
 				   "element %zu is not an integer", i);
 		id = json_object_get_int64(v);
 		if (id < 0 || id > INT32_MAX)
-			return bad(err, errlen, "'prompt': token id %lld is out of range",
+			return infer_failn(err, errlen, "'prompt': token id %lld is out of range",
 				   (long long)id);
 		r->prompt_ids[i] = (int)id;
 	}
@@ -66,15 +55,15 @@ static int parse_prompt(json_object *v, CompletionRequest *r, char *err, size_t 
 	json_object *first;
 
 	if (!v)
-		return bad(err, errlen, "'prompt' is required");
+		return infer_failn(err, errlen, "'prompt' is required");
 	if (json_object_is_type(v, json_type_string))
 		return copy_string(v, "prompt", &r->prompt_text, err, errlen);
 	if (!json_object_is_type(v, json_type_array))
-		return bad(err, errlen, "'prompt' must be a string or a list of token ids");
+		return infer_failn(err, errlen, "'prompt' must be a string or a list of token ids");
 	first = json_object_array_length(v) > 0 ? json_object_array_get_idx(v, 0) : NULL;
 	if (first && json_object_is_type(first, json_type_string)) {
 		if (json_object_array_length(v) != 1)
-			return bad(err, errlen, "'prompt': only one prompt per request is supported");
+			return infer_failn(err, errlen, "'prompt': only one prompt per request is supported");
 		return copy_string(first, "prompt", &r->prompt_text, err, errlen);
 	}
 	return parse_prompt_ids(v, r, err, errlen);
@@ -90,11 +79,11 @@ static int get_int(json_object *o, const char *field, int64_t lo, int64_t hi, in
 	if (!json_object_object_get_ex(o, field, &v) || !v)
 		return 0;
 	if (!json_object_is_type(v, json_type_int))
-		return bad(err, errlen, "'%s' must be an integer", field);
+		return infer_failn(err, errlen, "'%s' must be an integer", field);
 	x = json_object_get_int64(v);
 	/* json-c saturates out-of-range integers at INT64_MIN/MAX */
 	if (x < lo || x > hi)
-		return bad(err, errlen, "'%s' is %lld; it must be between %lld and %lld", field,
+		return infer_failn(err, errlen, "'%s' is %lld; it must be between %lld and %lld", field,
 			   (long long)x, (long long)lo, (long long)hi);
 	*out = x;
 	if (present)
@@ -111,10 +100,10 @@ static int get_number(json_object *o, const char *field, double lo, double hi, d
 	if (!json_object_object_get_ex(o, field, &v) || !v)
 		return 0;
 	if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
-		return bad(err, errlen, "'%s' must be a number", field);
+		return infer_failn(err, errlen, "'%s' must be a number", field);
 	x = json_object_get_double(v);
 	if (!isfinite(x) || x < lo || x > hi)
-		return bad(err, errlen, "'%s' must be between %g and %g", field, lo, hi);
+		return infer_failn(err, errlen, "'%s' must be between %g and %g", field, lo, hi);
 	*out = x;
 	return 0;
 }
@@ -126,7 +115,7 @@ static int get_bool(json_object *o, const char *field, int *out, char *err, size
 	if (!json_object_object_get_ex(o, field, &v) || !v)
 		return 0;
 	if (!json_object_is_type(v, json_type_boolean))
-		return bad(err, errlen, "'%s' must be a boolean", field);
+		return infer_failn(err, errlen, "'%s' must be a boolean", field);
 	*out = json_object_get_boolean(v);
 	return 0;
 }
@@ -134,11 +123,11 @@ static int get_bool(json_object *o, const char *field, int *out, char *err, size
 static int add_stop(json_object *v, CompletionRequest *r, char *err, size_t errlen)
 {
 	if (!json_object_is_type(v, json_type_string))
-		return bad(err, errlen, "'stop' must be a string or a list of strings");
+		return infer_failn(err, errlen, "'stop' must be a string or a list of strings");
 	if (json_object_get_string_len(v) == 0)
-		return bad(err, errlen, "'stop' strings must not be empty");
+		return infer_failn(err, errlen, "'stop' strings must not be empty");
 	if (r->n_stop == SERVE_MAX_STOP)
-		return bad(err, errlen, "'stop' takes at most %d strings", SERVE_MAX_STOP);
+		return infer_failn(err, errlen, "'stop' takes at most %d strings", SERVE_MAX_STOP);
 	return copy_string(v, "stop", &r->stop[r->n_stop++], err, errlen);
 }
 
@@ -164,7 +153,7 @@ static int check_n(json_object *o, char *err, size_t errlen)
 	if (get_int(o, "n", INT32_MIN, INT32_MAX, &n, NULL, err, errlen) < 0)
 		return -1;
 	if (n != 1)
-		return bad(err, errlen, "'n' is %lld: this engine returns one choice per request "
+		return infer_failn(err, errlen, "'n' is %lld: this engine returns one choice per request "
 			   "(n must be 1)", (long long)n);
 	return 0;
 }
@@ -181,11 +170,11 @@ static int check_defaults(json_object *o, char *err, size_t errlen)
 	    get_bool(o, "echo", &flag, err, errlen) < 0)
 		return -1;
 	if (flag)
-		return bad(err, errlen, "'echo' is not supported");
+		return infer_failn(err, errlen, "'echo' is not supported");
 	if (json_object_object_get_ex(o, "logprobs", &v) && v)
-		return bad(err, errlen, "'logprobs' is not supported");
+		return infer_failn(err, errlen, "'logprobs' is not supported");
 	if (json_object_object_get_ex(o, "suffix", &v) && v)
-		return bad(err, errlen, "'suffix' is not supported");
+		return infer_failn(err, errlen, "'suffix' is not supported");
 	return 0;
 }
 
@@ -200,14 +189,14 @@ static int parse_bias(json_object *o, CompletionRequest *r, char *err, size_t er
 	if (!json_object_object_get_ex(o, "logit_bias", &v) || !v)
 		return 0;
 	if (!json_object_is_type(v, json_type_object))
-		return bad(err, errlen, "'logit_bias' must be an object of token ids and biases");
+		return infer_failn(err, errlen, "'logit_bias' must be an object of token ids and biases");
 	n = (size_t)json_object_object_length(v);
 	if (n > SERVE_MAX_BIAS)
-		return bad(err, errlen, "'logit_bias' has %zu entries (at most %d)", n, SERVE_MAX_BIAS);
+		return infer_failn(err, errlen, "'logit_bias' has %zu entries (at most %d)", n, SERVE_MAX_BIAS);
 	r->bias_ids = malloc((n ? n : 1) * sizeof(int));
 	r->bias = malloc((n ? n : 1) * sizeof(float));
 	if (!r->bias_ids || !r->bias)
-		return bad(err, errlen, "out of memory");
+		return infer_failn(err, errlen, "out of memory");
 	json_object_object_foreach(v, key, val) {
 		char *end;
 		long id;
@@ -216,12 +205,12 @@ static int parse_bias(json_object *o, CompletionRequest *r, char *err, size_t er
 		errno = 0;
 		id = strtol(key, &end, 10);
 		if (errno || end == key || *end || id < 0 || id > INT32_MAX)
-			return bad(err, errlen, "'logit_bias': '%.40s' is not a token id", key);
+			return infer_failn(err, errlen, "'logit_bias': '%.40s' is not a token id", key);
 		if (!json_object_is_type(val, json_type_int) && !json_object_is_type(val, json_type_double))
-			return bad(err, errlen, "'logit_bias': the bias of %ld must be a number", id);
+			return infer_failn(err, errlen, "'logit_bias': the bias of %ld must be a number", id);
 		b = json_object_get_double(val);
 		if (!isfinite(b) || b < -100 || b > 100)
-			return bad(err, errlen, "'logit_bias': the bias of %ld must be between -100 and 100", id);
+			return infer_failn(err, errlen, "'logit_bias': the bias of %ld must be between -100 and 100", id);
 		r->bias_ids[i] = (int)id;
 		r->bias[i++] = (float)b;
 	}
@@ -244,7 +233,7 @@ static int parse_limit(json_object *o, int64_t *max_tokens, char *err, size_t er
 		if (!present)
 			continue;
 		if (v == 0)
-			return bad(err, errlen, "'%s' is 0; it must be at least 1, or -1 for the "
+			return infer_failn(err, errlen, "'%s' is 0; it must be at least 1, or -1 for the "
 				   "rest of the context", names[i]);
 		*max_tokens = v < 0 ? 0 : v;
 		return 0;
@@ -265,10 +254,58 @@ static int parse_sampling(json_object *o, CompletionRequest *r, char *err, size_
 	    get_number(o, "min_p", 0, 1, &r->min_p, err, errlen) < 0)
 		return -1;
 	if (r->repeat_penalty <= 0)
-		return bad(err, errlen, "'repeat_penalty' must be above 0 (1 is off)");
+		return infer_failn(err, errlen, "'repeat_penalty' must be above 0 (1 is off)");
 	r->repeat_last_n = (int)last_n;
 	r->top_k = (int)top_k;
 	return 0;
+}
+
+/* The schema a structured reply must satisfy, compiled once to refuse
+ * what cannot be, and kept as text for the server. */
+static int take_schema(json_object *schema, const char *field, CompletionRequest *r, char *err,
+		       size_t errlen)
+{
+	char why[200];
+	JsonSchema *s;
+
+	if (json_schema_compile(schema, &s, why, sizeof(why)) < 0)
+		return infer_failn(err, errlen, "'%s': %s", field, why);
+	json_schema_free(s);
+	r->structured = 1;
+	if (!schema)
+		return 0;
+	r->json_schema = strdup(json_object_to_json_string_ext(schema, JSON_C_TO_STRING_PLAIN));
+	return r->json_schema ? 0 : infer_failn(err, errlen, "out of memory");
+}
+
+/* OpenAI's response_format (text, json_object, json_schema with its
+ * schema), llama-server's json_object with a schema, and its json_schema
+ * field. */
+static int parse_format(json_object *o, CompletionRequest *r, char *err, size_t errlen)
+{
+	json_object *v, *type, *js = NULL, *schema = NULL;
+	const char *t;
+
+	if (json_object_object_get_ex(o, "json_schema", &v) && v)
+		return take_schema(v, "json_schema", r, err, errlen);
+	if (!json_object_object_get_ex(o, "response_format", &v) || !v)
+		return 0;
+	if (!json_object_object_get_ex(v, "type", &type) || !json_object_is_type(type, json_type_string))
+		return infer_failn(err, errlen, "'response_format.type' must be text, json_object or json_schema");
+	t = json_object_get_string(type);
+	if (!strcmp(t, "text"))
+		return 0;
+	if (!strcmp(t, "json_object")) {
+		json_object_object_get_ex(v, "schema", &schema);
+		return take_schema(schema, "response_format.schema", r, err, errlen);
+	}
+	if (strcmp(t, "json_schema"))
+		return infer_failn(err, errlen, "'response_format.type' is '%s': text, json_object or "
+			   "json_schema", t);
+	if (!json_object_object_get_ex(v, "json_schema", &js) || !json_object_is_type(js, json_type_object) ||
+	    !json_object_object_get_ex(js, "schema", &schema) || !schema)
+		return infer_failn(err, errlen, "'response_format.json_schema.schema' is required");
+	return take_schema(schema, "response_format.json_schema.schema", r, err, errlen);
 }
 
 /* What completions and chat share: sampling, limits, stop, streaming. */
@@ -280,6 +317,7 @@ static int parse_common(json_object *o, CompletionRequest *r, int64_t *max_token
 
 	if (parse_limit(o, max_tokens, err, errlen) < 0 ||
 	    parse_sampling(o, r, err, errlen) < 0 ||
+	    parse_format(o, r, err, errlen) < 0 ||
 	    get_number(o, "temperature", 0, 2, &r->temperature, err, errlen) < 0 ||
 	    get_number(o, "top_p", 0, 1, &r->top_p, err, errlen) < 0 ||
 	    get_int(o, "seed", INT64_MIN, INT64_MAX, &seed, &r->has_seed, err, errlen) < 0 ||
@@ -290,12 +328,12 @@ static int parse_common(json_object *o, CompletionRequest *r, int64_t *max_token
 		return -1;
 	if (json_object_object_get_ex(o, "stream_options", &v) && v) {
 		if (!json_object_is_type(v, json_type_object))
-			return bad(err, errlen, "'stream_options' must be an object");
+			return infer_failn(err, errlen, "'stream_options' must be an object");
 		if (get_bool(v, "include_usage", &r->include_usage, err, errlen) < 0)
-			return bad(err, errlen, "'stream_options.include_usage' must be a boolean");
+			return infer_failn(err, errlen, "'stream_options.include_usage' must be a boolean");
 	}
 	if (json_object_object_get_ex(o, "model", &v) && v && !json_object_is_type(v, json_type_string))
-		return bad(err, errlen, "'model' must be a string"); /* any name: one model is served */
+		return infer_failn(err, errlen, "'model' must be a string"); /* any name: one model is served */
 	r->seed = (uint64_t)seed;
 	return 0;
 }
@@ -322,7 +360,7 @@ static int parse_role(json_object *m, int i, ChatRole *role, char *err, size_t e
 	const char *s;
 
 	if (!json_object_object_get_ex(m, "role", &v) || !json_object_is_type(v, json_type_string))
-		return bad(err, errlen, "'messages[%d].role' must be a string", i);
+		return infer_failn(err, errlen, "'messages[%d].role' must be a string", i);
 	s = json_object_get_string(v);
 	if (!strcmp(s, "system") || !strcmp(s, "developer"))
 		*role = CHAT_ROLE_SYSTEM;
@@ -331,9 +369,9 @@ static int parse_role(json_object *m, int i, ChatRole *role, char *err, size_t e
 	else if (!strcmp(s, "assistant"))
 		*role = CHAT_ROLE_ASSISTANT;
 	else if (!strcmp(s, "tool") || !strcmp(s, "function"))
-		return bad(err, errlen, "'messages[%d].role' is '%s': tools are not supported", i, s);
+		return infer_failn(err, errlen, "'messages[%d].role' is '%s': tools are not supported", i, s);
 	else
-		return bad(err, errlen, "'messages[%d].role' is '%s': want system, developer, user "
+		return infer_failn(err, errlen, "'messages[%d].role' is '%s': want system, developer, user "
 			   "or assistant", i, s);
 	return 0;
 }
@@ -348,20 +386,20 @@ static int add_part(json_object *part, int i, int j, FILE *f, int *n_text, char 
 	if (!json_object_is_type(part, json_type_object) ||
 	    !json_object_object_get_ex(part, "type", &type) ||
 	    !json_object_is_type(type, json_type_string))
-		return bad(err, errlen, "'messages[%d].content[%d]' must be an object with a 'type'", i, j);
+		return infer_failn(err, errlen, "'messages[%d].content[%d]' must be an object with a 'type'", i, j);
 	t = json_object_get_string(type);
 	if (!strcmp(t, "image_url") || !strcmp(t, "image"))
-		return bad(err, errlen, "'messages[%d].content[%d]': images are not supported", i, j);
+		return infer_failn(err, errlen, "'messages[%d].content[%d]': images are not supported", i, j);
 	if (!strcmp(t, "input_audio") || !strcmp(t, "audio"))
-		return bad(err, errlen, "'messages[%d].content[%d]': audio is not supported", i, j);
+		return infer_failn(err, errlen, "'messages[%d].content[%d]': audio is not supported", i, j);
 	if (strcmp(t, "text"))
-		return bad(err, errlen, "'messages[%d].content[%d]': type '%s' is not supported "
+		return infer_failn(err, errlen, "'messages[%d].content[%d]': type '%s' is not supported "
 			   "(only text)", i, j, t);
 	if (!json_object_object_get_ex(part, "text", &text) ||
 	    !json_object_is_type(text, json_type_string))
-		return bad(err, errlen, "'messages[%d].content[%d].text' must be a string", i, j);
+		return infer_failn(err, errlen, "'messages[%d].content[%d].text' must be a string", i, j);
 	if (memchr(json_object_get_string(text), '\0', (size_t)json_object_get_string_len(text)))
-		return bad(err, errlen, "'messages[%d].content[%d].text' contains a NUL character", i, j);
+		return infer_failn(err, errlen, "'messages[%d].content[%d].text' contains a NUL character", i, j);
 	if ((*n_text)++ && json_object_get_string_len(text) > 0)
 		fputc('\n', f);
 	fputs(json_object_get_string(text), f);
@@ -376,11 +414,11 @@ static int parse_parts(json_object *c, int i, char **out, char *err, size_t errl
 	int n_text = 0, rc = 0;
 
 	if (!f)
-		return bad(err, errlen, "out of memory");
+		return infer_failn(err, errlen, "out of memory");
 	for (size_t j = 0; j < json_object_array_length(c) && rc == 0; j++)
 		rc = add_part(json_object_array_get_idx(c, j), i, (int)j, f, &n_text, err, errlen);
 	if (fclose(f) != 0 && rc == 0)
-		rc = bad(err, errlen, "out of memory");
+		rc = infer_failn(err, errlen, "out of memory");
 	if (rc < 0) {
 		free(*out);
 		*out = NULL;
@@ -395,12 +433,12 @@ static int parse_content(json_object *m, int i, ChatRole role, char **out, char 
 
 	if (json_object_object_get_ex(m, "tool_calls", &calls) && calls &&
 	    !(json_object_is_type(calls, json_type_array) && json_object_array_length(calls) == 0))
-		return bad(err, errlen, "'messages[%d].tool_calls': tools are not supported", i);
+		return infer_failn(err, errlen, "'messages[%d].tool_calls': tools are not supported", i);
 	if (!json_object_object_get_ex(m, "content", &c) || !c) {
 		if (role != CHAT_ROLE_ASSISTANT)
-			return bad(err, errlen, "'messages[%d].content' is required", i);
+			return infer_failn(err, errlen, "'messages[%d].content' is required", i);
 		*out = strdup("");
-		return *out ? 0 : bad(err, errlen, "out of memory");
+		return *out ? 0 : infer_failn(err, errlen, "out of memory");
 	}
 	if (json_object_is_type(c, json_type_string)) {
 		char field[48];
@@ -410,7 +448,7 @@ static int parse_content(json_object *m, int i, ChatRole role, char **out, char 
 	}
 	if (json_object_is_type(c, json_type_array))
 		return parse_parts(c, i, out, err, errlen);
-	return bad(err, errlen, "'messages[%d].content' must be a string or a list of parts", i);
+	return infer_failn(err, errlen, "'messages[%d].content' must be a string or a list of parts", i);
 }
 
 static int parse_messages(json_object *o, CompletionRequest *r, char *err, size_t errlen)
@@ -419,23 +457,23 @@ static int parse_messages(json_object *o, CompletionRequest *r, char *err, size_
 	size_t n;
 
 	if (!json_object_object_get_ex(o, "messages", &v) || !v)
-		return bad(err, errlen, "'messages' is required");
+		return infer_failn(err, errlen, "'messages' is required");
 	if (!json_object_is_type(v, json_type_array))
-		return bad(err, errlen, "'messages' must be a list of messages");
+		return infer_failn(err, errlen, "'messages' must be a list of messages");
 	n = json_object_array_length(v);
 	if (n == 0)
-		return bad(err, errlen, "'messages' must not be empty");
+		return infer_failn(err, errlen, "'messages' must not be empty");
 	if (n > REQ_MAX_MESSAGES)
-		return bad(err, errlen, "'messages' has %zu messages (at most %d)", n, REQ_MAX_MESSAGES);
+		return infer_failn(err, errlen, "'messages' has %zu messages (at most %d)", n, REQ_MAX_MESSAGES);
 	r->messages = calloc(n, sizeof(*r->messages));
 	if (!r->messages)
-		return bad(err, errlen, "out of memory");
+		return infer_failn(err, errlen, "out of memory");
 	for (size_t i = 0; i < n; i++) {
 		json_object *m = json_object_array_get_idx(v, i);
 		char *content = NULL;
 
 		if (!json_object_is_type(m, json_type_object))
-			return bad(err, errlen, "'messages[%zu]' must be an object", i);
+			return infer_failn(err, errlen, "'messages[%zu]' must be an object", i);
 		if (parse_role(m, (int)i, &r->messages[i].role, err, errlen) < 0 ||
 		    parse_content(m, (int)i, r->messages[i].role, &content, err, errlen) < 0)
 			return -1;
@@ -455,7 +493,7 @@ static int refuse_if_set(json_object *o, const char *field, const char *why, cha
 		return 0;
 	if (json_object_is_type(v, json_type_array) && json_object_array_length(v) == 0)
 		return 0;
-	return bad(err, errlen, "'%s' %s", field, why);
+	return infer_failn(err, errlen, "'%s' %s", field, why);
 }
 
 static int check_chat_unsupported(json_object *o, char *err, size_t errlen)
@@ -471,18 +509,12 @@ static int check_chat_unsupported(json_object *o, char *err, size_t errlen)
 	    get_bool(o, "logprobs", &flag, err, errlen) < 0)
 		return -1;
 	if (flag)
-		return bad(err, errlen, "'logprobs' is not supported");
+		return infer_failn(err, errlen, "'logprobs' is not supported");
+	/* with no tools (none, or []), "none" and "auto" both mean a plain reply */
 	if (json_object_object_get_ex(o, "tool_choice", &v) && v &&
-	    !(json_object_is_type(v, json_type_string) && !strcmp(json_object_get_string(v), "none")))
-		return bad(err, errlen, "'tool_choice' is not supported: this engine does not call tools");
-	if (json_object_object_get_ex(o, "response_format", &v) && v) {
-		json_object *type;
-
-		if (!json_object_object_get_ex(v, "type", &type) ||
-		    !json_object_is_type(type, json_type_string) ||
-		    strcmp(json_object_get_string(type), "text"))
-			return bad(err, errlen, "'response_format': only {\"type\": \"text\"} is supported");
-	}
+	    !(json_object_is_type(v, json_type_string) && (!strcmp(json_object_get_string(v), "none") ||
+							    !strcmp(json_object_get_string(v), "auto"))))
+		return infer_failn(err, errlen, "'tool_choice' is not supported: this engine does not call tools");
 	return 0;
 }
 
@@ -510,24 +542,24 @@ static json_object *parse_object(const char *body, size_t len, char *err, size_t
 	json_object *o;
 
 	if (len > INT32_MAX)
-		return bad(err, errlen, "request body too large"), NULL;
+		return infer_failn(err, errlen, "request body too large"), NULL;
 	tok = json_tokener_new();
 	if (!tok)
-		return bad(err, errlen, "out of memory"), NULL;
+		return infer_failn(err, errlen, "out of memory"), NULL;
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
 	o = json_tokener_parse_ex(tok, body, (int)len);
 	if (!o || json_tokener_get_error(tok) != json_tokener_success ||
 	    json_tokener_get_parse_end(tok) != len) {
 		enum json_tokener_error e = json_tokener_get_error(tok);
 
-		bad(err, errlen, "the body is not valid JSON: %s",
+		infer_failn(err, errlen, "the body is not valid JSON: %s",
 		    o ? "trailing bytes after the object"
 		      : e == json_tokener_continue ? "it ends before the JSON does"
 						   : json_tokener_error_desc(e));
 		json_object_put(o);
 		o = NULL;
 	} else if (!json_object_is_type(o, json_type_object)) {
-		bad(err, errlen, "the body must be a JSON object");
+		infer_failn(err, errlen, "the body must be a JSON object");
 		json_object_put(o);
 		o = NULL;
 	}
@@ -574,7 +606,7 @@ int tokenize_request_parse(const char *body, size_t len, TokenizeRequest *out, c
 	if (!o)
 		return -1;
 	if (!json_object_object_get_ex(o, "content", &v) || !json_object_is_type(v, json_type_string))
-		bad(err, errlen, "'content' must be a string");
+		infer_failn(err, errlen, "'content' must be a string");
 	else if (get_bool(o, "add_special", &out->add_special, err, errlen) == 0 &&
 		 get_bool(o, "parse_special", &out->parse_special, err, errlen) == 0)
 		rc = copy_string(v, "content", &out->content, err, errlen);
@@ -596,6 +628,7 @@ void completion_request_free(CompletionRequest *r)
 		free(r->stop[i]);
 	free(r->bias_ids);
 	free(r->bias);
+	free(r->json_schema);
 	for (int i = 0; i < r->n_messages; i++)
 		free((char *)r->messages[i].content);
 	free(r->messages);
@@ -627,4 +660,6 @@ void completion_request_params(const CompletionRequest *r, ServeParams *p)
 	p->repeat_last_n = r->repeat_last_n;
 	p->top_k = r->top_k;
 	p->min_p = (float)r->min_p;
+	p->structured = r->structured;
+	p->json_schema = r->json_schema;
 }

@@ -51,6 +51,8 @@ typedef struct {
 	int repeat_last_n;      /* llama.cpp's, default 64; -1: the context */
 	int top_k;              /* llama.cpp's, 0: off */
 	double min_p;           /* llama.cpp's, 0: off */
+	int structured;         /* response_format json_object or json_schema */
+	char *json_schema;      /* owned: the schema's JSON text; NULL: any object */
 } CompletionRequest;
 
 /* Parses len bytes of JSON; on failure writes one line to err (errlen

@@ -34,6 +34,11 @@ static void request_free(ServeRequest *r)
 {
 	seq_free(&r->seq);
 	sampler_free(&r->sampler);
+	if (r->constraint) {
+		constraint_free(r->constraint);
+		pool_free(POOL_ACTIVATIONS, r->constraint, sizeof(*r->constraint));
+		pool_free(POOL_ACTIVATIONS, r->unmasked, (size_t)r->sampler.vocab_size * sizeof(float));
+	}
 	pool_free(POOL_ACTIVATIONS, r->mem, r->mem_bytes);
 	pool_free(POOL_ACTIVATIONS, r, sizeof(*r));
 }
@@ -102,16 +107,18 @@ static int request_strings(ServeRequest *r, const ServeParams *p, int max_piece,
 static int request_sampler(ServeRequest *r, const ServeParams *p, int vocab, uint64_t id,
 			   InferError *err)
 {
-	/* xorshift stays at 0 from 0: a seed of 0 gets a fixed odd constant */
-	uint64_t seed = p->has_seed ? (p->seed ? p->seed : 0x9e3779b97f4a7c15ull)
-				    : ((uint64_t)time(NULL) << 20) ^ (id * 0x9e3779b97f4a7c15ull);
+	/* xorshift stays at 0 from 0: a state of 0 gets a fixed constant (an
+	 * "| 1" instead once made seeds 2 and 3 the same) */
+	uint64_t seed = p->has_seed ? p->seed : ((uint64_t)time(NULL) << 20) ^ (id * 0x9e3779b97f4a7c15ull);
 
+	if (!seed)
+		seed = 0x9e3779b97f4a7c15ull;
 	if (p->temperature > 0 && p->top_p > 0 && p->top_p < 1) {
 		if (sampler_init(&r->sampler, vocab, p->temperature, p->top_p, seed, err))
 			return -1;
 	} else {
 		r->sampler = (Sampler){ .vocab_size = vocab, .temperature = p->temperature,
-					.topp = p->top_p, .rng_state = seed | 1 };
+					.topp = p->top_p, .rng_state = seed };
 	}
 	return sampler_set_filters(&r->sampler, p->top_k, p->min_p, err);
 }
@@ -236,6 +243,13 @@ static void take_token(Server *s, ServeRequest *r, int token)
 		finish(s, r, FINISH_STOP);
 		return;
 	}
+	/* a structured reply ends with its value, as llama-server's grammar
+	 * then allows only the end of generation */
+	if (r->constraint && (constraint_take(r->constraint, tokenizer_decode(t, prev, token)) < 0 ||
+			      json_match_done(&r->constraint->m))) {
+		finish(s, r, json_match_done(&r->constraint->m) ? FINISH_STOP : FINISH_ERROR);
+		return;
+	}
 	if (q->n_tokens - q->n_prompt >= r->max_tokens || q->n_tokens >= q->cap) {
 		finish(s, r, FINISH_LENGTH);
 		return;
@@ -251,6 +265,24 @@ static ServeRequest *owner(Seq *q)
 	return (ServeRequest *)((char *)q - offsetof(ServeRequest, seq));
 }
 
+/* A draw the request's schema allows (constrain.h): the usual draw if it
+ * is allowed, else one from the allowed tokens; -1 when none is. */
+static void sample_constrained(Server *s, SampleJob *j)
+{
+	ServeRequest *r = j->r;
+	const Tokenizer *t = &s->engine.tokenizer;
+	int vocab = r->sampler.vocab_size, prev = r->seq.tokens[r->seq.n_tokens - 1];
+
+	memcpy(r->unmasked, j->logits, (size_t)vocab * sizeof(float));
+	j->token = sampler_sample(&r->sampler, j->logits);
+	if (constraint_allows(r->constraint, t, prev, j->token))
+		return;
+	constraint_mask(r->constraint, t, &s->vocab_index, prev, r->unmasked, j->logits);
+	j->token = sampler_sample(&r->sampler, j->logits);
+	if (!constraint_allows(r->constraint, t, prev, j->token))
+		j->token = -1;
+}
+
 static void sample_one(void *ctx, int i)
 {
 	SampleJob *j = &((Server *)ctx)->samples[i];
@@ -264,6 +296,10 @@ static void sample_one(void *ctx, int i)
 	/* after the biases, as llama.cpp's chain runs them */
 	penalties_apply(&r->pen, q->tokens + q->n_tokens - w, w, r->pen_scratch, j->logits,
 			r->sampler.vocab_size);
+	if (r->constraint) {
+		sample_constrained((Server *)ctx, j);
+		return;
+	}
 	j->token = sampler_sample(&j->r->sampler, j->logits);
 }
 
@@ -305,6 +341,8 @@ static void take_outputs(Server *s)
 			continue;
 		if (r->cancel)
 			finish(s, r, FINISH_ABORT);
+		else if (j && j->token < 0)
+			finish(s, r, FINISH_ERROR); /* no token the schema allows */
 		else if (j)
 			take_token(s, r, j->token);
 	}
@@ -594,6 +632,7 @@ void server_close(Server *s)
 		sched_destroy(&s->sched);
 	if (s->engine.ops)
 		engine_close(&s->engine);
+	vocab_index_free(&s->vocab_index);
 	s->logits = NULL;
 	s->batch = NULL;
 	s->samples = NULL;
@@ -679,6 +718,36 @@ static int check_fits(Server *s, int n_prompt, int max_tokens, InferError *err)
 	return 0;
 }
 
+/* Structured output: the schema compiled, the logits' copy, and the
+ * vocabulary index the first time. */
+static int request_constraint(Server *s, ServeRequest *r, const ServeParams *p, InferError *err)
+{
+	int vocab = s->engine.model.config.vocab_size;
+
+	if (!p->structured)
+		return 0;
+	if (!s->engine.have_tokenizer)
+		return infer_fail(err, "response_format: this model has no tokenizer, so no token's "
+				  "text is known");
+	if (!s->vocab_index.ids && vocab_index_build(&s->vocab_index, &s->engine.tokenizer, err) < 0)
+		return -1;
+	r->constraint = pool_alloc(POOL_ACTIVATIONS, sizeof(*r->constraint));
+	r->unmasked = pool_alloc(POOL_ACTIVATIONS, (size_t)vocab * sizeof(float));
+	if (!r->constraint || !r->unmasked) {
+		pool_free(POOL_ACTIVATIONS, r->constraint, sizeof(*r->constraint));
+		pool_free(POOL_ACTIVATIONS, r->unmasked, (size_t)vocab * sizeof(float));
+		r->constraint = NULL;
+		return infer_fail(err, "out of memory for a structured request");
+	}
+	if (constraint_init(r->constraint, p->json_schema, err) < 0) {
+		pool_free(POOL_ACTIVATIONS, r->constraint, sizeof(*r->constraint));
+		pool_free(POOL_ACTIVATIONS, r->unmasked, (size_t)vocab * sizeof(float));
+		r->constraint = NULL;
+		return -1;
+	}
+	return 0;
+}
+
 static int build_request(Server *s, const ServeParams *p, const EnginePrompt *ep,
 			 ServeRequest *r, InferError *err)
 {
@@ -693,7 +762,8 @@ static int build_request(Server *s, const ServeParams *p, const EnginePrompt *ep
 		return -1;
 	request_penalties(r, p);
 	if (request_strings(r, p, piece, err) ||
-	    request_sampler(r, p, vocab, id, err))
+	    request_sampler(r, p, vocab, id, err) ||
+	    request_constraint(s, r, p, err))  /* after the sampler: its vocab_size sizes the copy */
 		return -1;
 	r->seq.no_prefix_cache = p->no_prefix_cache;
 	return 0;

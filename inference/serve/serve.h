@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include "engine/engine.h"
+#include "serve/constrain.h"
 #include "serve/params.h"
 #include "serve/scheduler.h"
 #include "base/workers.h"
@@ -35,6 +36,8 @@ typedef void (*ServeWakeFn)(void *ctx);
 typedef struct ServeRequest {
 	Seq seq;
 	Sampler sampler;
+	Constraint *constraint; /* structured output, or NULL */
+	float *unmasked;        /* (vocab) the logits a constrained draw started from */
 	Penalties pen;          /* over the last pen_window tokens of seq */
 	int pen_window;         /* 0: no penalties */
 	int *pen_scratch;       /* (pen_window) in mem */
@@ -72,6 +75,7 @@ typedef struct {
 	Sched sched;
 	ServeOptions opt;
 	int ctx;                   /* positions a request may use: the model's, or ctx_size */
+	VocabIndex vocab_index;    /* built at the first structured request */
 	pthread_mutex_t lock;
 	pthread_cond_t work;       /* a request arrived, or stop */
 	pthread_t thread;

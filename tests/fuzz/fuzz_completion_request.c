@@ -4,7 +4,7 @@
  * promises: a prompt (text without NULs, or ids), or messages with roles
  * and contents; fields in their ranges; and every template family renders
  * the messages or refuses them with a reason (inference/text/chat.c).
- * fuzz-sources: inference/serve/reqparse.c inference/text/chat.c
+ * fuzz-sources: inference/serve/reqparse.c inference/serve/jsonschema.c inference/text/chat.c inference/base/error.c
  * fuzz-libs: -ljson-c
  */
 #include <math.h>
@@ -19,6 +19,12 @@ static void check_fields(const CompletionRequest *r)
 	for (int i = 0; i < r->n_stop; i++)
 		FUZZ_CHECK(r->stop[i] && r->stop[i][0] != '\0');
 	FUZZ_CHECK(r->stream == 0 || r->stream == 1);
+	FUZZ_CHECK(r->frequency_penalty >= -2 && r->frequency_penalty <= 2);
+	FUZZ_CHECK(r->presence_penalty >= -2 && r->presence_penalty <= 2);
+	FUZZ_CHECK(r->repeat_penalty > 0 && r->repeat_penalty <= 10);
+	FUZZ_CHECK(r->repeat_last_n >= -1 && r->top_k >= 0 && r->min_p >= 0 && r->min_p <= 1);
+	FUZZ_CHECK(r->max_tokens >= 0);
+	FUZZ_CHECK(!r->json_schema || r->structured); /* a schema only with structured output */
 }
 
 static void check_chat(const CompletionRequest *r)
@@ -53,7 +59,7 @@ static void check_request(const CompletionRequest *r)
 	FUZZ_CHECK(r->n_prompt_ids >= 0 && r->n_prompt_ids <= REQ_MAX_PROMPT_IDS);
 	for (int i = 0; i < r->n_prompt_ids; i++)
 		FUZZ_CHECK(r->prompt_ids[i] >= 0);
-	FUZZ_CHECK(r->max_tokens >= 1 && r->max_tokens <= REQ_MAX_MAX_TOKENS);
+	FUZZ_CHECK(r->max_tokens >= 0 && r->max_tokens <= REQ_MAX_MAX_TOKENS); /* 0: to the context */
 	check_fields(r);
 	completion_request_params(r, &p);
 	FUZZ_CHECK(p.max_tokens == r->max_tokens && p.n_stop == r->n_stop);
