@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # fast
 # /v1/chat/completions on `infer --http` (issue 49): what the engine cannot
-# do is a 400 that names the field (n > 1, tools, images, audio, logprobs,
-# schema keywords the compiler lacks, two assistant turns at the end, roles out of turn), as is a
+# do is a 400 that names the field (n > 1, tools, images, audio,
+# top_logprobs without logprobs, schema keywords the compiler lacks, two assistant turns at the end, roles out of turn), as is a
 # model with no usable chat template, which is told how to pass one; a bad
 # --chat-template is refused at start. Every refusal leaves the engine
 # serving: a chat after them all still answers.
@@ -55,8 +55,7 @@ chat "an image" "'messages[0].content[1]': images" \
 	'{"messages":[{"role":"user","content":[{"type":"text","text":"what is it"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AA=="}}]}]}'
 chat "audio" "'messages[0].content[0]': audio" \
 	'{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AA==","format":"wav"}}]}]}'
-chat "logprobs" "'logprobs'" "{\"messages\":[$U],\"logprobs\":true}"
-chat "top_logprobs" "'top_logprobs'" "{\"messages\":[$U],\"top_logprobs\":2}"
+chat "top_logprobs without logprobs" "'top_logprobs'" "{\"messages\":[$U],\"top_logprobs\":2}"
 chat "a schema keyword not supported" "'pattern'" \
 	"{\"messages\":[$U],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"pattern\":\"b+\"}}}}}}"
 chat "response_format of no known type" "'response_format.type'" "{\"messages\":[$U],\"response_format\":{\"type\":\"xml\"}}"

@@ -332,6 +332,40 @@ static int sample_topp(const float *p, int n, float topp, ProbIndex *pi, float c
 	return pi[n0 - kept].index;
 }
 
+float log_sum_exp(const float *x, int n)
+{
+	float m = max_of(x, n), sum = 0.0f;
+
+	if (!isfinite(m))
+		return m;
+	for (int i = 0; i < n; i++)
+		sum += expf(x[i] - m);
+	return m + logf(sum);
+}
+
+/* An insertion into the k best so far: a scan of 32000 logits for 20
+ * alternatives moves few, as most fall below the k-th at once. */
+int top_ids(const float *x, int n, int k, int *ids)
+{
+	int have = 0;
+
+	if (k > n)
+		k = n;
+	for (int i = 0; i < n && k > 0; i++) {
+		int at;
+
+		if (have == k && !(x[i] > x[ids[k - 1]]))
+			continue;
+		at = have < k ? have++ : k - 1;
+		while (at > 0 && x[i] > x[ids[at - 1]]) {
+			ids[at] = ids[at - 1];
+			at--;
+		}
+		ids[at] = i;
+	}
+	return k > 0 ? have : 0;
+}
+
 /* The k-th largest of x[0..n), 0 < k < n, by quickselect on a copy. */
 static float kth_largest(const float *x, int n, int k, float *a)
 {

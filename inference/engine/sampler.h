@@ -40,6 +40,11 @@ int sampler_init(Sampler *s, int vocab_size, float temperature, float topp,
 int sampler_set_filters(Sampler *s, int top_k, float min_p, InferError *err);
 void sampler_free(Sampler *s);
 int penalties_active(const Penalties *p);
+/* log(sum exp(x[i])), stable: what a logprob subtracts. */
+float log_sum_exp(const float *x, int n);
+/* The k largest of x[0..n) into ids, largest first, a tie to the lower
+ * index; returns how many (k, or n when smaller). */
+int top_ids(const float *x, int n, int k, int *ids);
 /* Applies p to logits for the window[0..n) of token ids; scratch holds n
  * ints. Ids outside 0..vocab-1 are skipped. */
 void penalties_apply(const Penalties *p, const int *window, int n, int *scratch,

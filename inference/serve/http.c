@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 #include "serve/http.h"
+#include "serve/logprobs_json.h"
 #include "serve/reqparse.h"
 #include "text/tokenizer.h"
 #include "base/trace.h"
@@ -47,6 +48,7 @@ typedef struct {
 	int suspended;         /* under the server lock */
 	size_t text_sent;      /* bytes of req->text already sent */
 	int ids_sent;          /* generated ids already sent */
+	int lp_sent;           /* generated tokens whose logprobs a chat stream sent */
 	int finished;          /* the last bytes are out */
 	char *out;             /* formatted bytes not yet handed to libmicrohttpd */
 	size_t out_len, out_off;
@@ -212,17 +214,27 @@ static enum MHD_Result get_stats(HttpServer *h, struct MHD_Connection *c)
 
 /* ---- completions: the response body, piece by piece ---- */
 
+static const Tokenizer *tokenizer_of(const Call *k)
+{
+	const Engine *e = &k->h->srv->engine;
+
+	return e->have_tokenizer ? &e->tokenizer : NULL;
+}
+
+/* Tokens [from, to) of a completion and their text, which starts at text. */
 static json_object *choice(const Call *k, const char *text, size_t len, int from, int to,
 			   const char *finish)
 {
 	json_object *ch = json_object_new_object(), *ids = json_object_new_array();
-	const Seq *q = &k->req->seq;
+	const ServeRequest *r = k->req;
+	const Seq *q = &r->seq;
 
 	for (int i = from; i < to; i++)
 		json_object_array_add(ids, json_object_new_int(q->tokens[q->n_prompt + i]));
 	json_object_object_add(ch, "index", json_object_new_int(0));
 	json_object_object_add(ch, "text", json_object_new_string_len(text, (int)len));
-	json_object_object_add(ch, "logprobs", NULL);
+	json_object_object_add(ch, "logprobs", r->lp_top < 0 ? NULL
+				: logprobs_completion(r, tokenizer_of(k), from, to, (size_t)(text - r->text)));
 	json_object_object_add(ch, "finish_reason", finish ? json_object_new_string(finish) : NULL);
 	/* an extension (as vLLM's): the ids of these tokens, a final BOS included */
 	json_object_object_add(ch, "token_ids", ids);
@@ -307,9 +319,10 @@ static json_object *chat_object(const Call *k, const char *object, json_object *
 	return o;
 }
 
-/* message (whole) or delta (streamed): role on the first, content if any. */
+/* message (whole) or delta (streamed): role on the first, content if
+ * any; lp (consumed) its logprobs, or NULL. */
 static json_object *chat_choice(const char *key, int role, const char *text, size_t len,
-				const char *finish)
+				const char *finish, json_object *lp)
 {
 	json_object *ch = json_object_new_object(), *m = json_object_new_object();
 
@@ -319,7 +332,7 @@ static json_object *chat_choice(const char *key, int role, const char *text, siz
 		json_object_object_add(m, "content", json_object_new_string_len(text, (int)len));
 	json_object_object_add(ch, "index", json_object_new_int(0));
 	json_object_object_add(ch, key, m);
-	json_object_object_add(ch, "logprobs", NULL);
+	json_object_object_add(ch, "logprobs", lp);
 	json_object_object_add(ch, "finish_reason", finish ? json_object_new_string(finish) : NULL);
 	return ch;
 }
@@ -333,18 +346,21 @@ static int chat_stream_chunk(Call *k, size_t upto, const char *finish)
 	int rc = 0;
 
 	if (!k->role_sent || upto > k->text_sent) {
+		int gen = r->seq.n_tokens - r->seq.n_prompt;
+		json_object *lp = r->lp_top < 0 ? NULL : logprobs_chat(r, tokenizer_of(k), k->lp_sent, gen);
 		json_object *ch = chat_choice("delta", !k->role_sent, r->text + k->text_sent,
-					      upto - k->text_sent, NULL);
+					      upto - k->text_sent, NULL, lp);
 
 		rc |= out_json(k, chat_object(k, "chat.completion.chunk", ch), 1);
 		k->role_sent = 1;
 		k->text_sent = upto;
+		k->lp_sent = gen;
 	}
 	if (finish) {
 		json_object *u;
 
 		rc |= out_json(k, chat_object(k, "chat.completion.chunk",
-					      chat_choice("delta", 0, NULL, 0, finish)), 1);
+					      chat_choice("delta", 0, NULL, 0, finish, NULL)), 1);
 		if (k->include_usage) {
 			u = chat_object(k, "chat.completion.chunk", NULL);
 			json_object_object_add(u, "usage", usage(&r->seq));
@@ -363,7 +379,9 @@ static int chat_chunk(Call *k, size_t upto, const char *finish)
 
 	if (k->stream)
 		return chat_stream_chunk(k, upto, finish);
-	o = chat_object(k, "chat.completion", chat_choice("message", 1, r->text, r->text_len, finish));
+	o = chat_object(k, "chat.completion", chat_choice("message", 1, r->text, r->text_len, finish,
+			r->lp_top < 0 ? NULL : logprobs_chat(r, tokenizer_of(k), 0,
+							     r->seq.n_tokens - r->seq.n_prompt)));
 	json_object_object_add(o, "usage", usage(&r->seq));
 	k->finished = 1;
 	return out_json(k, o, 0);

@@ -31,6 +31,8 @@ typedef struct {
 	int repeat_last_n;         /* the penalties' window; -1: the context, 0: off */
 	int top_k;                 /* 0: all */
 	float min_p;               /* 0: all */
+	int logprobs;              /* 0: none; else each token's logprob and
+				    * logprobs - 1 alternatives' */
 	int structured;            /* the reply is JSON that json_schema allows */
 	const char *json_schema;   /* a schema's JSON text; NULL: any JSON object */
 } ServeParams;

@@ -171,8 +171,6 @@ static int check_defaults(json_object *o, char *err, size_t errlen)
 		return -1;
 	if (flag)
 		return infer_failn(err, errlen, "'echo' is not supported");
-	if (json_object_object_get_ex(o, "logprobs", &v) && v)
-		return infer_failn(err, errlen, "'logprobs' is not supported");
 	if (json_object_object_get_ex(o, "suffix", &v) && v)
 		return infer_failn(err, errlen, "'suffix' is not supported");
 	return 0;
@@ -308,6 +306,33 @@ static int parse_format(json_object *o, CompletionRequest *r, char *err, size_t 
 	return take_schema(schema, "response_format.json_schema.schema", r, err, errlen);
 }
 
+/* Completions' logprobs: how many alternatives each token lists (0..20;
+ * OpenAI's API stops at 5, llama-server's n_probs does not). */
+static int parse_logprobs_n(json_object *o, CompletionRequest *r, char *err, size_t errlen)
+{
+	int64_t n = -1;
+
+	if (get_int(o, "logprobs", 0, REQ_MAX_TOP_LOGPROBS, &n, NULL, err, errlen) < 0)
+		return -1;
+	r->logprobs = (int)n;
+	return 0;
+}
+
+/* Chat's logprobs (a boolean) and top_logprobs (0..20, with it). */
+static int parse_logprobs_chat(json_object *o, CompletionRequest *r, char *err, size_t errlen)
+{
+	int64_t top = 0;
+	int on = 0, has_top = 0;
+
+	if (get_bool(o, "logprobs", &on, err, errlen) < 0 ||
+	    get_int(o, "top_logprobs", 0, REQ_MAX_TOP_LOGPROBS, &top, &has_top, err, errlen) < 0)
+		return -1;
+	if (has_top && !on)
+		return infer_failn(err, errlen, "'top_logprobs' needs 'logprobs': true");
+	r->logprobs = on ? (int)top : -1;
+	return 0;
+}
+
 /* What completions and chat share: sampling, limits, stop, streaming. */
 static int parse_common(json_object *o, CompletionRequest *r, int64_t *max_tokens, char *err,
 			size_t errlen)
@@ -346,6 +371,7 @@ static int parse_fields(json_object *o, CompletionRequest *r, char *err, size_t 
 	json_object_object_get_ex(o, "prompt", &prompt);
 	if (parse_prompt(prompt, r, err, errlen) < 0 ||
 	    parse_common(o, r, &max_tokens, err, errlen) < 0 ||
+	    parse_logprobs_n(o, r, err, errlen) < 0 ||
 	    check_defaults(o, err, errlen) < 0)
 		return -1;
 	r->max_tokens = (int)max_tokens;
@@ -499,17 +525,12 @@ static int refuse_if_set(json_object *o, const char *field, const char *why, cha
 static int check_chat_unsupported(json_object *o, char *err, size_t errlen)
 {
 	json_object *v;
-	int flag = 0;
 
 	if (check_n(o, err, errlen) < 0 ||
 	    refuse_if_set(o, "tools", "is not supported: this engine does not call tools", err, errlen) < 0 ||
 	    refuse_if_set(o, "functions", "is not supported: this engine does not call tools", err, errlen) < 0 ||
-	    refuse_if_set(o, "function_call", "is not supported: this engine does not call tools", err, errlen) < 0 ||
-	    refuse_if_set(o, "top_logprobs", "is not supported", err, errlen) < 0 ||
-	    get_bool(o, "logprobs", &flag, err, errlen) < 0)
+	    refuse_if_set(o, "function_call", "is not supported: this engine does not call tools", err, errlen) < 0)
 		return -1;
-	if (flag)
-		return infer_failn(err, errlen, "'logprobs' is not supported");
 	/* with no tools (none, or []), "none" and "auto" both mean a plain reply */
 	if (json_object_object_get_ex(o, "tool_choice", &v) && v &&
 	    !(json_object_is_type(v, json_type_string) && (!strcmp(json_object_get_string(v), "none") ||
@@ -526,6 +547,7 @@ static int parse_chat_fields(json_object *o, CompletionRequest *r, char *err, si
 
 	if (parse_messages(o, r, err, errlen) < 0 ||
 	    parse_common(o, r, &max_tokens, err, errlen) < 0 ||
+	    parse_logprobs_chat(o, r, err, errlen) < 0 ||
 	    get_int(o, "max_completion_tokens", 1, REQ_MAX_MAX_TOKENS, &max_completion,
 		    &has_completion, err, errlen) < 0 ||
 	    check_chat_unsupported(o, err, errlen) < 0)
@@ -580,6 +602,7 @@ static int parse_body(const char *body, size_t len, CompletionRequest *out, Fiel
 	out->top_p = 1.0;
 	out->cache_prompt = 1;
 	out->repeat_penalty = 1.0;
+	out->logprobs = -1;
 	out->repeat_last_n = 64;  /* llama-server's default */
 	if (!(o = parse_object(body, len, err, errlen)))
 		return -1;
@@ -662,4 +685,5 @@ void completion_request_params(const CompletionRequest *r, ServeParams *p)
 	p->min_p = (float)r->min_p;
 	p->structured = r->structured;
 	p->json_schema = r->json_schema;
+	p->logprobs = r->logprobs + 1; /* 0: none */
 }

@@ -25,6 +25,7 @@
 
 #define REQ_DEFAULT_MAX_TOKENS 16     /* OpenAI's default */
 #define REQ_MAX_MAX_TOKENS (1 << 20)  /* beyond any context this engine runs */
+#define REQ_MAX_TOP_LOGPROBS 20      /* OpenAI's chat limit */
 #define REQ_MAX_PROMPT_IDS (1 << 20)
 #define REQ_MAX_MESSAGES 4096
 
@@ -51,6 +52,8 @@ typedef struct {
 	int repeat_last_n;      /* llama.cpp's, default 64; -1: the context */
 	int top_k;              /* llama.cpp's, 0: off */
 	double min_p;           /* llama.cpp's, 0: off */
+	int logprobs;           /* -1: none; else each token's logprob and this many
+				 * alternatives' */
 	int structured;         /* response_format json_object or json_schema */
 	char *json_schema;      /* owned: the schema's JSON text; NULL: any object */
 } CompletionRequest;

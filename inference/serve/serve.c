@@ -30,9 +30,23 @@ static void live_remove(Server *s, ServeRequest *r)
 	r->live_prev = r->live_next = NULL;
 }
 
+static size_t lp_bytes(const ServeRequest *r)
+{
+	return r->lp_top < 0 ? 0 : (size_t)r->max_tokens * (size_t)(1 + r->lp_top) * sizeof(float);
+}
+
+static size_t lp_ids_bytes(const ServeRequest *r)
+{
+	return r->lp_top <= 0 ? 0 : (size_t)r->max_tokens * (size_t)r->lp_top * sizeof(int);
+}
+
 static void request_free(ServeRequest *r)
 {
 	seq_free(&r->seq);
+	if (r->lp_raw)
+		pool_free(POOL_ACTIVATIONS, r->lp_raw, (size_t)r->sampler.vocab_size * sizeof(float));
+	pool_free(POOL_ACTIVATIONS, r->lp, lp_bytes(r));
+	pool_free(POOL_ACTIVATIONS, r->lp_ids, lp_ids_bytes(r));
 	sampler_free(&r->sampler);
 	if (r->constraint) {
 		constraint_free(r->constraint);
@@ -283,24 +297,50 @@ static void sample_constrained(Server *s, SampleJob *j)
 		j->token = -1;
 }
 
+/* logprobs, as llama-server reports them: of the model's own logits,
+ * before biases, penalties and temperature. The alternatives now; the
+ * drawn token's once it is drawn (logprob_taken). */
+static float logprob_begin(ServeRequest *r, const float *logits)
+{
+	int vocab = r->sampler.vocab_size, g = r->seq.n_tokens - r->seq.n_prompt;
+	float lse = log_sum_exp(logits, vocab), *lp = r->lp + (size_t)g * (size_t)(1 + r->lp_top);
+	int *ids = r->lp_ids + (size_t)g * (size_t)r->lp_top;
+
+	memcpy(r->lp_raw, logits, (size_t)vocab * sizeof(float));
+	if (r->lp_top)
+		top_ids(logits, vocab, r->lp_top, ids);
+	for (int k = 0; k < r->lp_top; k++)
+		lp[1 + k] = logits[ids[k]] - lse;
+	return lse;
+}
+
+static void logprob_taken(ServeRequest *r, int token, float lse)
+{
+	int g = r->seq.n_tokens - r->seq.n_prompt;
+
+	if (token >= 0)
+		r->lp[(size_t)g * (size_t)(1 + r->lp_top)] = r->lp_raw[token] - lse;
+}
+
 static void sample_one(void *ctx, int i)
 {
 	SampleJob *j = &((Server *)ctx)->samples[i];
-	const ServeRequest *r = j->r;
-
+	ServeRequest *r = j->r;
 	const Seq *q = &r->seq;
 	int w = r->pen_window < q->n_tokens ? r->pen_window : q->n_tokens;
+	float lse = r->lp_top >= 0 ? logprob_begin(r, j->logits) : 0.0f;
 
 	for (int k = 0; k < r->n_bias; k++)
 		j->logits[r->bias_ids[k]] += r->bias[k];
 	/* after the biases, as llama.cpp's chain runs them */
 	penalties_apply(&r->pen, q->tokens + q->n_tokens - w, w, r->pen_scratch, j->logits,
 			r->sampler.vocab_size);
-	if (r->constraint) {
+	if (r->constraint)
 		sample_constrained((Server *)ctx, j);
-		return;
-	}
-	j->token = sampler_sample(&j->r->sampler, j->logits);
+	else
+		j->token = sampler_sample(&j->r->sampler, j->logits);
+	if (r->lp_top >= 0)
+		logprob_taken(r, j->token, lse);
 }
 
 /* Draws the step's tokens, with the server unlocked: a request in the
@@ -718,6 +758,20 @@ static int check_fits(Server *s, int n_prompt, int max_tokens, InferError *err)
 	return 0;
 }
 
+/* logprobs: the raw logits' copy and each generated token's figures. */
+static int request_logprobs(ServeRequest *r, const ServeParams *p, InferError *err)
+{
+	r->lp_top = p->logprobs - 1;
+	if (r->lp_top < 0)
+		return 0;
+	r->lp_raw = pool_alloc(POOL_ACTIVATIONS, (size_t)r->sampler.vocab_size * sizeof(float));
+	r->lp = pool_alloc(POOL_ACTIVATIONS, lp_bytes(r));
+	r->lp_ids = r->lp_top ? pool_alloc(POOL_ACTIVATIONS, lp_ids_bytes(r)) : NULL;
+	if (!r->lp_raw || !r->lp || (r->lp_top && !r->lp_ids))
+		return infer_fail(err, "out of memory for a request's logprobs");
+	return 0;
+}
+
 /* Structured output: the schema compiled, the logits' copy, and the
  * vocabulary index the first time. */
 static int request_constraint(Server *s, ServeRequest *r, const ServeParams *p, InferError *err)
@@ -761,9 +815,11 @@ static int build_request(Server *s, const ServeParams *p, const EnginePrompt *ep
 	if (seq_init(&r->seq, id, ep->ids, ep->n, p->max_tokens, s->sched.kv.block_size, err))
 		return -1;
 	request_penalties(r, p);
+	r->lp_top = -1;
 	if (request_strings(r, p, piece, err) ||
 	    request_sampler(r, p, vocab, id, err) ||
-	    request_constraint(s, r, p, err))  /* after the sampler: its vocab_size sizes the copy */
+	    /* after the sampler: its vocab_size sizes the copies */
+	    request_constraint(s, r, p, err) || request_logprobs(r, p, err))
 		return -1;
 	r->seq.no_prefix_cache = p->no_prefix_cache;
 	return 0;

@@ -36,6 +36,11 @@ typedef void (*ServeWakeFn)(void *ctx);
 typedef struct ServeRequest {
 	Seq seq;
 	Sampler sampler;
+	int lp_top;             /* -1: no logprobs; else alternatives per token */
+	float *lp_raw;          /* (vocab) the step's logits before any change */
+	float *lp;              /* (max_tokens * (1 + lp_top)) per generated token: its
+				 * logprob, then its alternatives' */
+	int *lp_ids;            /* (max_tokens * lp_top) the alternatives, likeliest first */
 	Constraint *constraint; /* structured output, or NULL */
 	float *unmasked;        /* (vocab) the logits a constrained draw started from */
 	Penalties pen;          /* over the last pen_window tokens of seq */
