@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fast
 # /v1/chat/completions on `infer --http` (issue 49): what the engine cannot
-# do is a 400 that names the field (n > 1, tools, images, audio,
+# do is a 400 that names the field (n > 8, tools, images, audio,
 # top_logprobs without logprobs, schema keywords the compiler lacks, two assistant turns at the end, roles out of turn), as is a
 # model with no usable chat template, which is told how to pass one; a bad
 # --chat-template is refused at start. Every refusal leaves the engine
@@ -44,7 +44,7 @@ expect_fail "--chat-template jinja2" "not a template family this engine knows (l
 	--chat-template llama2 >"$TMP/mk.err" 2>&1 || fail "mkmodel: $(cat "$TMP/mk.err")"
 start_engine "$TMP/l2.gguf" -b cpu
 grep -q "chat template llama2" "$TMP/engine.err" || fail "start-up line does not name the template"
-chat "n = 2" "'n'" "{\"messages\":[$U],\"n\":2}"
+chat "n = 9" "'n'" "{\"messages\":[$U],\"n\":9}"
 chat "tools" "'tools'" "{\"messages\":[$U],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}"
 chat "tool_choice required" "'tool_choice'" "{\"messages\":[$U],\"tool_choice\":\"required\"}"
 chat "functions" "'functions'" "{\"messages\":[$U],\"functions\":[{\"name\":\"f\"}]}"

@@ -14,47 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "serve/http.h"
-#include "serve/logprobs_json.h"
+#include "serve/http_impl.h"
 #include "serve/reqparse.h"
 #include "text/tokenizer.h"
 #include "base/trace.h"
 
-struct HttpServer {
-	struct MHD_Daemon *d;
-	Server *srv;
-	HttpOptions opt;
-	int conns;             /* open connections (atomic) */
-	uint64_t started_ns;
-	time_t created;
-};
-
-typedef enum {
-	EP_NONE, EP_COMPLETIONS, EP_CHAT, EP_APPLY_TEMPLATE, EP_TOKENIZE
-} Endpoint;
-
-/* One request on a connection. */
-typedef struct {
-	HttpServer *h;
-	struct MHD_Connection *conn;
-	char *body;            /* (cap) the upload so far */
-	size_t len, cap;
-	int too_large;
-	ServeRequest *req;
-	int stream;
-	int chat;              /* /v1/chat/completions: chat's shapes */
-	int include_usage;     /* a chat stream's last chunk carries usage */
-	int role_sent;         /* a chat stream's first chunk is out */
-	int suspended;         /* under the server lock */
-	size_t text_sent;      /* bytes of req->text already sent */
-	int ids_sent;          /* generated ids already sent */
-	int lp_sent;           /* generated tokens whose logprobs a chat stream sent */
-	int finished;          /* the last bytes are out */
-	char *out;             /* formatted bytes not yet handed to libmicrohttpd */
-	size_t out_len, out_off;
-	char id[40];
-	time_t created;
-} Call;
 
 static const char JSON_TYPE[] = "application/json";
 
@@ -212,216 +176,6 @@ static enum MHD_Result get_stats(HttpServer *h, struct MHD_Connection *c)
 	return rc;
 }
 
-/* ---- completions: the response body, piece by piece ---- */
-
-static const Tokenizer *tokenizer_of(const Call *k)
-{
-	const Engine *e = &k->h->srv->engine;
-
-	return e->have_tokenizer ? &e->tokenizer : NULL;
-}
-
-/* Tokens [from, to) of a completion and their text, which starts at text. */
-static json_object *choice(const Call *k, const char *text, size_t len, int from, int to,
-			   const char *finish)
-{
-	json_object *ch = json_object_new_object(), *ids = json_object_new_array();
-	const ServeRequest *r = k->req;
-	const Seq *q = &r->seq;
-
-	for (int i = from; i < to; i++)
-		json_object_array_add(ids, json_object_new_int(q->tokens[q->n_prompt + i]));
-	json_object_object_add(ch, "index", json_object_new_int(0));
-	json_object_object_add(ch, "text", json_object_new_string_len(text, (int)len));
-	json_object_object_add(ch, "logprobs", r->lp_top < 0 ? NULL
-				: logprobs_completion(r, tokenizer_of(k), from, to, (size_t)(text - r->text)));
-	json_object_object_add(ch, "finish_reason", finish ? json_object_new_string(finish) : NULL);
-	/* an extension (as vLLM's): the ids of these tokens, a final BOS included */
-	json_object_object_add(ch, "token_ids", ids);
-	return ch;
-}
-
-static json_object *usage(const Seq *q)
-{
-	json_object *u = json_object_new_object(), *d = json_object_new_object();
-	int gen = q->n_tokens - q->n_prompt;
-	int cached = q->cached < q->n_prompt ? q->cached : q->n_prompt;
-
-	json_object_object_add(u, "prompt_tokens", json_object_new_int(q->n_prompt));
-	json_object_object_add(u, "completion_tokens", json_object_new_int(gen));
-	json_object_object_add(u, "total_tokens", json_object_new_int(q->n_tokens));
-	/* OpenAI's field: prompt tokens the prefix cache gave, not computed */
-	json_object_object_add(d, "cached_tokens", json_object_new_int(cached));
-	json_object_object_add(u, "prompt_tokens_details", d);
-	return u;
-}
-
-static json_object *completion(const Call *k, json_object *ch, int with_usage)
-{
-	json_object *o = json_object_new_object(), *choices = json_object_new_array();
-
-	json_object_array_add(choices, ch);
-	json_object_object_add(o, "id", json_object_new_string(k->id));
-	json_object_object_add(o, "object", json_object_new_string("text_completion"));
-	json_object_object_add(o, "created", json_object_new_int64((int64_t)k->created));
-	json_object_object_add(o, "model", json_object_new_string(k->h->opt.model_name));
-	json_object_object_add(o, "choices", choices);
-	if (with_usage)
-		json_object_object_add(o, "usage", usage(&k->req->seq));
-	return o;
-}
-
-/* Appends the JSON of o (consumed) to k->out, framed as an SSE event or not. */
-static int out_json(Call *k, json_object *o, int sse)
-{
-	size_t len = 0;
-	const char *s = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN |
-							   JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-	size_t need = k->out_len + len + 16;
-	char *b = s ? realloc(k->out, need) : NULL;
-
-	if (!b) {
-		json_object_put(o);
-		return -1;
-	}
-	k->out = b;
-	k->out_len += (size_t)snprintf(b + k->out_len, need - k->out_len, sse ? "data: %s\n\n" : "%s", s);
-	json_object_put(o);
-	return 0;
-}
-
-static int out_done(Call *k)
-{
-	static const char done[] = "data: [DONE]\n\n";
-	char *b = realloc(k->out, k->out_len + sizeof(done));
-
-	if (!b)
-		return -1;
-	k->out = b;
-	memcpy(b + k->out_len, done, sizeof(done));
-	k->out_len += sizeof(done) - 1;
-	return 0;
-}
-
-/* ---- chat completions' shapes ---- */
-
-static json_object *chat_object(const Call *k, const char *object, json_object *choice)
-{
-	json_object *o = json_object_new_object(), *choices = json_object_new_array();
-
-	if (choice)
-		json_object_array_add(choices, choice);
-	json_object_object_add(o, "id", json_object_new_string(k->id));
-	json_object_object_add(o, "object", json_object_new_string(object));
-	json_object_object_add(o, "created", json_object_new_int64((int64_t)k->created));
-	json_object_object_add(o, "model", json_object_new_string(k->h->opt.model_name));
-	json_object_object_add(o, "choices", choices);
-	return o;
-}
-
-/* message (whole) or delta (streamed): role on the first, content if
- * any; lp (consumed) its logprobs, or NULL. */
-static json_object *chat_choice(const char *key, int role, const char *text, size_t len,
-				const char *finish, json_object *lp)
-{
-	json_object *ch = json_object_new_object(), *m = json_object_new_object();
-
-	if (role)
-		json_object_object_add(m, "role", json_object_new_string("assistant"));
-	if (text)
-		json_object_object_add(m, "content", json_object_new_string_len(text, (int)len));
-	json_object_object_add(ch, "index", json_object_new_int(0));
-	json_object_object_add(ch, key, m);
-	json_object_object_add(ch, "logprobs", lp);
-	json_object_object_add(ch, "finish_reason", finish ? json_object_new_string(finish) : NULL);
-	return ch;
-}
-
-/* A chat stream: the new text as a delta (the first with the role), then
- * at the end a chunk with the finish reason, one with usage if asked, and
- * [DONE], as OpenAI's API streams. */
-static int chat_stream_chunk(Call *k, size_t upto, const char *finish)
-{
-	ServeRequest *r = k->req;
-	int rc = 0;
-
-	if (!k->role_sent || upto > k->text_sent) {
-		int gen = r->seq.n_tokens - r->seq.n_prompt;
-		json_object *lp = r->lp_top < 0 ? NULL : logprobs_chat(r, tokenizer_of(k), k->lp_sent, gen);
-		json_object *ch = chat_choice("delta", !k->role_sent, r->text + k->text_sent,
-					      upto - k->text_sent, NULL, lp);
-
-		rc |= out_json(k, chat_object(k, "chat.completion.chunk", ch), 1);
-		k->role_sent = 1;
-		k->text_sent = upto;
-		k->lp_sent = gen;
-	}
-	if (finish) {
-		json_object *u;
-
-		rc |= out_json(k, chat_object(k, "chat.completion.chunk",
-					      chat_choice("delta", 0, NULL, 0, finish, NULL)), 1);
-		if (k->include_usage) {
-			u = chat_object(k, "chat.completion.chunk", NULL);
-			json_object_object_add(u, "usage", usage(&r->seq));
-			rc |= out_json(k, u, 1);
-		}
-		rc |= out_done(k);
-		k->finished = 1;
-	}
-	return rc;
-}
-
-static int chat_chunk(Call *k, size_t upto, const char *finish)
-{
-	ServeRequest *r = k->req;
-	json_object *o;
-
-	if (k->stream)
-		return chat_stream_chunk(k, upto, finish);
-	o = chat_object(k, "chat.completion", chat_choice("message", 1, r->text, r->text_len, finish,
-			r->lp_top < 0 ? NULL : logprobs_chat(r, tokenizer_of(k), 0,
-							     r->seq.n_tokens - r->seq.n_prompt)));
-	json_object_object_add(o, "usage", usage(&r->seq));
-	k->finished = 1;
-	return out_json(k, o, 0);
-}
-
-/* Under the server lock: what the engine added since the last chunk.
- * Returns 1 when k->out has bytes, 0 when there is nothing yet, -1 on error. */
-static int next_chunk(Call *k)
-{
-	ServeRequest *r = k->req;
-	int gen = r->seq.n_tokens - r->seq.n_prompt;
-	size_t upto = r->done ? r->text_len : r->visible;
-	const char *finish = r->done ? finish_reason_name(r->seq.reason) : NULL;
-	json_object *ch;
-
-	k->out_len = k->out_off = 0;
-	if (!k->stream && !r->done)
-		return 0;
-	/* a chat's first chunk (the role) waits for the first text too, so
-	 * its arrival times the first token, as llama-server's does */
-	if (k->stream && !r->done && upto <= k->text_sent && (k->chat || gen <= k->ids_sent))
-		return 0;
-	if (upto < k->text_sent)
-		upto = k->text_sent;
-	if (k->chat)
-		return chat_chunk(k, upto, finish) < 0 ? -1 : 1;
-	if (!k->stream) {
-		ch = choice(k, r->text, r->text_len, 0, gen, finish);
-		k->finished = 1;
-		return out_json(k, completion(k, ch, 1), 0) < 0 ? -1 : 1;
-	}
-	ch = choice(k, r->text + k->text_sent, upto - k->text_sent, k->ids_sent, gen, finish);
-	k->text_sent = upto;
-	k->ids_sent = gen;
-	k->finished = r->done;
-	if (out_json(k, completion(k, ch, r->done), 1) < 0 || (r->done && out_done(k) < 0))
-		return -1;
-	return 1;
-}
-
 /* Called under the server lock by the engine thread. */
 static void wake(void *ctx)
 {
@@ -444,7 +198,7 @@ static ssize_t read_body(void *cls, uint64_t pos, char *buf, size_t max)
 		if (k->finished)
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		server_lock(k->h->srv);
-		rc = next_chunk(k);
+		rc = http_next_chunk(k);
 		if (rc == 0) { /* nothing new: sleep until the engine wakes us */
 			k->suspended = 1;
 			MHD_suspend_connection(k->conn);
@@ -528,6 +282,34 @@ static int chat_prompt(const Engine *e, CompletionRequest *cr, char *msg, size_t
 	return cr->prompt_text ? 0 : -1;
 }
 
+/* Lets go of the sequences submitted so far (cancelled if still running). */
+static void release_choices(Call *k)
+{
+	for (int i = 0; i < k->n; i++) {
+		server_cancel(k->h->srv, k->ch[i].req);
+		server_release(k->h->srv, k->ch[i].req);
+	}
+	k->n = 0;
+}
+
+/* n sequences of one request; with a seed, choice i draws with seed + i,
+ * so that each is the reply a single request with that seed gets. */
+static int submit_choices(Call *k, ServeParams *p, int n, int *status, InferError *err)
+{
+	uint64_t seed = p->seed;
+
+	for (int i = 0; i < n; i++) {
+		p->seed = seed + (uint64_t)i;
+		if (server_submit(k->h->srv, p, wake, k, client_fd(k->conn), &k->ch[i].req, status,
+				  err) < 0) {
+			release_choices(k);
+			return -1;
+		}
+		k->n = i + 1;
+	}
+	return 0;
+}
+
 static enum MHD_Result submit(Call *k, Endpoint ep)
 {
 	const Engine *e = &k->h->srv->engine;
@@ -548,12 +330,12 @@ static enum MHD_Result submit(Call *k, Endpoint ep)
 	completion_request_params(&cr, &p);
 	k->stream = cr.stream;
 	k->include_usage = cr.include_usage;
-	rc = server_submit(k->h->srv, &p, wake, k, client_fd(k->conn), &k->req, &status, &err);
+	rc = submit_choices(k, &p, cr.n, &status, &err);
 	completion_request_free(&cr);
 	if (rc < 0)
 		return send_error(k->conn, (unsigned)status, err.msg);
 	snprintf(k->id, sizeof(k->id), "%s-%llu", k->chat ? "chatcmpl" : "cmpl",
-		 (unsigned long long)k->req->seq.id);
+		 (unsigned long long)k->ch[0].req->seq.id);
 	k->created = time(NULL);
 	return start_response(k);
 }
@@ -733,10 +515,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	(void)toe;
 	if (!k)
 		return;
-	if (k->req) {
-		server_cancel(h->srv, k->req);
-		server_release(h->srv, k->req);
-	}
+	(void)h;
+	release_choices(k);
 	free(k->body);
 	free(k->out);
 	free(k);

@@ -145,16 +145,14 @@ static int parse_stop(json_object *o, CompletionRequest *r, char *err, size_t er
 	return 0;
 }
 
-/* n: one choice per request; more would be a batch of requests. */
-static int check_n(json_object *o, char *err, size_t errlen)
+/* n: choices of one request, each its own sequence (1..REQ_MAX_N). */
+static int parse_n(json_object *o, CompletionRequest *r, char *err, size_t errlen)
 {
 	int64_t n = 1;
 
-	if (get_int(o, "n", INT32_MIN, INT32_MAX, &n, NULL, err, errlen) < 0)
+	if (get_int(o, "n", 1, REQ_MAX_N, &n, NULL, err, errlen) < 0)
 		return -1;
-	if (n != 1)
-		return infer_failn(err, errlen, "'n' is %lld: this engine returns one choice per request "
-			   "(n must be 1)", (long long)n);
+	r->n = (int)n;
 	return 0;
 }
 
@@ -165,8 +163,7 @@ static int check_defaults(json_object *o, char *err, size_t errlen)
 	int flag = 0;
 	json_object *v;
 
-	if (check_n(o, err, errlen) < 0 ||
-	    get_int(o, "best_of", 1, 1, &one, NULL, err, errlen) < 0 ||
+	if (get_int(o, "best_of", 1, 1, &one, NULL, err, errlen) < 0 ||
 	    get_bool(o, "echo", &flag, err, errlen) < 0)
 		return -1;
 	if (flag)
@@ -341,6 +338,7 @@ static int parse_common(json_object *o, CompletionRequest *r, int64_t *max_token
 	json_object *v;
 
 	if (parse_limit(o, max_tokens, err, errlen) < 0 ||
+	    parse_n(o, r, err, errlen) < 0 ||
 	    parse_sampling(o, r, err, errlen) < 0 ||
 	    parse_format(o, r, err, errlen) < 0 ||
 	    get_number(o, "temperature", 0, 2, &r->temperature, err, errlen) < 0 ||
@@ -526,8 +524,7 @@ static int check_chat_unsupported(json_object *o, char *err, size_t errlen)
 {
 	json_object *v;
 
-	if (check_n(o, err, errlen) < 0 ||
-	    refuse_if_set(o, "tools", "is not supported: this engine does not call tools", err, errlen) < 0 ||
+	if (refuse_if_set(o, "tools", "is not supported: this engine does not call tools", err, errlen) < 0 ||
 	    refuse_if_set(o, "functions", "is not supported: this engine does not call tools", err, errlen) < 0 ||
 	    refuse_if_set(o, "function_call", "is not supported: this engine does not call tools", err, errlen) < 0)
 		return -1;
@@ -603,6 +600,7 @@ static int parse_body(const char *body, size_t len, CompletionRequest *out, Fiel
 	out->cache_prompt = 1;
 	out->repeat_penalty = 1.0;
 	out->logprobs = -1;
+	out->n = 1;
 	out->repeat_last_n = 64;  /* llama-server's default */
 	if (!(o = parse_object(body, len, err, errlen)))
 		return -1;

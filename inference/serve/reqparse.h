@@ -26,6 +26,7 @@
 #define REQ_DEFAULT_MAX_TOKENS 16     /* OpenAI's default */
 #define REQ_MAX_MAX_TOKENS (1 << 20)  /* beyond any context this engine runs */
 #define REQ_MAX_TOP_LOGPROBS 20      /* OpenAI's chat limit */
+#define REQ_MAX_N 8                  /* choices per request */
 #define REQ_MAX_PROMPT_IDS (1 << 20)
 #define REQ_MAX_MESSAGES 4096
 
@@ -52,6 +53,7 @@ typedef struct {
 	int repeat_last_n;      /* llama.cpp's, default 64; -1: the context */
 	int top_k;              /* llama.cpp's, 0: off */
 	double min_p;           /* llama.cpp's, 0: off */
+	int n;                  /* choices, each its own sequence */
 	int logprobs;           /* -1: none; else each token's logprob and this many
 				 * alternatives' */
 	int structured;         /* response_format json_object or json_schema */
