@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# fast
 # t_serve_logprobs.sh - logprobs on both APIs (issue 58, part 3), with
 # llama-server as the witness, on the same F32 GGUF file (llama-server with
 # an F32 KV cache, as ours):

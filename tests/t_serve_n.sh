@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# fast
 # t_serve_n.sh - OpenAI's n (issue 58, part 3): n choices of one request,
 # each its own sequence in the batch:
 #   - completions, n 3 at temperature 1 with a seed: choice i is the reply

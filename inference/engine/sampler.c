@@ -13,10 +13,8 @@
 int sampler_init(Sampler *s, int vocab_size, float temperature, float topp,
 		 uint64_t seed, InferError *err)
 {
-	s->vocab_size = vocab_size;
-	s->temperature = temperature;
-	s->topp = topp;
-	s->rng_state = seed;
+	*s = (Sampler){ .vocab_size = vocab_size, .temperature = temperature, .topp = topp,
+			.rng_state = seed };  /* no top-k or min-p until sampler_set_filters */
 	s->probindex = pool_alloc(POOL_ACTIVATIONS, (size_t)vocab_size * sizeof(ProbIndex));
 	if (!s->probindex)
 		return infer_fail(err, "sampler: out of memory for %d entries", vocab_size);
