@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# fast
 # t_serve_structured.sh - structured output (issue 58, part 2): through the
 # official openai client, chat and completions with response_format
 # json_schema (nested objects, optional and required properties, enums,
