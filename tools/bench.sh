@@ -3,7 +3,7 @@
 # table of all ratios against their targets.
 #
 #   tools/bench.sh [SECTION...]     sections: engine serve serveq8 tracer probes attach daemon reqtrace alwayson profile opencl
-#                                   opdetail gguf llamacpp servepeer llamabench socket
+#                                   opdetail gguf llamacpp servepeer llamabench socket structured
 #   REPEAT=5 BUILD=build tools/bench.sh
 #
 # Benchmarks, not tests: the 2-core machine is shared and noisy, so every
@@ -20,7 +20,7 @@ export BUILD REPEAT=${REPEAT:-5}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 LOGDIR=$BUILD/bench
 mkdir -p "$LOGDIR" || exit 1
-ALL_SECTIONS="engine serve serveq8 tracer probes attach daemon reqtrace alwayson profile opencl opdetail gguf llamacpp servepeer llamabench socket"
+ALL_SECTIONS="engine serve serveq8 tracer probes attach daemon reqtrace alwayson profile opencl opdetail gguf llamacpp servepeer llamabench socket structured"
 SECTIONS=${*:-$ALL_SECTIONS}
 
 # section NAME -> "script time_limit_seconds"; limits keep the whole run
@@ -44,6 +44,7 @@ section_script() {
 	servepeer) echo "tools/bench_servepeer.sh 480" ;;
 	llamabench) echo "tools/bench_llamabench.sh 2700" ;;
 	socket) echo "tools/bench_socket.sh 300" ;;
+	structured) echo "tools/bench_structured.sh 120" ;;
 	*) return 1 ;;
 	esac
 }
