@@ -129,12 +129,14 @@ DEB_PKGS := build-essential clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev 
             clpeak clblast-utils python3-pyopencl hashcat cmake ninja-build \
             nginx-light apache2-utils wrk golang-go python3-fastapi python3-uvicorn python3-jsonschema
 # npm (tests/node): the official OpenAI client for the HTTP engine's tests,
-# demo and bench; vega-lite, vega and resvg to save Altair charts as PNG;
-# the OTLP protobuf types for the OTLP receiver of the tests.
+# demo and bench; the Vercel AI SDK and LangChain with zod, applications'
+# frameworks as witnesses; vega-lite, vega and resvg to save Altair charts
+# as PNG; the OTLP protobuf types for the OTLP receiver of the tests.
 # node and npm are checked as commands: a node from elsewhere (nodesource)
 # bundles npm and conflicts with Debian's npm package.
 NODE_DIR := tests/node
-NODE_PKGS := openai vega vega-lite @resvg/resvg-js @opentelemetry/otlp-transformer
+NODE_PKGS := openai ai @ai-sdk/openai-compatible @langchain/openai @langchain/core zod \
+             vega vega-lite @resvg/resvg-js @opentelemetry/otlp-transformer
 # npm (tests/llama): llama.cpp as users get it, node-llama-cpp's prebuilt
 # linux-x64 CPU libraries only (--omit=optional leaves out its CUDA, Vulkan
 # and ARM builds, 650 MB; --ignore-scripts: its postinstall would offer to
