@@ -1,16 +1,18 @@
 #!/usr/bin/env node
-// structured.js - structured output through two application frameworks, each
-// validating the reply against its own zod schema (issue 58):
+// frameworks.js - the HTTP engine through two application frameworks (issue 58):
 //
-//   node structured.js BASE_URL
+//   node frameworks.js BASE_URL
 //
-// The Vercel AI SDK's generateObject and streamObject (an OpenAI-compatible
-// provider that asks for json_schema), and LangChain's ChatOpenAI
-// withStructuredOutput (method jsonSchema), greedy and with seeds. Prints one
-// JSON line per call: {framework, call, ok, object} or {framework, call, error}.
+// Plain chat: the Vercel AI SDK's generateText and streamText (an
+// OpenAI-compatible provider) and LangChain's ChatOpenAI invoke and stream,
+// greedy: {framework, call, ok, text}. Structured output, each framework
+// validating the reply against its own zod schema: the AI SDK's
+// generateObject and streamObject (json_schema) and LangChain's
+// withStructuredOutput (method jsonSchema), greedy and with seeds:
+// {framework, call, ok, object}. A failed call: {framework, call, error}.
 'use strict';
 const { z } = require('zod');
-const { generateObject, streamObject } = require('ai');
+const { generateObject, generateText, streamObject, streamText } = require('ai');
 const { createOpenAICompatible } = require('@ai-sdk/openai-compatible');
 const { ChatOpenAI } = require('@langchain/openai');
 
@@ -33,10 +35,37 @@ async function run(framework, call, fn) {
 	}
 }
 
+async function text(framework, call, fn) {
+	try {
+		console.log(JSON.stringify({ framework, call, ok: true, text: await fn() }));
+	} catch (e) {
+		console.log(JSON.stringify({ framework, call, error: String(e && e.message || e).slice(0, 300) }));
+	}
+}
+
+async function plain(model) {
+	const opts = { model, prompt: 'Tell me a story', maxOutputTokens: 12, temperature: 0, maxRetries: 0 };
+	await text('ai-sdk', 'generateText', async () => (await generateText(opts)).text);
+	await text('ai-sdk', 'streamText', async () => {
+		let t = '';
+		for await (const d of streamText(opts).textStream) t += d;
+		return t;
+	});
+	const chat = new ChatOpenAI({ model: 'demo', apiKey: 'x', configuration: { baseURL: base + '/v1' },
+		temperature: 0, maxTokens: 12, maxRetries: 0 });
+	await text('langchain', 'invoke', async () => (await chat.invoke('Tell me a story')).content);
+	await text('langchain', 'stream', async () => {
+		let t = '';
+		for await (const c of await chat.stream('Tell me a story')) t += c.content;
+		return t;
+	});
+}
+
 (async () => {
 	const provider = createOpenAICompatible({ name: 'infer', baseURL: base + '/v1', apiKey: 'x',
 		supportsStructuredOutputs: true });
 	const model = provider.chatModel('demo');
+	await plain(model);
 	for (const seed of [undefined, 1, 2]) {
 		const opts = { model, schema: Person, prompt, maxOutputTokens: 300, maxRetries: 0,
 			temperature: seed === undefined ? 0 : 1, seed };
