@@ -100,6 +100,17 @@ static struct outbuf *failed_output(struct recorder *r)
 	return NULL;
 }
 
+/* A pass with no records: what the JSONL buffer holds goes out now, not
+ * at the next second (a request the join held, released by the clock,
+ * shows within a poll of its release). */
+static enum stop_reason idle(void *ctx)
+{
+	struct recorder *r = ctx;
+
+	ob_flush(&r->jsonl);
+	return failed_output(r) ? STOP_OUTPUT_ERROR : STOP_NONE;
+}
+
 /* ---- once a second: status line, metrics, drops ---- */
 static uint64_t wall_ms(void)
 {
@@ -547,7 +558,7 @@ static int record_main(const struct record_opts *o)
 		st_err("%s", err);
 	err[0] = 0;
 	struct runloop rl = {
-		.s = &r.s, .target = &r.l, .tick_ns = NS_PER_S, .on_tick = tick, .ctx = &r, .input_fd = -1,
+		.s = &r.s, .target = &r.l, .tick_ns = NS_PER_S, .on_tick = tick, .on_idle = idle, .ctx = &r, .input_fd = -1,
 		.deadline_ns = o->common.duration_s > 0 ? r.start_ns + (uint64_t)(o->common.duration_s * 1e9) : 0,
 	};
 	rc = finish(&r, runloop_run(&rl), err, sizeof(err)) ? 1 : 0;

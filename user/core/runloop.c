@@ -92,20 +92,22 @@ static int wait_for_work(const struct runloop *rl, int timeout_ms)
 	return rl->input_fd >= 0 && (fds[1].revents & POLLIN);
 }
 
-/* The records waiting now; the reason to stop if reading failed. */
-static enum stop_reason consume(struct runloop *rl)
+/* The records waiting now (*n of them); the reason to stop if reading failed. */
+static enum stop_reason consume(struct runloop *rl, int *n)
 {
 	int rc = session_consume(rl->s);
 
+	*n = rc > 0 ? rc : 0;
 	if (rc >= 0)
 		return STOP_NONE;
 	return rl->s->cb_error ? STOP_OUTPUT_ERROR : STOP_RINGBUF_ERROR;
 }
 
-/* One pass after a wait: records, input, signals, target, deadline, tick. */
+/* One pass after a wait: records, input, signals, target, idle, deadline, tick. */
 static enum stop_reason step(struct runloop *rl, int input_ready, uint64_t *next_tick)
 {
-	enum stop_reason why = consume(rl);
+	int got = 0, more = 0;
+	enum stop_reason why = consume(rl, &got);
 	uint64_t now;
 
 	if (why == STOP_NONE && input_ready == 2)
@@ -124,7 +126,7 @@ static enum stop_reason step(struct runloop *rl, int input_ready, uint64_t *next
 	}
 	if (rl->target && launch_target_gone(rl->target)) {
 		/* Whatever it fired before exiting is still in the buffer. */
-		if ((why = consume(rl)) != STOP_NONE)
+		if ((why = consume(rl, &more)) != STOP_NONE)
 			return why;
 		if (!rl->on_target_exit)
 			return STOP_TARGET_EXIT;
@@ -132,6 +134,8 @@ static enum stop_reason step(struct runloop *rl, int input_ready, uint64_t *next
 		if ((why = rl->on_target_exit(rl->ctx)) != STOP_NONE)
 			return why;
 	}
+	if (!got && rl->on_idle && (why = rl->on_idle(rl->ctx)) != STOP_NONE)
+		return why;
 	now = mono_now_ns();
 	if (rl->deadline_ns && now >= rl->deadline_ns)
 		return STOP_DURATION;

@@ -46,6 +46,9 @@ struct runloop {
 	enum stop_reason (*on_target_exit)(void *ctx);
 	/* SIGHUP; NULL leaves SIGHUP ignored. */
 	void (*on_hup)(void *ctx);
+	/* A pass read no records: an output that buffers writes what it holds,
+	 * so that records the clock released (held requests) show at once. */
+	enum stop_reason (*on_idle)(void *ctx);
 };
 
 /* SIGINT/SIGTERM raise the stop flag and SIGHUP the reopen flag; SIGPIPE is

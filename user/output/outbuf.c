@@ -74,7 +74,7 @@ int ob_flush(struct outbuf *ob)
 	if (ob->error)
 		return -1;
 	/* Only complete lines go out; a line being formatted stays. */
-	return write_out(ob, ob->line_start);
+	return ob->line_start ? write_out(ob, ob->line_start) : 0;
 }
 
 int ob_close(struct outbuf *ob)
